@@ -1,0 +1,283 @@
+/*
+ * keratin.h - the public API of libkeratin, a fault-tolerant persistent-memory object store.
+ *
+ * A pool is a file mapped into memory. Applications keep objects in it and change them only
+ * through transactions: a transaction copies the ranges it will change into DRAM
+ * micro-buffers, the application edits those, and kr_tx_commit() makes every change of the
+ * transaction durable at once with a single persist round trip (one store fence). A crash at
+ * any instant leaves the pool holding exactly the transactions that committed before it.
+ *
+ * Conventions
+ *   - Functions that can fail return an int: KR_OK (0) or a negative kr_err code. The
+ *     thread's last error is also kept with a detailed message: kr_errcode(), kr_errmsg().
+ *   - Functions that return a pointer return NULL on failure and set the thread's error.
+ *   - Errors inside a transaction are sticky: once an operation of a transaction fails, every
+ *     later operation of it fails with the same code, and kr_tx_commit() aborts the
+ *     transaction and returns that code. An application may therefore check only the commit.
+ *   - A pool whose memory may disagree with the media (a failed msync, say) enters an error
+ *     state: every later call fails with KR_E_POOL_FAILED until the pool is closed and
+ *     reopened, which runs recovery.
+ *
+ * Thread-safety
+ *   - A kr_pool may be shared by any number of threads.
+ *   - A kr_tx belongs to the thread that began it; each thread has at most one open
+ *     transaction per pool. Transactions of different threads run concurrently; keratin does
+ *     not isolate them from each other, so two threads that change the same object must
+ *     serialise those transactions themselves (as with libpmemobj). Allocation and free are
+ *     safe from any number of threads.
+ *   - kr_get() pointers stay valid until the object is freed and the pool is closed.
+ *
+ * Durability modes (chosen at open, reported by kr_pool_stat()):
+ *   - KR_MODE_DAX: the file supports MAP_SYNC; cache-line flushes + sfence make data durable.
+ *   - KR_MODE_PAGECACHE: ordinary file; the same, plus msync() of the touched pages before a
+ *     commit returns. Correct, slower.
+ *   - KR_MODE_EMULATED: the caller asserts that the mapping is persistent (KR_OPEN_FORCE_PMEM
+ *     or KERATIN_FORCE_PMEM=1 in the environment); used for benchmarks on tmpfs.
+ */
+#ifndef KERATIN_H
+#define KERATIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KERATIN_VERSION_MAJOR 0
+#define KERATIN_VERSION_MINOR 1
+
+/* ---------------------------------------------------------------------------------------
+ * Errors. The high byte is the class; the low byte distinguishes cases inside the class.
+ * ------------------------------------------------------------------------------------- */
+enum kr_err {
+	KR_OK = 0,
+
+	KR_E_MISUSE = -0x100,        /* the API was used wrongly */
+	KR_E_MISUSE_ARG = -0x101,    /* an argument is NULL, zero or out of range */
+	KR_E_MISUSE_STATE = -0x102,  /* no transaction / one already open / tx ended */
+	KR_E_MISUSE_OID = -0x103,    /* oid does not name a live object of this pool */
+	KR_E_MISUSE_FREED = -0x104,  /* object already freed (in this transaction or before) */
+	KR_E_MISUSE_RANGE = -0x105,  /* offset + length beyond the object */
+	KR_E_MISUSE_THREAD = -0x106, /* transaction used from a thread that did not begin it */
+
+	KR_E_NOSPACE = -0x200,      /* not enough room */
+	KR_E_NOSPACE_HEAP = -0x201, /* the heap has no free extent large enough */
+	KR_E_NOSPACE_LOG = -0x202,  /* transaction's log image exceeds one lane */
+	KR_E_TOO_BIG = -0x203,      /* allocation larger than a zone can hold */
+
+	KR_E_IO = -0x300,       /* the operating system refused an operation (errno in message) */
+	KR_E_IO_OPEN = -0x301,  /* open/create of the file failed */
+	KR_E_IO_MAP = -0x302,   /* mmap failed */
+	KR_E_IO_SYNC = -0x303,  /* msync/fsync failed: durability not guaranteed */
+	KR_E_IO_EXISTS = -0x304, /* creating a pool over an existing file */
+	KR_E_IO_BUSY = -0x305,   /* pool is already open (in this or another process) */
+
+	KR_E_FORMAT = -0x400,           /* the file is not a pool this build can use */
+	KR_E_FORMAT_NOT_POOL = -0x401,  /* no keratin magic in either header copy */
+	KR_E_FORMAT_VERSION = -0x402,   /* made by a newer keratin (version or incompat feature) */
+	KR_E_FORMAT_TRUNCATED = -0x403, /* file shorter than the pool it holds */
+	KR_E_FORMAT_GEOMETRY = -0x404,  /* header fields inconsistent with each other */
+
+	KR_E_CORRUPT = -0x500,        /* stored data failed a consistency check */
+	KR_E_CORRUPT_HEADER = -0x501, /* both header copies damaged */
+	KR_E_CORRUPT_META = -0x502,   /* heap metadata damaged */
+	KR_E_CORRUPT_LOG = -0x503,    /* a committed log entry is damaged in both copies */
+
+	KR_E_MEDIA = -0x600, /* media error (poison) that could not be repaired */
+
+	KR_E_NOMEM = -0x700, /* DRAM allocation failed */
+
+	KR_E_POOL_FAILED = -0x800, /* pool is in the error state; close and reopen it */
+	KR_E_CANARY = -0x801,      /* a micro-buffer was overrun; transaction aborted */
+};
+
+#define KR_ERR_CLASS(e) (-((-(e)) & ~0xff))
+
+/* Static text for a code ("object id is not a live object", ...). Never NULL. */
+const char *kr_strerror(int err);
+/* The calling thread's last error code and its detailed message (file, offset, errno). */
+int kr_errcode(void);
+const char *kr_errmsg(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Pools
+ * ------------------------------------------------------------------------------------- */
+typedef struct kr_pool kr_pool;
+typedef uint64_t kr_oid; /* pool offset of an object's first payload byte; 0 is null */
+#define KR_OID_NULL ((kr_oid)0)
+
+enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
+
+#define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
+#define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
+
+struct kr_create_opts {
+	uint64_t size;   /* pool size in bytes, >= KR_MIN_POOL_SIZE (8 MiB); required */
+	uint32_t rows;   /* data rows per zone (parity costs 1/rows); 0 = default (100) */
+	uint32_t nlanes; /* log lanes = concurrent transactions; 0 = default (16) */
+	uint32_t lane_kib; /* size of one lane in KiB; 0 = default (256) */
+	unsigned flags;  /* KR_OPEN_* */
+	/* Called from time to time while the file is zeroed, with bytes done and total. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
+};
+
+/* Creates a new pool file at path (which must not exist) and opens it.
+ * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry), KR_E_IO_EXISTS, KR_E_IO_*. */
+int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
+
+/* Opens a pool, recovering it if it was not closed cleanly: committed transactions still in
+ * the log are replayed and torn ones discarded. A cleanly closed pool opens without scanning
+ * the log or the data. A pool is open at most once at a time (an exclusive flock on the
+ * file); a second open fails with KR_E_IO_BUSY. Errors: KR_E_IO_*, KR_E_FORMAT_*, KR_E_CORRUPT_*, KR_E_NOMEM. */
+int kr_pool_open(const char *path, unsigned flags, kr_pool **pool);
+
+/* Waits for nothing: the caller must have ended every transaction. Makes everything durable,
+ * marks the pool clean and unmaps it. Returns KR_E_MISUSE_STATE (and closes nothing) if a
+ * transaction is still open; the pool handle is freed in every other case. */
+int kr_pool_close(kr_pool *pool);
+
+struct kr_pool_stat {
+	uint64_t pool_size;
+	enum kr_mode mode;
+	uint32_t nzones, rows, nlanes;
+	uint64_t row_size, zone_size, lane_size;
+	uint64_t heap_size;      /* bytes of data rows (objects + zone metadata) */
+	uint64_t parity_bytes;   /* bytes of parity rows */
+	uint64_t meta_bytes;     /* headers, control pages, lanes and replicas, zone metadata */
+	uint64_t used_bytes;     /* bytes of allocated blocks, headers included */
+	uint64_t free_bytes;     /* bytes of heap available for objects */
+	uint64_t nobjects;       /* live objects */
+	uint64_t max_alloc;      /* largest object size this pool can hold */
+	uint8_t uuid[16];
+	int recovered;           /* 1 if the last open replayed or discarded log entries */
+	uint64_t replayed_txs;   /* transactions replayed by that recovery */
+	uint64_t discarded_txs;  /* torn transactions discarded by it */
+};
+int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
+
+/* ---------------------------------------------------------------------------------------
+ * Objects (reads)
+ * ------------------------------------------------------------------------------------- */
+
+/* Direct pointer to an object's committed bytes, or NULL (KR_E_MISUSE_OID) if oid does not
+ * name a live object. Never write through it: changes go through a transaction. */
+const void *kr_get(kr_pool *pool, kr_oid oid);
+/* Size and type number given at allocation; 0 (and KR_E_MISUSE_OID) for a bad oid. */
+size_t kr_size(kr_pool *pool, kr_oid oid);
+uint32_t kr_type(kr_pool *pool, kr_oid oid);
+
+/* Iteration over live objects in pool order (the root object included). Returns KR_OID_NULL
+ * at the end. Do not run transactions that allocate or free while iterating. */
+kr_oid kr_first(kr_pool *pool);
+kr_oid kr_next(kr_pool *pool, kr_oid oid);
+
+/* The root object: the one object an application finds without knowing an oid. Creates it
+ * zero-filled (in a transaction of its own) on first call; later calls return it. If size is
+ * larger than the existing root, KR_E_MISUSE_ARG. */
+int kr_root(kr_pool *pool, size_t size, kr_oid *oid);
+
+/* ---------------------------------------------------------------------------------------
+ * Transactions
+ * ------------------------------------------------------------------------------------- */
+typedef struct kr_tx kr_tx;
+
+/* Begins a transaction on the calling thread (binds a log lane; waits for one if all are in
+ * use). Errors: KR_E_MISUSE_STATE (this thread already has one open on this pool). */
+int kr_tx_begin(kr_pool *pool, kr_tx **tx);
+
+/* Allocates a zero-filled object of size bytes (1 .. kr_pool_stat().max_alloc) with an
+ * application type number. The object exists only if the transaction commits; its content
+ * is written with the transaction. */
+int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
+
+/* Frees an object at commit. Freeing an object twice, or one allocated and freed in the
+ * same transaction, is KR_E_MISUSE_FREED. */
+int kr_tx_free(kr_tx *tx, kr_oid oid);
+
+/* Returns a writable DRAM micro-buffer for bytes [off, off+len) of the object: the bytes are
+ * copied from the pool (or from the transaction's earlier changes) and logged at commit. The
+ * pointer is to byte off of a buffer that mirrors the whole object, so pointer arithmetic
+ * inside the requested range is valid. Only requested ranges are copied and logged.
+ * NULL on error (KR_E_MISUSE_OID, KR_E_MISUSE_RANGE, KR_E_NOMEM). */
+void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len);
+
+/* kr_tx_add(tx, oid, 0, kr_size(oid)): the whole object, writable. */
+void *kr_tx_open(kr_tx *tx, kr_oid oid);
+
+/* Read access inside a transaction: the transaction's micro-buffer for the object if it has
+ * one (completed with the object's committed bytes, so the whole object reads correctly),
+ * else the direct pointer of kr_get(). */
+const void *kr_tx_get(kr_tx *tx, kr_oid oid);
+
+/* Commits: the changes become durable atomically with one store fence, then the
+ * transaction ends. On error the transaction is aborted (nothing reaches the pool) and
+ * ended. Errors: the transaction's sticky error, KR_E_NOSPACE_LOG, KR_E_CANARY,
+ * KR_E_IO_SYNC (pool enters the error state). */
+int kr_tx_commit(kr_tx *tx);
+
+/* Discards the transaction's changes and ends it. Allocations are returned. */
+void kr_tx_abort(kr_tx *tx);
+
+/* Single-object atomic update: copies len bytes from src to [off, off+len) of the object in
+ * a transaction of its own. */
+int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
+
+/* Typed helpers. T is the C type stored in the object. */
+#define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))
+#define KR_TX_GET(tx, oid, T) ((const T *)kr_tx_get((tx), (oid)))
+#define KR_TX_OPEN(tx, oid, T) ((T *)kr_tx_open((tx), (oid)))
+/* Writable pointer to one field of a T object; only that field is copied and logged. */
+#define KR_TX_FIELD(tx, oid, T, field)                                                      \
+	((__typeof__(((T *)0)->field) *)kr_tx_add((tx), (oid), offsetof(T, field),            \
+						   sizeof(((T *)0)->field)))
+#define KR_TX_NEW(tx, T, typenum, oidp) kr_tx_alloc((tx), sizeof(T), (typenum), (oidp))
+
+/* ---------------------------------------------------------------------------------------
+ * Persistence counters. Per thread, summed over every pool the thread wrote. Deterministic:
+ * tests assert on them and benchmarks report them per transaction.
+ * ------------------------------------------------------------------------------------- */
+struct kr_counters {
+	uint64_t fences;        /* store fences issued (the persist round trips) */
+	uint64_t flushed_lines; /* cache lines written back (clwb/clflushopt/clflush, NT) */
+	uint64_t bytes_written; /* bytes stored to persistent memory, all kinds */
+	uint64_t bytes_logged;  /* of those, bytes of redo-log lines (primary + replica) */
+	uint64_t msyncs;        /* msync calls (page-cache mode) */
+	uint64_t commits;       /* transactions committed */
+};
+void kr_counters_get(struct kr_counters *c);
+void kr_counters_reset(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Persistence recorder: a hook that sees every store, flush and fence keratin makes to
+ * persistent memory, in program order, on the thread that makes it. Used by the crash
+ * simulator (tests/crashsim.c) and by checking tools. One recorder for the whole process;
+ * install it before opening pools and remove it after closing them.
+ *   store: called after len bytes at addr were written (plain stores, cached)
+ *   flush: called when [addr, addr+len) is written back (lines containing it)
+ *   fence: called just before a store fence; everything flushed before it becomes durable
+ *   nt:    called after a non-temporal copy of len bytes to addr (durable at the next fence)
+ *   map:   called when a pool file is mapped (before any store to it), with its path
+ *   unmap: called just before a pool mapping goes away
+ * Any callback may be NULL.
+ * ------------------------------------------------------------------------------------- */
+struct kr_recorder {
+	void (*map)(void *ctx, void *base, size_t len, const char *path);
+	void (*unmap)(void *ctx, void *base, size_t len);
+	void (*store)(void *ctx, const void *addr, size_t len);
+	void (*flush)(void *ctx, const void *addr, size_t len);
+	void (*fence)(void *ctx);
+	void (*nt)(void *ctx, const void *addr, size_t len);
+	void *ctx;
+};
+void kr_set_recorder(const struct kr_recorder *rec);
+
+/* The mapping of an open pool: base address and length (for tools and the recorder). */
+void *kr_pool_base(kr_pool *pool);
+size_t kr_pool_mapped_size(kr_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

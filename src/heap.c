@@ -1,0 +1,658 @@
+/*
+ * heap.c - the persistent allocator.
+ *
+ * Design
+ *
+ *   Each zone's data rows start with its metadata: one 8-byte word per chunk and one
+ *   128-byte bitmap per chunk (layout.h). A chunk is FREE, a RUN of equal blocks of one size
+ *   class, or the head of a LARGE extent of whole chunks. The persistent metadata changes
+ *   only through redo records committed by the log, so every allocation and free is atomic
+ *   with the transaction that makes it:
+ *     alloc in a run   SETBITS on the run's bitmap word        (commutes with other threads')
+ *     free in a run    CLRBITS on it
+ *     alloc an extent  DATA: head chunk word = LARGE(n)
+ *     free an extent   DATA: head chunk word = FREE
+ *     new run          DATA: chunk word = RUN(class) + zeroed bitmap, in an internal
+ *                      transaction of its own (an empty run is harmless if the user's
+ *                      transaction later aborts, and other threads may use it at once)
+ *     reclaim runs     DATA: chunk word = FREE for runs with no live block (internal)
+ *
+ *   The DRAM state mirrors it with more detail: a block can also be reserved (taken by an
+ *   uncommitted transaction) or freeing (freed by a committed transaction whose free is not
+ *   yet below the log's durable sequence number).
+ *
+ *   Invariants
+ *   1. alloc bits (DRAM) == the persistent bitmap, after every commit and after load.
+ *   2. busy bits >= alloc bits: reserved and freeing blocks are busy but not allocated.
+ *   3. A block or extent freed by transaction s is not handed out again until
+ *      s <= durable_seq (kr_heap_release); otherwise a crash could replay an older
+ *      transaction's write over the new owner's directly written content.
+ *   4. used_bytes + free_bytes + (reserved, freeing and run-tail bytes) == bytes of chunks.
+ *
+ *   kr_heap_lookup() runs without the lock: chunk types and alloc words are atomics, and a
+ *   run's DRAM struct, once created for a chunk, lives until the heap is torn down.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "heap.h"
+
+enum {
+	D_FREE = 0,
+	D_RUN,
+	D_LARGE,          /* live extent head */
+	D_LARGE_RESERVED, /* extent head taken by an uncommitted transaction */
+	D_LARGE_FREEING,  /* extent head freed, awaiting durable_seq */
+	D_BODY,           /* non-head chunk of an extent in any of the three states above */
+};
+
+#define RUN_WORDS (KR_RUN_BITMAP_BYTES / 8)
+
+struct kr_run {
+	_Atomic uint64_t alloc[RUN_WORDS];
+	uint64_t busy[RUN_WORDS];
+	uint32_t nblocks, nbusy;
+	uint8_t cls;
+	uint8_t in_avail;
+};
+
+struct kr_chunk_dram {
+	_Atomic uint8_t type;
+	uint32_t n; /* extent length at a head */
+	struct kr_run *run;
+};
+
+struct kr_pending {
+	uint64_t seq;
+	uint32_t gid;   /* global chunk id */
+	uint32_t index; /* block index, or UINT32_MAX for an extent */
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Geometry helpers
+ * ------------------------------------------------------------------------------------- */
+static char *zone_base(struct kr_heap *h, uint32_t z)
+{
+	return h->pm->base + h->heap_off + (uint64_t)z * h->zone_size;
+}
+
+static uint64_t *chunk_word(struct kr_heap *h, uint32_t gid)
+{
+	return (uint64_t *)zone_base(h, gid / h->chunks_per_zone) + gid % h->chunks_per_zone;
+}
+
+static uint64_t *run_bitmap(struct kr_heap *h, uint32_t gid)
+{
+	char *zb = zone_base(h, gid / h->chunks_per_zone);
+	return (uint64_t *)(zb + (uint64_t)h->chunks_per_zone * 8 +
+			    (uint64_t)(gid % h->chunks_per_zone) * KR_RUN_BITMAP_BYTES);
+}
+
+static uint64_t chunk_off(struct kr_heap *h, uint32_t gid)
+{
+	return h->heap_off + (uint64_t)(gid / h->chunks_per_zone) * h->zone_size +
+	       (uint64_t)h->meta_pages * KR_PAGE_SIZE +
+	       (uint64_t)(gid % h->chunks_per_zone) * KR_CHUNK_SIZE;
+}
+
+static uint64_t pool_off(struct kr_heap *h, const void *p) { return (uint64_t)((const char *)p - h->pm->base); }
+
+static int size_class(uint64_t total)
+{
+	for (int c = 0; c < KR_NCLASSES; c++)
+		if (kr_size_classes[c] >= total)
+			return c;
+	return -1;
+}
+
+static uint32_t run_nblocks(unsigned cls) { return KR_CHUNK_SIZE / kr_size_classes[cls]; }
+
+static void block_of_run(struct kr_heap *h, uint32_t gid, uint32_t index, struct kr_block *b)
+{
+	struct kr_run *r = h->chunks[gid].run;
+	b->bytes = kr_size_classes[r->cls];
+	b->off = chunk_off(h, gid) + (uint64_t)index * b->bytes;
+	b->zone = gid / h->chunks_per_zone;
+	b->chunk = gid % h->chunks_per_zone;
+	b->index = index;
+	b->nchunks = 0;
+}
+
+static void block_of_extent(struct kr_heap *h, uint32_t gid, uint32_t n, struct kr_block *b)
+{
+	b->off = chunk_off(h, gid);
+	b->bytes = (uint64_t)n * KR_CHUNK_SIZE;
+	b->zone = gid / h->chunks_per_zone;
+	b->chunk = gid % h->chunks_per_zone;
+	b->index = UINT32_MAX;
+	b->nchunks = n;
+}
+
+static uint32_t block_gid(struct kr_heap *h, const struct kr_block *b)
+{
+	return b->zone * h->chunks_per_zone + b->chunk;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Setup and load
+ * ------------------------------------------------------------------------------------- */
+int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
+		 const struct kr_pool_hdr *hdr)
+{
+	memset(h, 0, sizeof(*h));
+	h->pm = pm;
+	h->log = log;
+	h->heap_off = hdr->heap_off;
+	h->zone_size = hdr->zone_size;
+	h->nzones = hdr->nzones;
+	h->chunks_per_zone = hdr->chunks_per_zone;
+	h->meta_pages = hdr->zone_meta_pages;
+	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
+	pthread_mutex_init(&h->lock, NULL);
+	h->chunks = calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
+	if (!h->chunks)
+		return kr_err_set(KR_E_NOMEM, "heap chunk table");
+	return KR_OK;
+}
+
+void kr_heap_fini(struct kr_heap *h)
+{
+	if (h->chunks)
+		for (size_t i = 0; i < (size_t)h->nzones * h->chunks_per_zone; i++)
+			free(h->chunks[i].run);
+	free(h->chunks);
+	for (int c = 0; c < KR_NCLASSES; c++)
+		free(h->avail[c].ids);
+	free(h->pending);
+	pthread_mutex_destroy(&h->lock);
+	memset(h, 0, sizeof(*h));
+}
+
+static int avail_push(struct kr_heap *h, uint32_t gid)
+{
+	struct kr_run *r = h->chunks[gid].run;
+	if (r->in_avail)
+		return KR_OK;
+	typeof(h->avail[0]) *a = &h->avail[r->cls];
+	if (a->n == a->cap) {
+		uint32_t cap = a->cap ? a->cap * 2 : 16;
+		uint32_t *ids = realloc(a->ids, cap * sizeof(*ids));
+		if (!ids)
+			return kr_err_set(KR_E_NOMEM, "run list");
+		a->ids = ids;
+		a->cap = cap;
+	}
+	a->ids[a->n++] = gid;
+	r->in_avail = 1;
+	return KR_OK;
+}
+
+/* Gives chunk gid a DRAM run of class cls with the given allocation bitmap. */
+static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint64_t *bits)
+{
+	struct kr_chunk_dram *c = &h->chunks[gid];
+	if (!c->run && !(c->run = calloc(1, sizeof(struct kr_run))))
+		return kr_err_set(KR_E_NOMEM, "run");
+	struct kr_run *r = c->run;
+	r->cls = (uint8_t)cls;
+	r->nblocks = run_nblocks(cls);
+	r->nbusy = 0;
+	r->in_avail = 0;
+	for (unsigned w = 0; w < RUN_WORDS; w++) {
+		atomic_store_explicit(&r->alloc[w], bits[w], memory_order_relaxed);
+		r->busy[w] = bits[w];
+		r->nbusy += (uint32_t)__builtin_popcountll(bits[w]);
+	}
+	atomic_store_explicit(&c->type, D_RUN, memory_order_release);
+	uint64_t bs = kr_size_classes[cls];
+	h->used_bytes += r->nbusy * bs;
+	h->nobjects += r->nbusy;
+	h->free_bytes += (r->nblocks - r->nbusy) * bs;
+	return r->nbusy < r->nblocks ? avail_push(h, gid) : KR_OK;
+}
+
+int kr_heap_load(struct kr_heap *h)
+{
+	for (uint32_t z = 0; z < h->nzones; z++) {
+		for (uint32_t i = 0; i < h->chunks_per_zone;) {
+			uint32_t gid = z * h->chunks_per_zone + i;
+			uint64_t *wp = chunk_word(h, gid);
+			uint64_t w = *wp;
+			switch (KR_CHUNK_TYPE(w)) {
+			case KR_CHUNK_FREE:
+				if (w != 0)
+					return KR_CORRUPT(KR_E_CORRUPT_META, pool_off(h, wp),
+							  "free chunk word has stray bits");
+				h->free_bytes += KR_CHUNK_SIZE;
+				i++;
+				break;
+			case KR_CHUNK_RUN: {
+				unsigned cls = KR_CHUNK_CLASS(w);
+				if (cls >= KR_NCLASSES || (w & ~0xffffull) != 0)
+					return KR_CORRUPT(KR_E_CORRUPT_META, pool_off(h, wp),
+							  "run chunk word 0x%llx is invalid",
+							  (unsigned long long)w);
+				uint64_t bits[RUN_WORDS];
+				memcpy(bits, run_bitmap(h, gid), sizeof(bits));
+				uint32_t nb = run_nblocks(cls);
+				for (uint32_t b = nb; b < RUN_WORDS * 64; b++)
+					if (bits[b / 64] >> (b % 64) & 1)
+						return KR_CORRUPT(KR_E_CORRUPT_META,
+								  pool_off(h, run_bitmap(h, gid)),
+								  "run bitmap marks block %u of %u", b, nb);
+				int rc = run_attach(h, gid, cls, bits);
+				if (rc)
+					return rc;
+				i++;
+				break;
+			}
+			case KR_CHUNK_LARGE: {
+				uint32_t n = KR_CHUNK_NCHUNKS(w);
+				if (n == 0 || n > h->chunks_per_zone - i || (w & 0xffffff00ull) != 0)
+					return KR_CORRUPT(KR_E_CORRUPT_META, pool_off(h, wp),
+							  "extent of %u chunks at chunk %u", n, i);
+				for (uint32_t k = 1; k < n; k++)
+					if (*chunk_word(h, gid + k) != 0)
+						return KR_CORRUPT(KR_E_CORRUPT_META,
+								  pool_off(h, chunk_word(h, gid + k)),
+								  "chunk inside an extent is not free");
+				h->chunks[gid].n = n;
+				atomic_store(&h->chunks[gid].type, D_LARGE);
+				for (uint32_t k = 1; k < n; k++)
+					atomic_store(&h->chunks[gid + k].type, D_BODY);
+				h->used_bytes += (uint64_t)n * KR_CHUNK_SIZE;
+				h->nobjects++;
+				i += n;
+				break;
+			}
+			default:
+				return KR_CORRUPT(KR_E_CORRUPT_META, pool_off(h, wp),
+						  "unknown chunk type %u", KR_CHUNK_TYPE(w));
+			}
+		}
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Internal transactions (run creation and reclaim), on the caller's lane
+ * ------------------------------------------------------------------------------------- */
+static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct kr_img *img)
+{
+	uint64_t seq;
+	int rc = kr_log_commit(h->log, lane, img, &seq);
+	if (rc)
+		return rc;
+	kr_log_apply(h->log, img);
+	kr_log_applied(h->log, lane, seq);
+	return KR_OK;
+}
+
+/* Finds n contiguous free chunks inside one zone, next-fit from the cursor. */
+static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out)
+{
+	uint32_t total = h->nzones * h->chunks_per_zone;
+	for (uint32_t pass = 0; pass < 2; pass++) {
+		uint32_t start = pass == 0 ? h->cursor : 0;
+		uint32_t end = pass == 0 ? total : h->cursor;
+		uint32_t run_start = start, run_len = 0;
+		for (uint32_t g = start; g < end; g++) {
+			if (g % h->chunks_per_zone == 0)
+				run_len = 0; /* extents never cross zones */
+			if (atomic_load_explicit(&h->chunks[g].type, memory_order_relaxed) != D_FREE) {
+				run_len = 0;
+				continue;
+			}
+			if (run_len == 0)
+				run_start = g;
+			if (++run_len == n) {
+				*out = run_start;
+				h->cursor = run_start + n < total ? run_start + n : 0;
+				return KR_OK;
+			}
+		}
+	}
+	return KR_E_NOSPACE_HEAP;
+}
+
+static int run_create(struct kr_heap *h, struct kr_lane *lane, unsigned cls)
+{
+	uint32_t gid;
+	if (find_free_chunks(h, 1, &gid) != KR_OK)
+		return KR_E_NOSPACE_HEAP;
+	struct kr_img img;
+	kr_img_init(&img);
+	kr_img_reset(&img);
+	uint64_t *w = kr_img_data(&img, pool_off(h, chunk_word(h, gid)), 8);
+	void *bm = w ? kr_img_data(&img, pool_off(h, run_bitmap(h, gid)), KR_RUN_BITMAP_BYTES) : NULL;
+	int rc = kr_errcode();
+	if (bm) {
+		*w = KR_CHUNK_WORD_RUN(cls);
+		memset(bm, 0, KR_RUN_BITMAP_BYTES);
+		rc = heap_internal_commit(h, lane, &img);
+	}
+	kr_img_free(&img);
+	if (rc)
+		return rc;
+	h->free_bytes -= KR_CHUNK_SIZE;
+	static const uint64_t zero[RUN_WORDS];
+	return run_attach(h, gid, cls, zero);
+}
+
+/* Turns runs with no busy block back into free chunks (one internal transaction). */
+static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
+{
+	struct kr_img img;
+	kr_img_init(&img);
+	kr_img_reset(&img);
+	uint32_t total = h->nzones * h->chunks_per_zone, count = 0;
+	uint32_t *gids = malloc(sizeof(uint32_t) * 256);
+	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
+	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
+		struct kr_chunk_dram *c = &h->chunks[g];
+		if (atomic_load(&c->type) != D_RUN || c->run->nbusy != 0)
+			continue;
+		uint64_t *w = kr_img_data(&img, pool_off(h, chunk_word(h, g)), 8);
+		if (!w) {
+			rc = kr_errcode();
+			break;
+		}
+		*w = 0;
+		gids[count++] = g;
+	}
+	if (rc == KR_OK && count)
+		rc = heap_internal_commit(h, lane, &img);
+	kr_img_free(&img);
+	if (rc == KR_OK) {
+		for (uint32_t i = 0; i < count; i++) {
+			struct kr_chunk_dram *c = &h->chunks[gids[i]];
+			h->free_bytes -= (uint64_t)c->run->nblocks * kr_size_classes[c->run->cls];
+			h->free_bytes += KR_CHUNK_SIZE;
+			c->run->in_avail = 0;
+			atomic_store(&c->type, D_FREE);
+		}
+		/* Drop reclaimed runs from the availability lists. */
+		for (int cl = 0; cl < KR_NCLASSES; cl++) {
+			uint32_t k = 0;
+			for (uint32_t j = 0; j < h->avail[cl].n; j++)
+				if (atomic_load(&h->chunks[h->avail[cl].ids[j]].type) == D_RUN)
+					h->avail[cl].ids[k++] = h->avail[cl].ids[j];
+			h->avail[cl].n = k;
+		}
+	}
+	free(gids);
+	return rc ? rc : (count ? KR_OK : KR_E_NOSPACE_HEAP);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reserve / commit / abort
+ * ------------------------------------------------------------------------------------- */
+static int reserve_small(struct kr_heap *h, struct kr_lane *lane, unsigned cls, struct kr_block *b)
+{
+	typeof(h->avail[0]) *a = &h->avail[cls];
+	for (;;) {
+		while (a->n) {
+			uint32_t gid = a->ids[a->n - 1];
+			struct kr_run *r = h->chunks[gid].run;
+			if (r->nbusy < r->nblocks) {
+				for (uint32_t w = 0; w < RUN_WORDS; w++) {
+					uint64_t freebits = ~r->busy[w];
+					if (w * 64 + 64 > r->nblocks)
+						freebits &= (1ull << (r->nblocks - w * 64)) - 1;
+					if (!freebits)
+						continue;
+					uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(freebits);
+					r->busy[w] |= 1ull << (idx % 64);
+					r->nbusy++;
+					block_of_run(h, gid, idx, b);
+					h->free_bytes -= b->bytes;
+					return KR_OK;
+				}
+			}
+			r->in_avail = 0;
+			a->n--;
+		}
+		int rc = run_create(h, lane, cls);
+		if (rc)
+			return rc;
+	}
+}
+
+static int reserve_large(struct kr_heap *h, uint64_t total, struct kr_block *b)
+{
+	uint32_t n = (uint32_t)((total + KR_CHUNK_SIZE - 1) / KR_CHUNK_SIZE);
+	uint32_t gid;
+	if (find_free_chunks(h, n, &gid) != KR_OK)
+		return KR_E_NOSPACE_HEAP;
+	h->chunks[gid].n = n;
+	atomic_store(&h->chunks[gid].type, D_LARGE_RESERVED);
+	for (uint32_t k = 1; k < n; k++)
+		atomic_store(&h->chunks[gid + k].type, D_BODY);
+	h->free_bytes -= (uint64_t)n * KR_CHUNK_SIZE;
+	block_of_extent(h, gid, n, b);
+	return KR_OK;
+}
+
+int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct kr_block *b)
+{
+	if (size == 0)
+		return kr_err_set(KR_E_MISUSE_ARG, "allocation of 0 bytes");
+	if (size > h->max_alloc)
+		return kr_err_set(KR_E_TOO_BIG, "allocation of %zu bytes; this pool's limit is %llu",
+				  size, (unsigned long long)h->max_alloc);
+	uint64_t total = size + sizeof(struct kr_obj_hdr);
+	int cls = size_class(total);
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&h->lock);
+		int rc = cls >= 0 ? reserve_small(h, lane, (unsigned)cls, b) : reserve_large(h, total, b);
+		int have_pending = h->npending > 0;
+		if (rc == KR_E_NOSPACE_HEAP && attempt == 1)
+			rc = runs_reclaim(h, lane) == KR_OK ? -1 : KR_E_NOSPACE_HEAP;
+		pthread_mutex_unlock(&h->lock);
+		if (rc == -1)
+			continue; /* reclaimed something: try again */
+		if (rc != KR_E_NOSPACE_HEAP)
+			return rc;
+		if (attempt == 0 && have_pending) {
+			/* Frees waiting for durable_seq: force it forward and take them back. */
+			rc = kr_log_sync(h->log, lane);
+			if (rc)
+				return rc;
+			kr_heap_release(h);
+			continue;
+		}
+		if (attempt == 0)
+			continue;
+		return kr_err_set(KR_E_NOSPACE_HEAP, "no room for %zu bytes (%llu bytes free)", size,
+				  (unsigned long long)h->free_bytes);
+	}
+}
+
+void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b)
+{
+	uint32_t gid = block_gid(h, b);
+	pthread_mutex_lock(&h->lock);
+	if (b->index == UINT32_MAX) {
+		for (uint32_t k = 0; k < b->nchunks; k++)
+			atomic_store(&h->chunks[gid + k].type, D_FREE);
+	} else {
+		struct kr_run *r = h->chunks[gid].run;
+		r->busy[b->index / 64] &= ~(1ull << (b->index % 64));
+		r->nbusy--;
+		avail_push(h, gid);
+	}
+	h->free_bytes += b->bytes;
+	pthread_mutex_unlock(&h->lock);
+}
+
+int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img)
+{
+	uint32_t gid = block_gid(h, b);
+	if (b->index == UINT32_MAX) {
+		uint64_t *w = kr_img_data(img, pool_off(h, chunk_word(h, gid)), 8);
+		if (!w)
+			return kr_errcode();
+		*w = KR_CHUNK_WORD_LARGE(b->nchunks);
+		return KR_OK;
+	}
+	return kr_img_bits(img, KR_REC_SETBITS, pool_off(h, run_bitmap(h, gid) + b->index / 64),
+			   1ull << (b->index % 64));
+}
+
+int kr_heap_rec_free(struct kr_heap *h, const struct kr_block *b, struct kr_img *img)
+{
+	uint32_t gid = block_gid(h, b);
+	if (b->index == UINT32_MAX) {
+		uint64_t *w = kr_img_data(img, pool_off(h, chunk_word(h, gid)), 8);
+		if (!w)
+			return kr_errcode();
+		*w = 0;
+		return KR_OK;
+	}
+	return kr_img_bits(img, KR_REC_CLRBITS, pool_off(h, run_bitmap(h, gid) + b->index / 64),
+			   1ull << (b->index % 64));
+}
+
+void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)
+{
+	uint32_t gid = block_gid(h, b);
+	pthread_mutex_lock(&h->lock);
+	if (b->index == UINT32_MAX) {
+		atomic_store(&h->chunks[gid].type, D_LARGE);
+	} else {
+		struct kr_run *r = h->chunks[gid].run;
+		atomic_fetch_or(&r->alloc[b->index / 64], 1ull << (b->index % 64));
+	}
+	h->used_bytes += b->bytes;
+	h->nobjects++;
+	pthread_mutex_unlock(&h->lock);
+}
+
+void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
+{
+	uint32_t gid = block_gid(h, b);
+	pthread_mutex_lock(&h->lock);
+	if (b->index == UINT32_MAX) {
+		atomic_store(&h->chunks[gid].type, D_LARGE_FREEING);
+	} else {
+		struct kr_run *r = h->chunks[gid].run;
+		atomic_fetch_and(&r->alloc[b->index / 64], ~(1ull << (b->index % 64)));
+	}
+	h->used_bytes -= b->bytes;
+	h->nobjects--;
+	if (h->npending == h->pending_cap) {
+		/* Grow the ring, unrolling it. On failure the block simply stays busy (a leak
+		 * until the next open rebuilds the heap), never a correctness problem. */
+		size_t cap = h->pending_cap ? h->pending_cap * 2 : 64;
+		struct kr_pending *np = malloc(cap * sizeof(*np));
+		if (!np) {
+			pthread_mutex_unlock(&h->lock);
+			return;
+		}
+		for (size_t i = 0; i < h->npending; i++)
+			np[i] = h->pending[(h->pending_first + i) % h->pending_cap];
+		free(h->pending);
+		h->pending = np;
+		h->pending_cap = cap;
+		h->pending_first = 0;
+	}
+	h->pending[(h->pending_first + h->npending) % h->pending_cap] =
+		(struct kr_pending){seq, gid, b->index};
+	h->npending++;
+	pthread_mutex_unlock(&h->lock);
+}
+
+void kr_heap_release(struct kr_heap *h)
+{
+	uint64_t d = kr_log_durable_seq(h->log);
+	pthread_mutex_lock(&h->lock);
+	while (h->npending && h->pending[h->pending_first].seq <= d) {
+		struct kr_pending p = h->pending[h->pending_first];
+		h->pending_first = (h->pending_first + 1) % h->pending_cap;
+		h->npending--;
+		struct kr_chunk_dram *c = &h->chunks[p.gid];
+		if (p.index == UINT32_MAX) {
+			for (uint32_t k = 0; k < c->n; k++)
+				atomic_store(&h->chunks[p.gid + k].type, D_FREE);
+			h->free_bytes += (uint64_t)c->n * KR_CHUNK_SIZE;
+		} else {
+			c->run->busy[p.index / 64] &= ~(1ull << (p.index % 64));
+			c->run->nbusy--;
+			h->free_bytes += kr_size_classes[c->run->cls];
+			avail_push(h, p.gid);
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lookup and iteration
+ * ------------------------------------------------------------------------------------- */
+int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
+{
+	uint64_t data = (uint64_t)h->meta_pages * KR_PAGE_SIZE;
+	uint64_t zone_data = data + (uint64_t)h->chunks_per_zone * KR_CHUNK_SIZE;
+	if (oid < h->heap_off + sizeof(struct kr_obj_hdr) || (oid & 15) != 0)
+		return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is not an object",
+				  (unsigned long long)oid);
+	uint64_t rel = oid - sizeof(struct kr_obj_hdr) - h->heap_off;
+	uint64_t z = rel / h->zone_size, zoff = rel % h->zone_size;
+	if (z >= h->nzones || zoff < data || zoff >= zone_data)
+		return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is outside the heap",
+				  (unsigned long long)oid);
+	uint32_t gid = (uint32_t)(z * h->chunks_per_zone + (zoff - data) / KR_CHUNK_SIZE);
+	uint64_t coff = (zoff - data) % KR_CHUNK_SIZE;
+	struct kr_chunk_dram *c = &h->chunks[gid];
+	unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
+	if (type == D_RUN) {
+		struct kr_run *r = c->run;
+		uint32_t bs = kr_size_classes[r->cls];
+		if (coff % bs == 0 && coff / bs < r->nblocks) {
+			uint32_t idx = (uint32_t)(coff / bs);
+			block_of_run(h, gid, idx, b);
+			if (atomic_load_explicit(&r->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1)
+				return KR_OK;
+			return kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx is not allocated",
+					  (unsigned long long)oid);
+		}
+	} else if (coff == 0 && type == D_LARGE) {
+		block_of_extent(h, gid, c->n, b);
+		return KR_OK;
+	} else if (coff == 0 && (type == D_LARGE_FREEING || type == D_FREE)) {
+		return kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx is not allocated",
+				  (unsigned long long)oid);
+	}
+	return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is not the start of an object",
+			  (unsigned long long)oid);
+}
+
+uint64_t kr_heap_next(struct kr_heap *h, uint64_t after)
+{
+	uint32_t total = h->nzones * h->chunks_per_zone, gid = 0, idx = 0;
+	struct kr_block b;
+	if (after) {
+		if (kr_heap_lookup(h, after, &b) != KR_OK)
+			return 0;
+		gid = block_gid(h, &b);
+		if (b.index == UINT32_MAX)
+			gid += b.nchunks;
+		else
+			idx = b.index + 1;
+	}
+	for (; gid < total; gid++, idx = 0) {
+		struct kr_chunk_dram *c = &h->chunks[gid];
+		unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
+		if (type == D_LARGE && idx == 0)
+			return chunk_off(h, gid) + sizeof(struct kr_obj_hdr);
+		if (type != D_RUN)
+			continue;
+		for (uint32_t i = idx; i < c->run->nblocks; i++)
+			if (atomic_load_explicit(&c->run->alloc[i / 64], memory_order_acquire) >> (i % 64) & 1) {
+				block_of_run(h, gid, i, &b);
+				return b.off + sizeof(struct kr_obj_hdr);
+			}
+	}
+	return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * heap.h - the persistent allocator: size-class runs for small objects, chunk extents for
+ * large ones, with all persistent changes expressed as redo records.
+ *
+ * Allocation is two-phase. kr_heap_reserve() picks a block in DRAM only; the transaction
+ * adds kr_heap_rec_alloc() records to its redo image, and after the commit fence
+ * kr_heap_commit_alloc() marks the block live. An abort calls kr_heap_unreserve(). Frees
+ * likewise: kr_heap_rec_free() + kr_heap_commit_free(); a freed block becomes reusable
+ * only once its free is below the log's durable sequence number (kr_heap_release), so a
+ * new owner never writes a block that an older, still replayable transaction also writes.
+ */
+#ifndef KR_HEAP_H
+#define KR_HEAP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "log.h"
+#include "pmem.h"
+
+/* A block (small object) or extent (large object), as the heap knows it. */
+struct kr_block {
+	uint64_t off;    /* pool offset of the object header */
+	uint64_t bytes;  /* block or extent size, header included */
+	uint32_t zone;
+	uint32_t chunk;  /* chunk index within the zone (head chunk for extents) */
+	uint32_t index;  /* block index in the run; UINT32_MAX for an extent */
+	uint32_t nchunks; /* extent length; 0 for a block */
+};
+
+struct kr_run;
+struct kr_chunk_dram;
+
+struct kr_heap {
+	struct kr_pm *pm;
+	struct kr_log *log;
+	uint64_t heap_off, zone_size;
+	uint32_t nzones, chunks_per_zone, meta_pages;
+	uint64_t max_alloc;
+
+	pthread_mutex_t lock;
+	struct kr_chunk_dram *chunks; /* nzones * chunks_per_zone */
+	struct {
+		uint32_t *ids; /* global chunk ids of runs that may have free blocks */
+		uint32_t n, cap;
+	} avail[KR_NCLASSES];
+	struct kr_pending *pending; /* deferred frees, in commit order */
+	size_t npending, pending_first, pending_cap;
+	uint32_t cursor; /* next-fit position for extents and new runs */
+
+	uint64_t used_bytes, free_bytes, nobjects;
+};
+
+int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
+		 const struct kr_pool_hdr *hdr);
+void kr_heap_fini(struct kr_heap *h);
+/* Rebuilds the DRAM state from the chunk tables and run bitmaps (time proportional to
+ * metadata). Fails with KR_E_CORRUPT_META on inconsistent metadata. */
+int kr_heap_load(struct kr_heap *h);
+
+/* Reserves a block for an object of size bytes. May run an internal transaction on lane
+ * (to turn a free chunk into a run) and force the log durable (to release deferred frees). */
+int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct kr_block *b);
+void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b);
+int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img);
+void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b);
+
+/* Finds the live block of oid. KR_E_MISUSE_OID if oid is not a block start of this heap,
+ * KR_E_MISUSE_FREED if it is one but not live. Lock-free; safe from any thread. */
+int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b);
+int kr_heap_rec_free(struct kr_heap *h, const struct kr_block *b, struct kr_img *img);
+void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t seq);
+/* Makes deferred frees with seq <= the log's durable sequence number reusable. */
+void kr_heap_release(struct kr_heap *h);
+
+/* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
+uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);
+
+#endif

@@ -1,0 +1,757 @@
+/*
+ * log.c - the one-fence redo log (Cohen, Friedman, Larus, OOPSLA'17, used as the commit log
+ * of a Pangolin-style object store).
+ *
+ * Design
+ *
+ *   Each thread commits through a lane: a circular array of 64-byte lines (layout.h). A
+ *   transaction's redo image is cut into 56-byte payloads; each line's header word, which
+ *   carries the line kind, its index in the transaction and the low 48 bits of the
+ *   transaction's sequence number (its "stamp"), is stored LAST with one 8-byte store. Under
+ *   whole-line persistence atomicity (the paper's Assumption 2), a line whose header holds
+ *   the stamp of transaction s also holds s's payload; so a transaction is complete iff all
+ *   its lines carry its stamp, and no fence is needed between payload and marker. The same
+ *   lines go to the replica lane; then every line is flushed and ONE sfence is the commit
+ *   point. Applying the records home is flushed but not fenced: the next fence of the same
+ *   thread covers it.
+ *
+ *   Sequence numbers come from one counter. durable_seq (in both control pages) says: every
+ *   transaction with seq <= durable_seq is applied and durable. Recovery replays, in
+ *   sequence order, every complete transaction above durable_seq. Replaying DATA records and
+ *   SET/CLR bit records is idempotent, so replaying a transaction whose apply already
+ *   reached the media is harmless.
+ *
+ *   Invariants
+ *   1. A line is overwritten only if the transaction it belongs to has seq <= the PERSISTED
+ *      durable_seq (d_durable). Hence every committed transaction above durable_seq is
+ *      intact in its lane and recovery sees the complete suffix; a transaction is never
+ *      replayed without the later ones that overwrote the same bytes.
+ *   2. durable_seq is only advanced to D if every transaction with seq <= D has been
+ *      applied and its apply fenced by the thread that flushed it. The lanes publish what
+ *      they have in flight (inflight_seq) and what they applied but may not have fenced
+ *      (pending_seq); D = min over lanes of those, minus one (log_compute_durable).
+ *   3. A thread's fence makes only its own flushes durable. When a lane passes to another
+ *      thread, or an idle lane blocks durable_seq, the new thread "adopts" the pending
+ *      transaction: it re-flushes that transaction's home ranges (read back from the lane,
+ *      which invariant 1 keeps intact) so that its own fence covers them.
+ *   4. Stamps are unique: after recovery durable_seq is set at or above every stamp present
+ *      in any lane, and new sequence numbers start above it, so stale or torn lines can
+ *      never be taken for part of a new transaction.
+ *   5. In steady state a commit costs exactly one fence: durable_seq is advanced by plain
+ *      stores + flush before the commit's own fence, which persists them (d_publish).
+ *      Extra fences happen only when a lane is full and durable_seq cannot otherwise move.
+ *
+ *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
+ *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
+ *   -> free (kr_log_lane_release).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csum.h"
+#include "err.h"
+#include "log.h"
+
+#define FIRST_SZ sizeof(struct kr_tx_first)
+
+static _Atomic uint64_t tid_counter;
+static _Thread_local uint64_t my_tid;
+static _Thread_local struct {
+	const struct kr_log *log;
+	uint32_t idx;
+} lane_hint;
+
+static uint64_t self_tid(void)
+{
+	if (!my_tid)
+		my_tid = atomic_fetch_add(&tid_counter, 1) + 1;
+	return my_tid;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Images
+ * ------------------------------------------------------------------------------------- */
+void kr_img_init(struct kr_img *img) { memset(img, 0, sizeof(*img)); }
+
+void kr_img_reset(struct kr_img *img)
+{
+	img->len = FIRST_SZ;
+	img->nrecords = 0;
+	if (img->buf)
+		memset(img->buf, 0, FIRST_SZ);
+}
+
+void kr_img_free(struct kr_img *img)
+{
+	free(img->buf);
+	kr_img_init(img);
+}
+
+static int img_reserve(struct kr_img *img, size_t more)
+{
+	if (img->len < FIRST_SZ)
+		img->len = FIRST_SZ;
+	size_t need = img->len + more;
+	if (need <= img->cap)
+		return KR_OK;
+	size_t cap = img->cap ? img->cap : 1024;
+	while (cap < need)
+		cap *= 2;
+	uint8_t *nb = realloc(img->buf, cap);
+	if (!nb)
+		return kr_err_set(KR_E_NOMEM, "redo image of %zu bytes", cap);
+	if (!img->buf)
+		memset(nb, 0, FIRST_SZ);
+	img->buf = nb;
+	img->cap = cap;
+	return KR_OK;
+}
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len)
+{
+	size_t total = sizeof(struct kr_rec_hdr) + pad8(len);
+	if (img_reserve(img, total) != KR_OK)
+		return NULL;
+	struct kr_rec_hdr *h = (struct kr_rec_hdr *)(img->buf + img->len);
+	h->kind = KR_REC_DATA;
+	h->reserved = 0;
+	h->len = len;
+	h->off = off;
+	uint8_t *data = (uint8_t *)(h + 1);
+	memset(data + len, 0, pad8(len) - len);
+	img->len += total;
+	img->nrecords++;
+	return data;
+}
+
+int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
+{
+	uint64_t *d = kr_img_data(img, off, 8);
+	if (!d)
+		return kr_errcode();
+	((struct kr_rec_hdr *)d - 1)->kind = (uint16_t)kind;
+	*d = mask;
+	return KR_OK;
+}
+
+uint32_t kr_img_lines(const struct kr_img *img)
+{
+	size_t len = img->len < FIRST_SZ ? FIRST_SZ : img->len;
+	return (uint32_t)((len + KR_LINE_PAYLOAD - 1) / KR_LINE_PAYLOAD);
+}
+
+/* Walks the records of a payload stream; calls fn for each. Returns KR_OK or the first
+ * nonzero value fn returns. Used to apply, to validate and to adopt. */
+typedef int (*rec_fn)(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
+
+static int stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, rec_fn fn,
+		       void *ctx)
+{
+	size_t pos = FIRST_SZ;
+	for (uint32_t i = 0; i < nrecords; i++) {
+		if (pos + sizeof(struct kr_rec_hdr) > len)
+			return -1;
+		const struct kr_rec_hdr *h = (const struct kr_rec_hdr *)(stream + pos);
+		size_t total = sizeof(*h) + pad8(h->len);
+		if (h->len > len || pos + total > len)
+			return -1;
+		int rc = fn(ctx, h, (const uint8_t *)(h + 1));
+		if (rc)
+			return rc;
+		pos += total;
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Applying records home
+ * ------------------------------------------------------------------------------------- */
+static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	char *dst = log->pm->base + h->off;
+	switch (h->kind) {
+	case KR_REC_DATA:
+		kr_pm_copy(log->pm, dst, data, h->len);
+		kr_pm_flush(log->pm, dst, h->len);
+		break;
+	case KR_REC_SETBITS:
+		kr_pm_or64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
+		kr_pm_flush(log->pm, dst, 8);
+		break;
+	case KR_REC_CLRBITS:
+		kr_pm_andn64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
+		kr_pm_flush(log->pm, dst, 8);
+		break;
+	}
+	return 0;
+}
+
+void kr_log_apply(struct kr_log *log, const struct kr_img *img)
+{
+	stream_walk(img->buf, img->len, img->nrecords, rec_apply, log);
+}
+
+static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	kr_pm_flush(log->pm, log->pm->base + h->off, h->len);
+	return 0;
+}
+
+/* Recovery only trusts records whose target lies in the heap or the root lines. */
+static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct kr_log *log = ctx;
+	if (h->reserved != 0)
+		return 1;
+	if (h->kind == KR_REC_SETBITS || h->kind == KR_REC_CLRBITS) {
+		if (h->len != 8 || (h->off & 7))
+			return 1;
+	} else if (h->kind != KR_REC_DATA) {
+		return 1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (h->off >= log->valid_lo[i] && h->off <= log->valid_hi[i] &&
+		    h->len <= log->valid_hi[i] - h->off)
+			return 0;
+	return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Setup
+ * ------------------------------------------------------------------------------------- */
+int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *g)
+{
+	memset(log, 0, sizeof(*log));
+	log->pm = pm;
+	log->ctl[0] = g->ctl[0];
+	log->ctl[1] = g->ctl[1];
+	log->nlanes = g->nlanes;
+	log->lane_lines = g->lane_pages * KR_PAGE_SIZE / KR_LINE_SIZE;
+	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
+	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
+	pthread_mutex_init(&log->d_lock, NULL);
+	log->lanes = calloc(g->nlanes, sizeof(struct kr_lane));
+	if (!log->lanes)
+		return kr_err_set(KR_E_NOMEM, "%u lanes", g->nlanes);
+	for (uint32_t i = 0; i < g->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		l->idx = i;
+		l->lines = (struct kr_log_cacheline *)(g->lanes + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
+		l->replica =
+			(struct kr_log_cacheline *)(g->replica + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
+		pthread_mutex_init(&l->lock, NULL);
+		pthread_mutex_init(&l->st_lock, NULL);
+		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
+		l->fifo_seq = malloc(sizeof(uint64_t) * log->lane_lines);
+		l->fifo_nlines = malloc(sizeof(uint32_t) * log->lane_lines);
+		if (!l->fifo_seq || !l->fifo_nlines) {
+			kr_log_fini(log);
+			return kr_err_set(KR_E_NOMEM, "lane tables");
+		}
+	}
+	return KR_OK;
+}
+
+void kr_log_fini(struct kr_log *log)
+{
+	if (!log->lanes)
+		return;
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		free(log->lanes[i].fifo_seq);
+		free(log->lanes[i].fifo_nlines);
+		pthread_mutex_destroy(&log->lanes[i].lock);
+		pthread_mutex_destroy(&log->lanes[i].st_lock);
+	}
+	free(log->lanes);
+	log->lanes = NULL;
+	pthread_mutex_destroy(&log->d_lock);
+}
+
+static uint64_t ctl_durable(const struct kr_log *log)
+{
+	uint64_t a = log->ctl[0]->durable_seq, b = log->ctl[1]->durable_seq;
+	return a > b ? a : b;
+}
+
+int kr_log_is_clean(struct kr_log *log)
+{
+	return log->ctl[0]->clean == KR_CLEAN_MAGIC && log->ctl[1]->clean == KR_CLEAN_MAGIC;
+}
+
+static void log_set_start(struct kr_log *log, uint64_t d)
+{
+	atomic_store(&log->d_durable, d);
+	log->d_written = d;
+	atomic_store(&log->next_seq, d + 1);
+}
+
+void kr_log_start_clean(struct kr_log *log) { log_set_start(log, ctl_durable(log)); }
+
+/* Stores durable_seq (and the clean word) in both control pages and flushes; the caller
+ * fences. */
+static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean)
+{
+	for (int i = 0; i < 2; i++) {
+		kr_pm_store64(log->pm, &log->ctl[i]->durable_seq, d);
+		kr_pm_store64(log->pm, &log->ctl[i]->clean, clean);
+		kr_pm_flush(log->pm, log->ctl[i], sizeof(struct kr_log_line));
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Durable sequence number (invariants 2, 3, 5)
+ * ------------------------------------------------------------------------------------- */
+static uint64_t log_compute_durable(struct kr_log *log)
+{
+	/* next_seq first: any sequence number handed out after this read is larger, so a lane
+	 * that is still reserving can only make the bound conservative. */
+	uint64_t w = atomic_load(&log->next_seq);
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		uint64_t inf;
+		while ((inf = atomic_load(&l->inflight_seq)) == KR_SEQ_RESERVING)
+			sched_yield();
+		if (inf && inf < w)
+			w = inf;
+		uint64_t p = atomic_load(&l->pending_seq);
+		if (p && p < w)
+			w = p;
+	}
+	return w - 1;
+}
+
+/* Stores a larger durable_seq if there is one; it becomes valid after the caller's next
+ * fence. Returns the value stored, or 0 if nothing changed. */
+static uint64_t log_advance_durable(struct kr_log *log)
+{
+	uint64_t d = log_compute_durable(log);
+	uint64_t stored = 0;
+	pthread_mutex_lock(&log->d_lock);
+	if (d > log->d_written) {
+		ctl_store(log, d, 0);
+		log->d_written = d;
+		stored = d;
+	}
+	pthread_mutex_unlock(&log->d_lock);
+	return stored;
+}
+
+static void log_publish_durable(struct kr_log *log, uint64_t d)
+{
+	uint64_t cur = atomic_load(&log->d_durable);
+	while (cur < d && !atomic_compare_exchange_weak(&log->d_durable, &cur, d))
+		;
+}
+
+/* Reads a transaction's payload stream out of its lane lines into a malloc'd buffer. */
+static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+				 uint32_t first, uint32_t nlines)
+{
+	uint8_t *s = malloc((size_t)nlines * KR_LINE_PAYLOAD);
+	if (!s)
+		return NULL;
+	for (uint32_t k = 0; k < nlines; k++)
+		memcpy(s + (size_t)k * KR_LINE_PAYLOAD, lines[(first + k) % log->lane_lines].payload,
+		       KR_LINE_PAYLOAD);
+	return s;
+}
+
+/* Re-flushes the home ranges of a lane's pending transaction so that the calling thread's
+ * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
+static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
+{
+	uint8_t *s = lane_read_stream(log, l->lines, l->pending_first, l->pending_nlines);
+	if (!s)
+		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
+	const struct kr_tx_first *f = (const struct kr_tx_first *)s;
+	stream_walk(s, (size_t)l->pending_nlines * KR_LINE_PAYLOAD, f->nrecords, rec_flush, log);
+	free(s);
+	l->pending_tid = self_tid();
+	return KR_OK;
+}
+
+/* Makes every lane's applied transactions durable through this thread, then moves
+ * durable_seq as far as it can go. Costs two fences; used only under log pressure, by
+ * kr_log_sync and at close. Lanes that are mid-commit are left alone (they advance by
+ * themselves). */
+static int log_force_durable(struct kr_log *log)
+{
+	uint64_t adopted[log->nlanes];
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		adopted[i] = 0;
+		pthread_mutex_lock(&l->st_lock);
+		uint64_t p = atomic_load(&l->pending_seq);
+		if (p && atomic_load(&l->inflight_seq) == 0) {
+			if (l->pending_tid != self_tid() && lane_adopt_locked(log, l) != KR_OK) {
+				pthread_mutex_unlock(&l->st_lock);
+				return kr_errcode();
+			}
+			adopted[i] = p;
+		}
+		pthread_mutex_unlock(&l->st_lock);
+	}
+	int rc = kr_pm_fence(log->pm); /* orders: all adopted applies durable before D moves */
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		if (!adopted[i])
+			continue;
+		pthread_mutex_lock(&l->st_lock);
+		uint64_t expect = adopted[i];
+		atomic_compare_exchange_strong(&l->pending_seq, &expect, 0);
+		pthread_mutex_unlock(&l->st_lock);
+	}
+	uint64_t d = log_advance_durable(log);
+	rc = kr_pm_fence(log->pm); /* orders: durable_seq persisted before its lines are reused */
+	if (rc)
+		return rc;
+	if (d)
+		log_publish_durable(log, d);
+	return KR_OK;
+}
+
+int kr_log_sync(struct kr_log *log, struct kr_lane *lane)
+{
+	int rc = log_force_durable(log);
+	if (rc == KR_OK && lane)
+		lane->d_publish = 0;
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lanes
+ * ------------------------------------------------------------------------------------- */
+int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
+{
+	struct kr_lane *l = NULL;
+	uint32_t start = lane_hint.log == log ? lane_hint.idx : (uint32_t)(self_tid() % log->nlanes);
+	for (uint32_t k = 0; k < log->nlanes && !l; k++) {
+		struct kr_lane *c = &log->lanes[(start + k) % log->nlanes];
+		if (pthread_mutex_trylock(&c->lock) == 0)
+			l = c;
+	}
+	if (!l) {
+		l = &log->lanes[start];
+		pthread_mutex_lock(&l->lock);
+	}
+	lane_hint.log = log;
+	lane_hint.idx = l->idx;
+	/* Invariant 3: the previous holder's unfenced apply becomes ours to fence. */
+	pthread_mutex_lock(&l->st_lock);
+	int rc = KR_OK;
+	if (atomic_load(&l->pending_seq) && l->pending_tid != self_tid())
+		rc = lane_adopt_locked(log, l);
+	pthread_mutex_unlock(&l->st_lock);
+	if (rc) {
+		pthread_mutex_unlock(&l->lock);
+		return rc;
+	}
+	*out = l;
+	return KR_OK;
+}
+
+void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane)
+{
+	pthread_mutex_unlock(&lane->lock);
+}
+
+static void lane_trim(struct kr_log *log, struct kr_lane *l)
+{
+	uint64_t d = kr_log_durable_seq(log);
+	while (l->fifo_count && l->fifo_seq[l->fifo_first] <= d) {
+		uint32_t n = l->fifo_nlines[l->fifo_first];
+		l->head = (l->head + n) % log->lane_lines;
+		l->used -= n;
+		l->fifo_first = (l->fifo_first + 1) % log->lane_lines;
+		l->fifo_count--;
+	}
+}
+
+/* Ensures need lines are free behind the persisted durable_seq (invariant 1). */
+static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
+{
+	lane_trim(log, l);
+	if (l->used + need > log->lane_lines / 2 && !l->d_publish)
+		l->d_publish = log_advance_durable(log); /* persisted by this commit's fence */
+	for (int spins = 0; l->used + need > log->lane_lines; spins++) {
+		int rc = log_force_durable(log);
+		if (rc)
+			return rc;
+		l->d_publish = 0;
+		lane_trim(log, l);
+		if (l->used + need <= log->lane_lines)
+			break;
+		if (spins > 1000000)
+			return kr_err_set(KR_E_NOSPACE_LOG, "lane %u cannot be trimmed", l->idx);
+		sched_yield(); /* another lane is mid-commit below us; it finishes on its own */
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Commit (the durability protocol, top to bottom)
+ * ------------------------------------------------------------------------------------- */
+static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
+			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
+{
+	for (uint32_t k = 0; k < nlines; k++) {
+		struct kr_log_cacheline *ln = &lines[(first + k) % log->lane_lines];
+		kr_pm_copy(log->pm, ln->payload, stream + (size_t)k * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
+		/* The header word last, in one store: it validates the payload above it. */
+		atomic_signal_fence(memory_order_release);
+		uint64_t hdr = (k == 0 ? KR_LINE_FIRST : KR_LINE_CONT) |
+			       ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
+			       ((seq & KR_LINE_SEQ_MASK) << KR_LINE_SEQ_SHIFT);
+		kr_pm_store64(log->pm, &ln->header, hdr);
+	}
+	/* Flush after all stores: a line flushed before its header store would not carry it. */
+	for (uint32_t k = 0; k < nlines; k++)
+		kr_pm_flush(log->pm, &lines[(first + k) % log->lane_lines], KR_LINE_SIZE);
+}
+
+int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
+{
+	uint32_t nlines = kr_img_lines(img);
+	if (nlines > log->lane_lines || nlines > KR_TX_MAX_LINES)
+		return kr_err_set(KR_E_NOSPACE_LOG,
+				  "transaction needs %u log lines; a lane holds %u", nlines,
+				  log->lane_lines);
+	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
+		return kr_errcode();
+	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
+
+	/* 1. Room in the lane, behind the persisted durable_seq. */
+	int rc = lane_make_room(log, l, nlines);
+	if (rc)
+		return rc;
+
+	/* 2. Sequence number, published before it exists (invariant 2). */
+	atomic_store(&l->inflight_seq, KR_SEQ_RESERVING);
+	uint64_t seq = atomic_fetch_add(&log->next_seq, 1);
+	atomic_store(&l->inflight_seq, seq);
+
+	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream. */
+	struct kr_tx_first *f = (struct kr_tx_first *)img->buf;
+	f->nlines = nlines;
+	f->nrecords = img->nrecords;
+	f->crc = 0;
+	f->flags = 0;
+	f->seq = seq;
+	f->crc = kr_crc32c(img->buf, (size_t)nlines * KR_LINE_PAYLOAD);
+
+	/* 4. Lines, primary then replica, each header last; flush them all. */
+	uint32_t first = l->tail;
+	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
+	lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
+	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * 2);
+
+	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq
+	 * advance of step 1, and fresh-object writes made by the caller) before the commit is
+	 * acknowledged. The transaction is durable when it returns. */
+	rc = kr_pm_fence(log->pm);
+	if (l->d_publish) {
+		log_publish_durable(log, l->d_publish);
+		l->d_publish = 0;
+	}
+
+	l->tail = (first + nlines) % log->lane_lines;
+	l->used += nlines;
+	uint32_t slot = (l->fifo_first + l->fifo_count) % log->lane_lines;
+	l->fifo_seq[slot] = seq;
+	l->fifo_nlines[slot] = nlines;
+	l->fifo_count++;
+	/* Kept for adoption: where this transaction's records sit. */
+	pthread_mutex_lock(&l->st_lock);
+	l->pending_first = first;
+	l->pending_nlines = nlines;
+	pthread_mutex_unlock(&l->st_lock);
+	*seq_out = seq;
+	kr_pm_count_commit();
+	return rc;
+}
+
+void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
+{
+	pthread_mutex_lock(&l->st_lock);
+	atomic_store(&l->pending_seq, seq);
+	l->pending_tid = self_tid();
+	atomic_store(&l->inflight_seq, 0);
+	pthread_mutex_unlock(&l->st_lock);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Open, close, recovery
+ * ------------------------------------------------------------------------------------- */
+int kr_log_mark_open(struct kr_log *log)
+{
+	ctl_store(log, atomic_load(&log->d_durable), 0);
+	return kr_pm_fence(log->pm);
+}
+
+int kr_log_mark_clean(struct kr_log *log)
+{
+	int rc = log_force_durable(log);
+	if (rc)
+		return rc;
+	uint64_t d = atomic_load(&log->next_seq) - 1;
+	ctl_store(log, d, KR_CLEAN_MAGIC);
+	log->d_written = d;
+	return kr_pm_fence(log->pm);
+}
+
+struct found_tx {
+	uint64_t seq;
+	uint8_t *stream;
+	uint32_t nlines, nrecords;
+};
+
+/* Checks whether lines[first..] hold a complete transaction with stamp s48. Returns the
+ * line count, or 0 if incomplete. */
+static uint32_t lane_complete(const struct kr_log *log, const struct kr_log_cacheline *lines,
+			      uint32_t first, uint64_t s48)
+{
+	const struct kr_log_cacheline *fl = &lines[first];
+	if (fl->header != (KR_LINE_FIRST | (s48 << KR_LINE_SEQ_SHIFT)))
+		return 0;
+	const struct kr_tx_first *f = (const struct kr_tx_first *)fl->payload;
+	if (f->nlines == 0 || f->nlines > log->lane_lines || f->nlines > KR_TX_MAX_LINES ||
+	    (f->seq & KR_LINE_SEQ_MASK) != s48 || f->seq >> 48)
+		return 0;
+	for (uint32_t k = 1; k < f->nlines; k++) {
+		uint64_t want = KR_LINE_CONT | ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
+				(s48 << KR_LINE_SEQ_SHIFT);
+		if (lines[(first + k) % log->lane_lines].header != want)
+			return 0;
+	}
+	return f->nlines;
+}
+
+/* Reads the stream of a complete transaction and checks its CRC; NULL if it fails. */
+static uint8_t *lane_checked_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+				    uint32_t first, uint32_t nlines)
+{
+	uint8_t *s = lane_read_stream(log, lines, first, nlines);
+	if (!s)
+		return NULL;
+	struct kr_tx_first *f = (struct kr_tx_first *)s;
+	uint32_t want = f->crc;
+	f->crc = 0;
+	uint32_t got = kr_crc32c(s, (size_t)nlines * KR_LINE_PAYLOAD);
+	f->crc = want;
+	if (got != want) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static int found_cmp(const void *a, const void *b)
+{
+	const struct found_tx *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
+{
+	uint64_t d = ctl_durable(log);
+	uint64_t max_stamp = d & KR_LINE_SEQ_MASK;
+	size_t nfound = 0, cap = 16;
+	struct found_tx *found = malloc(cap * sizeof(*found));
+	int rc = KR_OK;
+	memset(st, 0, sizeof(*st));
+	if (!found)
+		return kr_err_set(KR_E_NOMEM, "recovery table");
+
+	for (uint32_t li = 0; li < log->nlanes && rc == KR_OK; li++) {
+		struct kr_lane *l = &log->lanes[li];
+		for (uint32_t i = 0; i < log->lane_lines; i++) {
+			/* Either copy's stamps count toward invariant 4. */
+			for (int c = 0; c < 2; c++) {
+				uint64_t h = (c ? l->replica : l->lines)[i].header;
+				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
+				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
+					max_stamp = stamp;
+			}
+			uint64_t h = l->lines[i].header, hr = l->replica[i].header;
+			uint64_t s48 = 0;
+			if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+				s48 = h >> KR_LINE_SEQ_SHIFT;
+			else if ((hr & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+				s48 = hr >> KR_LINE_SEQ_SHIFT;
+			if (s48 <= d)
+				continue;
+			/* A transaction is committed iff at least one copy is complete with a good
+			 * CRC; validity decides atomicity, the CRC integrity. */
+			uint8_t *stream = NULL;
+			uint32_t n = lane_complete(log, l->lines, i, s48);
+			if (n)
+				stream = lane_checked_stream(log, l->lines, i, n);
+			uint32_t nr = lane_complete(log, l->replica, i, s48);
+			if (!stream && nr) {
+				n = nr;
+				stream = lane_checked_stream(log, l->replica, i, n);
+			}
+			if (!stream) {
+				if (n || nr) {
+					rc = KR_CORRUPT(KR_E_CORRUPT_LOG,
+							(uint64_t)((char *)&l->lines[i] - log->pm->base),
+							"transaction %llu is complete but fails its CRC "
+							"in both copies",
+							(unsigned long long)s48);
+					break;
+				}
+				st->discarded++;
+				continue;
+			}
+			if (nfound == cap) {
+				cap *= 2;
+				struct found_tx *nf = realloc(found, cap * sizeof(*found));
+				if (!nf) {
+					free(stream);
+					rc = kr_err_set(KR_E_NOMEM, "recovery table");
+					break;
+				}
+				found = nf;
+			}
+			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
+			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords};
+		}
+	}
+
+	if (rc == KR_OK) {
+		qsort(found, nfound, sizeof(*found), found_cmp);
+		/* Validate everything before touching the pool: a damaged log must not scribble. */
+		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
+			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
+			    stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+					found[i].nrecords, rec_validate, log) != 0)
+				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
+						"transaction %llu has an invalid record",
+						(unsigned long long)found[i].seq);
+		}
+	}
+	if (rc == KR_OK) {
+		for (size_t i = 0; i < nfound; i++)
+			stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+				    found[i].nrecords, rec_apply, log);
+		/* Replayed data durable before durable_seq moves past it. */
+		rc = kr_pm_fence(log->pm);
+		st->replayed = nfound;
+	}
+	for (size_t i = 0; i < nfound; i++)
+		free(found[i].stream);
+	free(found);
+	if (rc)
+		return rc;
+	log_set_start(log, max_stamp);
+	ctl_store(log, max_stamp, 0);
+	return kr_pm_fence(log->pm);
+}

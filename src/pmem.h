@@ -1,0 +1,58 @@
+/*
+ * pmem.h - the persistence layer: the only code that writes to persistent memory.
+ *
+ * Everything above this layer stores to a pool through these calls, never with plain
+ * assignments, so that three things see every byte: the per-thread counters (fences,
+ * flushed lines, bytes), the recorder used by the crash simulator, and a port to other
+ * hardware (eADR, CXL, msync-only files) which only has to change pmem.c.
+ *
+ * Ordering contract (x86-64 TSO, whole-line persistence):
+ *   - kr_pm_copy/set/store64/or64/andn64 are ordinary cached stores; they become durable
+ *     only after a kr_pm_flush of their lines followed by a kr_pm_fence on the SAME thread.
+ *   - kr_pm_copy_nt is durable after the next kr_pm_fence of the same thread.
+ *   - kr_pm_store64 is one aligned 8-byte store: it is never split or merged, which is what
+ *     makes it usable as a validity marker.
+ */
+#ifndef KR_PMEM_H
+#define KR_PMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keratin.h"
+
+struct kr_pm {
+	char *base;
+	size_t size;
+	int fd;
+	enum kr_mode mode;
+};
+
+/* Maps size bytes of fd and chooses the durability mode (see keratin.h). */
+int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path);
+void kr_pm_unmap(struct kr_pm *pm);
+
+void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
+void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);
+void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n);
+void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
+void kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+void kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+
+/* Writes back every cache line overlapping [addr, addr+n). No ordering by itself. */
+void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n);
+/* Store fence: everything this thread flushed (or NT-copied) before it is durable after it.
+ * In page-cache mode also msyncs the pages flushed since the last fence; returns
+ * KR_E_IO_SYNC if that fails (durability then unknown). */
+int kr_pm_fence(struct kr_pm *pm);
+/* kr_pm_flush + kr_pm_fence. */
+int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
+
+/* Accounting only: n of the bytes just written were redo-log bytes; one commit done. */
+void kr_pm_count_logged(size_t n);
+void kr_pm_count_commit(void);
+
+/* Name of the flush instruction in use ("clwb", "clflushopt", "clflush"). */
+const char *kr_pm_flush_name(void);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * pool.h - the in-DRAM state of an open pool, shared by pool.c (open, close, recovery,
+ * geometry) and tx.c (transactions). Nothing below the object layer sees it.
+ */
+#ifndef KR_POOL_H
+#define KR_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "heap.h"
+#include "layout.h"
+#include "log.h"
+#include "pmem.h"
+
+struct kr_pool {
+	struct kr_pm pm;
+	struct kr_pool_hdr hdr; /* the validated header */
+	struct kr_log log;
+	struct kr_heap heap;
+	struct kr_root_line *root[2]; /* root lines of the two control pages */
+	pthread_mutex_t root_lock;
+	_Atomic int failed;   /* sticky error state (see keratin.h) */
+	_Atomic int open_txs; /* transactions begun and not ended */
+	struct kr_log_recovery recovery;
+	int recovered;
+	char *path;
+};
+
+/* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */
+int kr_pool_check(kr_pool *pool);
+/* Puts the pool in the error state after a failure that leaves durability unknown. */
+void kr_pool_fail(kr_pool *pool, int err);
+
+/* Geometry: fills every derived field of hdr from pool_size, rows, nlanes, lane_pages. */
+int kr_layout_compute(struct kr_pool_hdr *hdr);
+
+#endif
