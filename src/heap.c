@@ -487,32 +487,29 @@ void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b)
 	pthread_mutex_unlock(&h->lock);
 }
 
-int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img)
+/* The one record that flips a block's or extent's persistent allocation state. */
+static int heap_rec(struct kr_heap *h, const struct kr_block *b, struct kr_img *img, int alloc)
 {
 	uint32_t gid = block_gid(h, b);
 	if (b->index == UINT32_MAX) {
 		uint64_t *w = kr_img_data(img, pool_off(h, chunk_word(h, gid)), 8);
 		if (!w)
 			return kr_errcode();
-		*w = KR_CHUNK_WORD_LARGE(b->nchunks);
+		*w = alloc ? KR_CHUNK_WORD_LARGE(b->nchunks) : 0;
 		return KR_OK;
 	}
-	return kr_img_bits(img, KR_REC_SETBITS, pool_off(h, run_bitmap(h, gid) + b->index / 64),
-			   1ull << (b->index % 64));
+	return kr_img_bits(img, alloc ? KR_REC_SETBITS : KR_REC_CLRBITS,
+			   pool_off(h, run_bitmap(h, gid) + b->index / 64), 1ull << (b->index % 64));
+}
+
+int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img)
+{
+	return heap_rec(h, b, img, 1);
 }
 
 int kr_heap_rec_free(struct kr_heap *h, const struct kr_block *b, struct kr_img *img)
 {
-	uint32_t gid = block_gid(h, b);
-	if (b->index == UINT32_MAX) {
-		uint64_t *w = kr_img_data(img, pool_off(h, chunk_word(h, gid)), 8);
-		if (!w)
-			return kr_errcode();
-		*w = 0;
-		return KR_OK;
-	}
-	return kr_img_bits(img, KR_REC_CLRBITS, pool_off(h, run_bitmap(h, gid) + b->index / 64),
-			   1ull << (b->index % 64));
+	return heap_rec(h, b, img, 0);
 }
 
 void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)

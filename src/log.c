@@ -291,7 +291,15 @@ static void log_set_start(struct kr_log *log, uint64_t d)
 	atomic_store(&log->next_seq, d + 1);
 }
 
-void kr_log_start_clean(struct kr_log *log) { log_set_start(log, ctl_durable(log)); }
+int kr_log_start_clean(struct kr_log *log)
+{
+	uint64_t d = ctl_durable(log);
+	if (d >= KR_LINE_SEQ_MASK)
+		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
+				  "durable_seq %llu is out of range", (unsigned long long)d);
+	log_set_start(log, d);
+	return KR_OK;
+}
 
 /* Stores durable_seq (and the clean word) in both control pages and flushes; the caller
  * fences. */
@@ -533,7 +541,11 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 	if (rc)
 		return rc;
 
-	/* 2. Sequence number, published before it exists (invariant 2). */
+	/* 2. Sequence number, published before it exists (invariant 2). Stamps are 48 bits;
+	 * at 10^7 commits per second the space lasts 890 years, so running out means a damaged
+	 * durable_seq, and committing past it would make every later transaction unrecoverable. */
+	if (atomic_load(&log->next_seq) >= KR_LINE_SEQ_MASK)
+		return kr_err_set(KR_E_CORRUPT_LOG, "sequence numbers exhausted (durable_seq damaged?)");
 	atomic_store(&l->inflight_seq, KR_SEQ_RESERVING);
 	uint64_t seq = atomic_fetch_add(&log->next_seq, 1);
 	atomic_store(&l->inflight_seq, seq);
@@ -662,7 +674,10 @@ static int found_cmp(const void *a, const void *b)
 int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 {
 	uint64_t d = ctl_durable(log);
-	uint64_t max_stamp = d & KR_LINE_SEQ_MASK;
+	if (d >= KR_LINE_SEQ_MASK)
+		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
+				  "durable_seq %llu is out of range", (unsigned long long)d);
+	uint64_t max_stamp = d;
 	size_t nfound = 0, cap = 16;
 	struct found_tx *found = malloc(cap * sizeof(*found));
 	int rc = KR_OK;
@@ -677,7 +692,8 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			for (int c = 0; c < 2; c++) {
 				uint64_t h = (c ? l->replica : l->lines)[i].header;
 				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
-				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
+				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp &&
+				    stamp < KR_LINE_SEQ_MASK)
 					max_stamp = stamp;
 			}
 			uint64_t h = l->lines[i].header, hr = l->replica[i].header;

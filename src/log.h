@@ -94,7 +94,7 @@ void kr_log_fini(struct kr_log *log);
 /* Reads durable_seq and the clean flag from the control pages (no scanning). */
 int kr_log_is_clean(struct kr_log *log);
 /* Clean start: sequence numbers continue after durable_seq. */
-void kr_log_start_clean(struct kr_log *log);
+int kr_log_start_clean(struct kr_log *log);
 /* Crash start: replays every committed transaction above durable_seq in sequence order,
  * makes the result durable, then advances durable_seq past every stamp found. */
 int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st);

@@ -203,8 +203,9 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
 		return rc;
 	if (kr_log_is_clean(&pool->log)) {
-		kr_log_start_clean(&pool->log);
-		rc = kr_log_mark_open(&pool->log);
+		rc = kr_log_start_clean(&pool->log);
+		if (rc == KR_OK)
+			rc = kr_log_mark_open(&pool->log);
 	} else {
 		pool->recovered = 1;
 		rc = kr_log_recover(&pool->log, &pool->recovery);
@@ -331,7 +332,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	if (o->lane_kib) {
 		h.lane_pages = o->lane_kib / 4;
 	} else {
-		/* Default lanes: at most 1/16 of the pool for the two copies together. */
+		/* Default lanes: the two copies together take at most 1/8 of the pool. */
 		uint64_t lp = h.pool_size / P / (16 * (uint64_t)h.nlanes);
 		h.lane_pages = (uint32_t)(lp < KR_MIN_LANE_PAGES ? KR_MIN_LANE_PAGES
 				 : lp > KR_DEFAULT_LANE_PAGES ? KR_DEFAULT_LANE_PAGES : lp);

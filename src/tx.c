@@ -31,6 +31,7 @@
  *   3. Each thread has at most one open transaction per pool (tx_open_list).
  *   4. An error inside a transaction is sticky: later calls fail with it and commit aborts.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@ struct kr_tx {
 	kr_pool *pool;
 	struct kr_lane *lane;
 	int err;
+	char errmsg[256]; /* the first failure's message, repeated by later calls */
 	struct mbuf *mbufs;
 	struct mbuf *hash[HASH_BUCKETS];
 	struct kr_img img;
@@ -78,24 +80,33 @@ static _Thread_local struct kr_tx *tx_open_list;
  * ------------------------------------------------------------------------------------- */
 static int tx_fail(struct kr_tx *tx, int err)
 {
-	if (!tx->err)
+	if (!tx->err) {
 		tx->err = err;
+		snprintf(tx->errmsg, sizeof(tx->errmsg), "%s", kr_errmsg());
+	}
 	return err;
 }
 
-/* Every entry point: the transaction must be open on this thread and not failed. */
-static int tx_usable(struct kr_tx *tx)
+/* The transaction must be open on the calling thread. */
+static int tx_owned(struct kr_tx *tx)
 {
 	if (!tx)
 		return kr_err_set(KR_E_MISUSE_ARG, "transaction is NULL");
-	struct kr_tx *t = tx_open_list;
-	while (t && t != tx)
-		t = t->next_open;
-	if (!t)
-		return kr_err_set(KR_E_MISUSE_THREAD,
-				  "transaction is not open on this thread (ended, or another thread's)");
+	for (struct kr_tx *t = tx_open_list; t; t = t->next_open)
+		if (t == tx)
+			return KR_OK;
+	return kr_err_set(KR_E_MISUSE_THREAD,
+			  "transaction is not open on this thread (ended, or another thread's)");
+}
+
+/* Every entry point: open on this thread, not failed, pool not failed (invariant 4). */
+static int tx_usable(struct kr_tx *tx)
+{
+	int rc = tx_owned(tx);
+	if (rc)
+		return rc;
 	if (tx->err)
-		return kr_err_set(tx->err, "transaction already failed: %s", kr_strerror(tx->err));
+		return kr_err_set(tx->err, "transaction already failed: %s", tx->errmsg);
 	return kr_pool_check(tx->pool);
 }
 
@@ -465,13 +476,14 @@ static int tx_build_image(struct kr_tx *tx)
 
 int kr_tx_commit(kr_tx *tx)
 {
-	int rc = tx_usable(tx);
-	if (rc) {
-		if (tx && tx_open_list && rc != KR_E_MISUSE_THREAD && rc != KR_E_MISUSE_ARG)
-			tx_end(tx, 0);
+	int rc = tx_owned(tx);
+	if (rc)
+		return rc;
+	kr_pool *pool = tx->pool;
+	if ((rc = tx_usable(tx))) { /* sticky error: the transaction aborts */
+		tx_end(tx, 0);
 		return rc;
 	}
-	kr_pool *pool = tx->pool;
 
 	/* 1. A micro-buffer overrun means the application scribbled: nothing may reach NVMM. */
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
@@ -518,14 +530,8 @@ int kr_tx_commit(kr_tx *tx)
 
 void kr_tx_abort(kr_tx *tx)
 {
-	if (!tx)
-		return;
-	for (struct kr_tx *t = tx_open_list; t; t = t->next_open)
-		if (t == tx) {
-			tx_end(tx, 0);
-			return;
-		}
-	kr_err_set(KR_E_MISUSE_THREAD, "kr_tx_abort: transaction not open on this thread");
+	if (tx_owned(tx) == KR_OK)
+		tx_end(tx, 0);
 }
 
 int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len)
@@ -579,35 +585,33 @@ int kr_root(kr_pool *pool, size_t size, kr_oid *oid)
 /* ---------------------------------------------------------------------------------------
  * Reads outside transactions
  * ------------------------------------------------------------------------------------- */
-const void *kr_get(kr_pool *pool, kr_oid oid)
+/* The committed header of a live object, or NULL (thread error set). */
+static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 {
-	if (!pool) {
-		kr_err_set(KR_E_MISUSE_ARG, "kr_get: pool is NULL");
-		return NULL;
-	}
 	struct kr_block b;
 	const struct kr_obj_hdr *hdr = NULL;
-	if (object_header(pool, oid, &b, &hdr))
+	if (!pool) {
+		kr_err_set(KR_E_MISUSE_ARG, "pool is NULL");
 		return NULL;
-	return pool->pm.base + oid;
+	}
+	return object_header(pool, oid, &b, &hdr) == KR_OK ? hdr : NULL;
+}
+
+const void *kr_get(kr_pool *pool, kr_oid oid)
+{
+	return live_header(pool, oid) ? pool->pm.base + oid : NULL;
 }
 
 size_t kr_size(kr_pool *pool, kr_oid oid)
 {
-	struct kr_block b;
-	const struct kr_obj_hdr *hdr = NULL;
-	if (!pool || object_header(pool, oid, &b, &hdr))
-		return 0;
-	return hdr->size;
+	const struct kr_obj_hdr *hdr = live_header(pool, oid);
+	return hdr ? hdr->size : 0;
 }
 
 uint32_t kr_type(kr_pool *pool, kr_oid oid)
 {
-	struct kr_block b;
-	const struct kr_obj_hdr *hdr = NULL;
-	if (!pool || object_header(pool, oid, &b, &hdr))
-		return 0;
-	return hdr->type;
+	const struct kr_obj_hdr *hdr = live_header(pool, oid);
+	return hdr ? hdr->type : 0;
 }
 
 kr_oid kr_first(kr_pool *pool) { return pool ? kr_heap_next(&pool->heap, 0) : KR_OID_NULL; }
