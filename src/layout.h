@@ -126,11 +126,14 @@ _Static_assert(offsetof(struct kr_pool_hdr, crc) == 252, "crc is the last word")
  *   line 0, root line (written only through the redo log, both copies in one transaction)
  *     0  8 root_oid      kr_oid of the root object, 0 if none
  *     8  8 root_size     its size in bytes
- *    16 48 reserved      must be zero
+ *    16 44 reserved      must be zero
+ *    60  4 crc           CRC-32C of bytes 0..59 (an all-zero line, "no root", is also valid)
  *
  *   line 1, log line (written in place by the log layer, never through the redo log)
- *     0  8 durable_seq   every transaction with seq <= durable_seq is applied and durable;
- *                        recovery replays only transactions above it (see log.c)
+ *     0  8 durable_word  bits 0..47: durable_seq: every transaction with seq <= durable_seq
+ *                        is applied and durable; recovery replays only those above it.
+ *                        bits 48..63: low 16 bits of CRC-32C of the 8-byte little-endian
+ *                        durable_seq. One 8-byte store, so never torn (see log.c).
  *     8  8 clean         KR_CLEAN_MAGIC after a clean close, 0 while open
  *    16 48 reserved      must be zero
  *
@@ -139,14 +142,18 @@ _Static_assert(offsetof(struct kr_pool_hdr, crc) == 252, "crc is the last word")
 struct kr_root_line {
 	uint64_t root_oid;
 	uint64_t root_size;
-	uint8_t reserved[48];
+	uint8_t reserved[44];
+	uint32_t crc;
 };
 _Static_assert(sizeof(struct kr_root_line) == KR_LINE_SIZE, "root line is one cache line");
+_Static_assert(offsetof(struct kr_root_line, crc) == 60, "root line crc is its last word");
 
 #define KR_CLEAN_MAGIC 0x4e41454c43524bull /* "KRCLEAN" */
+#define KR_DURABLE_SEQ_MASK 0xffffffffffffull
+#define KR_DURABLE_CHECK_SHIFT 48
 
 struct kr_log_line {
-	uint64_t durable_seq;
+	uint64_t durable_word;
 	uint64_t clean;
 	uint8_t reserved[48];
 };

@@ -273,10 +273,32 @@ void kr_log_fini(struct kr_log *log)
 	pthread_mutex_destroy(&log->d_lock);
 }
 
-static uint64_t ctl_durable(const struct kr_log *log)
+static uint64_t durable_word(uint64_t d)
 {
-	uint64_t a = log->ctl[0]->durable_seq, b = log->ctl[1]->durable_seq;
-	return a > b ? a : b;
+	return d | ((uint64_t)(kr_crc32c(&d, 8) & 0xffff) << KR_DURABLE_CHECK_SHIFT);
+}
+
+/* durable_seq from the control pages: the larger of the copies whose check matches (any
+ * value that reached the media is valid: it is stored only after the transactions it
+ * covers are durable). Fails if neither copy is intact, since replaying from a guess
+ * could apply an old transaction over a newer one whose log lines were reused. */
+static int ctl_durable(const struct kr_log *log, uint64_t *out)
+{
+	int found = 0;
+	*out = 0;
+	for (int i = 0; i < 2; i++) {
+		uint64_t w = log->ctl[i]->durable_word;
+		uint64_t d = w & KR_DURABLE_SEQ_MASK;
+		if (w != durable_word(d) || d >= KR_LINE_SEQ_MASK)
+			continue;
+		if (!found || d > *out)
+			*out = d;
+		found = 1;
+	}
+	if (!found)
+		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
+				  "durable_seq is damaged in both control pages");
+	return KR_OK;
 }
 
 int kr_log_is_clean(struct kr_log *log)
@@ -293,12 +315,11 @@ static void log_set_start(struct kr_log *log, uint64_t d)
 
 int kr_log_start_clean(struct kr_log *log)
 {
-	uint64_t d = ctl_durable(log);
-	if (d >= KR_LINE_SEQ_MASK)
-		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
-				  "durable_seq %llu is out of range", (unsigned long long)d);
-	log_set_start(log, d);
-	return KR_OK;
+	uint64_t d;
+	int rc = ctl_durable(log, &d);
+	if (rc == KR_OK)
+		log_set_start(log, d);
+	return rc;
 }
 
 /* Stores durable_seq (and the clean word) in both control pages and flushes; the caller
@@ -306,7 +327,7 @@ int kr_log_start_clean(struct kr_log *log)
 static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean)
 {
 	for (int i = 0; i < 2; i++) {
-		kr_pm_store64(log->pm, &log->ctl[i]->durable_seq, d);
+		kr_pm_store64(log->pm, &log->ctl[i]->durable_word, durable_word(d));
 		kr_pm_store64(log->pm, &log->ctl[i]->clean, clean);
 		kr_pm_flush(log->pm, log->ctl[i], sizeof(struct kr_log_line));
 	}
@@ -602,6 +623,15 @@ void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 /* ---------------------------------------------------------------------------------------
  * Open, close, recovery
  * ------------------------------------------------------------------------------------- */
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2])
+{
+	for (int i = 0; i < 2; i++) {
+		kr_pm_store64(pm, &ctl[i]->durable_word, durable_word(0));
+		kr_pm_store64(pm, &ctl[i]->clean, KR_CLEAN_MAGIC);
+		kr_pm_flush(pm, ctl[i], sizeof(struct kr_log_line));
+	}
+}
+
 int kr_log_mark_open(struct kr_log *log)
 {
 	ctl_store(log, atomic_load(&log->d_durable), 0);
@@ -673,14 +703,13 @@ static int found_cmp(const void *a, const void *b)
 
 int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 {
-	uint64_t d = ctl_durable(log);
-	if (d >= KR_LINE_SEQ_MASK)
-		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
-				  "durable_seq %llu is out of range", (unsigned long long)d);
+	uint64_t d;
+	int rc = ctl_durable(log, &d);
+	if (rc)
+		return rc;
 	uint64_t max_stamp = d;
 	size_t nfound = 0, cap = 16;
 	struct found_tx *found = malloc(cap * sizeof(*found));
-	int rc = KR_OK;
 	memset(st, 0, sizeof(*st));
 	if (!found)
 		return kr_err_set(KR_E_NOMEM, "recovery table");

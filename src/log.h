@@ -88,6 +88,9 @@ struct kr_log_recovery {
 	uint64_t replayed, discarded;
 };
 
+/* Writes the log lines of a new pool (durable_seq 0, clean) and flushes; caller fences. */
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2]);
+
 int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *g);
 void kr_log_fini(struct kr_log *log);
 

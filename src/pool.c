@@ -176,6 +176,33 @@ static void pool_free(kr_pool *pool)
 	free(pool);
 }
 
+static int root_line_ok(const struct kr_root_line *rl)
+{
+	static const struct kr_root_line zero;
+	if (memcmp(rl, &zero, sizeof(zero)) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(rl->reserved); i++)
+		if (rl->reserved[i])
+			return 0;
+	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
+}
+
+/* Both root lines are written by the same transactions, so after recovery they agree; a
+ * copy that fails its check is rewritten from the other. */
+static int root_check(kr_pool *pool)
+{
+	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
+	if (!ok0 && !ok1)
+		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
+				  "root line is damaged in both control pages");
+	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
+		return KR_OK;
+	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
+	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
+	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
+	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
+}
+
 /* Maps the file and brings up the log and heap from a validated header. */
 static int pool_start(kr_pool *pool, unsigned flags)
 {
@@ -213,6 +240,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if (rc)
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
+		return rc;
+	if ((rc = root_check(pool)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
 	struct kr_block b;
@@ -367,9 +396,12 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 		goto fail;
 	if ((rc = kr_pm_map(&pool->pm, pool->pm.fd, h.pool_size, o->flags, path)))
 		goto fail;
-	/* The file is all zero: an empty heap, empty lanes, durable_seq 0, no root. The header
-	 * goes last (invariant 2). */
+	/* The file is all zero: an empty heap, empty lanes, no root. Then durable_seq 0 and
+	 * "clean", and the header last (invariant 2). */
 	char *base = pool->pm.base;
+	struct kr_log_line *ctl[2] = {(struct kr_log_line *)(base + h.ctl_off) + KR_CTL_LOG_LINE,
+				      (struct kr_log_line *)(base + h.ctl_replica_off) + KR_CTL_LOG_LINE};
+	kr_log_format(&pool->pm, ctl);
 	kr_pm_copy(&pool->pm, base + h.pool_size - P, &h, sizeof(h));
 	kr_pm_flush(&pool->pm, base + h.pool_size - P, sizeof(h));
 	kr_pm_copy(&pool->pm, base, &h, sizeof(h));

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csum.h"
 #include "err.h"
 #include "pool.h"
 
@@ -463,6 +464,7 @@ static int tx_build_image(struct kr_tx *tx)
 	}
 	if (tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
+		rl.crc = kr_crc32c(&rl, offsetof(struct kr_root_line, crc));
 		for (int i = 0; i < 2; i++) {
 			void *d = kr_img_data(&tx->img, (uint64_t)((char *)pool->root[i] - pool->pm.base),
 					      sizeof(rl));
