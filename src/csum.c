@@ -4,9 +4,14 @@
  * ISA-L's crc32_iscsi is the raw register form (no final inversion), so the standard value
  * is ~crc32_iscsi(buf, n, ~0). Lengths above INT_MAX are fed in pieces because ISA-L takes
  * an int length.
+ *
+ * The delta functions implement the standard CRC "combine" algebra (multiplication by
+ * x^(8k) modulo the polynomial, by squaring) so that a checksum can be patched for a
+ * changed range without reading the rest of the object.
  */
 #include <isa-l/crc.h>
 #include <limits.h>
+#include <pthread.h>
 
 #include "csum.h"
 
@@ -24,3 +29,59 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 }
 
 uint32_t kr_crc32c(const void *buf, size_t n) { return kr_crc32c_extend(0, buf, n); }
+
+/* GF(2) arithmetic modulo the reflected Castagnoli polynomial. In the reflected domain bit
+ * 31 is x^0, so "multiply by x" is a right shift with conditional reduction. */
+#define POLY 0x82f63b78u
+
+static uint32_t gf_mul(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+	for (;;) {
+		if (a & m) {
+			p ^= b;
+			if ((a & (m - 1)) == 0)
+				break;
+		}
+		m >>= 1;
+		b = (b & 1) ? (b >> 1) ^ POLY : b >> 1;
+	}
+	return p;
+}
+
+/* x^(2^k) mod P for k = 0..63, i.e. the effect of 2^k zero bits. */
+static uint32_t x2k[64];
+static pthread_once_t x2k_once = PTHREAD_ONCE_INIT;
+
+static void x2k_init(void)
+{
+	uint32_t p = 1u << 30; /* x^1 */
+	for (int k = 0; k < 64; k++) {
+		x2k[k] = p;
+		p = gf_mul(p, p);
+	}
+}
+
+uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes)
+{
+	pthread_once(&x2k_once, x2k_init);
+	uint64_t bits = zero_bytes * 8;
+	for (int k = 0; bits; k++, bits >>= 1)
+		if (bits & 1)
+			raw = gf_mul(x2k[k], raw);
+	return raw;
+}
+
+uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing)
+{
+	/* Raw register (init 0, no final inversion): the linear part of the CRC. */
+	unsigned int reg = 0;
+	const unsigned char *p = d;
+	for (size_t left = len; left > 0;) {
+		int chunk = left > (size_t)INT_MAX ? INT_MAX : (int)left;
+		reg = crc32_iscsi((unsigned char *)p, chunk, reg);
+		p += chunk;
+		left -= (size_t)chunk;
+	}
+	return kr_crc32c_shift(reg, trailing);
+}

@@ -13,4 +13,14 @@ uint32_t kr_crc32c(const void *buf, size_t n);
 /* Continue a CRC-32C: kr_crc32c_extend(kr_crc32c(a), b) == kr_crc32c(a || b). */
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
 
+/* Checksum update in time proportional to the bytes changed, not the object size.
+ * CRC-32C is affine over GF(2): for equal-length messages, crc(A) ^ crc(B) depends only on
+ * A ^ B. If bytes [off, off+len) of an n-byte buffer change from old to new, then
+ *   crc(new buffer) = crc(old buffer) ^ kr_crc32c_delta(old ^ new, len, n - off - len).
+ * kr_crc32c_delta takes the delta bytes themselves (d = old ^ new) and the number of
+ * unchanged bytes that follow them. */
+uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing);
+/* The raw CRC register after feeding zero bytes: the "shift" used above. */
+uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes);
+
 #endif
