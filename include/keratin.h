@@ -113,10 +113,14 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 #define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
 
 struct kr_create_opts {
-	uint64_t size;   /* pool size in bytes, >= KR_MIN_POOL_SIZE (8 MiB); required */
+	uint64_t size;   /* pool size in bytes, >= 8 MiB; rounded down to a multiple of 4096 */
 	uint32_t rows;   /* data rows per zone (parity costs 1/rows); 0 = default (100) */
 	uint32_t nlanes; /* log lanes = concurrent transactions; 0 = default (16) */
-	uint32_t lane_kib; /* size of one lane in KiB; 0 = default (256) */
+	/* Size of one lane in KiB, a multiple of 4 from 16 to 1024 (others: KR_E_MISUSE_ARG).
+	 * It bounds one transaction's changes to existing objects (KR_E_NOSPACE_LOG beyond).
+	 * 0 = default: size / 16 / nlanes, clamped to 16..256 KiB, so that both lane copies
+	 * take at most 1/8 of a small pool. */
+	uint32_t lane_kib;
 	unsigned flags;  /* KR_OPEN_* */
 	/* Called from time to time while the file is zeroed, with bytes done and total. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
@@ -192,8 +196,10 @@ int kr_tx_begin(kr_pool *pool, kr_tx **tx);
  * is written with the transaction. */
 int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
 
-/* Frees an object at commit. Freeing an object twice, or one allocated and freed in the
- * same transaction, is KR_E_MISUSE_FREED. */
+/* Frees an object at commit (an object allocated by the same transaction is simply never
+ * created). Freeing an object twice is KR_E_MISUSE_FREED; the root object cannot be freed
+ * (KR_E_MISUSE_ARG); later access to a freed object in the transaction is
+ * KR_E_MISUSE_FREED. */
 int kr_tx_free(kr_tx *tx, kr_oid oid);
 
 /* Returns a writable DRAM micro-buffer for bytes [off, off+len) of the object: the bytes are

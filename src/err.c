@@ -72,6 +72,12 @@ void kr_err_clear(void)
 	last_msg[0] = '\0';
 }
 
+int kr_err_recode(int code)
+{
+	last_code = code;
+	return code;
+}
+
 static int err_vset(int code, const char *suffix, const char *fmt, va_list ap)
 {
 	int n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);

@@ -27,6 +27,8 @@ int kr_err_errno(int code, const char *fmt, ...) KR_PRINTF(2, 3);
 int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const char *fmt, ...)
 	KR_PRINTF(5, 6);
 void kr_err_clear(void);
+/* Changes the class of the thread's last error, keeping its message; returns code. */
+int kr_err_recode(int code);
 
 #define KR_CORRUPT(code, off, ...) kr_err_corrupt((code), __FILE__, __LINE__, (off), __VA_ARGS__)
 

@@ -358,6 +358,9 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	h.pool_size = o->size & ~(uint64_t)(P - 1);
 	h.rows = o->rows ? o->rows : KR_DEFAULT_ROWS;
 	h.nlanes = o->nlanes ? o->nlanes : KR_DEFAULT_NLANES;
+	if (o->lane_kib % 4)
+		return kr_err_set(KR_E_MISUSE_ARG, "lane of %u KiB: must be a multiple of 4 KiB",
+				  o->lane_kib);
 	if (o->lane_kib) {
 		h.lane_pages = o->lane_kib / 4;
 	} else {
@@ -368,7 +371,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	}
 	int rc = kr_layout_compute(&h);
 	if (rc)
-		return kr_err_set(KR_E_MISUSE_ARG, "%s", kr_errmsg());
+		return kr_err_recode(KR_E_MISUSE_ARG); /* a bad request, not a bad file */
 	memcpy(h.magic, KR_MAGIC, sizeof(h.magic));
 	h.version = KR_FORMAT_VERSION;
 	h.hdr_size = sizeof(h);

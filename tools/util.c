@@ -1,0 +1,234 @@
+/*
+ * util.c - helpers shared by the keratin tool, the demo and the benchmark (see util.h).
+ *
+ * Everything here is deliberately dull: each program would otherwise grow its own slightly
+ * different size parser, error format or progress bar, and users would notice the seams.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <linux/magic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Numbers
+ * ------------------------------------------------------------------------------------- */
+
+/* The leading decimal number of s; *end points past it. strtoull() alone would accept
+ * " 5", "+5" and "-5" (the last silently wrapped), so insist on a digit first. */
+static int parse_digits(const char *s, uint64_t *out, char **end)
+{
+	if (!isdigit((unsigned char)s[0]))
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, end, 10);
+	if (errno == ERANGE)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v;
+	char *end;
+	unsigned shift = 0;
+
+	if (parse_digits(s, &v, &end))
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; break;
+	case 'M': shift = 20; break;
+	case 'G': shift = 30; break;
+	case 'T': shift = 40; break;
+	}
+	if (shift)
+		end++;
+	/* Tolerate the spelled-out forms people paste: "64MiB", "64MB", "4096B". */
+	if (strcasecmp(end, "B") == 0 || (shift && strcasecmp(end, "iB") == 0))
+		end += strlen(end);
+	if (*end != '\0' || v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+int util_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+	char *end;
+
+	if (parse_digits(s, &v, &end) || *end != '\0' || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+const char *util_human(uint64_t bytes, char *buf)
+{
+	static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	double v = (double)bytes;
+	unsigned u = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, UTIL_HUMAN_LEN, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	while (v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, UTIL_HUMAN_LEN, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+const char *util_mode_name(enum kr_mode mode)
+{
+	switch (mode) {
+	case KR_MODE_DAX: return "dax";
+	case KR_MODE_PAGECACHE: return "page cache";
+	case KR_MODE_EMULATED: return "emulated";
+	}
+	return "unknown";
+}
+
+uint64_t util_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Progress bar
+ * ------------------------------------------------------------------------------------- */
+
+#define PROGRESS_DELAY_NS 300000000ull /* quicker work never shows a bar: no flicker */
+#define PROGRESS_PERIOD_NS 100000000ull /* at most ten redraws a second */
+#define PROGRESS_WIDTH 30
+
+void util_progress_init(struct util_progress *p, const char *label)
+{
+	p->label = label;
+	p->tty = isatty(STDERR_FILENO);
+	p->start_ns = util_now_ns();
+	p->last_draw_ns = 0;
+	p->drawn = 0;
+}
+
+void util_progress_cb(void *ctx, uint64_t done, uint64_t total)
+{
+	struct util_progress *p = ctx;
+	char a[UTIL_HUMAN_LEN], b[UTIL_HUMAN_LEN], bar[PROGRESS_WIDTH + 1];
+
+	if (!p->tty || total == 0)
+		return;
+	uint64_t now = util_now_ns();
+	if (now - p->start_ns < PROGRESS_DELAY_NS || now - p->last_draw_ns < PROGRESS_PERIOD_NS)
+		return;
+	p->last_draw_ns = now;
+
+	if (done > total)
+		done = total;
+	unsigned fill = (unsigned)((double)done / (double)total * PROGRESS_WIDTH);
+	memset(bar, '#', fill);
+	memset(bar + fill, '.', PROGRESS_WIDTH - fill);
+	bar[PROGRESS_WIDTH] = '\0';
+	/* \r and \033[K: rewrite the same line, erasing what a longer earlier draw left. */
+	fprintf(stderr, "\r%s [%s] %3u%%  %s / %s\033[K", p->label, bar,
+		(unsigned)((double)done * 100 / (double)total), util_human(done, a), util_human(total, b));
+	fflush(stderr);
+	p->drawn = 1;
+}
+
+void util_progress_end(struct util_progress *p)
+{
+	if (p->drawn) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		p->drawn = 0;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Error messages
+ * ------------------------------------------------------------------------------------- */
+
+int util_usage_error(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", prog);
+	return UTIL_EXIT_USAGE;
+}
+
+int util_getopt(const char *prog, int argc, char **argv, const struct option *longopts)
+{
+	/* The leading ':' makes getopt return ':' for a missing argument and keeps it quiet:
+	 * its own messages would not follow our format. */
+	opterr = 0;
+	int c = getopt_long(argc, argv, ":h", longopts, NULL);
+
+	if (c == '?') {
+		/* optopt names an unknown short option; for an unknown long one it is 0 and
+		 * getopt has already stepped past the offending word. */
+		if (optopt)
+			util_usage_error(prog, "unknown option '-%c'", optopt);
+		else
+			util_usage_error(prog, "unknown option '%s'", argv[optind - 1]);
+	} else if (c == ':') {
+		util_usage_error(prog, "option '%s' needs a value", argv[optind - 1]);
+		c = '?';
+	}
+	return c;
+}
+
+int util_lib_error(const char *prog, const char *what, int rc)
+{
+	const char *msg = kr_errcode() == rc ? kr_errmsg() : kr_strerror(rc);
+	size_t n = strlen(what);
+
+	/* The library's messages often begin with the file they are about; say it once. */
+	if (strncmp(msg, what, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+		msg += n + 2;
+	fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
+	return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Scratch space
+ * ------------------------------------------------------------------------------------- */
+
+int util_is_tmpfs(const char *path)
+{
+	struct statfs fs;
+	return statfs(path, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs)
+{
+	struct stat st;
+	const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+
+	if ((size_t)snprintf(dir, dirlen, "%s/%s.XXXXXX", base, prefix) >= dirlen) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (!mkdtemp(dir))
+		return -1;
+	*tmpfs = util_is_tmpfs(dir);
+	return 0;
+}
