@@ -10,6 +10,7 @@
  * changed range without reading the rest of the object.
  */
 #include <isa-l/crc.h>
+#include <isa-l/crc64.h>
 #include <limits.h>
 #include <pthread.h>
 
@@ -29,6 +30,11 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 }
 
 uint32_t kr_crc32c(const void *buf, size_t n) { return kr_crc32c_extend(0, buf, n); }
+
+uint64_t kr_crc64(const void *buf, size_t n)
+{
+	return crc64_ecma_refl(0, buf, n);
+}
 
 /* GF(2) arithmetic modulo the reflected Castagnoli polynomial. In the reflected domain bit
  * 31 is x^0, so "multiply by x" is a right shift with conditional reduction. */

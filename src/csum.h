@@ -13,6 +13,9 @@ uint32_t kr_crc32c(const void *buf, size_t n);
 /* Continue a CRC-32C: kr_crc32c_extend(kr_crc32c(a), b) == kr_crc32c(a || b). */
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
 
+/* CRC-64 (ECMA-182, reflected, seed 0): the check on directly written fresh objects. */
+uint64_t kr_crc64(const void *buf, size_t n);
+
 /* Checksum update in time proportional to the bytes changed, not the object size.
  * CRC-32C is affine over GF(2): for equal-length messages, crc(A) ^ crc(B) depends only on
  * A ^ B. If bytes [off, off+len) of an n-byte buffer change from old to new, then

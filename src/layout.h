@@ -178,11 +178,20 @@ _Static_assert(sizeof(struct kr_log_line) == KR_LINE_SIZE, "log line is one cach
  *   CONT line payload: 56 bytes of records, continuing the stream.
  *
  * Records, packed back to back in the payload stream, each 8-byte aligned:
- *     0 2 kind   (KR_REC_DATA, KR_REC_SETBITS, KR_REC_CLRBITS)
+ *     0 2 kind   (KR_REC_DATA, KR_REC_SETBITS, KR_REC_CLRBITS, KR_REC_FRESH)
  *     2 2 reserved, zero
- *     4 4 len    bytes of data that follow (DATA: the new bytes; SET/CLRBITS: 8, the mask)
+ *     4 4 len    bytes of data that follow (DATA: the new bytes; SET/CLRBITS: 8, the mask;
+ *                FRESH: 24, see below)
  *     8 8 off    pool offset the record applies to (SET/CLRBITS: an 8-byte aligned word)
  *    16 len bytes, padded with zeros to a multiple of 8
+ *
+ * FRESH announces an object allocated by the transaction, whose payload was written home
+ * directly (not logged) before the commit fence: off = the object header's pool offset,
+ * data = the 16-byte object header, then the CRC-64 (ECMA-182, reflected, ISA-L
+ * crc64_ecma_refl with seed 0) of the size payload bytes that follow the header. Applying it
+ * writes the header. Recovery treats a transaction whose FRESH payload does not match as
+ * not committed: that payload is durable once the commit fence completes, so a mismatch
+ * proves the commit never returned.
  *
  * crc = CRC-32C of the whole payload stream (56 * nlines bytes, with the crc field itself
  * taken as zero). Header words are not covered: validity decides atomicity, the CRC
@@ -216,6 +225,8 @@ _Static_assert(sizeof(struct kr_tx_first) == 24, "first-line prefix is 24 bytes"
 #define KR_REC_DATA 1u
 #define KR_REC_SETBITS 2u
 #define KR_REC_CLRBITS 3u
+#define KR_REC_FRESH 4u
+
 
 struct kr_rec_hdr {
 	uint16_t kind;
@@ -264,6 +275,13 @@ struct kr_obj_hdr {
 	uint32_t crc;  /* CRC-32C of the payload (maintained by the fault-tolerance layer) */
 };
 _Static_assert(sizeof(struct kr_obj_hdr) == 16, "object header is 16 bytes");
+
+/* Data of a KR_REC_FRESH log record (see the redo-log section above). */
+struct kr_rec_fresh {
+	struct kr_obj_hdr hdr;
+	uint64_t payload_crc64;
+};
+_Static_assert(sizeof(struct kr_rec_fresh) == 24, "fresh record data is 24 bytes");
 
 /* Block sizes (header included) of the small-object size classes; objects whose block
  * would exceed the last class take whole chunks. On-media: a run's chunk word stores an

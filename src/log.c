@@ -170,14 +170,21 @@ static int stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, rec
 /* ---------------------------------------------------------------------------------------
  * Applying records home
  * ------------------------------------------------------------------------------------- */
+/* Bytes a record writes at its home offset. */
+static uint32_t rec_home_len(const struct kr_rec_hdr *h)
+{
+	return h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
+}
+
 static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
 	char *dst = log->pm->base + h->off;
 	switch (h->kind) {
 	case KR_REC_DATA:
-		kr_pm_copy(log->pm, dst, data, h->len);
-		kr_pm_flush(log->pm, dst, h->len);
+	case KR_REC_FRESH:
+		kr_pm_copy(log->pm, dst, data, rec_home_len(h));
+		kr_pm_flush(log->pm, dst, rec_home_len(h));
 		break;
 	case KR_REC_SETBITS:
 		kr_pm_or64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
@@ -199,7 +206,15 @@ void kr_log_apply(struct kr_log *log, const struct kr_img *img)
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
-	kr_pm_flush(log->pm, log->pm->base + h->off, h->len);
+	kr_pm_flush(log->pm, log->pm->base + h->off, rec_home_len(h));
+	return 0;
+}
+
+static int in_valid_range(const struct kr_log *log, uint64_t off, uint64_t len)
+{
+	for (int i = 0; i < 3; i++)
+		if (off >= log->valid_lo[i] && off <= log->valid_hi[i] && len <= log->valid_hi[i] - off)
+			return 1;
 	return 0;
 }
 
@@ -209,17 +224,35 @@ static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *da
 	const struct kr_log *log = ctx;
 	if (h->reserved != 0)
 		return 1;
-	if (h->kind == KR_REC_SETBITS || h->kind == KR_REC_CLRBITS) {
+	switch (h->kind) {
+	case KR_REC_DATA:
+		break;
+	case KR_REC_SETBITS:
+	case KR_REC_CLRBITS:
 		if (h->len != 8 || (h->off & 7))
 			return 1;
-	} else if (h->kind != KR_REC_DATA) {
+		break;
+	case KR_REC_FRESH: {
+		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+		if (h->len != sizeof(*f) || f->hdr.size > UINT64_MAX / 2 ||
+		    !in_valid_range(log, h->off, sizeof(f->hdr) + f->hdr.size))
+			return 1;
+		break;
+	}
+	default:
 		return 1;
 	}
-	for (int i = 0; i < 3; i++)
-		if (h->off >= log->valid_lo[i] && h->off <= log->valid_hi[i] &&
-		    h->len <= log->valid_hi[i] - h->off)
-			return 0;
-	return 1;
+	return in_valid_range(log, h->off, h->len) ? 0 : 1;
+}
+
+/* A FRESH object's directly written payload must match the CRC-64 its record carries,
+ * unless something later legitimately changed it; see kr_log_recover. */
+static int rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
+			      const uint8_t *data)
+{
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	const char *payload = log->pm->base + h->off + sizeof(f->hdr);
+	return kr_crc64(payload, f->hdr.size) != f->payload_crc64;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -653,7 +686,45 @@ struct found_tx {
 	uint64_t seq;
 	uint8_t *stream;
 	uint32_t nlines, nrecords;
+	uint32_t lane;
+	int lane_tail; /* the newest committed transaction of its lane */
 };
+
+/* Walk context: does any record of a transaction write inside [lo, hi)? */
+struct overlap {
+	uint64_t lo, hi;
+};
+
+static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct overlap *o = ctx;
+	return h->off < o->hi && h->off + rec_home_len(h) > o->lo;
+}
+
+struct fresh_ctx {
+	const struct kr_log *log;
+	const struct found_tx *found;
+	size_t nfound, i;
+};
+
+/* Is this FRESH record's payload proof that its transaction's fence never completed?
+ * Only a lane's newest transaction can be torn (a lane commits one transaction after the
+ * other, each after the previous one's fence). And if a later committed transaction wrote
+ * into the object, the allocating commit had returned (the object was not live before),
+ * so its payload may differ and nothing is torn. */
+static int rec_fresh_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct fresh_ctx *c = ctx;
+	if (h->kind != KR_REC_FRESH || !c->found[c->i].lane_tail)
+		return 0;
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	struct overlap o = {h->off + sizeof(f->hdr), h->off + sizeof(f->hdr) + f->hdr.size};
+	for (size_t j = c->i + 1; j < c->nfound; j++)
+		if (stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
+				c->found[j].nrecords, rec_overlaps, &o))
+			return 0;
+	return rec_fresh_mismatch(c->log, h, data);
+}
 
 /* Checks whether lines[first..] hold a complete transaction with stamp s48. Returns the
  * line count, or 0 if incomplete. */
@@ -767,12 +838,18 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				found = nf;
 			}
 			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
-			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords};
+			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, 0};
 		}
 	}
 
 	if (rc == KR_OK) {
 		qsort(found, nfound, sizeof(*found), found_cmp);
+		for (size_t i = 0; i < nfound; i++) {
+			found[i].lane_tail = 1;
+			for (size_t j = i + 1; j < nfound && found[i].lane_tail; j++)
+				if (found[j].lane == found[i].lane)
+					found[i].lane_tail = 0;
+		}
 		/* Validate everything before touching the pool: a damaged log must not scribble. */
 		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
 			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
@@ -784,12 +861,18 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		}
 	}
 	if (rc == KR_OK) {
-		for (size_t i = 0; i < nfound; i++)
-			stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-				    found[i].nrecords, rec_apply, log);
+		for (size_t i = 0; i < nfound; i++) {
+			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			struct fresh_ctx fc = {log, found, nfound, i};
+			if (stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
+				st->discarded++; /* its fence never completed: not committed */
+				continue;
+			}
+			stream_walk(found[i].stream, len, found[i].nrecords, rec_apply, log);
+			st->replayed++;
+		}
 		/* Replayed data durable before durable_seq moves past it. */
 		rc = kr_pm_fence(log->pm);
-		st->replayed = nfound;
 	}
 	for (size_t i = 0; i < nfound; i++)
 		free(found[i].stream);

@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <emmintrin.h>
+#include <isa-l/raid.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -242,6 +243,28 @@ void kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 	__atomic_fetch_and(dst, ~mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
+}
+
+void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+{
+	__atomic_fetch_xor(dst, mask, __ATOMIC_RELAXED);
+	counters.bytes_written += 8;
+	RECORD(store, dst, 8);
+}
+
+void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n)
+{
+	void *v[4] = {(void *)a, (void *)b, dst, dst};
+	xor_gen(4, (int)n, v);
+	counters.bytes_written += n;
+	RECORD(store, dst, n);
+}
+
+void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v)
+{
+	xor_gen(vects, (int)len, v);
+	counters.bytes_written += len;
+	RECORD(store, v[vects - 1], len);
 }
 
 __attribute__((target("clwb"))) static void flush_lines_clwb(uintptr_t p, uintptr_t end)

@@ -38,6 +38,11 @@ void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n);
 void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
 void kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
+/* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
+void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
+/* v[vects-1] = XOR of v[0..vects-2] (ISA-L xor_gen); the destination is in the pool. */
+void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v);
 
 /* Writes back every cache line overlapping [addr, addr+n). No ordering by itself. */
 void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n);

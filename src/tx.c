@@ -427,15 +427,20 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	return m->buf;
 }
 
-/* Fresh objects go home directly: header, then payload streamed past the cache. */
-static void tx_write_fresh(struct kr_tx *tx, struct mbuf *m)
+/* Fresh objects: the payload goes home directly, streamed past the cache, and the header
+ * goes through the log in a FRESH record whose CRC-64 lets recovery tell whether the
+ * payload made it before the commit fence (layout.h). */
+static int tx_write_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	struct kr_pm *pm = &tx->pool->pm;
-	struct kr_obj_hdr hdr = {.size = m->size, .type = m->type, .crc = 0};
-	char *home = pm->base + m->block.off;
-	kr_pm_copy(pm, home, &hdr, sizeof(hdr));
-	kr_pm_flush(pm, home, sizeof(hdr));
-	kr_pm_copy_nt(pm, home + sizeof(hdr), m->buf, m->size);
+	kr_pm_copy_nt(pm, pm->base + m->oid, m->buf, m->size);
+	struct kr_rec_fresh *f = kr_img_data(&tx->img, m->block.off, sizeof(*f));
+	if (!f)
+		return kr_errcode();
+	((struct kr_rec_hdr *)f - 1)->kind = KR_REC_FRESH;
+	f->hdr = (struct kr_obj_hdr){.size = m->size, .type = m->type, .crc = 0};
+	f->payload_crc64 = kr_crc64(m->buf, m->size);
+	return KR_OK;
 }
 
 static int tx_build_image(struct kr_tx *tx)
@@ -449,8 +454,7 @@ static int tx_build_image(struct kr_tx *tx)
 			continue;
 		}
 		if (m->fresh) {
-			tx_write_fresh(tx, m);
-			if (kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img))
+			if (tx_write_fresh(tx, m) || kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img))
 				return kr_errcode();
 			continue;
 		}

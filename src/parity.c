@@ -1,0 +1,236 @@
+/*
+ * parity.c - zone parity (Pangolin's RAID-4-style rows, one parity row per zone).
+ *
+ * Design
+ *
+ *   Geometry: zone z starts at heap_off + z * zone_size; data row r of it at
+ *   + r * row_size; the parity row at + rows * row_size. Data byte at zone offset
+ *   r * row_size + c has its parity at column c. Objects ignore row boundaries, so one
+ *   patch may touch two rows' parity; kr_parity_patch splits it.
+ *
+ *   Concurrency: XOR commutes, so any number of commits may patch the same parity bytes in
+ *   any order as long as each patch is itself atomic. A small patch is a few atomic 64-bit
+ *   XORs (lock xor) and holds its range lock SHARED; a large patch reads and writes parity
+ *   with SIMD XOR, which is not atomic, so it holds the range lock EXCLUSIVE. Ranges are
+ *   page columns hashed onto KR_PARITY_LOCKS rwlocks; a patch takes its pages' locks in
+ *   ascending order. The crossover between the two paths is a measured default.
+ *
+ *   Invariants
+ *   1. Outside a commit's apply step, parity row byte c == XOR of byte c of every data row
+ *      (the fault-tolerance checker and the crash simulator test this on every image).
+ *   2. Recovery never re-applies XOR deltas (they are not idempotent); it recomputes the
+ *      parity of every column touched by the transactions it replays.
+ */
+#include <isa-l/raid.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+
+#define P KR_PAGE_SIZE
+
+void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_hdr *h)
+{
+	p->pm = pm;
+	p->heap_off = h->heap_off;
+	p->zone_size = h->zone_size;
+	p->row_size = (uint64_t)h->row_pages * P;
+	p->rows = h->rows;
+	p->nzones = h->nzones;
+	p->crossover = KR_PARITY_CROSSOVER_DEFAULT;
+	const char *env = getenv("KERATIN_PARITY_CROSSOVER");
+	if (env && *env)
+		p->crossover = (size_t)strtoull(env, NULL, 10);
+	for (int i = 0; i < KR_PARITY_LOCKS; i++)
+		pthread_rwlock_init(&p->locks[i], NULL);
+}
+
+void kr_parity_fini(struct kr_parity *p)
+{
+	for (int i = 0; i < KR_PARITY_LOCKS; i++)
+		pthread_rwlock_destroy(&p->locks[i]);
+}
+
+int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len)
+{
+	if (off < p->heap_off)
+		return 0;
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	return z < p->nzones && zoff + len <= (uint64_t)p->rows * p->row_size;
+}
+
+uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
+{
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	return p->heap_off + z * p->zone_size + (uint64_t)p->rows * p->row_size + zoff % p->row_size;
+}
+
+static pthread_rwlock_t *col_lock(struct kr_parity *p, uint64_t parity_off)
+{
+	return &p->locks[(parity_off / P) % KR_PARITY_LOCKS];
+}
+
+/* Locks the page columns of parity bytes [poff, poff+len), ascending, shared or not. */
+static void lock_range(struct kr_parity *p, uint64_t poff, size_t len, int exclusive)
+{
+	uint64_t first = poff / P, last = (poff + len - 1) / P;
+	uint64_t n = last - first + 1 < KR_PARITY_LOCKS ? last - first + 1 : KR_PARITY_LOCKS;
+	/* Distinct lock indices in ascending order: avoids both self-deadlock (two pages that
+	 * hash alike) and lock-order inversions between patches. */
+	unsigned char taken[KR_PARITY_LOCKS] = {0};
+	for (uint64_t i = 0; i < n; i++)
+		taken[(first + i) % KR_PARITY_LOCKS] = 1;
+	for (int i = 0; i < KR_PARITY_LOCKS; i++)
+		if (taken[i])
+			exclusive ? pthread_rwlock_wrlock(&p->locks[i]) : pthread_rwlock_rdlock(&p->locks[i]);
+}
+
+static void unlock_range(struct kr_parity *p, uint64_t poff, size_t len)
+{
+	uint64_t first = poff / P, last = (poff + len - 1) / P;
+	uint64_t n = last - first + 1 < KR_PARITY_LOCKS ? last - first + 1 : KR_PARITY_LOCKS;
+	unsigned char taken[KR_PARITY_LOCKS] = {0};
+	for (uint64_t i = 0; i < n; i++)
+		taken[(first + i) % KR_PARITY_LOCKS] = 1;
+	for (int i = KR_PARITY_LOCKS - 1; i >= 0; i--)
+		if (taken[i])
+			pthread_rwlock_unlock(&p->locks[i]);
+}
+
+/* Atomic word XORs: the delta of each 8-byte parity word, built from old and new. */
+static void patch_words(struct kr_parity *p, uint64_t poff, const uint8_t *old,
+			const uint8_t *new, size_t len)
+{
+	char *base = p->pm->base;
+	uint64_t w = poff & ~7ull, end = poff + len;
+	for (; w < end; w += 8) {
+		uint64_t delta = 0;
+		uint64_t s = w < poff ? poff : w, e = w + 8 < end ? w + 8 : end;
+		for (uint64_t b = s; b < e; b++)
+			delta |= (uint64_t)(old[b - poff] ^ new[b - poff]) << (8 * (b - w));
+		if (delta)
+			kr_pm_xor64(p->pm, (uint64_t *)(base + w), delta);
+	}
+}
+
+/* SIMD XOR for the 32-byte aligned middle, atomic words for the edges. Exclusive lock. */
+static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
+		       const uint8_t *new, size_t len)
+{
+	uint64_t a = (poff + 31) & ~31ull, e = (poff + len) & ~31ull;
+	if (e <= a + 64) {
+		patch_words(p, poff, old, new, len);
+		return;
+	}
+	patch_words(p, poff, old, new, a - poff);
+	size_t mid = e - a;
+	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch. */
+	uint8_t *scratch = aligned_alloc(32, 2 * mid);
+	if (!scratch) {
+		patch_words(p, a, old + (a - poff), new + (a - poff), mid);
+	} else {
+		memcpy(scratch, old + (a - poff), mid);
+		memcpy(scratch + mid, new + (a - poff), mid);
+		kr_pm_xor2(p->pm, p->pm->base + a, scratch, scratch + mid, mid);
+		free(scratch);
+	}
+	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
+}
+
+void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
+		     size_t len)
+{
+	const uint8_t *o = old, *n = new;
+	while (len > 0) {
+		/* One row's share at a time: parity columns are per row offset. */
+		uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
+		size_t piece = p->row_size - zoff % p->row_size;
+		if (piece > len)
+			piece = len;
+		uint64_t poff = kr_parity_offset(p, off);
+		int big = piece >= p->crossover;
+		lock_range(p, poff, piece, big);
+		if (big)
+			patch_simd(p, poff, o, n, piece);
+		else
+			patch_words(p, poff, o, n, piece);
+		unlock_range(p, poff, piece);
+		kr_pm_flush(p->pm, p->pm->base + poff, piece);
+		off += piece;
+		o += piece;
+		n += piece;
+		len -= piece;
+	}
+}
+
+/* The rows of the page column holding offset off, as ISA-L source vectors. */
+static void column_vectors(struct kr_parity *p, uint64_t off, void **v, uint64_t *col_off)
+{
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	uint64_t col = (zoff % p->row_size) & ~(uint64_t)(P - 1);
+	char *zb = p->pm->base + p->heap_off + z * p->zone_size;
+	for (uint32_t r = 0; r <= p->rows; r++) /* the last one is the parity row */
+		v[r] = zb + (uint64_t)r * p->row_size + col;
+	*col_off = col;
+}
+
+void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
+{
+	void **v = malloc(sizeof(void *) * (p->rows + 1));
+	if (!v)
+		return;
+	uint64_t page = off & ~(uint64_t)(P - 1), end = off + len;
+	for (; page < end; page += P) {
+		uint64_t col;
+		column_vectors(p, page, v, &col);
+		uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+		lock_range(p, poff, P, 1);
+		kr_pm_xor_gen(p->pm, (int)p->rows + 1, P, v);
+		unlock_range(p, poff, P);
+		kr_pm_flush(p->pm, v[p->rows], P);
+	}
+	free(v);
+}
+
+void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
+{
+	uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
+	uint32_t row = (uint32_t)(zoff / p->row_size);
+	void **v = malloc(sizeof(void *) * (p->rows + 1));
+	uint8_t *acc = aligned_alloc(32, P);
+	if (!v || !acc) {
+		free(v);
+		free(acc);
+		memset(out, 0, len);
+		return;
+	}
+	uint64_t col;
+	column_vectors(p, off, v, &col);
+	/* acc = parity ^ every other row: the lost row's bytes. */
+	uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+	lock_range(p, poff, P, 0);
+	memcpy(acc, v[p->rows], P);
+	unlock_range(p, poff, P);
+	for (uint32_t r = 0; r < p->rows; r++) {
+		if (r == row)
+			continue;
+		void *pair[3] = {v[r], acc, acc};
+		xor_gen(3, P, pair);
+	}
+	memcpy(out, acc + (zoff % P), len);
+	free(acc);
+	free(v);
+}
+
+int kr_parity_column_ok(struct kr_parity *p, uint64_t off)
+{
+	void **v = malloc(sizeof(void *) * (p->rows + 2));
+	if (!v)
+		return 1;
+	uint64_t col;
+	column_vectors(p, off, v, &col);
+	/* xor_check: the XOR of all vectors, parity included, must be zero. */
+	int ok = xor_check((int)p->rows + 1, P, v) == 0;
+	free(v);
+	return ok;
+}

@@ -1,0 +1,59 @@
+/*
+ * parity.h - zone parity: geometry, XOR patches, recomputation and rebuild.
+ *
+ * A zone is R data rows and one parity row of equal width; parity byte x is the XOR of
+ * byte x of every data row. Any one lost page of a page column can be rebuilt from the
+ * others. Patches (parity ^= old ^ new) commute, so concurrent commits need no ordering;
+ * small ones are atomic word XORs under a shared range lock, large ones SIMD XOR (ISA-L)
+ * under the exclusive lock of the same range.
+ */
+#ifndef KR_PARITY_H
+#define KR_PARITY_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "pmem.h"
+
+#define KR_PARITY_LOCKS 256
+
+struct kr_parity {
+	struct kr_pm *pm;
+	uint64_t heap_off, zone_size, row_size;
+	uint32_t rows, nzones;
+	size_t crossover; /* patches of at least this many bytes take the SIMD path */
+	pthread_rwlock_t locks[KR_PARITY_LOCKS];
+};
+
+/* Default crossover (bytes) between atomic-word and SIMD patches, measured by
+ * bench/keratin-bench --parity on the development machine (see docs/BENCHMARKS.md). */
+#define KR_PARITY_CROSSOVER_DEFAULT 1024
+
+void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_hdr *h);
+void kr_parity_fini(struct kr_parity *p);
+
+/* 1 if [off, off+len) lies inside the data rows of one zone. */
+int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len);
+
+/* parity ^= old ^ new over [off, off+len) of the data rows (may cross rows and zones);
+ * the parity lines are flushed, not fenced. */
+void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
+		     size_t len);
+
+/* Parity of every page column overlapping [off, off+len) recomputed from the data rows,
+ * flushed, not fenced. The caller keeps writers away from those columns. */
+void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len);
+
+/* What the data row bytes [off, off+len) should hold according to parity and the other
+ * rows (one page column at most). */
+void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out);
+
+/* 1 if the parity page of the column holding pool offset off equals the XOR of its rows. */
+int kr_parity_column_ok(struct kr_parity *p, uint64_t off);
+
+/* Pool offset of the parity byte for data byte off (off must be covered). */
+uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off);
+
+#endif
