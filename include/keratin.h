@@ -57,7 +57,9 @@ enum kr_err {
 	KR_E_MISUSE_ARG = -0x101,    /* an argument is NULL, zero or out of range */
 	KR_E_MISUSE_STATE = -0x102,  /* no transaction / one already open / tx ended */
 	KR_E_MISUSE_OID = -0x103,    /* oid does not name a live object of this pool */
-	KR_E_MISUSE_FREED = -0x104,  /* object already freed (in this transaction or before) */
+	KR_E_MISUSE_FREED = -0x104,  /* oid is where an object may start, but none is live
+				      * there: freed (in this transaction or before), or never
+				      * allocated */
 	KR_E_MISUSE_RANGE = -0x105,  /* offset + length beyond the object */
 	KR_E_MISUSE_THREAD = -0x106, /* transaction used from a thread that did not begin it */
 

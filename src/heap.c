@@ -3,8 +3,8 @@
  *
  * Design
  *
- *   Each zone's data rows start with its metadata: one 8-byte word per chunk and one
- *   128-byte bitmap per chunk (layout.h). A chunk is FREE, a RUN of equal blocks of one size
+ *   Each zone's data rows start with its metadata: one 144-byte record per chunk holding
+ *   the chunk word and the run bitmap (layout.h). A chunk is FREE, a RUN of equal blocks of one size
  *   class, or the head of a LARGE extent of whole chunks. The persistent metadata changes
  *   only through redo records committed by the log, so every allocation and free is atomic
  *   with the transaction that makes it:
@@ -78,17 +78,14 @@ static char *zone_base(struct kr_heap *h, uint32_t z)
 	return h->pm->base + h->heap_off + (uint64_t)z * h->zone_size;
 }
 
-static uint64_t *chunk_word(struct kr_heap *h, uint32_t gid)
+static struct kr_chunk_meta *chunk_meta(struct kr_heap *h, uint32_t gid)
 {
-	return (uint64_t *)zone_base(h, gid / h->chunks_per_zone) + gid % h->chunks_per_zone;
+	return (struct kr_chunk_meta *)zone_base(h, gid / h->chunks_per_zone) + gid % h->chunks_per_zone;
 }
 
-static uint64_t *run_bitmap(struct kr_heap *h, uint32_t gid)
-{
-	char *zb = zone_base(h, gid / h->chunks_per_zone);
-	return (uint64_t *)(zb + (uint64_t)h->chunks_per_zone * 8 +
-			    (uint64_t)(gid % h->chunks_per_zone) * KR_RUN_BITMAP_BYTES);
-}
+static uint64_t *chunk_word(struct kr_heap *h, uint32_t gid) { return &chunk_meta(h, gid)->word; }
+
+static uint64_t *run_bitmap(struct kr_heap *h, uint32_t gid) { return chunk_meta(h, gid)->bitmap; }
 
 static uint64_t chunk_off(struct kr_heap *h, uint32_t gid)
 {
@@ -611,14 +608,16 @@ int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
 			block_of_run(h, gid, idx, b);
 			if (atomic_load_explicit(&r->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1)
 				return KR_OK;
-			return kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx is not allocated",
+			return kr_err_set(KR_E_MISUSE_FREED,
+					  "object 0x%llx is not allocated (freed, or never allocated)",
 					  (unsigned long long)oid);
 		}
 	} else if (coff == 0 && type == D_LARGE) {
 		block_of_extent(h, gid, c->n, b);
 		return KR_OK;
 	} else if (coff == 0 && (type == D_LARGE_FREEING || type == D_FREE)) {
-		return kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx is not allocated",
+		return kr_err_set(KR_E_MISUSE_FREED,
+				  "object 0x%llx is not allocated (freed, or never allocated)",
 				  (unsigned long long)oid);
 	}
 	return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is not the start of an object",

@@ -81,6 +81,11 @@
  * its class (incompat: refuse to open; ro_compat: refuse to open for writing). */
 #define KR_FEAT_COMPAT_KNOWN 0u
 #define KR_FEAT_INCOMPAT_KNOWN 0u
+#define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
+#define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
+#define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
+/* Bits this build understands (it may also write pools that carry them only if it
+ * maintains what they promise; see pool.c). */
 #define KR_FEAT_RO_COMPAT_KNOWN 0u
 
 struct kr_pool_hdr {
@@ -237,19 +242,21 @@ struct kr_rec_hdr {
 _Static_assert(sizeof(struct kr_rec_hdr) == 16, "record header is 16 bytes");
 
 /* ---------------------------------------------------------------------------------------
- * Heap. Each zone's data rows begin with zone_meta_pages pages of metadata:
+ * Heap. Each zone's data rows begin with zone_meta_pages pages of metadata: an array of
+ * chunks_per_zone chunk records (struct kr_chunk_meta, 144 bytes, packed), then zeros to
+ * the page boundary; then chunks_per_zone chunks of chunk_pages pages each.
  *
- *   chunk table:   chunks_per_zone little-endian u64 chunk words
- *   run bitmaps:   chunks_per_zone * KR_RUN_BITMAP_BYTES, one bitmap per chunk (used
- *                  only while the chunk is a run); bit i set = block i allocated
- *
- * then chunks_per_zone chunks of chunk_pages pages each.
- *
- * Chunk word: bits 0..7   type (KR_CHUNK_FREE, KR_CHUNK_RUN, KR_CHUNK_LARGE)
- *             bits 8..15  RUN: size class index into kr_size_classes[]
- *             bits 32..63 LARGE: number of chunks in the extent (head chunk only; the
- *                         chunk words of the rest of the extent stay FREE and are skipped)
- *             other bits  must be zero
+ * Chunk record:
+ *     0   8 word     bits 0..7   type (KR_CHUNK_FREE, KR_CHUNK_RUN, KR_CHUNK_LARGE)
+ *                    bits 8..15  RUN: size class index into kr_size_classes[]
+ *                    bits 32..63 LARGE: number of chunks in the extent (head chunk only;
+ *                                the records of the rest of the extent stay zero)
+ *                    other bits  must be zero
+ *     8 128 bitmap   RUN: bit i set = block i allocated (bits past the run's block count
+ *                    zero); otherwise zero
+ *   136   4 crc      CRC-32C of bytes 0..135, kept current only when the pool has the
+ *                    ro_compat feature KR_FEAT_RO_META_CSUM; otherwise zero
+ *   140   4 reserved must be zero
  *
  * Object header (16 bytes) at the start of every block or extent; a kr_oid is the pool
  * offset of the first payload byte, i.e. header offset + 16.
@@ -268,6 +275,16 @@ _Static_assert(sizeof(struct kr_rec_hdr) == 16, "record header is 16 bytes");
 #define KR_CHUNK_SIZE (KR_CHUNK_PAGES * KR_PAGE_SIZE)
 #define KR_MIN_BLOCK 32u
 #define KR_RUN_BITMAP_BYTES (KR_CHUNK_SIZE / KR_MIN_BLOCK / 8) /* 128 */
+
+struct kr_chunk_meta {
+	uint64_t word;
+	uint64_t bitmap[KR_RUN_BITMAP_BYTES / 8];
+	uint32_t crc;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct kr_chunk_meta) == 144, "chunk record is 144 bytes");
+_Static_assert(offsetof(struct kr_chunk_meta, bitmap) == 8, "bitmap after the word");
+_Static_assert(offsetof(struct kr_chunk_meta, crc) == 136, "crc after the bitmap");
 
 struct kr_obj_hdr {
 	uint64_t size; /* payload bytes as requested at allocation */

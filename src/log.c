@@ -766,6 +766,21 @@ static uint8_t *lane_checked_stream(const struct kr_log *log, const struct kr_lo
 	return s;
 }
 
+/* The largest stamp in any lane line that does not exceed bound. */
+static uint64_t log_max_stamp(const struct kr_log *log, uint64_t bound)
+{
+	uint64_t m = 0;
+	for (uint32_t li = 0; li < log->nlanes; li++)
+		for (uint32_t i = 0; i < log->lane_lines; i++)
+			for (int c = 0; c < 2; c++) {
+				uint64_t h = (c ? log->lanes[li].replica : log->lanes[li].lines)[i].header;
+				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
+				if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
+					m = stamp;
+			}
+	return m;
+}
+
 static int found_cmp(const void *a, const void *b)
 {
 	const struct found_tx *x = a, *y = b;
@@ -792,8 +807,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			for (int c = 0; c < 2; c++) {
 				uint64_t h = (c ? l->replica : l->lines)[i].header;
 				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
-				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp &&
-				    stamp < KR_LINE_SEQ_MASK)
+				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
 					max_stamp = stamp;
 			}
 			uint64_t h = l->lines[i].header, hr = l->replica[i].header;
@@ -843,6 +857,19 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	}
 
 	if (rc == KR_OK) {
+		/* Invariant 4 needs every real stamp; a scribbled line can carry any stamp. Real
+		 * ones are bounded: every transaction above the newest complete one (or above
+		 * durable_seq) was in flight at the crash, at most one per lane. */
+		uint64_t bound = d;
+		for (size_t i = 0; i < nfound; i++)
+			if (found[i].seq > bound)
+				bound = found[i].seq;
+		bound += log->nlanes;
+		if (max_stamp > bound) {
+			max_stamp = log_max_stamp(log, bound);
+			if (max_stamp < d)
+				max_stamp = d;
+		}
 		qsort(found, nfound, sizeof(*found), found_cmp);
 		for (size_t i = 0; i < nfound; i++) {
 			found[i].lane_tail = 1;

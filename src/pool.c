@@ -78,7 +78,7 @@ int kr_layout_compute(struct kr_pool_hdr *h)
 	uint64_t data_pages = h->rows * row_pages;
 	uint64_t cpz = data_pages / KR_CHUNK_PAGES, meta = 0;
 	while (cpz > 0) {
-		meta = (cpz * (8 + KR_RUN_BITMAP_BYTES) + P - 1) / P;
+		meta = (cpz * sizeof(struct kr_chunk_meta) + P - 1) / P;
 		if (meta + cpz * KR_CHUNK_PAGES <= data_pages)
 			break;
 		cpz--;
