@@ -1,7 +1,7 @@
 # keratin - top-level entry points. Every target installs what it needs (scripts/deps.sh).
 #
 #   make demo     build, then run the crash-and-recover demo
-#   make check    all tests: normal build, ASan+UBSan build, TSan build (the CI job)
+#   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    benchmarks (prints tables)
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make deps     install missing Debian packages
@@ -9,16 +9,22 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan bench fuzz clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
+# Builds quietly; on failure the compiler's output is shown.
+define cmake_build
+	@echo "building $(1) ..."
+	@cmake -S . -B $(1) $(2) $(CMAKE_FLAGS) >$(1).log 2>&1 || { cat $(1).log; exit 1; }
+	@cmake --build $(1) -j $(JOBS) >>$(1).log 2>&1 || { cat $(1).log; exit 1; }
+endef
+
 build: deps
-	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build -j $(JOBS)
+	$(call cmake_build,build,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 
 demo: build
 	@build/examples/keratin-demo
@@ -27,24 +33,26 @@ check-fast: build
 	@cd build && ctest --output-on-failure -j $(JOBS)
 
 check-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address >/dev/null
-	@cmake --build build-asan -j $(JOBS)
+	$(call cmake_build,build-asan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS)
 
 check-tsan: deps
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
+	$(call cmake_build,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=thread)
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
 
-check: check-fast check-asan check-tsan
+# A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
+check-fuzz: deps
+	@fuzz/run.sh $${FUZZ_SECONDS:-30} >fuzz-check.log 2>&1; rc=$$?; \
+		grep -E '^Done|ERROR|SUMMARY' fuzz-check.log; \
+		[ $$rc -eq 0 ] || { tail -n 40 fuzz-check.log; exit $$rc; }
+
+check: check-fast check-asan check-tsan check-fuzz
 
 bench: build
 	@build/bench/keratin-bench
 
 fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug -DKR_FUZZ=ON >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_open
-	@build-fuzz/fuzz/fuzz_open -max_total_time=$${FUZZ_SECONDS:-600} build-fuzz/fuzz/corpus
+	@fuzz/run.sh $${FUZZ_SECONDS:-600}
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build*.log

@@ -149,11 +149,17 @@ struct kr_pool_stat {
 	enum kr_mode mode;
 	uint32_t nzones, rows, nlanes;
 	uint64_t row_size, zone_size, lane_size;
-	uint64_t heap_size;      /* bytes of data rows (objects + zone metadata) */
+	/* Space: pool_size = chunk bytes + parity_bytes + meta_bytes, where chunk bytes hold
+	 * objects. heap_size (all data rows) includes the zone metadata, which meta_bytes
+	 * also counts. */
+	uint64_t heap_size;      /* bytes of data rows (chunks + zone metadata) */
 	uint64_t parity_bytes;   /* bytes of parity rows */
-	uint64_t meta_bytes;     /* headers, control pages, lanes and replicas, zone metadata */
+	uint64_t meta_bytes;     /* headers, control pages, lanes and replicas, zone metadata,
+				  * unused pages */
 	uint64_t used_bytes;     /* bytes of allocated blocks, headers included */
-	uint64_t free_bytes;     /* bytes of heap available for objects */
+	uint64_t free_bytes;     /* bytes available for new objects now (blocks freed by recent
+				  * transactions return once the log's durable point passes
+				  * them, at the latest at the next open) */
 	uint64_t nobjects;       /* live objects */
 	uint64_t max_alloc;      /* largest object size this pool can hold */
 	uint8_t uuid[16];
@@ -252,7 +258,8 @@ struct kr_counters {
 	uint64_t bytes_written; /* bytes stored to persistent memory, all kinds */
 	uint64_t bytes_logged;  /* of those, bytes of redo-log lines (primary + replica) */
 	uint64_t msyncs;        /* msync calls (page-cache mode) */
-	uint64_t commits;       /* transactions committed */
+	uint64_t commits;       /* log commits: application transactions, plus the allocator's
+				 * own (formatting a new run, reclaiming empty ones) */
 };
 void kr_counters_get(struct kr_counters *c);
 void kr_counters_reset(void);

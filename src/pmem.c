@@ -316,24 +316,27 @@ void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
 	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
 	if (head > n)
 		head = n;
-	/* Unaligned edges go through the cache and are flushed; the body streams. */
+	/* Unaligned edges go through the cache (recorded as stores, then flushed); the
+	 * aligned body streams past it and is recorded as one nt copy. */
 	if (head) {
-		memcpy(d, s, head);
+		kr_pm_copy(pm, d, s, head);
 		kr_pm_flush(pm, d, head);
 	}
 	size_t body = (n - head) & ~(size_t)15;
 	for (size_t i = 0; i < body; i += 16)
 		_mm_stream_si128((__m128i *)(d + head + i), _mm_loadu_si128((const __m128i *)(s + head + i)));
+	if (body) {
+		counters.bytes_written += body;
+		counters.flushed_lines += (body + LINE - 1) / LINE;
+		if (pm->mode == KR_MODE_PAGECACHE)
+			sync_note(pm, d + head, body);
+		RECORD(nt, d + head, body);
+	}
 	size_t tail = n - head - body;
 	if (tail) {
-		memcpy(d + head + body, s + head + body, tail);
+		kr_pm_copy(pm, d + head + body, s + head + body, tail);
 		kr_pm_flush(pm, d + head + body, tail);
 	}
-	counters.bytes_written += n;
-	counters.flushed_lines += body / LINE;
-	if (pm->mode == KR_MODE_PAGECACHE && body)
-		sync_note(pm, d + head, body);
-	RECORD(nt, dst, n);
 }
 
 int kr_pm_fence(struct kr_pm *pm)

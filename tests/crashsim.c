@@ -1,0 +1,690 @@
+/*
+ * crashsim.c - the crash simulator (model and use described in crashsim.h).
+ *
+ * Data structures: one `struct mapping` per mapped pool, holding the durable image, a
+ * per-page "may be non-zero" byte (so image files can be written sparsely), and a table
+ * indexed by line number of `struct line` records for lines with pending versions; those
+ * lines are also kept in a dense `pending` list so a fence visits only them. All recorder
+ * callbacks take one mutex: the simulator supports one writing thread, the lock only keeps
+ * a stray second thread from corrupting the tables.
+ *
+ * Images are built in the child from its copy-on-write view of these tables, so the
+ * parent spends only a fork() per image; up to `jobs` children check images while the
+ * parent runs on.
+ */
+#define _GNU_SOURCE
+#include "crashsim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define LINE 64u
+#define PAGE 4096u
+#define MAX_VERSIONS 512u /* per line; older unflushed versions are merged beyond this */
+
+struct line {
+	uint32_t nver, cap;
+	uint32_t flushed; /* versions [0, flushed) are written back: flushed-1 is durable at fence */
+	uint32_t pidx;    /* index in mapping.pending */
+	uint32_t suspect; /* changed without a store hook (seen at a flush), not yet reported */
+	uint8_t (*ver)[LINE];
+};
+
+struct mapping {
+	uint8_t *base;
+	size_t len;
+	char *path;
+	uint8_t *durable;
+	size_t nlines;
+	struct line **lines;
+	uint32_t *pending;
+	size_t npending, cap_pending;
+	uint8_t *page_nz; /* 1 = the durable page may hold non-zero bytes */
+	size_t npages;
+	uint32_t *suspects; /* lines with line.suspect set */
+	size_t nsuspects, cap_suspects;
+	struct mapping *next;
+};
+
+struct kid {
+	pid_t pid;
+	struct crashsim_image img;
+	char path[256];
+};
+
+static struct {
+	bool active;
+	pid_t parent; /* the process that started the simulation */
+	bool atexit_done;
+	struct crashsim_opts o;
+	crashsim_check_fn check;
+	void *ctx;
+	pthread_mutex_t lock;
+	struct mapping *maps;
+	struct crashsim_stats st;
+	bool checks_on;
+	struct kid *kids;
+	unsigned nkids;
+	unsigned reported;
+} sim = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static const char *kind_name(enum crashsim_kind k)
+{
+	return k == CRASHSIM_NONE ? "none" : k == CRASHSIM_ALL ? "all" : "random";
+}
+
+void crashsim_opts_init(struct crashsim_opts *o)
+{
+	const char *keep = getenv("KR_CRASHSIM_KEEP");
+	*o = (struct crashsim_opts){
+		.random_images = 2,
+		.seed = 1,
+		.jobs = 2,
+		.open_flags = KR_OPEN_FORCE_PMEM,
+		.dir = "/dev/shm",
+		.keep_failed = keep && *keep && *keep != '0',
+		.child_timeout = 120,
+		.max_reports = 20,
+	};
+}
+
+/* ---- line versions --------------------------------------------------------------------- */
+
+static struct mapping *find_mapping(const void *addr)
+{
+	for (struct mapping *m = sim.maps; m; m = m->next)
+		if ((const uint8_t *)addr >= m->base && (const uint8_t *)addr < m->base + m->len)
+			return m;
+	return NULL;
+}
+
+/* Bytes of line li inside the mapping (the last line of an odd-sized mapping is short). */
+static size_t line_bytes(const struct mapping *m, size_t li)
+{
+	size_t off = li * LINE;
+	return m->len - off < LINE ? m->len - off : LINE;
+}
+
+static const uint8_t *last_version(const struct mapping *m, size_t li)
+{
+	const struct line *l = m->lines[li];
+	return l && l->nver ? l->ver[l->nver - 1] : m->durable + li * LINE;
+}
+
+static void pending_add(struct mapping *m, size_t li, struct line *l)
+{
+	if (m->npending == m->cap_pending) {
+		m->cap_pending = m->cap_pending ? 2 * m->cap_pending : 1024;
+		m->pending = realloc(m->pending, m->cap_pending * sizeof(*m->pending));
+		TU_ASSERT(m->pending, "out of memory");
+	}
+	l->pidx = (uint32_t)m->npending;
+	m->pending[m->npending++] = (uint32_t)li;
+}
+
+static void pending_remove(struct mapping *m, struct line *l)
+{
+	uint32_t last = m->pending[--m->npending];
+	if (l->pidx != m->npending) {
+		m->pending[l->pidx] = last;
+		m->lines[last]->pidx = l->pidx;
+	}
+}
+
+/* Appends a snapshot of the live line as a new pending version. */
+static void push_version(struct mapping *m, size_t li)
+{
+	struct line *l = m->lines[li];
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		TU_ASSERT(l, "out of memory");
+		m->lines[li] = l;
+	}
+	if (l->nver == 0)
+		pending_add(m, li, l);
+	if (l->nver == MAX_VERSIONS) {
+		/* Forget one old version that is not the flushed one: the images then explore
+		 * fewer intermediate states of this line, all of which stay valid. */
+		uint32_t drop = l->flushed == 1 ? 1 : 0;
+		memmove(l->ver[drop], l->ver[drop + 1], (l->nver - drop - 1) * LINE);
+		l->nver--;
+		if (l->flushed > 1)
+			l->flushed--;
+	}
+	if (l->nver == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 2;
+		l->ver = realloc(l->ver, l->cap * sizeof(*l->ver));
+		TU_ASSERT(l->ver, "out of memory");
+	}
+	memset(l->ver[l->nver], 0, LINE);
+	memcpy(l->ver[l->nver], m->base + li * LINE, line_bytes(m, li));
+	l->nver++;
+	if (l->nver > sim.st.max_versions)
+		sim.st.max_versions = l->nver;
+}
+
+/* A store touched line li: record a version unless the bytes did not actually change
+ * (a store of identical bytes adds no new crash state). A store hook that arrives late,
+ * after the line's flush but before any fence, clears the line's suspicion. */
+static void record_store(struct mapping *m, size_t li)
+{
+	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0)
+		push_version(m, li);
+	if (m->lines[li])
+		m->lines[li]->suspect = 0;
+}
+
+/* A write-back of line li. If the live bytes differ from the last version we know of, the
+ * library changed the line without calling the store hook first: take the snapshot the
+ * hardware would write back, and suspect the line. If no store or nt hook covers it before
+ * the next fence (see report_suspects), the library writes without telling the recorder,
+ * and any crash state in between was invisible to the simulation. */
+static void record_flush(struct mapping *m, size_t li)
+{
+	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0) {
+		push_version(m, li);
+		struct line *l = m->lines[li];
+		if (!l->suspect) {
+			l->suspect = 1;
+			if (m->nsuspects == m->cap_suspects) {
+				m->cap_suspects = m->cap_suspects ? 2 * m->cap_suspects : 64;
+				m->suspects = realloc(m->suspects,
+						      m->cap_suspects * sizeof(*m->suspects));
+				TU_ASSERT(m->suspects, "out of memory");
+			}
+			m->suspects[m->nsuspects++] = (uint32_t)li;
+		}
+	}
+	struct line *l = m->lines[li];
+	if (l && l->nver)
+		l->flushed = l->nver;
+}
+
+/* At a fence: lines still suspect were changed without any store hook. */
+static void report_suspects(struct mapping *m)
+{
+	for (size_t i = 0; i < m->nsuspects; i++) {
+		struct line *l = m->lines[m->suspects[i]];
+		if (!l || !l->suspect)
+			continue;
+		l->suspect = 0;
+		if (sim.o.verbose || sim.st.unrecorded_lines < 8)
+			fprintf(stderr,
+				"crashsim: line at offset %#zx of %s changed without a store hook "
+				"before fence %llu\n",
+				(size_t)m->suspects[i] * LINE, m->path,
+				(unsigned long long)sim.st.fences);
+		sim.st.unrecorded_lines++;
+	}
+	m->nsuspects = 0;
+}
+
+typedef void (*line_fn)(struct mapping *m, size_t li);
+
+static void for_lines(const void *addr, size_t len, line_fn fn1, line_fn fn2)
+{
+	if (!len)
+		return;
+	struct mapping *m = find_mapping(addr);
+	if (!m)
+		return; /* not persistent memory we know: DRAM, another tool's mapping */
+	size_t start = (size_t)((const uint8_t *)addr - m->base);
+	size_t end = start + len > m->len ? m->len : start + len;
+	for (size_t li = start / LINE; li * LINE < end; li++) {
+		fn1(m, li);
+		if (fn2)
+			fn2(m, li);
+	}
+}
+
+/* ---- fences: applying them and checking images before them -------------------------------- */
+
+static void apply_fence(struct mapping *m)
+{
+	for (size_t i = 0; i < m->npending;) {
+		size_t li = m->pending[i];
+		struct line *l = m->lines[li];
+		if (!l->flushed) {
+			i++;
+			continue;
+		}
+		memcpy(m->durable + li * LINE, l->ver[l->flushed - 1], line_bytes(m, li));
+		m->page_nz[li * LINE / PAGE] = 1;
+		memmove(l->ver[0], l->ver[l->flushed], (l->nver - l->flushed) * LINE);
+		l->nver -= l->flushed;
+		l->flushed = 0;
+		if (l->nver == 0) {
+			/* swap-remove puts another line at index i: visit it next */
+			pending_remove(m, l);
+			free(l->ver);
+			free(l);
+			m->lines[li] = NULL;
+		} else {
+			i++;
+		}
+	}
+}
+
+static int write_all_at(int fd, const void *buf, size_t len, off_t off)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t w = pwrite(fd, p, len, off);
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+/* Writes the crash image: durable pages (sparsely), then the chosen version of each line. */
+static int write_image(const struct mapping *m, const struct crashsim_image *img, const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)m->len) != 0)
+		goto fail;
+	for (size_t p = 0; p < m->npages;) {
+		if (!m->page_nz[p]) {
+			p++;
+			continue;
+		}
+		size_t q = p;
+		while (q < m->npages && m->page_nz[q])
+			q++;
+		size_t off = p * PAGE, end = q * PAGE > m->len ? m->len : q * PAGE;
+		if (write_all_at(fd, m->durable + off, end - off, (off_t)off) != 0)
+			goto fail;
+		p = q;
+	}
+	struct tu_rng rng;
+	tu_rng_seed(&rng, img->choice_seed);
+	for (size_t i = 0; i < m->npending; i++) {
+		size_t li = m->pending[i];
+		const struct line *l = m->lines[li];
+		uint32_t c = img->kind == CRASHSIM_NONE ? 0
+			     : img->kind == CRASHSIM_ALL ? l->nver
+							 : (uint32_t)tu_rng_below(&rng, l->nver + 1);
+		if (c && write_all_at(fd, l->ver[c - 1], line_bytes(m, li), (off_t)(li * LINE)) != 0)
+			goto fail;
+	}
+	return close(fd);
+fail:
+	close(fd);
+	return -1;
+}
+
+static noreturn void child_main(const struct mapping *m, const struct crashsim_image *img)
+{
+	/* From here on the library must not call back into the simulator: the parent's copy of
+	 * it is in the middle of a fence. */
+	kr_set_recorder(NULL);
+	alarm(sim.o.child_timeout);
+
+	if (write_image(m, img, img->path) != 0) {
+		fprintf(stderr, "crashsim: cannot write image %s: %s\n", img->path, strerror(errno));
+		unlink(img->path);
+		_exit(3);
+	}
+	if (sim.o.keep_failed) {
+		/* recovery rewrites the image: keep the crash state itself next to it */
+		char orig[300];
+		snprintf(orig, sizeof(orig), "%s.orig", img->path);
+		if (write_image(m, img, orig) != 0)
+			_exit(3);
+	}
+	kr_pool *pool = NULL;
+	int rc = kr_pool_open(img->path, sim.o.open_flags, &pool);
+	if (rc != KR_OK) {
+		fprintf(stderr,
+			"crashsim: fence %llu image %s#%u: kr_pool_open (recovery) failed: %d (%s): "
+			"%s\n",
+			(unsigned long long)img->fence, kind_name(img->kind), img->index, rc,
+			kr_strerror(rc), kr_errmsg());
+		_exit(2);
+	}
+	int bad = sim.check(sim.ctx, pool, img);
+	/* No kr_pool_close: the pool is thrown away, and a close would only add work. The
+	 * child removes its own image (the parent does too, but may be gone by now). */
+	if (!bad || !sim.o.keep_failed) {
+		char orig[300];
+		snprintf(orig, sizeof(orig), "%s.orig", img->path);
+		unlink(img->path);
+		unlink(orig);
+	}
+	_exit(bad ? 1 : 0);
+}
+
+static void reap_kid(unsigned i)
+{
+	struct kid *k = &sim.kids[i];
+	int status;
+	while (waitpid(k->pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			status = -1;
+			break;
+		}
+	}
+	bool ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	sim.st.images++;
+	if (!ok) {
+		sim.st.failures++;
+		if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 2)
+			sim.st.open_failures++;
+		if (sim.reported++ < sim.o.max_reports) {
+			char how[64];
+			if (status == -1)
+				snprintf(how, sizeof(how), "waitpid failed");
+			else if (WIFSIGNALED(status))
+				snprintf(how, sizeof(how), "child killed by signal %d%s",
+					 WTERMSIG(status),
+					 WTERMSIG(status) == SIGALRM ? " (timeout: hung?)" : "");
+			else
+				snprintf(how, sizeof(how), "child exit status %d",
+					 WEXITSTATUS(status));
+			fprintf(stderr,
+				"crashsim: FAILED image at fence %llu kind %s#%u (choice seed %llu, "
+				"%llu pending lines): %s%s%s\n",
+				(unsigned long long)k->img.fence, kind_name(k->img.kind), k->img.index,
+				(unsigned long long)k->img.choice_seed,
+				(unsigned long long)k->img.pending_lines, how,
+				sim.o.keep_failed ? "; image kept at " : "",
+				sim.o.keep_failed ? k->path : "");
+		}
+	}
+	if (ok || !sim.o.keep_failed) {
+		char orig[300];
+		unlink(k->path);
+		snprintf(orig, sizeof(orig), "%s.orig", k->path);
+		unlink(orig);
+	}
+	memmove(&sim.kids[i], &sim.kids[i + 1], (sim.nkids - i - 1) * sizeof(*sim.kids));
+	sim.nkids--;
+}
+
+static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsigned index)
+{
+	while (sim.nkids >= sim.o.jobs)
+		reap_kid(0);
+	struct kid *k = &sim.kids[sim.nkids];
+	uint64_t s = sim.o.seed ^ (sim.st.fences * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)index << 56);
+	k->img = (struct crashsim_image){
+		.fence = sim.st.fences,
+		.kind = kind,
+		.index = index,
+		.choice_seed = tu_splitmix64(&s),
+		.pending_lines = m->npending,
+		.orig_path = m->path,
+		.path = k->path,
+	};
+	snprintf(k->path, sizeof(k->path), "%s/crashsim-%d-f%llu-%s%u.pool", sim.o.dir, (int)getpid(),
+		 (unsigned long long)sim.st.fences, kind_name(kind), index);
+	unlink(k->path);
+	/* Flush stdio so the child cannot inherit (and a careless child re-emit) our buffers. */
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		TU_FAIL("crashsim: fork: %s", strerror(errno));
+	if (pid == 0)
+		child_main(m, &k->img);
+	k->pid = pid;
+	sim.nkids++;
+}
+
+static void check_images(const struct mapping *m)
+{
+	spawn_image(m, CRASHSIM_NONE, 0);
+	if (m->npending == 0)
+		return; /* every other choice would produce the very same image */
+	spawn_image(m, CRASHSIM_ALL, 0);
+	for (unsigned i = 0; i < sim.o.random_images; i++)
+		spawn_image(m, CRASHSIM_RANDOM, i);
+}
+
+/* ---- recorder callbacks ----------------------------------------------------------------- */
+
+static bool page_is_zero(const uint8_t *p, size_t n)
+{
+	static const uint8_t zero[PAGE];
+	return memcmp(p, zero, n) == 0;
+}
+
+static void cb_map(void *ctx, void *base, size_t len, const char *path)
+{
+	pthread_mutex_lock(&sim.lock);
+	struct mapping *m = calloc(1, sizeof(*m));
+	TU_ASSERT(m, "out of memory");
+	m->base = base;
+	m->len = len;
+	m->path = strdup(path ? path : "?");
+	m->durable = malloc(len);
+	m->nlines = (len + LINE - 1) / LINE;
+	m->lines = calloc(m->nlines, sizeof(*m->lines));
+	m->npages = (len + PAGE - 1) / PAGE;
+	m->page_nz = calloc(m->npages, 1);
+	TU_ASSERT(m->path && m->durable && m->lines && m->page_nz, "out of memory");
+	memcpy(m->durable, base, len);
+	for (size_t p = 0; p < m->npages; p++) {
+		size_t n = (p + 1) * PAGE > len ? len - p * PAGE : PAGE;
+		m->page_nz[p] = !page_is_zero(m->durable + p * PAGE, n);
+	}
+	m->next = sim.maps;
+	sim.maps = m;
+	sim.st.maps++;
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static void free_mapping(struct mapping *m)
+{
+	for (size_t i = 0; i < m->npending; i++) {
+		struct line *l = m->lines[m->pending[i]];
+		free(l->ver);
+		free(l);
+	}
+	free(m->pending);
+	free(m->suspects);
+	free(m->lines);
+	free(m->page_nz);
+	free(m->durable);
+	free(m->path);
+	free(m);
+}
+
+static void cb_unmap(void *ctx, void *base, size_t len)
+{
+	pthread_mutex_lock(&sim.lock);
+	struct mapping **pp = &sim.maps;
+	while (*pp && (*pp)->base != base)
+		pp = &(*pp)->next;
+	struct mapping *m = *pp;
+	if (m) {
+		/* A pool that is being unmapped must be entirely durable (kr_pool_close makes
+		 * everything durable): any line whose live bytes differ from the durable image
+		 * was lost at a power failure right after the close. */
+		uint64_t dirty = 0;
+		for (size_t li = 0; li < m->nlines; li++) {
+			if (memcmp(m->durable + li * LINE, m->base + li * LINE, line_bytes(m, li))) {
+				if (sim.o.verbose || dirty < 8)
+					fprintf(stderr,
+						"crashsim: line at offset %#zx of %s not durable at "
+						"unmap (%u pending versions)\n",
+						li * LINE, m->path,
+						m->lines[li] ? m->lines[li]->nver : 0);
+				dirty++;
+			}
+		}
+		sim.st.dirty_at_unmap += dirty;
+		*pp = m->next;
+		free_mapping(m);
+		sim.st.unmaps++;
+	}
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static void cb_store(void *ctx, const void *addr, size_t len)
+{
+	pthread_mutex_lock(&sim.lock);
+	sim.st.stores++;
+	for_lines(addr, len, record_store, NULL);
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static void cb_flush(void *ctx, const void *addr, size_t len)
+{
+	pthread_mutex_lock(&sim.lock);
+	sim.st.flushes++;
+	for_lines(addr, len, record_flush, NULL);
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static void nt_flush(struct mapping *m, size_t li)
+{
+	struct line *l = m->lines[li];
+	if (l && l->nver)
+		l->flushed = l->nver;
+}
+
+static void cb_nt(void *ctx, const void *addr, size_t len)
+{
+	pthread_mutex_lock(&sim.lock);
+	sim.st.nts++;
+	for_lines(addr, len, record_store, nt_flush);
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static void cb_fence(void *ctx)
+{
+	pthread_mutex_lock(&sim.lock);
+	sim.st.fences++;
+	for (struct mapping *m = sim.maps; m; m = m->next) {
+		report_suspects(m);
+		if (m->npending > sim.st.max_pending_lines)
+			sim.st.max_pending_lines = m->npending;
+		if (sim.checks_on && sim.check)
+			check_images(m);
+		apply_fence(m);
+	}
+	pthread_mutex_unlock(&sim.lock);
+}
+
+static const struct kr_recorder recorder = {
+	.map = cb_map,
+	.unmap = cb_unmap,
+	.store = cb_store,
+	.flush = cb_flush,
+	.fence = cb_fence,
+	.nt = cb_nt,
+};
+
+/* ---- public API ------------------------------------------------------------------------------ */
+
+/* If the test exits (a failed assertion, say) while children are still checking images,
+ * wait for them so that their image files are removed. */
+static void at_exit(void)
+{
+	if (sim.active && getpid() == sim.parent) {
+		kr_set_recorder(NULL);
+		while (sim.nkids)
+			reap_kid(0);
+	}
+}
+
+int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, void *ctx)
+{
+	pthread_mutex_lock(&sim.lock);
+	if (sim.active) {
+		pthread_mutex_unlock(&sim.lock);
+		return -1;
+	}
+	sim.active = true;
+	sim.parent = getpid();
+	if (!sim.atexit_done) {
+		atexit(at_exit);
+		sim.atexit_done = true;
+	}
+	crashsim_opts_init(&sim.o);
+	if (opts)
+		sim.o = *opts;
+	if (!sim.o.jobs)
+		sim.o.jobs = 1;
+	if (!sim.o.dir)
+		sim.o.dir = "/dev/shm";
+	if (!sim.o.child_timeout)
+		sim.o.child_timeout = 120;
+	sim.check = check;
+	sim.ctx = ctx;
+	memset(&sim.st, 0, sizeof(sim.st));
+	sim.checks_on = true;
+	sim.reported = 0;
+	sim.kids = calloc(sim.o.jobs, sizeof(*sim.kids));
+	TU_ASSERT(sim.kids, "out of memory");
+	sim.nkids = 0;
+	pthread_mutex_unlock(&sim.lock);
+	kr_set_recorder(&recorder);
+	return 0;
+}
+
+void crashsim_enable_checks(bool on)
+{
+	pthread_mutex_lock(&sim.lock);
+	sim.checks_on = on;
+	pthread_mutex_unlock(&sim.lock);
+}
+
+void crashsim_drain(void)
+{
+	pthread_mutex_lock(&sim.lock);
+	while (sim.nkids)
+		reap_kid(0);
+	pthread_mutex_unlock(&sim.lock);
+}
+
+void crashsim_get_stats(struct crashsim_stats *st)
+{
+	pthread_mutex_lock(&sim.lock);
+	*st = sim.st;
+	pthread_mutex_unlock(&sim.lock);
+}
+
+void crashsim_stop(struct crashsim_stats *st)
+{
+	kr_set_recorder(NULL);
+	crashsim_drain();
+	pthread_mutex_lock(&sim.lock);
+	while (sim.maps) {
+		struct mapping *m = sim.maps;
+		sim.maps = m->next;
+		free_mapping(m);
+	}
+	free(sim.kids);
+	sim.kids = NULL;
+	sim.active = false;
+	const struct crashsim_stats *s = &sim.st;
+	printf("crashsim: %llu fences, %llu crash images checked, %llu failed (%llu not openable); "
+	       "%llu stores, %llu flushes, %llu nt copies; max %llu pending lines at a fence, max "
+	       "%llu versions of a line; %llu unrecorded line changes, %llu lines not durable at "
+	       "unmap\n",
+	       (unsigned long long)s->fences, (unsigned long long)s->images,
+	       (unsigned long long)s->failures, (unsigned long long)s->open_failures,
+	       (unsigned long long)s->stores, (unsigned long long)s->flushes,
+	       (unsigned long long)s->nts, (unsigned long long)s->max_pending_lines,
+	       (unsigned long long)s->max_versions, (unsigned long long)s->unrecorded_lines,
+	       (unsigned long long)s->dirty_at_unmap);
+	fflush(stdout);
+	if (st)
+		*st = sim.st;
+	pthread_mutex_unlock(&sim.lock);
+}

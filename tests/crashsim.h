@@ -1,0 +1,92 @@
+/*
+ * crashsim.h - the crash simulator: a persistence recorder (kr_set_recorder) that models
+ * which bytes of a pool would be on the media if power failed at any store fence, and
+ * checks recovery from many such crash images.
+ *
+ * Model (x86 with whole-cache-line persistence atomicity). For every pool mapping the
+ * simulator keeps a durable image (the mapping's bytes when it was mapped) and, per
+ * 64-byte line, the list of pending versions: a snapshot of the live line after each store
+ * or non-temporal copy that touched it, plus a "flushed up to version k" mark set by a
+ * flush (an nt is a store plus a flush). A fence makes version k of every flushed line
+ * durable and drops versions <= k; lines stored but not flushed keep their versions (they
+ * may still reach the media by eviction).
+ *
+ * Just BEFORE each fence takes effect, a crash image is the durable image plus, for each
+ * line with pending versions, either none of them or one of them (stores to one line
+ * persist in program order, so every version is a valid state of the line). For each fence
+ * the simulator checks the image with nothing pending persisted, the one with everything
+ * persisted, and R random choices. Each image is checked in a fork()ed child, so the
+ * library is never re-entered while it is in the middle of a commit: the child removes the
+ * recorder, writes the image to a new file, kr_pool_open()s it (recovery runs), calls the
+ * user's check callback and exits with its verdict. The parent counts images and failures.
+ *
+ * Use: crashsim_start() before opening the pool, run the workload on ONE thread, close the
+ * pool, crashsim_stop(). The check callback runs in the child with the memory of the
+ * parent as it was at the fence, so it can consult the workload's model directly; it must
+ * report through stderr (stdout is not flushed by the child).
+ */
+#ifndef KR_CRASHSIM_H
+#define KR_CRASHSIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "keratin.h"
+
+enum crashsim_kind {
+	CRASHSIM_NONE = 0, /* no pending line persisted */
+	CRASHSIM_ALL = 1,  /* the last version of every pending line persisted */
+	CRASHSIM_RANDOM = 2,
+};
+
+struct crashsim_image {
+	uint64_t fence;         /* 1-based number of the fence the image was taken at */
+	enum crashsim_kind kind;
+	unsigned index;         /* which random image of this fence */
+	uint64_t choice_seed;   /* seed of the random choices (RANDOM only) */
+	uint64_t pending_lines; /* lines that had pending versions */
+	const char *orig_path;  /* path of the pool the image was taken from */
+	const char *path;       /* path of the image file */
+};
+
+/* Returns 0 if the recovered pool is acceptable, nonzero (after printing why to stderr)
+ * otherwise. Runs in a forked child. */
+typedef int (*crashsim_check_fn)(void *ctx, kr_pool *pool, const struct crashsim_image *img);
+
+struct crashsim_opts {
+	unsigned random_images; /* R: random images per fence (default 2) */
+	uint64_t seed;          /* seed of the random images */
+	unsigned jobs;          /* checking children alive at once (default 2) */
+	unsigned open_flags;    /* flags for kr_pool_open of images (default FORCE_PMEM) */
+	const char *dir;        /* where image files go (default /dev/shm) */
+	bool keep_failed;       /* keep failing images (and their pre-recovery copy) */
+	unsigned child_timeout; /* seconds before a hung child is killed (default 120) */
+	unsigned max_reports;   /* failures described on stderr (default 20) */
+	bool verbose;           /* print every unmap anomaly, not just counts */
+};
+/* Fills in the defaults; KR_CRASHSIM_KEEP=1 in the environment sets keep_failed. */
+void crashsim_opts_init(struct crashsim_opts *o);
+
+struct crashsim_stats {
+	uint64_t maps, unmaps;
+	uint64_t stores, flushes, nts, fences;
+	uint64_t images;             /* crash images checked */
+	uint64_t failures;           /* images whose check failed (or whose child died) */
+	uint64_t open_failures;      /* of those, images kr_pool_open refused */
+	uint64_t max_pending_lines;  /* most lines pending at one fence */
+	uint64_t max_versions;       /* most versions one line had pending */
+	uint64_t unrecorded_lines;   /* flushed lines whose bytes changed without a store hook */
+	uint64_t dirty_at_unmap;     /* lines whose live bytes were not durable at unmap */
+};
+
+/* Installs the recorder. Returns 0, or -1 if a simulation is already running. */
+int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, void *ctx);
+/* Temporarily stops (false) or resumes (true) taking crash images; tracking continues. */
+void crashsim_enable_checks(bool on);
+/* Waits for every checking child. */
+void crashsim_drain(void);
+void crashsim_get_stats(struct crashsim_stats *st);
+/* Removes the recorder, waits for the children, prints a summary, frees everything. */
+void crashsim_stop(struct crashsim_stats *st);
+
+#endif

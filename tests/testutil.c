@@ -1,0 +1,324 @@
+/*
+ * testutil.c - implementation of the helpers declared in testutil.h: failure reporting,
+ * the PRNG, scaling of iteration counts, /dev/shm pool paths with cleanup at exit, raw
+ * file I/O and CRC-32C. Nothing here calls into keratin except the thin create/open
+ * wrappers, so tests can use it from forked children and signal-sensitive paths.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <isa-l/crc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+
+noreturn void tu_fail_at(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fprintf(stderr, "FAIL %s:%d: ", file, line);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+bool tu_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) ||                        \
+	__has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+	return true;
+#else
+	return false;
+#endif
+}
+
+unsigned tu_scaled(unsigned base, unsigned min)
+{
+	double scale = 1.0;
+	const char *s = getenv("KR_TEST_SCALE");
+	if (s && *s)
+		scale = strtod(s, NULL);
+	if (tu_sanitized())
+		scale *= 0.5;
+	double n = base * scale;
+	if (!(n >= min)) /* also catches NaN from a garbage variable */
+		n = min;
+	if (n > 1e9)
+		n = 1e9;
+	return (unsigned)n;
+}
+
+uint64_t tu_seed(const char *test, uint64_t dflt)
+{
+	uint64_t seed = dflt;
+	const char *s = getenv("KR_TEST_SEED");
+	if (s && *s)
+		seed = strtoull(s, NULL, 0);
+	printf("%s: seed %llu (replay with KR_TEST_SEED=%llu)\n", test, (unsigned long long)seed,
+	       (unsigned long long)seed);
+	fflush(stdout);
+	return seed;
+}
+
+/* ---- PRNG ------------------------------------------------------------------------------ */
+
+uint64_t tu_splitmix64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void tu_rng_seed(struct tu_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = tu_splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+uint64_t tu_rng_next(struct tu_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+uint64_t tu_rng_below(struct tu_rng *r, uint64_t n)
+{
+	/* Lemire's multiply-shift; the tiny bias is irrelevant for tests. */
+	return (uint64_t)(((unsigned __int128)tu_rng_next(r) * n) >> 64);
+}
+
+uint64_t tu_rng_range(struct tu_rng *r, uint64_t lo, uint64_t hi)
+{
+	return lo + tu_rng_below(r, hi - lo + 1);
+}
+
+uint64_t tu_rng_logu(struct tu_rng *r, uint64_t lo, uint64_t hi)
+{
+	/* Integer-only so that every machine draws the same sequence: pick a power-of-two band
+	 * uniformly, then a value uniformly inside it, rejecting values outside [lo, hi]. */
+	unsigned blo = 63 - __builtin_clzll(lo), bhi = 63 - __builtin_clzll(hi);
+	for (;;) {
+		unsigned b = blo + (unsigned)tu_rng_below(r, bhi - blo + 1);
+		uint64_t v = (1ull << b) + tu_rng_below(r, 1ull << b);
+		if (v >= lo && v <= hi)
+			return v;
+	}
+}
+
+bool tu_rng_chance(struct tu_rng *r, unsigned num, unsigned den)
+{
+	return tu_rng_below(r, den) < num;
+}
+
+void tu_fill(void *buf, size_t len, uint64_t seed)
+{
+	uint8_t *p = buf;
+	uint64_t st = seed;
+	while (len >= 8) {
+		uint64_t v = tu_splitmix64(&st);
+		memcpy(p, &v, 8);
+		p += 8;
+		len -= 8;
+	}
+	if (len) {
+		uint64_t v = tu_splitmix64(&st);
+		memcpy(p, &v, len);
+	}
+}
+
+/* ---- pool paths ------------------------------------------------------------------------ */
+
+#define TU_MAX_PATHS 256
+static char *tu_paths[TU_MAX_PATHS];
+static pid_t tu_paths_pid[TU_MAX_PATHS];
+static unsigned tu_npaths, tu_path_seq;
+static pthread_mutex_t tu_paths_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool tu_atexit_done;
+
+void tu_cleanup_paths(void)
+{
+	pthread_mutex_lock(&tu_paths_lock);
+	for (unsigned i = 0; i < tu_npaths; i++) {
+		/* A forked child that exits normally must not delete its parent's pools. */
+		if (tu_paths[i] && tu_paths_pid[i] == getpid()) {
+			unlink(tu_paths[i]);
+			free(tu_paths[i]);
+			tu_paths[i] = NULL;
+		}
+	}
+	pthread_mutex_unlock(&tu_paths_lock);
+}
+
+void tu_pool_path(char *buf, size_t n, const char *tag)
+{
+	pthread_mutex_lock(&tu_paths_lock);
+	snprintf(buf, n, "/dev/shm/kr-%s-%d-%u.pool", tag, (int)getpid(), tu_path_seq++);
+	unlink(buf);
+	if (!tu_atexit_done) {
+		atexit(tu_cleanup_paths);
+		tu_atexit_done = true;
+	}
+	if (tu_npaths < TU_MAX_PATHS) {
+		tu_paths[tu_npaths] = strdup(buf);
+		tu_paths_pid[tu_npaths] = getpid();
+		tu_npaths++;
+	}
+	pthread_mutex_unlock(&tu_paths_lock);
+}
+
+int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
+	      kr_pool **pool)
+{
+	struct kr_create_opts o = {
+		.size = size,
+		.rows = rows,
+		.nlanes = nlanes,
+		.lane_kib = lane_kib,
+		.flags = KR_OPEN_FORCE_PMEM,
+	};
+	return kr_pool_create(path, &o, pool);
+}
+
+int tu_open(const char *path, kr_pool **pool)
+{
+	return kr_pool_open(path, KR_OPEN_FORCE_PMEM, pool);
+}
+
+/* ---- raw files --------------------------------------------------------------------------- */
+
+uint32_t tu_crc32c(const void *buf, size_t len)
+{
+	return crc32_iscsi((unsigned char *)buf, (int)len, 0xffffffffu) ^ 0xffffffffu;
+}
+
+void tu_hdr_fix_crc(void *hdr)
+{
+	uint32_t crc = tu_crc32c(hdr, 252);
+	memcpy((uint8_t *)hdr + 252, &crc, 4);
+}
+
+void *tu_read_file(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		TU_FAIL("open %s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		TU_FAIL("fstat %s: %s", path, strerror(errno));
+	size_t n = (size_t)st.st_size;
+	uint8_t *buf = malloc(n ? n : 1);
+	TU_ASSERT(buf, "out of memory");
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = read(fd, buf + done, n - done);
+		if (r <= 0)
+			TU_FAIL("read %s: %s", path, r ? strerror(errno) : "short file");
+		done += (size_t)r;
+	}
+	close(fd);
+	*len = n;
+	return buf;
+}
+
+void tu_write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		TU_FAIL("open %s: %s", path, strerror(errno));
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w <= 0)
+			TU_FAIL("write %s: %s", path, strerror(errno));
+		p += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+}
+
+void tu_pread(const char *path, void *buf, size_t len, uint64_t off)
+{
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		TU_FAIL("open %s: %s", path, strerror(errno));
+	ssize_t r = pread(fd, buf, len, (off_t)off);
+	if (r != (ssize_t)len)
+		TU_FAIL("pread %s at %llu: %s", path, (unsigned long long)off,
+			r < 0 ? strerror(errno) : "short read");
+	close(fd);
+}
+
+void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off)
+{
+	int fd = open(path, O_WRONLY);
+	if (fd < 0)
+		TU_FAIL("open %s: %s", path, strerror(errno));
+	ssize_t w = pwrite(fd, buf, len, (off_t)off);
+	if (w != (ssize_t)len)
+		TU_FAIL("pwrite %s at %llu: %s", path, (unsigned long long)off,
+			w < 0 ? strerror(errno) : "short write");
+	close(fd);
+}
+
+uint64_t tu_file_size(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		TU_FAIL("stat %s: %s", path, strerror(errno));
+	return (uint64_t)st.st_size;
+}
+
+double tu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const int tu_all_errs[] = {
+	KR_E_MISUSE,	       KR_E_MISUSE_ARG,	     KR_E_MISUSE_STATE,	    KR_E_MISUSE_OID,
+	KR_E_MISUSE_FREED,     KR_E_MISUSE_RANGE,    KR_E_MISUSE_THREAD,    KR_E_NOSPACE,
+	KR_E_NOSPACE_HEAP,     KR_E_NOSPACE_LOG,     KR_E_TOO_BIG,	    KR_E_IO,
+	KR_E_IO_OPEN,	       KR_E_IO_MAP,	     KR_E_IO_SYNC,	    KR_E_IO_EXISTS,
+	KR_E_IO_BUSY,
+	KR_E_FORMAT,	       KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION,   KR_E_FORMAT_TRUNCATED,
+	KR_E_FORMAT_GEOMETRY,  KR_E_CORRUPT,	     KR_E_CORRUPT_HEADER,   KR_E_CORRUPT_META,
+	KR_E_CORRUPT_LOG,      KR_E_MEDIA,	     KR_E_NOMEM,	    KR_E_POOL_FAILED,
+	KR_E_CANARY,
+};
+const size_t tu_n_errs = sizeof(tu_all_errs) / sizeof(tu_all_errs[0]);
+
+bool tu_known_err(int err)
+{
+	for (size_t i = 0; i < tu_n_errs; i++)
+		if (tu_all_errs[i] == err)
+			return true;
+	return false;
+}

@@ -1,0 +1,105 @@
+/*
+ * testutil.h - small helpers shared by every keratin test: failure reporting, a seeded
+ * PRNG (so every random test can be replayed from the seed it prints), pool paths in
+ * /dev/shm that are removed when the creating process exits, the iteration-count scaling
+ * that keeps sanitizer builds inside their time budget, CRC-32C as the on-media format
+ * defines it, and raw file access for tests that damage pool files on purpose.
+ */
+#ifndef KR_TESTUTIL_H
+#define KR_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdnoreturn.h>
+
+#include "keratin.h"
+
+/* ---- failure reporting ------------------------------------------------------------- */
+
+/* Prints "FAIL file:line: message" and exits with status 1. */
+noreturn void tu_fail_at(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#define TU_FAIL(...) tu_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define TU_ASSERT(cond, fmt, ...)                                                          \
+	do {                                                                               \
+		if (!(cond))                                                               \
+			tu_fail_at(__FILE__, __LINE__, "assertion '%s' failed: " fmt, #cond,   \
+				   ##__VA_ARGS__);                                         \
+	} while (0)
+/* rc must be KR_OK; otherwise fail with the library's own message. */
+#define TU_OK(expr)                                                                        \
+	do {                                                                               \
+		int tu_rc_ = (expr);                                                       \
+		if (tu_rc_ != KR_OK)                                                       \
+			tu_fail_at(__FILE__, __LINE__, "%s returned %d (%s): %s", #expr,   \
+				   tu_rc_, kr_strerror(tu_rc_), kr_errmsg());              \
+	} while (0)
+
+/* ---- configuration ------------------------------------------------------------------ */
+
+/* True when the test binary was built with ASan or TSan (they slow everything 3-10x). */
+bool tu_sanitized(void);
+/* base * KR_TEST_SCALE (default 1.0), halved in sanitizer builds, never below min. */
+unsigned tu_scaled(unsigned base, unsigned min);
+/* KR_TEST_SEED from the environment, else dflt; printed so a failure can be replayed. */
+uint64_t tu_seed(const char *test, uint64_t dflt);
+
+/* ---- PRNG (xoshiro256**, seeded through splitmix64) --------------------------------- */
+
+struct tu_rng {
+	uint64_t s[4];
+};
+uint64_t tu_splitmix64(uint64_t *state);
+void tu_rng_seed(struct tu_rng *r, uint64_t seed);
+uint64_t tu_rng_next(struct tu_rng *r);
+/* Uniform in [0, n); n > 0. */
+uint64_t tu_rng_below(struct tu_rng *r, uint64_t n);
+/* Uniform in [lo, hi] inclusive. */
+uint64_t tu_rng_range(struct tu_rng *r, uint64_t lo, uint64_t hi);
+/* Log-uniform in [lo, hi] inclusive (every power-of-two band equally likely); lo >= 1. */
+uint64_t tu_rng_logu(struct tu_rng *r, uint64_t lo, uint64_t hi);
+/* True with probability num/den. */
+bool tu_rng_chance(struct tu_rng *r, unsigned num, unsigned den);
+/* Fills buf with bytes derived only from seed (so a model can be rebuilt from the seed). */
+void tu_fill(void *buf, size_t len, uint64_t seed);
+
+/* ---- pool files ---------------------------------------------------------------------- */
+
+/* Writes "/dev/shm/kr-<tag>-<pid>-<n>.pool" into buf (>= 128 bytes), removes any stale
+ * file of that name and registers the path to be unlinked when this process exits
+ * normally (forked children that _exit() leave it alone). */
+void tu_pool_path(char *buf, size_t n, const char *tag);
+/* Unlinks every registered path now (also run at exit). */
+void tu_cleanup_paths(void);
+
+/* kr_pool_create with KR_OPEN_FORCE_PMEM and the given geometry (0 = library default). */
+int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
+	      kr_pool **pool);
+/* kr_pool_open with KR_OPEN_FORCE_PMEM. */
+int tu_open(const char *path, kr_pool **pool);
+
+/* ---- raw files and checksums --------------------------------------------------------- */
+
+/* CRC-32C (Castagnoli) as layout.h uses it: crc32_iscsi(buf, len, ~0) ^ ~0. */
+uint32_t tu_crc32c(const void *buf, size_t len);
+/* Recomputes the CRC of a 256-byte pool header in memory (bytes 0..251, stored at 252). */
+void tu_hdr_fix_crc(void *hdr);
+/* Whole-file helpers; they fail the test on I/O errors. Returned buffers are malloc'd. */
+void *tu_read_file(const char *path, size_t *len);
+void tu_write_file(const char *path, const void *buf, size_t len);
+void tu_pread(const char *path, void *buf, size_t len, uint64_t off);
+void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off);
+uint64_t tu_file_size(const char *path);
+
+/* Monotonic seconds, for printing how long phases took (never asserted on). */
+double tu_now(void);
+
+/* Checks that err is one of the codes declared in keratin.h (every test that feeds the
+ * library garbage requires a clean, known code back). */
+bool tu_known_err(int err);
+/* Every code declared in keratin.h except KR_OK, and how many there are. */
+extern const int tu_all_errs[];
+extern const size_t tu_n_errs;
+
+#endif
