@@ -85,6 +85,7 @@ enum kr_err {
 	KR_E_CORRUPT_HEADER = -0x501, /* both header copies damaged */
 	KR_E_CORRUPT_META = -0x502,   /* heap metadata damaged */
 	KR_E_CORRUPT_LOG = -0x503,    /* a committed log entry is damaged in both copies */
+	KR_E_CORRUPT_OBJECT = -0x504, /* an object fails its checksum and cannot be repaired */
 
 	KR_E_MEDIA = -0x600, /* media error (poison) that could not be repaired */
 

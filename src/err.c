@@ -48,6 +48,7 @@ static const struct {
 	{KR_E_CORRUPT_HEADER, "both pool header copies are damaged"},
 	{KR_E_CORRUPT_META, "heap metadata is damaged"},
 	{KR_E_CORRUPT_LOG, "committed log entry is damaged"},
+	{KR_E_CORRUPT_OBJECT, "object fails its checksum"},
 	{KR_E_MEDIA, "unrepairable media error"},
 	{KR_E_NOMEM, "out of memory"},
 	{KR_E_POOL_FAILED, "pool is in the error state; reopen it"},

@@ -86,7 +86,7 @@
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
 /* Bits this build understands (it may also write pools that carry them only if it
  * maintains what they promise; see pool.c). */
-#define KR_FEAT_RO_COMPAT_KNOWN 0u
+#define KR_FEAT_RO_COMPAT_KNOWN (KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY)
 
 struct kr_pool_hdr {
 	char magic[8];
@@ -198,6 +198,12 @@ _Static_assert(sizeof(struct kr_log_line) == KR_LINE_SIZE, "log line is one cach
  * not committed: that payload is durable once the commit fence completes, so a mismatch
  * proves the commit never returned.
  *
+ * INTENT records (kind 5) appear only in intent entries (flags KR_TXF_INTENT): off = the
+ * start of a range about to be written outside the log, data = its length (8 bytes). An
+ * intent is committed (fenced) before those writes; recovery never applies it but
+ * recomputes the redundancy (parity) of its ranges, since the writes may have landed
+ * without the parity updates that go with them.
+ *
  * crc = CRC-32C of the whole payload stream (56 * nlines bytes, with the crc field itself
  * taken as zero). Header words are not covered: validity decides atomicity, the CRC
  * decides integrity.
@@ -222,7 +228,7 @@ struct kr_tx_first {
 	uint32_t nlines;
 	uint32_t nrecords;
 	uint32_t crc;
-	uint32_t flags; /* must be zero in v1 */
+	uint32_t flags; /* KR_TXF_*; other bits must be zero */
 	uint64_t seq;
 };
 _Static_assert(sizeof(struct kr_tx_first) == 24, "first-line prefix is 24 bytes");
@@ -231,6 +237,9 @@ _Static_assert(sizeof(struct kr_tx_first) == 24, "first-line prefix is 24 bytes"
 #define KR_REC_SETBITS 2u
 #define KR_REC_CLRBITS 3u
 #define KR_REC_FRESH 4u
+#define KR_REC_INTENT 5u /* in an intent entry: len = 8, data = byte count of the range */
+
+#define KR_TXF_INTENT 0x1u /* kr_tx_first.flags: this entry is an intent, never applied */
 
 
 struct kr_rec_hdr {
@@ -254,8 +263,9 @@ _Static_assert(sizeof(struct kr_rec_hdr) == 16, "record header is 16 bytes");
  *                    other bits  must be zero
  *     8 128 bitmap   RUN: bit i set = block i allocated (bits past the run's block count
  *                    zero); otherwise zero
- *   136   4 crc      CRC-32C of bytes 0..135, kept current only when the pool has the
- *                    ro_compat feature KR_FEAT_RO_META_CSUM; otherwise zero
+ *   136   4 crc      CRC-32C of bytes 0..135 XOR CRC-32C of 136 zero bytes (so an all-zero
+ *                    record, a new pool's free chunk, has crc 0); kept current only when
+ *                    the pool has the ro_compat feature KR_FEAT_RO_META_CSUM
  *   140   4 reserved must be zero
  *
  * Object header (16 bytes) at the start of every block or extent; a kr_oid is the pool

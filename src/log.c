@@ -138,6 +138,12 @@ int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
 	return KR_OK;
 }
 
+int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len)
+{
+	int rc = kr_img_bits(img, KR_REC_INTENT, off, len);
+	return rc;
+}
+
 uint32_t kr_img_lines(const struct kr_img *img)
 {
 	size_t len = img->len < FIRST_SZ ? FIRST_SZ : img->len;
@@ -198,15 +204,27 @@ static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 	return 0;
 }
 
+static int rec_apply_hooked(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	log->hooks.apply(log->hooks.ctx, h, data);
+	return 0;
+}
+
 void kr_log_apply(struct kr_log *log, const struct kr_img *img)
 {
-	stream_walk(img->buf, img->len, img->nrecords, rec_apply, log);
+	stream_walk(img->buf, img->len, img->nrecords, log->hooks.apply ? rec_apply_hooked : rec_apply,
+		    log);
 }
 
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
+	if (h->kind == KR_REC_INTENT)
+		return 0;
 	kr_pm_flush(log->pm, log->pm->base + h->off, rec_home_len(h));
+	if (log->hooks.flush)
+		log->hooks.flush(log->hooks.ctx, h->off, rec_home_len(h));
 	return 0;
 }
 
@@ -238,6 +256,10 @@ static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *da
 		    !in_valid_range(log, h->off, sizeof(f->hdr) + f->hdr.size))
 			return 1;
 		break;
+	}
+	case KR_REC_INTENT: {
+		uint64_t n = *(const uint64_t *)data;
+		return h->len != 8 || n > UINT64_MAX / 2 || !in_valid_range(log, h->off, n);
 	}
 	default:
 		return 1;
@@ -579,7 +601,8 @@ static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines,
 		kr_pm_flush(log->pm, &lines[(first + k) % log->lane_lines], KR_LINE_SIZE);
 }
 
-int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
+static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
+		      uint64_t *seq_out)
 {
 	uint32_t nlines = kr_img_lines(img);
 	if (nlines > log->lane_lines || nlines > KR_TX_MAX_LINES)
@@ -609,7 +632,7 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 	f->nlines = nlines;
 	f->nrecords = img->nrecords;
 	f->crc = 0;
-	f->flags = 0;
+	f->flags = flags;
 	f->seq = seq;
 	f->crc = kr_crc32c(img->buf, (size_t)nlines * KR_LINE_PAYLOAD);
 
@@ -641,6 +664,20 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 	pthread_mutex_unlock(&l->st_lock);
 	*seq_out = seq;
 	kr_pm_count_commit();
+	return rc;
+}
+
+int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
+{
+	return log_commit(log, l, img, 0, seq_out);
+}
+
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
+{
+	uint64_t seq = 0;
+	int rc = log_commit(log, l, img, KR_TXF_INTENT, &seq);
+	if (seq)
+		kr_log_applied(log, l, seq); /* nothing to apply: it is only ever read */
 	return rc;
 }
 
@@ -687,8 +724,37 @@ struct found_tx {
 	uint8_t *stream;
 	uint32_t nlines, nrecords;
 	uint32_t lane;
+	uint32_t flags;
 	int lane_tail; /* the newest committed transaction of its lane */
 };
+
+/* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
+static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	if (!log->hooks.touched)
+		return 0;
+	if (h->kind == KR_REC_INTENT) {
+		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
+	} else if (h->kind == KR_REC_FRESH) {
+		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+		log->hooks.touched(log->hooks.ctx, h->off, sizeof(f->hdr) + f->hdr.size);
+	} else {
+		log->hooks.touched(log->hooks.ctx, h->off, rec_home_len(h));
+	}
+	return 0;
+}
+
+/* Intent entries hold only INTENT records, other entries none. */
+static int rec_is_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind == KR_REC_INTENT;
+}
+
+static int rec_not_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind != KR_REC_INTENT;
+}
 
 /* Walk context: does any record of a transaction write inside [lo, hi)? */
 struct overlap {
@@ -852,7 +918,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				found = nf;
 			}
 			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
-			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, 0};
+			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, f->flags, 0};
 		}
 	}
 
@@ -879,9 +945,13 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		}
 		/* Validate everything before touching the pool: a damaged log must not scribble. */
 		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
+			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			int intent = found[i].flags == KR_TXF_INTENT;
 			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
-			    stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-					found[i].nrecords, rec_validate, log) != 0)
+			    (found[i].flags & ~KR_TXF_INTENT) ||
+			    stream_walk(found[i].stream, len, found[i].nrecords, rec_validate, log) != 0 ||
+			    stream_walk(found[i].stream, len, found[i].nrecords,
+					intent ? rec_not_intent : rec_is_intent, NULL) != 0)
 				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
 						"transaction %llu has an invalid record",
 						(unsigned long long)found[i].seq);
@@ -890,6 +960,10 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	if (rc == KR_OK) {
 		for (size_t i = 0; i < nfound; i++) {
 			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			/* Whatever happens to the transaction, its ranges may have changed. */
+			stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
+			if (found[i].flags & KR_TXF_INTENT)
+				continue;
 			struct fresh_ctx fc = {log, found, nfound, i};
 			if (stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
 				st->discarded++; /* its fence never completed: not committed */
@@ -898,8 +972,12 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			stream_walk(found[i].stream, len, found[i].nrecords, rec_apply, log);
 			st->replayed++;
 		}
-		/* Replayed data durable before durable_seq moves past it. */
-		rc = kr_pm_fence(log->pm);
+		/* Redundancy of what was replayed recomputed, and all of it durable, before
+		 * durable_seq moves past it. */
+		if (log->hooks.settle)
+			rc = log->hooks.settle(log->hooks.ctx);
+		if (rc == KR_OK)
+			rc = kr_pm_fence(log->pm);
 	}
 	for (size_t i = 0; i < nfound; i++)
 		free(found[i].stream);

@@ -36,6 +36,8 @@ void kr_img_free(struct kr_img *img);
 /* Append a record; returns a pointer to its data area (len bytes) or NULL (KR_E_NOMEM). */
 void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len);
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask);
+/* Append an intent record for [off, off+len) (no data). */
+int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len);
 /* Number of log lines the image occupies. */
 uint32_t kr_img_lines(const struct kr_img *img);
 
@@ -60,8 +62,27 @@ struct kr_lane {
 	uint32_t pending_first, pending_nlines;
 };
 
+/* What the layer above adds to writing records home. The log calls these; it never knows
+ * about parity or checksums itself. Any hook may be NULL.
+ *   apply:   write one record home in the normal (online) apply, with whatever redundancy
+ *            updates go with it; NULL means the plain write + flush
+ *   flush:   flush whatever apply wrote besides the record's own bytes (adoption)
+ *   touched: recovery replayed a record over [off, off+len), or found an intent for it;
+ *            the redundancy of that range must be recomputed
+ *   settle:  recovery is done replaying: recompute what was touched, flush it. Called
+ *            before durable_seq moves past the replayed transactions, so a crash during it
+ *            leads to it again. */
+struct kr_log_hooks {
+	void (*apply)(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
+	void (*flush)(void *ctx, uint64_t off, uint64_t len);
+	void (*touched)(void *ctx, uint64_t off, uint64_t len);
+	int (*settle)(void *ctx);
+	void *ctx;
+};
+
 struct kr_log {
 	struct kr_pm *pm;
+	struct kr_log_hooks hooks;
 	struct kr_log_line *ctl[2]; /* log lines of the two control pages */
 	uint32_t nlanes, lane_lines;
 	struct kr_lane *lanes;
@@ -113,6 +134,10 @@ void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 /* Writes the image to the lane (and its replica) and fences once. On success the
  * transaction is durable and *seq is its sequence number. */
 int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
+/* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
+ * written outside the log. Recovery never applies an intent; it reports its ranges as
+ * touched, whatever became of the transaction that followed it. Costs one fence. */
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */

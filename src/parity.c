@@ -65,11 +65,6 @@ uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
 	return p->heap_off + z * p->zone_size + (uint64_t)p->rows * p->row_size + zoff % p->row_size;
 }
 
-static pthread_rwlock_t *col_lock(struct kr_parity *p, uint64_t parity_off)
-{
-	return &p->locks[(parity_off / P) % KR_PARITY_LOCKS];
-}
-
 /* Locks the page columns of parity bytes [poff, poff+len), ascending, shared or not. */
 static void lock_range(struct kr_parity *p, uint64_t poff, size_t len, int exclusive)
 {
@@ -190,6 +185,11 @@ void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 		kr_pm_flush(p->pm, v[p->rows], P);
 	}
 	free(v);
+}
+
+void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff)
+{
+	kr_parity_recompute(p, poff - (uint64_t)p->rows * p->row_size, KR_PAGE_SIZE);
 }
 
 void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)

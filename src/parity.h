@@ -46,6 +46,9 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
  * flushed, not fenced. The caller keeps writers away from those columns. */
 void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len);
 
+/* The same for the one page column whose parity page starts at pool offset poff. */
+void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff);
+
 /* What the data row bytes [off, off+len) should hold according to parity and the other
  * rows (one page column at most). */
 void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out);

@@ -231,18 +231,20 @@ void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v)
 	RECORD(store, dst, 8);
 }
 
-void kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 {
-	__atomic_fetch_or(dst, mask, __ATOMIC_RELAXED);
+	uint64_t old = __atomic_fetch_or(dst, mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
+	return old;
 }
 
-void kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 {
-	__atomic_fetch_and(dst, ~mask, __ATOMIC_RELAXED);
+	uint64_t old = __atomic_fetch_and(dst, ~mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
+	return old;
 }
 
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)

@@ -36,8 +36,9 @@ void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);
 void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n);
 void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
-void kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
-void kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+/* Atomic bit updates; they return the word's previous value. */
+uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
 /* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);

@@ -151,7 +151,7 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
 /* ---------------------------------------------------------------------------------------
  * Open / create
  * ------------------------------------------------------------------------------------- */
-int kr_pool_check(kr_pool *pool)
+int kr_pool_usable(kr_pool *pool)
 {
 	if (atomic_load_explicit(&pool->failed, memory_order_relaxed))
 		return kr_err_set(KR_E_POOL_FAILED, "%s: pool is in the error state; reopen it",
@@ -168,6 +168,7 @@ static void pool_free(kr_pool *pool)
 {
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
+	kr_redund_fini(&pool->redund);
 	kr_pm_unmap(&pool->pm);
 	if (pool->pm.fd >= 0)
 		close(pool->pm.fd);
@@ -225,8 +226,10 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	};
 	pool->root[0] = (struct kr_root_line *)(base + h->ctl_off) + KR_CTL_ROOT_LINE;
 	pool->root[1] = (struct kr_root_line *)(base + h->ctl_replica_off) + KR_CTL_ROOT_LINE;
+	kr_redund_init(&pool->redund, &pool->pm, h);
 	if ((rc = kr_log_init(&pool->log, &pool->pm, &g)))
 		return rc;
+	kr_redund_hooks(&pool->redund, &pool->log.hooks);
 	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
 		return rc;
 	if (kr_log_is_clean(&pool->log)) {
@@ -375,6 +378,9 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	memcpy(h.magic, KR_MAGIC, sizeof(h.magic));
 	h.version = KR_FORMAT_VERSION;
 	h.hdr_size = sizeof(h);
+	/* Everything this build knows how to keep: chunk record CRCs, object CRCs, parity. A
+	 * new pool is all zero, which all three accept as consistent. */
+	h.ro_compat = KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY;
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");

@@ -12,12 +12,14 @@
 #include "layout.h"
 #include "log.h"
 #include "pmem.h"
+#include "redund.h"
 
 struct kr_pool {
 	struct kr_pm pm;
 	struct kr_pool_hdr hdr; /* the validated header */
 	struct kr_log log;
 	struct kr_heap heap;
+	struct kr_redund redund;
 	struct kr_root_line *root[2]; /* root lines of the two control pages */
 	pthread_mutex_t root_lock;
 	_Atomic int failed;   /* sticky error state (see keratin.h) */
@@ -28,7 +30,7 @@ struct kr_pool {
 };
 
 /* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */
-int kr_pool_check(kr_pool *pool);
+int kr_pool_usable(kr_pool *pool);
 /* Puts the pool in the error state after a failure that leaves durability unknown. */
 void kr_pool_fail(kr_pool *pool, int err);
 

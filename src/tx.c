@@ -108,7 +108,7 @@ static int tx_usable(struct kr_tx *tx)
 		return rc;
 	if (tx->err)
 		return kr_err_set(tx->err, "transaction already failed: %s", tx->errmsg);
-	return kr_pool_check(tx->pool);
+	return kr_pool_usable(tx->pool);
 }
 
 static unsigned hash_oid(kr_oid oid) { return (unsigned)((oid >> 4) * 0x9e3779b1u >> 26) % HASH_BUCKETS; }
@@ -169,6 +169,18 @@ static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const st
 	return KR_OK;
 }
 
+static int feat(const kr_pool *pool, unsigned f);
+
+/* The payload of a live object against its header checksum. */
+static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr)
+{
+	uint32_t got = kr_crc32c(pool->pm.base + oid, hdr->size);
+	if (got == hdr->crc)
+		return KR_OK;
+	return KR_CORRUPT(KR_E_CORRUPT_OBJECT, oid, "object of %llu bytes: checksum 0x%08x, header says 0x%08x",
+			  (unsigned long long)hdr->size, got, hdr->crc);
+}
+
 /* The transaction's buffer for oid, created (without data) for a live object. */
 static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 {
@@ -200,6 +212,11 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	m->size = hdr->size;
 	m->type = hdr->type;
 	m->block = b;
+	/* Opening for write always verifies: a change must not be built on damaged bytes. */
+	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM) && (rc = object_verify(tx->pool, oid, hdr))) {
+		tx_fail(tx, rc);
+		return NULL;
+	}
 	if (mbuf_alloc_buf(m, 0) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
@@ -269,7 +286,7 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 {
 	if (!pool || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_tx_begin: NULL argument");
-	int rc = kr_pool_check(pool);
+	int rc = kr_pool_usable(pool);
 	if (rc)
 		return rc;
 	for (struct kr_tx *t = tx_open_list; t; t = t->next_open)
@@ -427,57 +444,141 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	return m->buf;
 }
 
-/* Fresh objects: the payload goes home directly, streamed past the cache, and the header
- * goes through the log in a FRESH record whose CRC-64 lets recovery tell whether the
- * payload made it before the commit fence (layout.h). */
-static int tx_write_fresh(struct kr_tx *tx, struct mbuf *m)
+static int feat(const kr_pool *pool, unsigned f) { return (pool->hdr.ro_compat & f) != 0; }
+
+/* Objects up to this size are logged whole when the pool keeps parity; larger ones are
+ * written home directly behind an intent (one more fence, amortised over the size). */
+#define FRESH_LOG_MAX 4096
+
+static int fresh_logged(const kr_pool *pool, const struct mbuf *m)
 {
-	struct kr_pm *pm = &tx->pool->pm;
-	kr_pm_copy_nt(pm, pm->base + m->oid, m->buf, m->size);
+	return feat(pool, KR_FEAT_RO_PARITY) && m->size <= FRESH_LOG_MAX;
+}
+
+static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
+{
+	return (struct kr_obj_hdr){.size = m->size,
+				   .type = m->type,
+				   .crc = feat(pool, KR_FEAT_RO_OBJ_CSUM) ? kr_crc32c(m->buf, m->size) : 0};
+}
+
+/* A new object. Logged: header + payload in one DATA record, applied (with its parity) after
+ * the fence like any change. Direct: the payload streams home now (behind an intent if the
+ * pool keeps parity) and a FRESH record carries the header and a CRC-64 of the payload, by
+ * which recovery tells whether the payload made it before the commit fence (layout.h). */
+static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
+{
+	kr_pool *pool = tx->pool;
+	struct kr_obj_hdr hdr = fresh_header(pool, m);
+	if (fresh_logged(pool, m)) {
+		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + m->size));
+		if (!d)
+			return kr_errcode();
+		memcpy(d, &hdr, sizeof(hdr));
+		memcpy(d + sizeof(hdr), m->buf, m->size);
+		return KR_OK;
+	}
+	kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
 	struct kr_rec_fresh *f = kr_img_data(&tx->img, m->block.off, sizeof(*f));
 	if (!f)
 		return kr_errcode();
 	((struct kr_rec_hdr *)f - 1)->kind = KR_REC_FRESH;
-	f->hdr = (struct kr_obj_hdr){.size = m->size, .type = m->type, .crc = 0};
+	f->hdr = hdr;
 	f->payload_crc64 = kr_crc64(m->buf, m->size);
+	return KR_OK;
+}
+
+/* With parity, direct writes need their ranges durable first (an intent), or a crash could
+ * leave them in the data rows with no record of where parity must be recomputed. */
+static int tx_commit_intents(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	if (!feat(pool, KR_FEAT_RO_PARITY))
+		return KR_OK;
+	kr_img_reset(&tx->img);
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (m->fresh && !m->freed && !fresh_logged(pool, m) &&
+		    kr_img_intent(&tx->img, m->oid, m->size))
+			return kr_errcode();
+	if (tx->img.nrecords == 0)
+		return KR_OK;
+	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img);
+}
+
+/* The checksum of a changed object, patched for its changed ranges only: for each range,
+ * CRC of (old ^ new) shifted past the bytes after it (csum.c). One DATA record for the
+ * header's crc field. */
+static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint8_t **scratch, size_t *cap)
+{
+	kr_pool *pool = tx->pool;
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	uint32_t crc = hdr->crc;
+	for (uint32_t i = 0; i < m->nranges; i++) {
+		const struct range *r = &m->ranges[i];
+		size_t n = r->end - r->start;
+		if (n > *cap) {
+			uint8_t *b = realloc(*scratch, n);
+			if (!b)
+				return kr_err_set(KR_E_NOMEM, "checksum scratch of %zu bytes", n);
+			*scratch = b;
+			*cap = n;
+		}
+		for (size_t k = 0; k < n; k++)
+			(*scratch)[k] = home[r->start + k] ^ m->buf[r->start + k];
+		crc ^= kr_crc32c_delta(*scratch, n, m->size - r->end);
+	}
+	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
+	if (!d)
+		return kr_errcode();
+	*d = crc;
 	return KR_OK;
 }
 
 static int tx_build_image(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
+	uint8_t *scratch = NULL;
+	size_t cap = 0;
+	int rc = KR_OK;
 	kr_img_reset(&tx->img);
-	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
 		if (m->freed) {
-			if (!m->fresh && kr_heap_rec_free(&pool->heap, &m->block, &tx->img))
-				return kr_errcode();
+			if (!m->fresh)
+				rc = kr_heap_rec_free(&pool->heap, &m->block, &tx->img);
 			continue;
 		}
 		if (m->fresh) {
-			if (tx_write_fresh(tx, m) || kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img))
-				return kr_errcode();
+			rc = tx_add_fresh(tx, m);
+			if (rc == KR_OK)
+				rc = kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img);
 			continue;
 		}
-		for (uint32_t i = 0; i < m->nranges; i++) {
+		for (uint32_t i = 0; i < m->nranges && rc == KR_OK; i++) {
 			const struct range *r = &m->ranges[i];
 			uint8_t *d = kr_img_data(&tx->img, m->oid + r->start, (uint32_t)(r->end - r->start));
-			if (!d)
-				return kr_errcode();
-			memcpy(d, m->buf + r->start, r->end - r->start);
+			if (d)
+				memcpy(d, m->buf + r->start, r->end - r->start);
+			else
+				rc = kr_errcode();
 		}
+		if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM))
+			rc = tx_add_object_crc(tx, m, &scratch, &cap);
 	}
-	if (tx->root_oid) {
+	free(scratch);
+	if (rc == KR_OK && tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
 		rl.crc = kr_crc32c(&rl, offsetof(struct kr_root_line, crc));
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 2 && rc == KR_OK; i++) {
 			void *d = kr_img_data(&tx->img, (uint64_t)((char *)pool->root[i] - pool->pm.base),
 					      sizeof(rl));
-			if (!d)
-				return kr_errcode();
-			memcpy(d, &rl, sizeof(rl));
+			if (d)
+				memcpy(d, &rl, sizeof(rl));
+			else
+				rc = kr_errcode();
 		}
 	}
-	return KR_OK;
+	return rc;
 }
 
 int kr_tx_commit(kr_tx *tx)
@@ -500,8 +601,10 @@ int kr_tx_commit(kr_tx *tx)
 			return rc;
 		}
 
-	/* 2-3. Fresh objects home, redo image built. */
-	rc = tx_build_image(tx);
+	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. */
+	rc = tx_commit_intents(tx);
+	if (rc == KR_OK)
+		rc = tx_build_image(tx);
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		tx_end(tx, 1); /* read-only: nothing to make durable */
 		return KR_OK;
@@ -558,7 +661,7 @@ int kr_root(kr_pool *pool, size_t size, kr_oid *oid)
 {
 	if (!pool || !oid)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_root: NULL argument");
-	int rc = kr_pool_check(pool);
+	int rc = kr_pool_usable(pool);
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&pool->root_lock);

@@ -133,7 +133,8 @@ static void pin_constants(void)
 	CHECK(KR_LINE_INDEX_SHIFT == 2 && KR_LINE_INDEX_MASK == 0x3fff, "line index field");
 	CHECK(KR_LINE_SEQ_SHIFT == 16 && KR_LINE_SEQ_MASK == 0xffffffffffffull, "line seq field");
 	CHECK(KR_TX_MAX_LINES == 16384, "max lines per transaction");
-	CHECK(KR_REC_DATA == 1 && KR_REC_SETBITS == 2 && KR_REC_CLRBITS == 3 && KR_REC_FRESH == 4,
+	CHECK(KR_REC_DATA == 1 && KR_REC_SETBITS == 2 && KR_REC_CLRBITS == 3 && KR_REC_FRESH == 4 &&
+		      KR_REC_INTENT == 5 && KR_TXF_INTENT == 1,
 	      "record kinds");
 	CHECK(KR_CHUNK_FREE == 0 && KR_CHUNK_RUN == 1 && KR_CHUNK_LARGE == 2, "chunk types");
 	CHECK(KR_FEAT_RO_META_CSUM == 1 && KR_FEAT_RO_OBJ_CSUM == 2 && KR_FEAT_RO_PARITY == 4,
@@ -225,7 +226,11 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(memcmp(h->magic, KR_MAGIC, 8) == 0, "magic");
 	CHECK(h->version == KR_FORMAT_VERSION, "version %u", h->version);
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
-	CHECK(h->compat == 0 && h->incompat == 0 && h->ro_compat == 0, "feature bits set");
+	CHECK(h->compat == 0 && h->incompat == 0, "compat/incompat bits set");
+	/* A new pool keeps every kind of redundancy this build knows. */
+	CHECK(h->ro_compat == (KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY) &&
+		      KR_FEAT_RO_META_CSUM == 0x1 && KR_FEAT_RO_OBJ_CSUM == 0x2 && KR_FEAT_RO_PARITY == 0x4,
+	      "ro_compat 0x%x", h->ro_compat);
 	CHECK(h->page_size == KR_PAGE_SIZE, "page_size %u", h->page_size);
 	CHECK(memcmp(h->uuid, st->uuid, 16) == 0, "uuid differs from kr_pool_stat");
 	CHECK(!all_zero(h->uuid, 16), "uuid is zero");
@@ -401,7 +406,7 @@ static void check_log(kr_pool *pool, uint64_t off, const uint8_t *want, uint32_t
 					break;
 				}
 				memcpy(&rh, stream + pos, sizeof(rh));
-				CHECK(rh.kind >= KR_REC_DATA && rh.kind <= KR_REC_FRESH && rh.reserved == 0,
+				CHECK(rh.kind >= KR_REC_DATA && rh.kind <= KR_REC_INTENT && rh.reserved == 0,
 				      "tx seq %llu record %u: kind %u reserved %u",
 				      (unsigned long long)first.seq, r, rh.kind, rh.reserved);
 				CHECK(rh.kind != KR_REC_SETBITS || (rh.len == 8 && rh.off % 8 == 0),

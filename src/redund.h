@@ -1,0 +1,53 @@
+/*
+ * redund.h - keeping redundancy current: parity rows and chunk-record checksums follow
+ * every write of a committed transaction; recovery recomputes them for what it replayed.
+ *
+ * The log calls in through struct kr_log_hooks (apply, flush, touched, settle), so the log
+ * never knows about parity or chunk records. Which redundancy a pool keeps is the header's
+ * ro_compat feature bits (KR_FEAT_RO_*).
+ */
+#ifndef KR_REDUND_H
+#define KR_REDUND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "log.h"
+#include "parity.h"
+#include "pmem.h"
+
+struct kr_redund {
+	struct kr_pm *pm;
+	struct kr_parity parity;
+	unsigned feats; /* KR_FEAT_RO_* in force */
+	uint64_t heap_off, zone_size, meta_bytes; /* meta_bytes: chunk records per zone */
+	uint32_t nzones;
+
+	/* Recovery: ranges replayed or named by intents, to recompute before durable_seq
+	 * moves past them. */
+	struct kr_range {
+		uint64_t off, len;
+	} *touched;
+	size_t ntouched, cap;
+	int touched_oom;
+};
+
+void kr_redund_init(struct kr_redund *r, struct kr_pm *pm, const struct kr_pool_hdr *h);
+void kr_redund_fini(struct kr_redund *r);
+/* Fills the log hooks with this module's functions. */
+void kr_redund_hooks(struct kr_redund *r, struct kr_log_hooks *hooks);
+
+/* Writes len bytes home at off outside the log (a large fresh object, after its intent
+ * was committed), with the parity patch that goes with it; streamed, durable at the next
+ * fence. */
+void kr_redund_write_direct(struct kr_redund *r, uint64_t off, const void *src, size_t len);
+
+/* CRC-32C of a chunk record's bytes 0..135. */
+uint32_t kr_redund_chunk_crc(const struct kr_chunk_meta *m);
+/* 1 if off lies in some zone's chunk records; *rec_off is that record's pool offset. */
+int kr_redund_in_meta(const struct kr_redund *r, uint64_t off, uint64_t *rec_off);
+/* Recomputes the CRC of the chunk record at rec_off and the parity of its column. */
+void kr_redund_fix_chunk_crc(struct kr_redund *r, uint64_t rec_off);
+
+#endif
