@@ -171,6 +171,38 @@ struct kr_pool_stat {
 int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 
 /* ---------------------------------------------------------------------------------------
+ * Verification and repair
+ *
+ * A pool keeps three kinds of redundancy (all on for pools this version creates): a
+ * CRC-32C per object (header), a CRC-32C per chunk record of the allocator, and one parity
+ * row per zone (RAID-4 across the zone's rows, about 1/rows of the heap). Headers, control
+ * lines and log entries are kept in two copies with checksums.
+ * ------------------------------------------------------------------------------------- */
+struct kr_check_report {
+	uint64_t objects, bad_objects;     /* live objects checked / failing their checksum */
+	uint64_t chunks, bad_chunks;       /* allocator chunk records checked / failing */
+	uint64_t columns, bad_columns;     /* parity page columns checked / disagreeing */
+	uint64_t repaired_pages;           /* pages rebuilt from parity (KR_CHECK_REPAIR) */
+	uint64_t recomputed_columns;       /* parity pages recomputed (damage in parity or free
+					    * space, KR_CHECK_REPAIR) */
+	uint64_t unrepairable;             /* damaged items that could not be (or were not) fixed */
+	uint64_t first_bad_off;            /* pool offset of the first damaged item, 0 if none */
+	uint64_t bytes_scanned;            /* heap bytes read */
+	double seconds;
+};
+#define KR_CHECK_REPAIR 0x1u
+
+/* Verifies every object checksum, every chunk record and every parity column; with
+ * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum
+ * says an item is damaged and parity says which of its pages disagree) and recomputes parity
+ * where only parity or free space was damaged. Needs a quiet pool: returns
+ * KR_E_MISUSE_STATE while transactions are open. Returns KR_OK if the pool is sound (or
+ * was fully repaired), KR_E_CORRUPT if damage remains; *rep is filled in both cases.
+ * Two damaged pages in one page column cannot be rebuilt: they are counted unrepairable and
+ * the objects there fail with KR_E_CORRUPT_OBJECT when opened for writing. */
+int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
+
+/* ---------------------------------------------------------------------------------------
  * Objects (reads)
  * ------------------------------------------------------------------------------------- */
 

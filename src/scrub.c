@@ -1,0 +1,230 @@
+/*
+ * scrub.c - verification and repair of a whole pool: what `keratin check`, `keratin
+ * repair` and the scrubber run.
+ *
+ * Design
+ *
+ *   Two kinds of evidence meet here. Checksums (objects, chunk records, headers, control
+ *   lines) say WHICH item is damaged but not where inside it; parity says WHICH page
+ *   columns disagree but not which row. A repair pass therefore:
+ *
+ *     1. checks every parity column and notes those that disagree (set M);
+ *     2. checks every chunk record and every live object against its checksum;
+ *     3. for each damaged item, rebuilds from parity each of its pages whose column is in
+ *        M (the page of that column that the damaged item owns), and checks it again;
+ *     4. recomputes parity for the columns of M that no damaged item claimed: there the
+ *        damage was in the parity row itself or in free space, where any bytes are valid.
+ *
+ *   A column with damaged pages in two rows cannot be rebuilt (two faults in one column):
+ *   the items involved are reported as unrepairable and left as they are, every other item
+ *   is repaired, and the objects concerned fail cleanly (KR_E_CORRUPT_OBJECT) when opened.
+ *
+ *   A rebuilt page is written home with plain stores: by construction it agrees with parity,
+ *   so no parity update goes with it, and writing it twice is harmless, so a crash during
+ *   repair needs nothing but another repair.
+ *
+ *   The pass needs the pool quiet: parity is only settled when no commit is applying
+ *   (kr_pool_check refuses to run while transactions are open).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "csum.h"
+#include "err.h"
+#include "pool.h"
+
+#define P KR_PAGE_SIZE
+
+struct scrub {
+	kr_pool *pool;
+	struct kr_check_report *rep;
+	int repair;
+	uint64_t ncols;         /* nzones * row_pages page columns */
+	uint8_t *bad_col;       /* 1 = parity disagrees (set M), 2 = claimed by an item */
+	uint32_t *claim_row;    /* the row that claimed the column */
+	uint64_t row_size;
+};
+
+static uint64_t col_index(const struct scrub *s, uint64_t off, uint32_t *row)
+{
+	const struct kr_pool_hdr *h = &s->pool->hdr;
+	uint64_t rel = off - h->heap_off, z = rel / h->zone_size, zoff = rel % h->zone_size;
+	*row = (uint32_t)(zoff / s->row_size);
+	return z * h->row_pages + (zoff % s->row_size) / P;
+}
+
+static uint64_t col_data_off(const struct scrub *s, uint64_t col)
+{
+	const struct kr_pool_hdr *h = &s->pool->hdr;
+	return h->heap_off + col / h->row_pages * h->zone_size + col % h->row_pages * P;
+}
+
+/* Step 1: every page column of every zone. */
+static void scan_parity(struct scrub *s)
+{
+	for (uint64_t c = 0; c < s->ncols; c++) {
+		s->rep->columns++;
+		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
+			s->bad_col[c] = 1;
+			s->rep->bad_columns++;
+		}
+	}
+}
+
+/* Step 3 for one damaged item [off, off+len): claims (and, repairing, rebuilds) its pages
+ * that lie in disagreeing columns. Returns how many it claims, or -1 if another row's item
+ * claims one of those columns too (two faults in one column). */
+static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len)
+{
+	int claimed = 0;
+	uint64_t page = off & ~(uint64_t)(P - 1);
+	for (; page < off + len; page += P) {
+		if (!kr_parity_covers(&s->pool->redund.parity, page, P))
+			continue;
+		uint32_t row;
+		uint64_t c = col_index(s, page, &row);
+		if (s->bad_col[c] == 0)
+			continue;
+		if (s->bad_col[c] == 2 && s->claim_row[c] != row)
+			return -1; /* another row's damaged item needs this column too */
+		claimed++;
+		if (s->bad_col[c] == 2)
+			continue; /* this row's page was rebuilt already */
+		s->bad_col[c] = 2;
+		s->claim_row[c] = row;
+		if (!s->repair)
+			continue;
+		uint8_t buf[P];
+		kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
+		struct kr_pm *pm = &s->pool->pm;
+		kr_pm_copy(pm, pm->base + page, buf, P);
+		kr_pm_flush(pm, pm->base + page, P);
+		s->rep->repaired_pages++;
+	}
+	return claimed;
+}
+
+/* A damaged item is repairable if it claims some disagreeing column and none twice; when
+ * repairing, only if it checks out afterwards. */
+static void judge_item(struct scrub *s, int claimed, int ok_after)
+{
+	if (claimed <= 0 || (s->repair && !ok_after))
+		s->rep->unrepairable++;
+}
+
+static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
+
+/* Step 2+3 for chunk records. */
+static void scan_chunks(struct scrub *s)
+{
+	const struct kr_pool_hdr *h = &s->pool->hdr;
+	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
+		return;
+	for (uint32_t z = 0; z < h->nzones; z++)
+		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
+			uint64_t off = h->heap_off + z * h->zone_size + (uint64_t)i * sizeof(struct kr_chunk_meta);
+			const struct kr_chunk_meta *m = (const void *)(s->pool->pm.base + off);
+			s->rep->chunks++;
+			if (chunk_ok(m))
+				continue;
+			s->rep->bad_chunks++;
+			if (!s->rep->first_bad_off)
+				s->rep->first_bad_off = off;
+			int n = rebuild_item(s, off, sizeof(*m));
+			judge_item(s, n, chunk_ok(m));
+		}
+}
+
+/* An object is sound if its header fits its block and its payload matches the CRC. */
+static int object_ok(kr_pool *pool, const struct kr_block *b)
+{
+	const struct kr_obj_hdr *hdr = (const void *)(pool->pm.base + b->off);
+	if (hdr->size == 0 || hdr->size > b->bytes - sizeof(*hdr))
+		return 0;
+	if (!(pool->hdr.ro_compat & KR_FEAT_RO_OBJ_CSUM))
+		return 1;
+	return kr_crc32c(hdr + 1, hdr->size) == hdr->crc;
+}
+
+static void scan_objects(struct scrub *s)
+{
+	kr_pool *pool = s->pool;
+	for (kr_oid oid = kr_heap_next(&pool->heap, 0); oid; oid = kr_heap_next(&pool->heap, oid)) {
+		struct kr_block b;
+		if (kr_heap_lookup(&pool->heap, oid, &b) != KR_OK)
+			continue;
+		s->rep->objects++;
+		if (object_ok(pool, &b))
+			continue;
+		s->rep->bad_objects++;
+		if (!s->rep->first_bad_off)
+			s->rep->first_bad_off = oid;
+		/* The header may be the damaged part, so the whole block is suspect. */
+		int n = rebuild_item(s, b.off, b.bytes);
+		judge_item(s, n, object_ok(pool, &b));
+	}
+}
+
+/* Step 4: disagreeing columns no damaged item explains. */
+static void settle_columns(struct scrub *s)
+{
+	for (uint64_t c = 0; c < s->ncols; c++) {
+		if (s->bad_col[c] != 1)
+			continue;
+		if (s->repair) {
+			kr_parity_recompute(&s->pool->redund.parity, col_data_off(s, c), P);
+			s->rep->recomputed_columns++;
+		}
+	}
+}
+
+int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
+{
+	if (!pool || !rep)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_check: NULL argument");
+	int rc = kr_pool_usable(pool);
+	if (rc)
+		return rc;
+	if (atomic_load(&pool->open_txs) != 0)
+		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
+	memset(rep, 0, sizeof(*rep));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	const struct kr_pool_hdr *h = &pool->hdr;
+	struct scrub s = {.pool = pool, .rep = rep, .repair = (flags & KR_CHECK_REPAIR) != 0};
+	s.row_size = (uint64_t)h->row_pages * P;
+	s.ncols = (uint64_t)h->nzones * h->row_pages;
+	s.bad_col = calloc(s.ncols, 1);
+	s.claim_row = calloc(s.ncols, sizeof(uint32_t));
+	if (!s.bad_col || !s.claim_row) {
+		free(s.bad_col);
+		free(s.claim_row);
+		return kr_err_set(KR_E_NOMEM, "check tables");
+	}
+	/* Applied transactions durable and parity settled before anything is judged. */
+	rc = kr_log_sync(&pool->log, NULL);
+	if (rc == KR_OK) {
+		if (h->ro_compat & KR_FEAT_RO_PARITY)
+			scan_parity(&s);
+		scan_chunks(&s);
+		scan_objects(&s);
+		settle_columns(&s);
+		if (s.repair)
+			rc = kr_pm_fence(&pool->pm);
+	}
+	free(s.bad_col);
+	free(s.claim_row);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	rep->bytes_scanned = (uint64_t)h->nzones * h->zone_size;
+	if (rc)
+		return rc;
+	if (rep->unrepairable || (!s.repair && (rep->bad_objects || rep->bad_chunks || rep->bad_columns)))
+		return KR_CORRUPT(KR_E_CORRUPT, rep->first_bad_off,
+				  "%llu damaged objects, %llu damaged chunk records, %llu parity columns "
+				  "disagree, %llu unrepairable",
+				  (unsigned long long)rep->bad_objects, (unsigned long long)rep->bad_chunks,
+				  (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable);
+	return KR_OK;
+}
