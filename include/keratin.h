@@ -189,8 +189,26 @@ struct kr_check_report {
 	uint64_t first_bad_off;            /* pool offset of the first damaged item, 0 if none */
 	uint64_t bytes_scanned;            /* heap bytes read */
 	double seconds;
+	/* Optional, set by the caller: called for every damaged page found, with its state. */
+	void (*on_page)(void *ctx, uint64_t off, int state);
+	void *ctx;
 };
 #define KR_CHECK_REPAIR 0x1u
+enum kr_page_state { KR_PAGE_DAMAGED = 1, KR_PAGE_REPAIRED = 2, KR_PAGE_UNREPAIRABLE = 3 };
+
+/* What the 4 KiB page at pool offset off holds (for maps and fault injection). */
+enum kr_page_kind {
+	KR_PAGE_HEADER = 1,   /* pool header copy */
+	KR_PAGE_CONTROL,      /* control page copy (root, durable_seq) */
+	KR_PAGE_LANE,         /* redo-log lane */
+	KR_PAGE_LANE_REPLICA, /* its replica */
+	KR_PAGE_ZONE_META,    /* chunk records */
+	KR_PAGE_DATA,         /* data row page for objects (kr_first/kr_next tell which hold some) */
+	KR_PAGE_PARITY,       /* parity row */
+	KR_PAGE_UNUSED,       /* between the last zone and the replica lanes, never written */
+};
+/* O(1); KR_E_MISUSE_ARG (negative) for an offset beyond the pool. */
+int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
 /* Verifies every object checksum, every chunk record and every parity column; with
  * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum

@@ -46,6 +46,12 @@ struct scrub {
 	uint64_t row_size;
 };
 
+static void report_page(struct scrub *s, uint64_t off, int state)
+{
+	if (s->rep->on_page)
+		s->rep->on_page(s->rep->ctx, off, state);
+}
+
 static uint64_t col_index(const struct scrub *s, uint64_t off, uint32_t *row)
 {
 	const struct kr_pool_hdr *h = &s->pool->hdr;
@@ -93,6 +99,7 @@ static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len)
 			continue; /* this row's page was rebuilt already */
 		s->bad_col[c] = 2;
 		s->claim_row[c] = row;
+		report_page(s, page, s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
 		if (!s->repair)
 			continue;
 		uint8_t buf[P];
@@ -107,10 +114,12 @@ static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len)
 
 /* A damaged item is repairable if it claims some disagreeing column and none twice; when
  * repairing, only if it checks out afterwards. */
-static void judge_item(struct scrub *s, int claimed, int ok_after)
+static void judge_item(struct scrub *s, uint64_t off, int claimed, int ok_after)
 {
-	if (claimed <= 0 || (s->repair && !ok_after))
+	if (claimed <= 0 || (s->repair && !ok_after)) {
 		s->rep->unrepairable++;
+		report_page(s, off & ~(uint64_t)(P - 1), KR_PAGE_UNREPAIRABLE);
+	}
 }
 
 static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
@@ -132,7 +141,7 @@ static void scan_chunks(struct scrub *s)
 			if (!s->rep->first_bad_off)
 				s->rep->first_bad_off = off;
 			int n = rebuild_item(s, off, sizeof(*m));
-			judge_item(s, n, chunk_ok(m));
+			judge_item(s, off, n, chunk_ok(m));
 		}
 }
 
@@ -162,7 +171,7 @@ static void scan_objects(struct scrub *s)
 			s->rep->first_bad_off = oid;
 		/* The header may be the damaged part, so the whole block is suspect. */
 		int n = rebuild_item(s, b.off, b.bytes);
-		judge_item(s, n, object_ok(pool, &b));
+		judge_item(s, b.off, n, object_ok(pool, &b));
 	}
 }
 
@@ -172,6 +181,8 @@ static void settle_columns(struct scrub *s)
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		if (s->bad_col[c] != 1)
 			continue;
+		report_page(s, kr_parity_offset(&s->pool->redund.parity, col_data_off(s, c)),
+			    s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
 		if (s->repair) {
 			kr_parity_recompute(&s->pool->redund.parity, col_data_off(s, c), P);
 			s->rep->recomputed_columns++;
@@ -188,7 +199,11 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		return rc;
 	if (atomic_load(&pool->open_txs) != 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
+	void (*on_page)(void *, uint64_t, int) = rep->on_page;
+	void *ctx = rep->ctx;
 	memset(rep, 0, sizeof(*rep));
+	rep->on_page = on_page;
+	rep->ctx = ctx;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	const struct kr_pool_hdr *h = &pool->hdr;
@@ -227,4 +242,31 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 				  (unsigned long long)rep->bad_objects, (unsigned long long)rep->bad_chunks,
 				  (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable);
 	return KR_OK;
+}
+
+int kr_pool_page_kind(kr_pool *pool, uint64_t off)
+{
+	if (!pool || off >= pool->hdr.pool_size)
+		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
+	const struct kr_pool_hdr *h = &pool->hdr;
+	off &= ~(uint64_t)(P - 1);
+	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
+	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
+	if (off == 0 || off == h->pool_size - P)
+		return KR_PAGE_HEADER;
+	if (off == h->ctl_off || off == h->ctl_replica_off)
+		return KR_PAGE_CONTROL;
+	if (off >= h->lanes_off && off < h->lanes_off + lanes)
+		return KR_PAGE_LANE;
+	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
+		return KR_PAGE_LANE_REPLICA;
+	if (off < h->heap_off || off >= heap_end)
+		return KR_PAGE_UNUSED;
+	uint64_t zoff = (off - h->heap_off) % h->zone_size;
+	uint64_t row_size = (uint64_t)h->row_pages * P;
+	if (zoff >= (uint64_t)h->rows * row_size)
+		return KR_PAGE_PARITY;
+	if (zoff < (uint64_t)h->zone_meta_pages * P)
+		return KR_PAGE_ZONE_META;
+	return KR_PAGE_DATA;
 }
