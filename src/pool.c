@@ -204,6 +204,25 @@ static int root_check(kr_pool *pool)
 	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
 }
 
+/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all). */
+static int header_copies_check(kr_pool *pool)
+{
+	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
+	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
+	int fixed = 0;
+	for (int i = 0; i < 2; i++) {
+		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
+		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
+			continue;
+		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
+		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
+		kr_pm_flush(&pool->pm, copies[i], P);
+		pool->csum_repairs++;
+		fixed = 1;
+	}
+	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
+}
+
 /* Maps the file and brings up the log and heap from a validated header. */
 static int pool_start(kr_pool *pool, unsigned flags)
 {
@@ -241,6 +260,10 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		rc = kr_log_recover(&pool->log, &pool->recovery);
 	}
 	if (rc)
+		return rc;
+	if ((rc = header_copies_check(pool)))
+		return rc;
+	if ((rc = kr_scrub_chunk_records(pool)))
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
@@ -475,6 +498,11 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->recovered = pool->recovered;
 	st->replayed_txs = pool->recovery.replayed;
 	st->discarded_txs = pool->recovery.discarded;
+	st->media_repairs = pool->media_repairs;
+	st->csum_repairs = pool->csum_repairs;
+	st->scrub_passes = pool->scrub_passes;
+	st->last_repair_ns = pool->last_repair_ns;
+	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
 	return KR_OK;
 }
 

@@ -26,6 +26,7 @@ struct kr_pool {
 	_Atomic int open_txs; /* transactions begun and not ended */
 	struct kr_log_recovery recovery;
 	int recovered;
+	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;
 	char *path;
 };
 
@@ -33,6 +34,10 @@ struct kr_pool {
 int kr_pool_usable(kr_pool *pool);
 /* Puts the pool in the error state after a failure that leaves durability unknown. */
 void kr_pool_fail(kr_pool *pool, int err);
+
+/* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
+ * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
+int kr_scrub_chunk_records(kr_pool *pool);
 
 /* Geometry: fills every derived field of hdr from pool_size, rows, nlanes, lane_pages. */
 int kr_layout_compute(struct kr_pool_hdr *hdr);

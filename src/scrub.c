@@ -270,3 +270,50 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off)
 		return KR_PAGE_ZONE_META;
 	return KR_PAGE_DATA;
 }
+
+/* Rebuilds the page at off from parity and writes it home if that makes ok(ctx) true.
+ * Used at open, before anything else reads the page. */
+static int rebuild_if(kr_pool *pool, uint64_t off, int (*ok)(const void *), const void *item)
+{
+	struct kr_parity *par = &pool->redund.parity;
+	uint64_t page = off & ~(uint64_t)(P - 1);
+	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY) || !kr_parity_covers(par, page, P))
+		return 0;
+	uint8_t buf[P], old[P];
+	kr_parity_rebuild(par, page, P, buf);
+	memcpy(old, pool->pm.base + page, P);
+	kr_pm_copy(&pool->pm, pool->pm.base + page, buf, P);
+	if (ok(item)) {
+		kr_pm_flush(&pool->pm, pool->pm.base + page, P);
+		return 1;
+	}
+	kr_pm_copy(&pool->pm, pool->pm.base + page, old, P); /* not the culprit: put it back */
+	return 0;
+}
+
+static int chunk_ok_v(const void *m) { return chunk_ok(m); }
+
+int kr_scrub_chunk_records(kr_pool *pool)
+{
+	const struct kr_pool_hdr *h = &pool->hdr;
+	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
+		return KR_OK;
+	int repaired = 0;
+	for (uint32_t z = 0; z < h->nzones; z++)
+		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
+			uint64_t off = h->heap_off + z * h->zone_size + (uint64_t)i * sizeof(struct kr_chunk_meta);
+			const struct kr_chunk_meta *m = (const void *)(pool->pm.base + off);
+			if (chunk_ok(m))
+				continue;
+			/* A record may straddle two pages: try each. */
+			if (!rebuild_if(pool, off, chunk_ok_v, m) &&
+			    !rebuild_if(pool, off + sizeof(*m) - 1, chunk_ok_v, m))
+				return KR_CORRUPT(KR_E_CORRUPT_META, off,
+						  "chunk record %u of zone %u fails its checksum and "
+						  "cannot be rebuilt",
+						  i, z);
+			pool->csum_repairs++;
+			repaired = 1;
+		}
+	return repaired ? kr_pm_fence(&pool->pm) : KR_OK;
+}
