@@ -167,7 +167,16 @@ struct kr_pool_stat {
 	int recovered;           /* 1 if the last open replayed or discarded log entries */
 	uint64_t replayed_txs;   /* transactions replayed by that recovery */
 	uint64_t discarded_txs;  /* torn transactions discarded by it */
+	/* Fault tolerance since open. */
+	uint64_t media_repairs;    /* pages repaired after a media error (online or at open) */
+	uint64_t csum_repairs;     /* objects or records repaired after a checksum mismatch */
+	uint64_t scrub_passes;     /* background scrub passes completed */
+	uint64_t last_repair_ns;   /* duration of the last online page repair */
+	unsigned features;         /* redundancy kept: KR_FEAT_* below */
 };
+#define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
+#define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
+#define KR_FEAT_PARITY 0x4u    /* zone parity rows */
 int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 
 /* ---------------------------------------------------------------------------------------
@@ -219,6 +228,32 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off);
  * Two damaged pages in one page column cannot be rebuilt: they are counted unrepairable and
  * the objects there fail with KR_E_CORRUPT_OBJECT when opened for writing. */
 int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
+
+/* Media errors. A real machine check arrives as SIGBUS (BUS_MCEERR_AR/AO) with the
+ * address; emulated poison is a page of the mapping made inaccessible (SIGSEGV). keratin
+ * installs handlers for both while pools are open: a fault inside a pool is repaired online
+ * (commits pause, the page is rebuilt from parity or from its replica, the access resumes
+ * with correct data); a fault anywhere else goes to the handler that was installed before
+ * keratin's, or kills the process as it would have without keratin.
+ *
+ * Pages the platform reports as bad for the pool file are repaired when the pool is opened.
+ * Without persistent-memory hardware, the "platform" list is emulated by a text file next
+ * to the pool, PATH.badblocks, holding one pool offset per line; kr_badblocks_add appends
+ * to it (the `keratin inject media` command uses it). */
+int kr_badblocks_add(const char *pool_path, uint64_t off);
+
+/* Emulated poison in an open pool: the page at off loses its content and becomes
+ * inaccessible; the next access to it faults and is repaired online. For tests and tools. */
+int kr_inject_poison(kr_pool *pool, uint64_t off);
+
+/* When checksums are verified: always when an object is opened for writing; with
+ * KR_READ_CONSERVATIVE also on every kr_get/kr_tx_get (a failing object is repaired, or
+ * the read fails with KR_E_CORRUPT_OBJECT); with KR_READ_SCRUB a background thread also
+ * runs a repair pass (kr_pool_check with KR_CHECK_REPAIR) every scrub_txs commits or
+ * scrub_seconds seconds, whichever comes first. Changeable at any time. */
+enum kr_read_policy { KR_READ_DEFAULT = 0, KR_READ_SCRUB = 1, KR_READ_CONSERVATIVE = 2 };
+int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
+			    double scrub_seconds);
 
 /* ---------------------------------------------------------------------------------------
  * Objects (reads)

@@ -278,13 +278,15 @@ int kr_heap_load(struct kr_heap *h)
  * ------------------------------------------------------------------------------------- */
 static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct kr_img *img)
 {
-	uint64_t seq;
+	uint64_t seq = 0;
+	kr_log_enter(h->log, lane);
 	int rc = kr_log_commit(h->log, lane, img, &seq);
-	if (rc)
-		return rc;
-	kr_log_apply(h->log, img);
-	kr_log_applied(h->log, lane, seq);
-	return KR_OK;
+	if (seq) {
+		kr_log_apply(h->log, img);
+		kr_log_applied(h->log, lane, seq);
+	}
+	kr_log_exit(h->log, lane);
+	return rc;
 }
 
 /* Finds n contiguous free chunks inside one zone, next-fit from the cursor. */

@@ -63,6 +63,8 @@ static _Thread_local struct {
 	uint32_t idx;
 } lane_hint;
 
+static _Thread_local struct kr_lane *cur_lane; /* the lane this thread is inside, if any */
+
 static uint64_t self_tid(void)
 {
 	if (!my_tid)
@@ -688,6 +690,53 @@ void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 	l->pending_tid = self_tid();
 	atomic_store(&l->inflight_seq, 0);
 	pthread_mutex_unlock(&l->st_lock);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The commit gate (Dekker style: each side stores its own flag, then reads the other's;
+ * sequentially consistent atomics order the store before the load)
+ * ------------------------------------------------------------------------------------- */
+void kr_log_enter(struct kr_log *log, struct kr_lane *l)
+{
+	for (;;) {
+		atomic_store(&l->in_commit, 1);
+		if (!atomic_load(&log->repairing))
+			break;
+		atomic_store(&l->in_commit, 0);
+		while (atomic_load(&log->repairing))
+			sched_yield();
+	}
+	cur_lane = l;
+}
+
+void kr_log_exit(struct kr_log *log, struct kr_lane *l)
+{
+	cur_lane = NULL;
+	atomic_store_explicit(&l->in_commit, 0, memory_order_release);
+}
+
+void kr_log_quiesce(struct kr_log *log)
+{
+	atomic_store(&log->repairing, 1);
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		while (atomic_load(&log->lanes[i].in_commit))
+			sched_yield();
+}
+
+void kr_log_resume(struct kr_log *log) { atomic_store(&log->repairing, 0); }
+
+int kr_log_suspend(void)
+{
+	if (!cur_lane)
+		return 0;
+	atomic_store(&cur_lane->in_commit, 0);
+	return 1;
+}
+
+void kr_log_unsuspend(int token)
+{
+	if (token && cur_lane)
+		atomic_store(&cur_lane->in_commit, 1);
 }
 
 /* ---------------------------------------------------------------------------------------

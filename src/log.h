@@ -54,6 +54,8 @@ struct kr_lane {
 	uint32_t fifo_first, fifo_count;
 	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
 
+	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
+
 	/* Shared with other threads (durable-seq computation and adoption). */
 	pthread_mutex_t st_lock;       /* guards the four fields below for adoption */
 	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
@@ -90,6 +92,7 @@ struct kr_log {
 	/* Record targets recovery accepts: [lo, hi) ranges of the pool. */
 	uint64_t valid_lo[3], valid_hi[3];
 
+	_Atomic int repairing; /* the commit gate is closed (kr_log_quiesce) */
 	_Atomic uint64_t next_seq;
 	_Atomic uint64_t d_durable; /* durable_seq known persisted: lines at or below are free */
 	pthread_mutex_t d_lock;     /* serialises writes of durable_seq */
@@ -142,6 +145,19 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img
 void kr_log_apply(struct kr_log *log, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */
 void kr_log_applied(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
+
+/* The commit gate. Everything that changes home bytes or parity (building, committing and
+ * applying a transaction) runs between kr_log_enter and kr_log_exit on its lane. Entering
+ * is a store to the lane's own flag and a load of the gate: no shared read-modify-write.
+ * kr_log_quiesce closes the gate and waits until every other lane has left, so parity is
+ * settled for a repair; kr_log_resume opens it. kr_log_suspend/unsuspend let a thread that
+ * is itself inside (a fault in the middle of its own commit) step out while it waits. */
+void kr_log_enter(struct kr_log *log, struct kr_lane *lane);
+void kr_log_exit(struct kr_log *log, struct kr_lane *lane);
+void kr_log_quiesce(struct kr_log *log);
+void kr_log_resume(struct kr_log *log);
+int kr_log_suspend(void);
+void kr_log_unsuspend(int token);
 
 /* Highest sequence number whose effects are known durable (for deferred frees). */
 static inline uint64_t kr_log_durable_seq(struct kr_log *log)

@@ -38,6 +38,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "media.h"
 #include "pool.h"
 
 #define P KR_PAGE_SIZE
@@ -166,6 +167,7 @@ void kr_pool_fail(kr_pool *pool, int err)
 
 static void pool_free(kr_pool *pool)
 {
+	kr_media_unregister(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
@@ -261,6 +263,10 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	}
 	if (rc)
 		return rc;
+	/* Repairs, once the log is settled: pages the platform reports lost, header copies,
+	 * allocator records (the heap must not load from damaged ones). */
+	if ((rc = kr_media_repair_listed(pool)))
+		return rc;
 	if ((rc = header_copies_check(pool)))
 		return rc;
 	if ((rc = kr_scrub_chunk_records(pool)))
@@ -274,7 +280,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if (root && kr_heap_lookup(&pool->heap, root, &b) != KR_OK)
 		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
 				  (unsigned long long)root);
-	return KR_OK;
+	return kr_media_register(pool);
 }
 
 static kr_pool *pool_alloc(const char *path)

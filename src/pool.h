@@ -27,6 +27,7 @@ struct kr_pool {
 	struct kr_log_recovery recovery;
 	int recovered;
 	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;
+	_Atomic uint64_t poison[64]; /* emulated poisoned pages: offset + 1, or 0 (media.c) */
 	char *path;
 };
 

@@ -601,11 +601,14 @@ int kr_tx_commit(kr_tx *tx)
 			return rc;
 		}
 
-	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. */
+	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
+	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
+	kr_log_enter(&pool->log, tx->lane);
 	rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
 	if (rc == KR_OK && tx->img.nrecords == 0) {
+		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 1); /* read-only: nothing to make durable */
 		return KR_OK;
 	}
@@ -615,6 +618,7 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK)
 		rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
 	if (rc && seq == 0) {
+		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 0);
 		return rc;
 	}
@@ -624,6 +628,7 @@ int kr_tx_commit(kr_tx *tx)
 	/* 5. Apply home, flushed, not fenced. */
 	kr_log_apply(&pool->log, &tx->img);
 	kr_log_applied(&pool->log, tx->lane, seq);
+	kr_log_exit(&pool->log, tx->lane);
 
 	/* 6. DRAM allocator state. */
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {

@@ -1,0 +1,317 @@
+/*
+ * media.c - media errors: the platform's bad-block list (and its emulation), emulated
+ * poison, the SIGBUS/SIGSEGV handlers, and the page repair they all end in.
+ *
+ * Design
+ *
+ *   One routine repairs a lost page, whatever it holds (kr_media_repair_page): a data or
+ *   allocator page is rebuilt from parity and the other rows, a parity page is recomputed,
+ *   a header, control or lane page is copied from its twin. The result is written with plain
+ *   stores and agrees with parity by construction, so writing it twice is harmless.
+ *
+ *   Online, a fault inside a pool arrives as SIGBUS (machine check: BUS_MCEERR_AR/AO) or, for
+ *   emulated poison, as SIGSEGV on a page this module made inaccessible. The handler:
+ *     1. records the page in the persistent bad-block list (PATH.badblocks), so that a crash
+ *        during the repair leads to the same repair at the next open;
+ *     2. steps its own thread out of the commit gate (it may have faulted inside a commit;
+ *        at the faulting instruction its parity patches and writes are consistent for the
+ *        page, see redund.c), takes the repair lock, closes the gate and waits until no
+ *        other commit is in flight, so parity is settled;
+ *     3. makes the page accessible again, rebuilds it, flushes, fences, reopens the gate;
+ *     4. returns: the faulting access runs again and reads correct data.
+ *   A fault outside every pool, or one keratin cannot repair, goes to the handler installed
+ *   before keratin's (or the default action, which kills the process as it would have).
+ *
+ *   Everything the handler calls is async-signal-safe in practice (system calls, atomics,
+ *   memory copies); it allocates nothing.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "media.h"
+#include "pool.h"
+
+#define P KR_PAGE_SIZE
+#define MAX_POOLS 64
+#define MAX_POISON 64
+
+/* Open pools, for the handler. Slots are published with release stores. */
+static kr_pool *_Atomic registry[MAX_POOLS];
+static struct sigaction prev_segv, prev_bus;
+static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
+static int installed;
+static atomic_flag repair_lock = ATOMIC_FLAG_INIT;
+
+/* ---------------------------------------------------------------------------------------
+ * The page repair
+ * ------------------------------------------------------------------------------------- */
+static void copy_twin(kr_pool *pool, uint64_t off, uint64_t twin)
+{
+	kr_pm_copy(&pool->pm, pool->pm.base + off, pool->pm.base + twin, P);
+}
+
+int kr_media_repair_page(kr_pool *pool, uint64_t off)
+{
+	const struct kr_pool_hdr *h = &pool->hdr;
+	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
+	off &= ~(uint64_t)(P - 1);
+	uint8_t buf[P];
+	switch (kr_pool_page_kind(pool, off)) {
+	case KR_PAGE_HEADER:
+		copy_twin(pool, off, off == 0 ? h->pool_size - P : 0);
+		break;
+	case KR_PAGE_CONTROL:
+		copy_twin(pool, off, off == h->ctl_off ? h->ctl_replica_off : h->ctl_off);
+		break;
+	case KR_PAGE_LANE:
+		copy_twin(pool, off, off - h->lanes_off + h->lanes_replica_off);
+		break;
+	case KR_PAGE_LANE_REPLICA:
+		copy_twin(pool, off, off - h->lanes_replica_off + h->lanes_off);
+		(void)lanes;
+		break;
+	case KR_PAGE_ZONE_META:
+	case KR_PAGE_DATA:
+		if (!(h->ro_compat & KR_FEAT_RO_PARITY))
+			return kr_err_set(KR_E_MEDIA, "page 0x%llx lost and the pool keeps no parity",
+					  (unsigned long long)off);
+		kr_parity_rebuild(&pool->redund.parity, off, P, buf);
+		kr_pm_copy(&pool->pm, pool->pm.base + off, buf, P);
+		break;
+	case KR_PAGE_PARITY:
+		kr_parity_recompute(&pool->redund.parity,
+				    off - (uint64_t)h->rows * h->row_pages * P, P);
+		break;
+	case KR_PAGE_UNUSED:
+		kr_pm_set(&pool->pm, pool->pm.base + off, 0, P);
+		break;
+	default:
+		return kr_errcode();
+	}
+	kr_pm_flush(&pool->pm, pool->pm.base + off, P);
+	pool->media_repairs++;
+	return kr_pm_fence(&pool->pm);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The bad-block list: PATH.badblocks, one pool offset per line (decimal or 0x hex)
+ * ------------------------------------------------------------------------------------- */
+static void badblocks_path(const char *pool_path, char *out, size_t n)
+{
+	/* No snprintf: this also runs in the signal handler. */
+	size_t k = 0;
+	for (; pool_path[k] && k + 11 < n; k++)
+		out[k] = pool_path[k];
+	memcpy(out + k, ".badblocks", 11);
+}
+
+/* Appends "0x<hex>\n" with system calls only (signal-safe). */
+static int badblocks_append(const char *pool_path, uint64_t off)
+{
+	char path[4096 + 16], line[24];
+	badblocks_path(pool_path, path, sizeof(path));
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	int n = 0;
+	line[n++] = '0';
+	line[n++] = 'x';
+	for (int shift = 60; shift >= 0; shift -= 4)
+		line[n++] = "0123456789abcdef"[(off >> shift) & 15];
+	line[n++] = '\n';
+	int ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+int kr_badblocks_add(const char *pool_path, uint64_t off)
+{
+	if (!pool_path)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_badblocks_add: path is NULL");
+	if (badblocks_append(pool_path, off & ~(uint64_t)(P - 1)) != 0)
+		return kr_err_errno(KR_E_IO, "%s.badblocks", pool_path);
+	return KR_OK;
+}
+
+int kr_media_repair_listed(kr_pool *pool)
+{
+	char path[4096 + 16], line[128];
+	badblocks_path(pool->path, path, sizeof(path));
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT ? KR_OK : kr_err_errno(KR_E_IO, "%s", path);
+	int rc = KR_OK;
+	while (rc == KR_OK && fgets(line, sizeof(line), f)) {
+		char *end;
+		errno = 0;
+		unsigned long long off = strtoull(line, &end, 0);
+		if (end == line || errno)
+			continue; /* not a number: ignore the line, as the kernel's list would */
+		if (off >= pool->hdr.pool_size) {
+			rc = kr_err_set(KR_E_MEDIA, "%s: bad block at 0x%llx is beyond the pool", path, off);
+			break;
+		}
+		rc = kr_media_repair_page(pool, off);
+	}
+	fclose(f);
+	/* Every listed page now holds correct data: the list is cleared, as writing a poisoned
+	 * page clears the poison on real hardware. */
+	if (rc == KR_OK && unlink(path) != 0)
+		rc = kr_err_errno(KR_E_IO, "%s: cannot clear the list", path);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Emulated poison and the handlers
+ * ------------------------------------------------------------------------------------- */
+static int poisoned_find(kr_pool *pool, uint64_t off)
+{
+	for (int i = 0; i < MAX_POISON; i++)
+		if (atomic_load(&pool->poison[i]) == off + 1)
+			return i;
+	return -1;
+}
+
+int kr_inject_poison(kr_pool *pool, uint64_t off)
+{
+	if (!pool || off >= pool->hdr.pool_size)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_inject_poison: offset beyond the pool");
+	off &= ~(uint64_t)(P - 1);
+	int slot = -1;
+	for (int i = 0; i < MAX_POISON && slot < 0; i++) {
+		uint64_t expect = 0;
+		if (atomic_compare_exchange_strong(&pool->poison[i], &expect, off + 1))
+			slot = i;
+	}
+	if (slot < 0)
+		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
+	/* The content is lost, as on a real media error, then the page becomes inaccessible. */
+	uint8_t junk[P];
+	for (size_t i = 0; i < P; i++)
+		junk[i] = (uint8_t)(i * 131 + off);
+	kr_pm_copy(&pool->pm, pool->pm.base + off, junk, P);
+	kr_pm_persist(&pool->pm, pool->pm.base + off, P);
+	if (mprotect(pool->pm.base + off, P, PROT_NONE) != 0) {
+		atomic_store(&pool->poison[slot], 0);
+		return kr_err_errno(KR_E_IO, "mprotect");
+	}
+	/* The platform knows the page is bad: if the pool closes first, open repairs it. */
+	return kr_badblocks_add(pool->path, off);
+}
+
+static kr_pool *pool_of(const void *addr)
+{
+	for (int i = 0; i < MAX_POOLS; i++) {
+		kr_pool *p = atomic_load_explicit(&registry[i], memory_order_acquire);
+		if (p && (const char *)addr >= p->pm.base && (const char *)addr < p->pm.base + p->pm.size)
+			return p;
+	}
+	return NULL;
+}
+
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+	const struct sigaction *prev = sig == SIGBUS ? &prev_bus : &prev_segv;
+	if (prev->sa_flags & SA_SIGINFO) {
+		prev->sa_sigaction(sig, si, uc);
+	} else if (prev->sa_handler == SIG_IGN) {
+		return;
+	} else if (prev->sa_handler == SIG_DFL) {
+		/* Returning re-executes the fault, which now gets the default action. */
+		signal(sig, SIG_DFL);
+	} else {
+		prev->sa_handler(sig);
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+	kr_pool *pool = pool_of(si->si_addr);
+	uint64_t off = pool ? ((uint64_t)((char *)si->si_addr - pool->pm.base) & ~(uint64_t)(P - 1)) : 0;
+	int ours = pool && (sig == SIGSEGV ? poisoned_find(pool, off) >= 0
+					   : si->si_code == BUS_MCEERR_AR || si->si_code == BUS_MCEERR_AO);
+	if (!ours) {
+		errno = saved_errno;
+		chain(sig, si, uc);
+		return;
+	}
+	badblocks_append(pool->path, off); /* step 1: a crash from here on repeats the repair */
+	int token = kr_log_suspend();
+	while (atomic_flag_test_and_set(&repair_lock))
+		;
+	int slot = poisoned_find(pool, off);
+	if (sig == SIGBUS || slot >= 0) { /* not already repaired by another thread */
+		uint64_t t0 = now_ns();
+		kr_log_quiesce(&pool->log);
+		int ok = mprotect(pool->pm.base + off, P, PROT_READ | PROT_WRITE) == 0 &&
+			 kr_media_repair_page(pool, off) == KR_OK;
+		kr_log_resume(&pool->log);
+		if (slot >= 0)
+			atomic_store(&pool->poison[slot], 0);
+		pool->last_repair_ns = now_ns() - t0;
+		if (!ok) {
+			atomic_flag_clear(&repair_lock);
+			kr_pool_fail(pool, KR_E_MEDIA);
+			chain(sig, si, uc);
+			return;
+		}
+	}
+	atomic_flag_clear(&repair_lock);
+	kr_log_unsuspend(token);
+	errno = saved_errno;
+}
+
+int kr_media_register(kr_pool *pool)
+{
+	pthread_mutex_lock(&install_lock);
+	int rc = KR_OK;
+	if (!installed) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_fault;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, &prev_segv) != 0 || sigaction(SIGBUS, &sa, &prev_bus) != 0)
+			rc = kr_err_errno(KR_E_IO, "sigaction");
+		else
+			installed = 1;
+	}
+	int slot = -1;
+	for (int i = 0; rc == KR_OK && i < MAX_POOLS && slot < 0; i++) {
+		kr_pool *expect = NULL;
+		if (atomic_compare_exchange_strong(&registry[i], &expect, pool))
+			slot = i;
+	}
+	if (rc == KR_OK && slot < 0)
+		rc = kr_err_set(KR_E_MISUSE_STATE, "more than %d pools open", MAX_POOLS);
+	pthread_mutex_unlock(&install_lock);
+	return rc;
+}
+
+void kr_media_unregister(kr_pool *pool)
+{
+	pthread_mutex_lock(&install_lock);
+	for (int i = 0; i < MAX_POOLS; i++) {
+		kr_pool *expect = pool;
+		atomic_compare_exchange_strong(&registry[i], &expect, NULL);
+	}
+	pthread_mutex_unlock(&install_lock);
+}
