@@ -666,6 +666,8 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	pthread_mutex_unlock(&l->st_lock);
 	*seq_out = seq;
 	kr_pm_count_commit();
+	atomic_store_explicit(&l->commits, atomic_load_explicit(&l->commits, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 	return rc;
 }
 

@@ -55,6 +55,7 @@ struct kr_lane {
 	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
 
 	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
+	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
 
 	/* Shared with other threads (durable-seq computation and adoption). */
 	pthread_mutex_t st_lock;       /* guards the four fields below for adoption */

@@ -167,6 +167,7 @@ void kr_pool_fail(kr_pool *pool, int err)
 
 static void pool_free(kr_pool *pool)
 {
+	kr_scrub_stop(pool);
 	kr_media_unregister(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
@@ -175,6 +176,8 @@ static void pool_free(kr_pool *pool)
 	if (pool->pm.fd >= 0)
 		close(pool->pm.fd);
 	pthread_mutex_destroy(&pool->root_lock);
+	pthread_mutex_destroy(&pool->scrub_lock);
+	pthread_cond_destroy(&pool->scrub_cond);
 	free(pool->path);
 	free(pool);
 }
@@ -293,6 +296,8 @@ static kr_pool *pool_alloc(const char *path)
 	}
 	pool->pm.fd = -1;
 	pthread_mutex_init(&pool->root_lock, NULL);
+	pthread_mutex_init(&pool->scrub_lock, NULL);
+	pthread_cond_init(&pool->scrub_cond, NULL);
 	return pool;
 }
 
@@ -470,6 +475,7 @@ int kr_pool_close(kr_pool *pool)
 		return kr_err_set(KR_E_MISUSE_STATE, "%s: %d transaction(s) still open", pool->path,
 				  atomic_load(&pool->open_txs));
 	int rc = KR_OK;
+	kr_scrub_stop(pool);
 	if (!atomic_load(&pool->failed))
 		rc = kr_log_mark_clean(&pool->log);
 	pool_free(pool);

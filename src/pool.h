@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "heap.h"
 #include "layout.h"
@@ -28,6 +29,16 @@ struct kr_pool {
 	int recovered;
 	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;
 	_Atomic uint64_t poison[64]; /* emulated poisoned pages: offset + 1, or 0 (media.c) */
+
+	/* Read policy and the scrubber (scrub.c). */
+	_Atomic int read_policy;
+	pthread_mutex_t scrub_lock;
+	pthread_cond_t scrub_cond;
+	pthread_t scrub_thread;
+	int scrub_run;
+	uint64_t scrub_txs;
+	double scrub_seconds;
+	struct timespec scrub_last;
 	char *path;
 };
 
@@ -39,6 +50,10 @@ void kr_pool_fail(kr_pool *pool, int err);
 /* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
  * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
 int kr_scrub_chunk_records(kr_pool *pool);
+/* Online repair of one object that failed its checksum (commits held back meanwhile). */
+int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
+/* Stops the background scrubber if it runs. */
+void kr_scrub_stop(kr_pool *pool);
 
 /* Geometry: fills every derived field of hdr from pool_size, rows, nlanes, lane_pages. */
 int kr_layout_compute(struct kr_pool_hdr *hdr);

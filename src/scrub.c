@@ -190,15 +190,10 @@ static void settle_columns(struct scrub *s)
 	}
 }
 
-int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
+/* One pass over the pool. The caller keeps commits away (no open transaction, or the
+ * commit gate closed). */
+static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 {
-	if (!pool || !rep)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_check: NULL argument");
-	int rc = kr_pool_usable(pool);
-	if (rc)
-		return rc;
-	if (atomic_load(&pool->open_txs) != 0)
-		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
 	void (*on_page)(void *, uint64_t, int) = rep->on_page;
 	void *ctx = rep->ctx;
 	memset(rep, 0, sizeof(*rep));
@@ -212,13 +207,9 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	s.ncols = (uint64_t)h->nzones * h->row_pages;
 	s.bad_col = calloc(s.ncols, 1);
 	s.claim_row = calloc(s.ncols, sizeof(uint32_t));
-	if (!s.bad_col || !s.claim_row) {
-		free(s.bad_col);
-		free(s.claim_row);
-		return kr_err_set(KR_E_NOMEM, "check tables");
-	}
-	/* Applied transactions durable and parity settled before anything is judged. */
-	rc = kr_log_sync(&pool->log, NULL);
+	int rc = KR_OK;
+	if (!s.bad_col || !s.claim_row)
+		rc = kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
 		if (h->ro_compat & KR_FEAT_RO_PARITY)
 			scan_parity(&s);
@@ -227,6 +218,8 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		settle_columns(&s);
 		if (s.repair)
 			rc = kr_pm_fence(&pool->pm);
+		if (s.repair)
+			pool->csum_repairs += rep->repaired_pages;
 	}
 	free(s.bad_col);
 	free(s.claim_row);
@@ -242,6 +235,133 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 				  (unsigned long long)rep->bad_objects, (unsigned long long)rep->bad_chunks,
 				  (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable);
 	return KR_OK;
+}
+
+int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
+{
+	if (!pool || !rep)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_check: NULL argument");
+	int rc = kr_pool_usable(pool);
+	if (rc)
+		return rc;
+	if (atomic_load(&pool->open_txs) != 0)
+		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
+	/* Applied transactions durable and parity settled before anything is judged. */
+	if ((rc = kr_log_sync(&pool->log, NULL)))
+		return rc;
+	return scrub_run(pool, flags, rep);
+}
+
+/* An object that failed its checksum, repaired online: with commits held back, each of its
+ * pages whose column disagrees with parity is rebuilt; KR_OK if the object then verifies. */
+int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
+{
+	struct kr_parity *par = &pool->redund.parity;
+	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY))
+		return KR_E_CORRUPT_OBJECT;
+	int token = kr_log_suspend();
+	kr_log_quiesce(&pool->log);
+	for (uint64_t page = b->off & ~(uint64_t)(P - 1); page < b->off + b->bytes; page += P) {
+		if (!kr_parity_covers(par, page, P) || kr_parity_column_ok(par, page))
+			continue;
+		uint8_t buf[P];
+		kr_parity_rebuild(par, page, P, buf);
+		kr_pm_copy(&pool->pm, pool->pm.base + page, buf, P);
+		kr_pm_flush(&pool->pm, pool->pm.base + page, P);
+	}
+	int rc = kr_pm_fence(&pool->pm);
+	int ok = object_ok(pool, b);
+	kr_log_resume(&pool->log);
+	kr_log_unsuspend(token);
+	if (rc)
+		return rc;
+	if (!ok)
+		return KR_E_CORRUPT_OBJECT;
+	pool->csum_repairs++;
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Read policies and the background scrubber
+ * ------------------------------------------------------------------------------------- */
+static uint64_t commits_so_far(kr_pool *pool)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < pool->log.nlanes; i++)
+		n += atomic_load_explicit(&pool->log.lanes[i].commits, memory_order_relaxed);
+	return n;
+}
+
+static void *scrubber(void *arg)
+{
+	kr_pool *pool = arg;
+	uint64_t last = commits_so_far(pool);
+	pthread_mutex_lock(&pool->scrub_lock);
+	while (pool->scrub_run) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		/* Wake up often enough to notice the commit count, at most every 100 ms. */
+		double wait = pool->scrub_seconds < 0.1 ? pool->scrub_seconds : 0.1;
+		until.tv_nsec += (long)(wait * 1e9);
+		until.tv_sec += until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		pthread_cond_timedwait(&pool->scrub_cond, &pool->scrub_lock, &until);
+		if (!pool->scrub_run)
+			break;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		double elapsed = (double)(now.tv_sec - pool->scrub_last.tv_sec) +
+				 (double)(now.tv_nsec - pool->scrub_last.tv_nsec) / 1e9;
+		uint64_t c = commits_so_far(pool);
+		if (elapsed < pool->scrub_seconds && (pool->scrub_txs == 0 || c - last < pool->scrub_txs))
+			continue;
+		pthread_mutex_unlock(&pool->scrub_lock);
+		/* A pass holds commits back for its duration (a whole-pool pass; scrubbing in
+		 * slices is the next step for large pools). */
+		struct kr_check_report rep = {0};
+		kr_log_quiesce(&pool->log);
+		if (kr_log_sync(&pool->log, NULL) == KR_OK)
+			scrub_run(pool, KR_CHECK_REPAIR, &rep);
+		kr_log_resume(&pool->log);
+		pthread_mutex_lock(&pool->scrub_lock);
+		pool->scrub_passes++;
+		last = c;
+		clock_gettime(CLOCK_MONOTONIC, &pool->scrub_last);
+	}
+	pthread_mutex_unlock(&pool->scrub_lock);
+	return NULL;
+}
+
+void kr_scrub_stop(kr_pool *pool)
+{
+	pthread_mutex_lock(&pool->scrub_lock);
+	int running = pool->scrub_run;
+	pool->scrub_run = 0;
+	pthread_cond_signal(&pool->scrub_cond);
+	pthread_mutex_unlock(&pool->scrub_lock);
+	if (running)
+		pthread_join(pool->scrub_thread, NULL);
+}
+
+int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
+			    double scrub_seconds)
+{
+	if (!pool || policy > KR_READ_CONSERVATIVE || scrub_seconds < 0)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_set_read_policy: bad argument");
+	kr_scrub_stop(pool);
+	atomic_store(&pool->read_policy, policy);
+	if (policy != KR_READ_SCRUB)
+		return KR_OK;
+	pthread_mutex_lock(&pool->scrub_lock);
+	pool->scrub_txs = scrub_txs;
+	pool->scrub_seconds = scrub_seconds > 0 ? scrub_seconds : 60;
+	clock_gettime(CLOCK_MONOTONIC, &pool->scrub_last);
+	pool->scrub_run = 1;
+	int e = pthread_create(&pool->scrub_thread, NULL, scrubber, pool);
+	if (e)
+		pool->scrub_run = 0;
+	pthread_mutex_unlock(&pool->scrub_lock);
+	return e ? kr_err_set(KR_E_NOMEM, "cannot start the scrubber thread") : KR_OK;
 }
 
 int kr_pool_page_kind(kr_pool *pool, uint64_t off)

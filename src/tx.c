@@ -181,6 +181,16 @@ static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr
 			  (unsigned long long)hdr->size, got, hdr->crc);
 }
 
+/* Verifies; on a mismatch tries an online repair from parity before giving up. */
+static int object_verify_repair(kr_pool *pool, kr_oid oid, const struct kr_block *b)
+{
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
+	int rc = object_verify(pool, oid, hdr);
+	if (rc == KR_OK || kr_scrub_object(pool, b) != KR_OK)
+		return rc; /* the message names the mismatch */
+	return KR_OK;
+}
+
 /* The transaction's buffer for oid, created (without data) for a live object. */
 static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 {
@@ -213,7 +223,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	m->type = hdr->type;
 	m->block = b;
 	/* Opening for write always verifies: a change must not be built on damaged bytes. */
-	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM) && (rc = object_verify(tx->pool, oid, hdr))) {
+	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM) && (rc = object_verify_repair(tx->pool, oid, &b))) {
 		tx_fail(tx, rc);
 		return NULL;
 	}
@@ -708,7 +718,13 @@ static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 		kr_err_set(KR_E_MISUSE_ARG, "pool is NULL");
 		return NULL;
 	}
-	return object_header(pool, oid, &b, &hdr) == KR_OK ? hdr : NULL;
+	if (object_header(pool, oid, &b, &hdr) != KR_OK)
+		return NULL;
+	/* Conservative policy: every read verifies (and repairs) first. */
+	if (atomic_load_explicit(&pool->read_policy, memory_order_relaxed) == KR_READ_CONSERVATIVE &&
+	    feat(pool, KR_FEAT_RO_OBJ_CSUM) && object_verify_repair(pool, oid, &b) != KR_OK)
+		return NULL;
+	return hdr;
 }
 
 const void *kr_get(kr_pool *pool, kr_oid oid)
