@@ -65,31 +65,41 @@ uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
 	return p->heap_off + z * p->zone_size + (uint64_t)p->rows * p->row_size + zoff % p->row_size;
 }
 
-/* Locks the page columns of parity bytes [poff, poff+len), ascending, shared or not. */
-static void lock_range(struct kr_parity *p, uint64_t poff, size_t len, int exclusive)
+/* The distinct lock indices of the page columns of parity bytes [poff, poff+len), in
+ * ascending order (so patches never deadlock on each other or on themselves). */
+static int lock_set(uint64_t poff, size_t len, uint16_t *idx)
 {
 	uint64_t first = poff / P, last = (poff + len - 1) / P;
-	uint64_t n = last - first + 1 < KR_PARITY_LOCKS ? last - first + 1 : KR_PARITY_LOCKS;
-	/* Distinct lock indices in ascending order: avoids both self-deadlock (two pages that
-	 * hash alike) and lock-order inversions between patches. */
-	unsigned char taken[KR_PARITY_LOCKS] = {0};
-	for (uint64_t i = 0; i < n; i++)
-		taken[(first + i) % KR_PARITY_LOCKS] = 1;
-	for (int i = 0; i < KR_PARITY_LOCKS; i++)
-		if (taken[i])
-			exclusive ? pthread_rwlock_wrlock(&p->locks[i]) : pthread_rwlock_rdlock(&p->locks[i]);
+	if (last - first + 1 >= KR_PARITY_LOCKS) {
+		for (int i = 0; i < KR_PARITY_LOCKS; i++)
+			idx[i] = (uint16_t)i;
+		return KR_PARITY_LOCKS;
+	}
+	int n = 0;
+	for (uint64_t pg = first; pg <= last; pg++) {
+		uint16_t v = (uint16_t)(pg % KR_PARITY_LOCKS);
+		int k = n;
+		while (k > 0 && idx[k - 1] > v) /* insertion: the set is tiny */
+			k--;
+		if (k > 0 && idx[k - 1] == v)
+			continue;
+		memmove(&idx[k + 1], &idx[k], (size_t)(n - k) * sizeof(*idx));
+		idx[k] = v;
+		n++;
+	}
+	return n;
 }
 
-static void unlock_range(struct kr_parity *p, uint64_t poff, size_t len)
+static void lock_range(struct kr_parity *p, const uint16_t *idx, int n, int exclusive)
 {
-	uint64_t first = poff / P, last = (poff + len - 1) / P;
-	uint64_t n = last - first + 1 < KR_PARITY_LOCKS ? last - first + 1 : KR_PARITY_LOCKS;
-	unsigned char taken[KR_PARITY_LOCKS] = {0};
-	for (uint64_t i = 0; i < n; i++)
-		taken[(first + i) % KR_PARITY_LOCKS] = 1;
-	for (int i = KR_PARITY_LOCKS - 1; i >= 0; i--)
-		if (taken[i])
-			pthread_rwlock_unlock(&p->locks[i]);
+	for (int i = 0; i < n; i++)
+		exclusive ? pthread_rwlock_wrlock(&p->locks[idx[i]]) : pthread_rwlock_rdlock(&p->locks[idx[i]]);
+}
+
+static void unlock_range(struct kr_parity *p, const uint16_t *idx, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		pthread_rwlock_unlock(&p->locks[idx[i]]);
 }
 
 /* Atomic word XORs: the delta of each 8-byte parity word, built from old and new. */
@@ -100,12 +110,35 @@ static void patch_words(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 	uint64_t w = poff & ~7ull, end = poff + len;
 	for (; w < end; w += 8) {
 		uint64_t delta = 0;
-		uint64_t s = w < poff ? poff : w, e = w + 8 < end ? w + 8 : end;
-		for (uint64_t b = s; b < e; b++)
-			delta |= (uint64_t)(old[b - poff] ^ new[b - poff]) << (8 * (b - w));
+		if (w >= poff && w + 8 <= end) {
+			uint64_t o, n;
+			memcpy(&o, old + (w - poff), 8);
+			memcpy(&n, new + (w - poff), 8);
+			delta = o ^ n;
+		} else {
+			uint64_t s = w < poff ? poff : w, e = w + 8 < end ? w + 8 : end;
+			for (uint64_t b = s; b < e; b++)
+				delta |= (uint64_t)(old[b - poff] ^ new[b - poff]) << (8 * (b - w));
+		}
 		if (delta)
 			kr_pm_xor64(p->pm, (uint64_t *)(base + w), delta);
 	}
+}
+
+/* Per-thread aligned scratch for the SIMD path (ISA-L wants 32-byte aligned vectors). */
+static _Thread_local uint8_t *scratch;
+static _Thread_local size_t scratch_cap;
+
+static uint8_t *scratch_get(size_t n)
+{
+	if (n <= scratch_cap)
+		return scratch;
+	free(scratch);
+	scratch_cap = 0;
+	scratch = aligned_alloc(32, (n + 31) & ~(size_t)31);
+	if (scratch)
+		scratch_cap = (n + 31) & ~(size_t)31;
+	return scratch;
 }
 
 /* SIMD XOR for the 32-byte aligned middle, atomic words for the edges. Exclusive lock. */
@@ -120,14 +153,13 @@ static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 	patch_words(p, poff, old, new, a - poff);
 	size_t mid = e - a;
 	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch. */
-	uint8_t *scratch = aligned_alloc(32, 2 * mid);
-	if (!scratch) {
+	uint8_t *st = scratch_get(2 * mid);
+	if (!st) {
 		patch_words(p, a, old + (a - poff), new + (a - poff), mid);
 	} else {
-		memcpy(scratch, old + (a - poff), mid);
-		memcpy(scratch + mid, new + (a - poff), mid);
-		kr_pm_xor2(p->pm, p->pm->base + a, scratch, scratch + mid, mid);
-		free(scratch);
+		memcpy(st, old + (a - poff), mid);
+		memcpy(st + mid, new + (a - poff), mid);
+		kr_pm_xor2(p->pm, p->pm->base + a, st, st + mid, mid);
 	}
 	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
 }
@@ -144,12 +176,14 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
 			piece = len;
 		uint64_t poff = kr_parity_offset(p, off);
 		int big = piece >= p->crossover;
-		lock_range(p, poff, piece, big);
+		uint16_t idx[KR_PARITY_LOCKS];
+		int nl = lock_set(poff, piece, idx);
+		lock_range(p, idx, nl, big);
 		if (big)
 			patch_simd(p, poff, o, n, piece);
 		else
 			patch_words(p, poff, o, n, piece);
-		unlock_range(p, poff, piece);
+		unlock_range(p, idx, nl);
 		kr_pm_flush(p->pm, p->pm->base + poff, piece);
 		off += piece;
 		o += piece;
@@ -179,9 +213,11 @@ void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 		uint64_t col;
 		column_vectors(p, page, v, &col);
 		uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
-		lock_range(p, poff, P, 1);
+		uint16_t idx[1];
+		int nl = lock_set(poff, P, idx);
+		lock_range(p, idx, nl, 1);
 		kr_pm_xor_gen(p->pm, (int)p->rows + 1, P, v);
-		unlock_range(p, poff, P);
+		unlock_range(p, idx, nl);
 		kr_pm_flush(p->pm, v[p->rows], P);
 	}
 	free(v);
@@ -208,9 +244,11 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 	column_vectors(p, off, v, &col);
 	/* acc = parity ^ every other row: the lost row's bytes. */
 	uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
-	lock_range(p, poff, P, 0);
+	uint16_t idx[1];
+	int nl = lock_set(poff, P, idx);
+	lock_range(p, idx, nl, 0);
 	memcpy(acc, v[p->rows], P);
-	unlock_range(p, poff, P);
+	unlock_range(p, idx, nl);
 	for (uint32_t r = 0; r < p->rows; r++) {
 		if (r == row)
 			continue;

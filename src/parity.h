@@ -27,9 +27,12 @@ struct kr_parity {
 	pthread_rwlock_t locks[KR_PARITY_LOCKS];
 };
 
-/* Default crossover (bytes) between atomic-word and SIMD patches, measured by
- * bench/keratin-bench --parity on the development machine (see docs/BENCHMARKS.md). */
-#define KR_PARITY_CROSSOVER_DEFAULT 1024
+/* Default crossover (bytes) between atomic-word and SIMD patches, measured with
+ * build/bench/parity-crossover on the development machine (2 cores, AVX-512): SIMD under the
+ * exclusive lock was at least as fast from 128 bytes with one and with two threads (e.g. 256 B:
+ * 211 vs 582 ns alone, 422 vs 928 ns contended); at 64 B the atomic words won contended
+ * (542 vs 1050 ns). Override with KERATIN_PARITY_CROSSOVER=<bytes>. */
+#define KR_PARITY_CROSSOVER_DEFAULT 128
 
 void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_hdr *h);
 void kr_parity_fini(struct kr_parity *p);
