@@ -195,16 +195,18 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	}
 	if (slot < 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
-	/* The content is lost, as on a real media error, then the page becomes inaccessible. */
-	uint8_t junk[P];
-	for (size_t i = 0; i < P; i++)
-		junk[i] = (uint8_t)(i * 131 + off);
-	kr_pm_copy(&pool->pm, pool->pm.base + off, junk, P);
-	kr_pm_persist(&pool->pm, pool->pm.base + off, P);
+	/* The page becomes inaccessible first, then loses its content (through the file, since
+	 * the mapping can no longer be written): no reader can ever see the lost bytes without
+	 * faulting, as with real poison. This is fault injection, so it goes around pmem.c. */
 	if (mprotect(pool->pm.base + off, P, PROT_NONE) != 0) {
 		atomic_store(&pool->poison[slot], 0);
 		return kr_err_errno(KR_E_IO, "mprotect");
 	}
+	uint8_t junk[P];
+	for (size_t i = 0; i < P; i++)
+		junk[i] = (uint8_t)(i * 131 + off);
+	if (pwrite(pool->pm.fd, junk, P, (off_t)off) != (ssize_t)P)
+		return kr_err_errno(KR_E_IO, "pwrite");
 	/* The platform knows the page is bad: if the pool closes first, open repairs it. */
 	return kr_badblocks_add(pool->path, off);
 }

@@ -78,14 +78,32 @@ static void scan_parity(struct scrub *s)
 	}
 }
 
-/* Step 3 for one damaged item [off, off+len): claims (and, repairing, rebuilds) its pages
- * that lie in disagreeing columns. Returns how many it claims, or -1 if another row's item
- * claims one of those columns too (two faults in one column). */
-static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len)
+static void rebuild_page(struct scrub *s, uint64_t page)
 {
-	int claimed = 0;
-	uint64_t page = off & ~(uint64_t)(P - 1);
-	for (; page < off + len; page += P) {
+	uint8_t buf[P];
+	struct kr_pm *pm = &s->pool->pm;
+	kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
+	kr_pm_copy(pm, pm->base + page, buf, P);
+	kr_pm_flush(pm, pm->base + page, P);
+}
+
+/* Step 3 for one damaged item [off, off+len), whose soundness ok(item) tells. Its pages in
+ * disagreeing columns are the candidates. A column where the item has a single candidate
+ * is rebuilt at once. An item larger than a row may have several pages in one column; then
+ * each is tried (rebuilt, checked, put back if that did not make the item sound), since
+ * rebuilding the wrong one would replace good bytes. Returns how many columns the item
+ * claims, or -1 if it cannot be repaired (another row's item claims one of them: two faults
+ * in one column; or more than one column is ambiguous). */
+#define MAX_CAND 64
+
+static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len, int (*ok)(const void *),
+			const void *item)
+{
+	uint64_t cand[MAX_CAND];
+	uint64_t ccol[MAX_CAND];
+	uint32_t crow[MAX_CAND];
+	int n = 0;
+	for (uint64_t page = off & ~(uint64_t)(P - 1); page < off + len; page += P) {
 		if (!kr_parity_covers(&s->pool->redund.parity, page, P))
 			continue;
 		uint32_t row;
@@ -94,22 +112,58 @@ static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len)
 			continue;
 		if (s->bad_col[c] == 2 && s->claim_row[c] != row)
 			return -1; /* another row's damaged item needs this column too */
-		claimed++;
-		if (s->bad_col[c] == 2)
-			continue; /* this row's page was rebuilt already */
-		s->bad_col[c] = 2;
-		s->claim_row[c] = row;
-		report_page(s, page, s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
-		if (!s->repair)
-			continue;
-		uint8_t buf[P];
-		kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
-		struct kr_pm *pm = &s->pool->pm;
-		kr_pm_copy(pm, pm->base + page, buf, P);
-		kr_pm_flush(pm, pm->base + page, P);
-		s->rep->repaired_pages++;
+		if (n == MAX_CAND)
+			return -1;
+		cand[n] = page;
+		ccol[n] = c;
+		crow[n++] = row;
 	}
-	return claimed;
+	/* Columns with one candidate, and at most one column with several. */
+	int claimed = 0;
+	uint64_t amb = UINT64_MAX;
+	for (int i = 0; i < n; i++) {
+		int same = 0;
+		for (int j = 0; j < n; j++)
+			same += ccol[j] == ccol[i];
+		if (same > 1) {
+			if (amb != UINT64_MAX && amb != ccol[i])
+				return -1;
+			amb = ccol[i];
+			continue;
+		}
+		if (s->bad_col[ccol[i]] != 2) {
+			s->bad_col[ccol[i]] = 2;
+			s->claim_row[ccol[i]] = crow[i];
+			report_page(s, cand[i], s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
+			if (s->repair) {
+				rebuild_page(s, cand[i]);
+				s->rep->repaired_pages++;
+			}
+		}
+		claimed++;
+	}
+	if (amb == UINT64_MAX)
+		return claimed;
+	if (!s->repair)
+		return claimed + 1; /* repairable if one of the candidates is the culprit */
+	for (int i = 0; i < n; i++) {
+		if (ccol[i] != amb)
+			continue;
+		uint8_t save[P];
+		char *home = s->pool->pm.base + cand[i];
+		memcpy(save, home, P);
+		rebuild_page(s, cand[i]);
+		if (ok(item)) {
+			s->bad_col[amb] = 2;
+			s->claim_row[amb] = crow[i];
+			report_page(s, cand[i], KR_PAGE_REPAIRED);
+			s->rep->repaired_pages++;
+			return claimed + 1;
+		}
+		kr_pm_copy(&s->pool->pm, home, save, P);
+		kr_pm_flush(&s->pool->pm, home, P);
+	}
+	return -1;
 }
 
 /* A damaged item is repairable if it claims some disagreeing column and none twice; when
@@ -123,6 +177,7 @@ static void judge_item(struct scrub *s, uint64_t off, int claimed, int ok_after)
 }
 
 static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
+static int chunk_ok_v(const void *m) { return chunk_ok(m); }
 
 /* Step 2+3 for chunk records. */
 static void scan_chunks(struct scrub *s)
@@ -140,7 +195,7 @@ static void scan_chunks(struct scrub *s)
 			s->rep->bad_chunks++;
 			if (!s->rep->first_bad_off)
 				s->rep->first_bad_off = off;
-			int n = rebuild_item(s, off, sizeof(*m));
+			int n = rebuild_item(s, off, sizeof(*m), chunk_ok_v, m);
 			judge_item(s, off, n, chunk_ok(m));
 		}
 }
@@ -154,6 +209,17 @@ static int object_ok(kr_pool *pool, const struct kr_block *b)
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_OBJ_CSUM))
 		return 1;
 	return kr_crc32c(hdr + 1, hdr->size) == hdr->crc;
+}
+
+struct object_ref {
+	kr_pool *pool;
+	const struct kr_block *b;
+};
+
+static int object_ok_v(const void *r)
+{
+	const struct object_ref *ref = r;
+	return object_ok(ref->pool, ref->b);
 }
 
 static void scan_objects(struct scrub *s)
@@ -170,7 +236,8 @@ static void scan_objects(struct scrub *s)
 		if (!s->rep->first_bad_off)
 			s->rep->first_bad_off = oid;
 		/* The header may be the damaged part, so the whole block is suspect. */
-		int n = rebuild_item(s, b.off, b.bytes);
+		struct object_ref ref = {pool, &b};
+		int n = rebuild_item(s, b.off, b.bytes, object_ok_v, &ref);
 		judge_item(s, b.off, n, object_ok(pool, &b));
 	}
 }
@@ -410,8 +477,6 @@ static int rebuild_if(kr_pool *pool, uint64_t off, int (*ok)(const void *), cons
 	kr_pm_copy(&pool->pm, pool->pm.base + page, old, P); /* not the culprit: put it back */
 	return 0;
 }
-
-static int chunk_ok_v(const void *m) { return chunk_ok(m); }
 
 int kr_scrub_chunk_records(kr_pool *pool)
 {
