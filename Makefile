@@ -4,12 +4,13 @@
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    benchmarks (prints tables)
 #   make fuzz     a longer libFuzzer run of the pool opener
+#   make torture  the full single-page fault sweep
 #   make deps     install missing Debian packages
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
 
 all: build
 
@@ -41,7 +42,11 @@ check-tsan: deps
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
 
 # A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
-check-fuzz: deps
+check-# The full single-page fault sweep (every page of a small pool, both fault kinds).
+torture: build
+	@build/tests/test_sweep full
+
+fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-30} >fuzz-check.log 2>&1; rc=$$?; \
 		grep -E '^Done|ERROR|SUMMARY' fuzz-check.log; \
 		[ $$rc -eq 0 ] || { tail -n 40 fuzz-check.log; exit $$rc; }
@@ -50,6 +55,10 @@ check: check-fast check-asan check-tsan check-fuzz
 
 bench: build
 	@build/bench/keratin-bench
+
+# The full single-page fault sweep (every page of a small pool, both fault kinds).
+torture: build
+	@build/tests/test_sweep full
 
 fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-600}
