@@ -115,6 +115,7 @@ int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const cha
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
+	const char *base = strrchr(file, '/'); /* the source file, not the build machine's path */
 	return kr_err_set(code, "%s at pool offset 0x%llx (detected at %s:%d)", what,
-			  (unsigned long long)off, file, line);
+			  (unsigned long long)off, base ? base + 1 : file, line);
 }

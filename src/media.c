@@ -143,6 +143,20 @@ int kr_badblocks_add(const char *pool_path, uint64_t off)
 	return KR_OK;
 }
 
+/* Zone and column of a data-row page, for spotting two lost pages in one column. */
+static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
+{
+	const struct kr_pool_hdr *h = &pool->hdr;
+	uint64_t row = (uint64_t)h->row_pages * P;
+	if (off < h->heap_off || off >= h->heap_off + (uint64_t)h->nzones * h->zone_size)
+		return 0;
+	uint64_t rel = off - h->heap_off, zoff = rel % h->zone_size;
+	if (zoff >= (uint64_t)h->rows * row)
+		return 0;
+	*col = rel / h->zone_size * h->row_pages + (zoff % row) / P;
+	return 1;
+}
+
 int kr_media_repair_listed(kr_pool *pool)
 {
 	char path[4096 + 16], line[128];
@@ -150,6 +164,8 @@ int kr_media_repair_listed(kr_pool *pool)
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return errno == ENOENT ? KR_OK : kr_err_errno(KR_E_IO, "%s", path);
+	uint64_t pages[256];
+	size_t n = 0;
 	int rc = KR_OK;
 	while (rc == KR_OK && fgets(line, sizeof(line), f)) {
 		char *end;
@@ -157,16 +173,33 @@ int kr_media_repair_listed(kr_pool *pool)
 		unsigned long long off = strtoull(line, &end, 0);
 		if (end == line || errno)
 			continue; /* not a number: ignore the line, as the kernel's list would */
-		if (off >= pool->hdr.pool_size) {
+		if (off >= pool->hdr.pool_size)
 			rc = kr_err_set(KR_E_MEDIA, "%s: bad block at 0x%llx is beyond the pool", path, off);
-			break;
-		}
-		rc = kr_media_repair_page(pool, off);
+		off &= ~(unsigned long long)(P - 1);
+		int dup = 0;
+		for (size_t i = 0; i < n; i++)
+			dup |= pages[i] == off;
+		if (!dup && n < sizeof(pages) / sizeof(pages[0]))
+			pages[n++] = off;
 	}
 	fclose(f);
-	/* Every listed page now holds correct data: the list is cleared, as writing a poisoned
-	 * page clears the poison on real hardware. */
-	if (rc == KR_OK && unlink(path) != 0)
+	/* Two lost data pages in one column cannot be rebuilt from each other: leave them (their
+	 * objects fail their checksums) and keep the list, rather than write guesses. */
+	int kept = 0;
+	for (size_t i = 0; rc == KR_OK && i < n; i++) {
+		uint64_t ci, cj;
+		int clash = 0;
+		for (size_t j = 0; j < n && page_column(pool, pages[i], &ci); j++)
+			clash |= j != i && page_column(pool, pages[j], &cj) && ci == cj;
+		if (clash) {
+			kept = 1;
+			continue;
+		}
+		rc = kr_media_repair_page(pool, pages[i]);
+	}
+	/* Every other listed page now holds correct data: the list is cleared, as writing a
+	 * poisoned page clears the poison on real hardware. */
+	if (rc == KR_OK && !kept && unlink(path) != 0)
 		rc = kr_err_errno(KR_E_IO, "%s: cannot clear the list", path);
 	return rc;
 }

@@ -36,20 +36,35 @@
 
 #define P KR_PAGE_SIZE
 
+/* A damaged item: a chunk record or an object whose checksum fails. */
+struct item {
+	uint64_t off, len; /* the bytes it owns: record, or whole block (its header may be hit) */
+	struct kr_block b; /* objects only */
+	int is_object;
+	int fixed;
+};
+
 struct scrub {
 	kr_pool *pool;
 	struct kr_check_report *rep;
 	int repair;
-	uint64_t ncols;         /* nzones * row_pages page columns */
-	uint8_t *bad_col;       /* 1 = parity disagrees (set M), 2 = claimed by an item */
-	uint32_t *claim_row;    /* the row that claimed the column */
+	uint64_t ncols;   /* nzones * row_pages page columns */
+	uint8_t *bad_col; /* 1 = parity disagrees, 2 = resolved (rebuilt or recomputed) */
 	uint64_t row_size;
+	struct item *items;
+	size_t nitems, cap;
 };
 
 static void report_page(struct scrub *s, uint64_t off, int state)
 {
 	if (s->rep->on_page)
 		s->rep->on_page(s->rep->ctx, off, state);
+}
+
+static void note_bad(struct scrub *s, uint64_t off)
+{
+	if (!s->rep->first_bad_off || off < s->rep->first_bad_off)
+		s->rep->first_bad_off = off;
 }
 
 static uint64_t col_index(const struct scrub *s, uint64_t off, uint32_t *row)
@@ -66,7 +81,12 @@ static uint64_t col_data_off(const struct scrub *s, uint64_t col)
 	return h->heap_off + col / h->row_pages * h->zone_size + col % h->row_pages * P;
 }
 
-/* Step 1: every page column of every zone. */
+static uint64_t col_page(const struct scrub *s, uint64_t col, uint32_t row)
+{
+	return col_data_off(s, col) + (uint64_t)row * s->row_size;
+}
+
+/* Every page column of every zone. */
 static void scan_parity(struct scrub *s)
 {
 	for (uint64_t c = 0; c < s->ncols; c++) {
@@ -78,127 +98,8 @@ static void scan_parity(struct scrub *s)
 	}
 }
 
-static void rebuild_page(struct scrub *s, uint64_t page)
-{
-	uint8_t buf[P];
-	struct kr_pm *pm = &s->pool->pm;
-	kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
-	kr_pm_copy(pm, pm->base + page, buf, P);
-	kr_pm_flush(pm, pm->base + page, P);
-}
-
-/* Step 3 for one damaged item [off, off+len), whose soundness ok(item) tells. Its pages in
- * disagreeing columns are the candidates. A column where the item has a single candidate
- * is rebuilt at once. An item larger than a row may have several pages in one column; then
- * each is tried (rebuilt, checked, put back if that did not make the item sound), since
- * rebuilding the wrong one would replace good bytes. Returns how many columns the item
- * claims, or -1 if it cannot be repaired (another row's item claims one of them: two faults
- * in one column; or more than one column is ambiguous). */
-#define MAX_CAND 64
-
-static int rebuild_item(struct scrub *s, uint64_t off, uint64_t len, int (*ok)(const void *),
-			const void *item)
-{
-	uint64_t cand[MAX_CAND];
-	uint64_t ccol[MAX_CAND];
-	uint32_t crow[MAX_CAND];
-	int n = 0;
-	for (uint64_t page = off & ~(uint64_t)(P - 1); page < off + len; page += P) {
-		if (!kr_parity_covers(&s->pool->redund.parity, page, P))
-			continue;
-		uint32_t row;
-		uint64_t c = col_index(s, page, &row);
-		if (s->bad_col[c] == 0)
-			continue;
-		if (s->bad_col[c] == 2 && s->claim_row[c] != row)
-			return -1; /* another row's damaged item needs this column too */
-		if (n == MAX_CAND)
-			return -1;
-		cand[n] = page;
-		ccol[n] = c;
-		crow[n++] = row;
-	}
-	/* Columns with one candidate, and at most one column with several. */
-	int claimed = 0;
-	uint64_t amb = UINT64_MAX;
-	for (int i = 0; i < n; i++) {
-		int same = 0;
-		for (int j = 0; j < n; j++)
-			same += ccol[j] == ccol[i];
-		if (same > 1) {
-			if (amb != UINT64_MAX && amb != ccol[i])
-				return -1;
-			amb = ccol[i];
-			continue;
-		}
-		if (s->bad_col[ccol[i]] != 2) {
-			s->bad_col[ccol[i]] = 2;
-			s->claim_row[ccol[i]] = crow[i];
-			report_page(s, cand[i], s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
-			if (s->repair) {
-				rebuild_page(s, cand[i]);
-				s->rep->repaired_pages++;
-			}
-		}
-		claimed++;
-	}
-	if (amb == UINT64_MAX)
-		return claimed;
-	if (!s->repair)
-		return claimed + 1; /* repairable if one of the candidates is the culprit */
-	for (int i = 0; i < n; i++) {
-		if (ccol[i] != amb)
-			continue;
-		uint8_t save[P];
-		char *home = s->pool->pm.base + cand[i];
-		memcpy(save, home, P);
-		rebuild_page(s, cand[i]);
-		if (ok(item)) {
-			s->bad_col[amb] = 2;
-			s->claim_row[amb] = crow[i];
-			report_page(s, cand[i], KR_PAGE_REPAIRED);
-			s->rep->repaired_pages++;
-			return claimed + 1;
-		}
-		kr_pm_copy(&s->pool->pm, home, save, P);
-		kr_pm_flush(&s->pool->pm, home, P);
-	}
-	return -1;
-}
-
-/* A damaged item is repairable if it claims some disagreeing column and none twice; when
- * repairing, only if it checks out afterwards. */
-static void judge_item(struct scrub *s, uint64_t off, int claimed, int ok_after)
-{
-	if (claimed <= 0 || (s->repair && !ok_after)) {
-		s->rep->unrepairable++;
-		report_page(s, off & ~(uint64_t)(P - 1), KR_PAGE_UNREPAIRABLE);
-	}
-}
-
 static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
 static int chunk_ok_v(const void *m) { return chunk_ok(m); }
-
-/* Step 2+3 for chunk records. */
-static void scan_chunks(struct scrub *s)
-{
-	const struct kr_pool_hdr *h = &s->pool->hdr;
-	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
-		return;
-	for (uint32_t z = 0; z < h->nzones; z++)
-		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
-			uint64_t off = h->heap_off + z * h->zone_size + (uint64_t)i * sizeof(struct kr_chunk_meta);
-			const struct kr_chunk_meta *m = (const void *)(s->pool->pm.base + off);
-			s->rep->chunks++;
-			if (chunk_ok(m))
-				continue;
-			s->rep->bad_chunks++;
-			if (!s->rep->first_bad_off)
-				s->rep->first_bad_off = off;
-			int n = rebuild_item(s, off, sizeof(*m), chunk_ok_v, m);
-			judge_item(s, off, n, chunk_ok(m));
-		}
-}
 
 /* An object is sound if its header fits its block and its payload matches the CRC. */
 static int object_ok(kr_pool *pool, const struct kr_block *b)
@@ -211,21 +112,47 @@ static int object_ok(kr_pool *pool, const struct kr_block *b)
 	return kr_crc32c(hdr + 1, hdr->size) == hdr->crc;
 }
 
-struct object_ref {
-	kr_pool *pool;
-	const struct kr_block *b;
-};
-
-static int object_ok_v(const void *r)
+static int item_ok(const struct scrub *s, const struct item *it)
 {
-	const struct object_ref *ref = r;
-	return object_ok(ref->pool, ref->b);
+	if (it->is_object)
+		return object_ok(s->pool, &it->b);
+	return chunk_ok((const struct kr_chunk_meta *)(s->pool->pm.base + it->off));
 }
 
-static void scan_objects(struct scrub *s)
+static int add_item(struct scrub *s, struct item it)
+{
+	if (s->nitems == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct item *n = realloc(s->items, cap * sizeof(*n));
+		if (!n)
+			return kr_err_set(KR_E_NOMEM, "damaged item table");
+		s->items = n;
+		s->cap = cap;
+	}
+	s->items[s->nitems++] = it;
+	note_bad(s, it.is_object ? it.off + sizeof(struct kr_obj_hdr) : it.off);
+	return KR_OK;
+}
+
+/* Every chunk record and every live object against its checksum. */
+static int scan_items(struct scrub *s)
 {
 	kr_pool *pool = s->pool;
-	for (kr_oid oid = kr_heap_next(&pool->heap, 0); oid; oid = kr_heap_next(&pool->heap, oid)) {
+	const struct kr_pool_hdr *h = &pool->hdr;
+	int rc = KR_OK;
+	if (h->ro_compat & KR_FEAT_RO_META_CSUM)
+		for (uint32_t z = 0; z < h->nzones && rc == KR_OK; z++)
+			for (uint32_t i = 0; i < h->chunks_per_zone && rc == KR_OK; i++) {
+				uint64_t off = h->heap_off + z * h->zone_size +
+					       (uint64_t)i * sizeof(struct kr_chunk_meta);
+				s->rep->chunks++;
+				if (chunk_ok((const void *)(pool->pm.base + off)))
+					continue;
+				s->rep->bad_chunks++;
+				rc = add_item(s, (struct item){.off = off, .len = sizeof(struct kr_chunk_meta)});
+			}
+	for (kr_oid oid = kr_heap_next(&pool->heap, 0); oid && rc == KR_OK;
+	     oid = kr_heap_next(&pool->heap, oid)) {
 		struct kr_block b;
 		if (kr_heap_lookup(&pool->heap, oid, &b) != KR_OK)
 			continue;
@@ -233,25 +160,143 @@ static void scan_objects(struct scrub *s)
 		if (object_ok(pool, &b))
 			continue;
 		s->rep->bad_objects++;
-		if (!s->rep->first_bad_off)
-			s->rep->first_bad_off = oid;
-		/* The header may be the damaged part, so the whole block is suspect. */
-		struct object_ref ref = {pool, &b};
-		int n = rebuild_item(s, b.off, b.bytes, object_ok_v, &ref);
-		judge_item(s, b.off, n, object_ok(pool, &b));
+		rc = add_item(s, (struct item){.off = b.off, .len = b.bytes, .b = b, .is_object = 1});
+	}
+	return rc;
+}
+
+/* Does unfixed item it own a page in column c? In which row (the first one)? */
+static int item_rows_in_col(const struct scrub *s, const struct item *it, uint64_t c,
+			    uint32_t *rows, int max)
+{
+	int n = 0;
+	for (uint64_t pg = it->off & ~(uint64_t)(P - 1); pg < it->off + it->len && n < max; pg += P) {
+		uint32_t row;
+		if (kr_parity_covers(&s->pool->redund.parity, pg, P) && col_index(s, pg, &row) == c)
+			rows[n++] = row;
+	}
+	return n;
+}
+
+static void rebuild_page(struct scrub *s, uint64_t page)
+{
+	uint8_t buf[P];
+	struct kr_pm *pm = &s->pool->pm;
+	kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
+	kr_pm_copy(pm, pm->base + page, buf, P);
+	kr_pm_flush(pm, pm->base + page, P);
+}
+
+static void recheck_items(struct scrub *s)
+{
+	for (size_t i = 0; i < s->nitems; i++)
+		if (!s->items[i].fixed && item_ok(s, &s->items[i]))
+			s->items[i].fixed = 1;
+}
+
+/* The candidate rows of column c: rows where some unfixed damaged item owns a page. */
+#define MAX_ROWS 8
+static int col_candidates(const struct scrub *s, uint64_t c, uint32_t *rows)
+{
+	int n = 0;
+	for (size_t i = 0; i < s->nitems; i++) {
+		if (s->items[i].fixed)
+			continue;
+		uint32_t r[MAX_ROWS];
+		int k = item_rows_in_col(s, &s->items[i], c, r, MAX_ROWS);
+		for (int j = 0; j < k; j++) {
+			int seen = 0;
+			for (int q = 0; q < n; q++)
+				seen |= rows[q] == r[j];
+			if (!seen && n < MAX_ROWS)
+				rows[n++] = r[j];
+		}
+	}
+	return n;
+}
+
+/* Resolves disagreeing columns until nothing changes: a column with one candidate row is
+ * rebuilt there; fixing items can leave other columns with one candidate. Then columns with
+ * several candidates: a row is kept only if rebuilding it makes an item sound. */
+static void repair_columns(struct scrub *s)
+{
+	for (int progress = 1; progress;) {
+		progress = 0;
+		for (uint64_t c = 0; c < s->ncols; c++) {
+			uint32_t rows[MAX_ROWS];
+			if (s->bad_col[c] != 1 || col_candidates(s, c, rows) != 1)
+				continue;
+			uint64_t page = col_page(s, c, rows[0]);
+			rebuild_page(s, page);
+			s->bad_col[c] = 2;
+			s->rep->repaired_pages++;
+			report_page(s, page, KR_PAGE_REPAIRED);
+			recheck_items(s);
+			progress = 1;
+		}
+		for (uint64_t c = 0; c < s->ncols && !progress; c++) {
+			uint32_t rows[MAX_ROWS];
+			int n = s->bad_col[c] == 1 ? col_candidates(s, c, rows) : 0;
+			for (int k = 0; k < n && !progress; k++) {
+				uint64_t page = col_page(s, c, rows[k]);
+				uint8_t save[P];
+				size_t fixed_before = 0, fixed_after = 0;
+				for (size_t i = 0; i < s->nitems; i++)
+					fixed_before += s->items[i].fixed;
+				memcpy(save, s->pool->pm.base + page, P);
+				rebuild_page(s, page);
+				recheck_items(s);
+				for (size_t i = 0; i < s->nitems; i++)
+					fixed_after += s->items[i].fixed;
+				if (fixed_after > fixed_before) {
+					s->bad_col[c] = 2;
+					s->rep->repaired_pages++;
+					report_page(s, page, KR_PAGE_REPAIRED);
+					progress = 1;
+				} else {
+					kr_pm_copy(&s->pool->pm, s->pool->pm.base + page, save, P);
+					kr_pm_flush(&s->pool->pm, s->pool->pm.base + page, P);
+				}
+			}
+		}
 	}
 }
 
-/* Step 4: disagreeing columns no damaged item explains. */
-static void settle_columns(struct scrub *s)
+/* What is left: damaged items are unrepairable; a disagreeing column that no damaged item
+ * claims held damage in parity or free space, and its parity is recomputed. A column that a
+ * damaged item still claims is left alone: recomputing it would make the damage permanent. */
+static void settle(struct scrub *s)
 {
+	for (size_t i = 0; i < s->nitems; i++) {
+		const struct item *it = &s->items[i];
+		int claimed = 0;
+		for (uint64_t pg = it->off & ~(uint64_t)(P - 1); pg < it->off + it->len; pg += P) {
+			uint32_t row;
+			if (kr_parity_covers(&s->pool->redund.parity, pg, P) &&
+			    s->bad_col[col_index(s, pg, &row)] == 1)
+				claimed = 1;
+		}
+		/* Checking only: an item is repairable if it lies in some disagreeing column. */
+		if (s->repair ? !it->fixed : !claimed) {
+			s->rep->unrepairable++;
+			report_page(s, it->off & ~(uint64_t)(P - 1), KR_PAGE_UNREPAIRABLE);
+		} else if (!s->repair) {
+			report_page(s, it->off & ~(uint64_t)(P - 1), KR_PAGE_DAMAGED);
+		}
+	}
 	for (uint64_t c = 0; c < s->ncols; c++) {
+		uint32_t rows[MAX_ROWS];
 		if (s->bad_col[c] != 1)
 			continue;
-		report_page(s, kr_parity_offset(&s->pool->redund.parity, col_data_off(s, c)),
-			    s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
+		uint64_t poff = kr_parity_offset(&s->pool->redund.parity, col_data_off(s, c));
+		if (!s->nitems)
+			note_bad(s, poff);
+		if (col_candidates(s, c, rows) > 0)
+			continue;
+		report_page(s, poff, s->repair ? KR_PAGE_REPAIRED : KR_PAGE_DAMAGED);
 		if (s->repair) {
 			kr_parity_recompute(&s->pool->redund.parity, col_data_off(s, c), P);
+			s->bad_col[c] = 2;
 			s->rep->recomputed_columns++;
 		}
 	}
@@ -273,23 +318,23 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	s.row_size = (uint64_t)h->row_pages * P;
 	s.ncols = (uint64_t)h->nzones * h->row_pages;
 	s.bad_col = calloc(s.ncols, 1);
-	s.claim_row = calloc(s.ncols, sizeof(uint32_t));
-	int rc = KR_OK;
-	if (!s.bad_col || !s.claim_row)
-		rc = kr_err_set(KR_E_NOMEM, "check tables");
+	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
 		if (h->ro_compat & KR_FEAT_RO_PARITY)
 			scan_parity(&s);
-		scan_chunks(&s);
-		scan_objects(&s);
-		settle_columns(&s);
-		if (s.repair)
+		rc = scan_items(&s);
+	}
+	if (rc == KR_OK) {
+		if (s.repair && (h->ro_compat & KR_FEAT_RO_PARITY))
+			repair_columns(&s);
+		settle(&s);
+		if (s.repair) {
 			rc = kr_pm_fence(&pool->pm);
-		if (s.repair)
 			pool->csum_repairs += rep->repaired_pages;
+		}
 	}
 	free(s.bad_col);
-	free(s.claim_row);
+	free(s.items);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	rep->bytes_scanned = (uint64_t)h->nzones * h->zone_size;
