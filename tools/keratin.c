@@ -1,20 +1,27 @@
 /*
- * keratin.c - the keratin command-line tool: creates pools and shows what is inside them.
+ * keratin.c - the keratin command-line tool: creates pools, shows what is inside them,
+ * checks and repairs them, and damages them on purpose to see the repairs work.
  *
  * "keratin COMMAND [ARGS]" looks COMMAND up in the command table below and hands it the
  * rest of the command line; each command parses its own options (long options only, plus
  * -h/--help everywhere) and returns the process exit status: 0 on success, 1 when the
- * library reports an error ("keratin: PATH: message"), 2 for a bad command line (one line
- * saying what is wrong, then a hint to --help). New commands (check, repair, scrub, inject,
- * map) are one function and one table entry each.
+ * library reports an error or a check finds damage ("keratin: PATH: message"), 2 for a bad
+ * command line (one line saying what is wrong, then a hint to --help). A command is one
+ * function and one table entry; check, repair and scrub are one function with three faces,
+ * and the drawing of `keratin map` lives in map.c.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "keratin.h"
+#include "map.h"
 #include "util.h"
 
 struct command {
@@ -46,6 +53,10 @@ static int show_help(const struct command *cmd)
 	return 0;
 }
 
+/* What the option parsers below return when the command should go on; any other value is
+ * the exit status to return at once (0 after --help, 2 after a bad command line). */
+#define PROCEED (-1)
+
 /* After the options: exactly one operand, the pool path. */
 static int want_path(const struct command *cmd, int argc, char **argv, const char **path)
 {
@@ -68,6 +79,62 @@ static int parse_count(const struct command *cmd, const char *opt, const char *a
 	*out = (uint32_t)v;
 	return 0;
 }
+
+/* The command line of commands that only open a pool: PATH [--force-pmem]. */
+static int pool_args(const struct command *cmd, int argc, char **argv, const char **path,
+		     unsigned *flags)
+{
+	static const struct option longopts[] = {
+		{"force-pmem", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, rc;
+
+	*flags = 0;
+	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
+		switch (c) {
+		case 'f': *flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'h': return show_help(cmd);
+		default: return UTIL_EXIT_USAGE;
+		}
+	}
+	if ((rc = want_path(cmd, argc, argv, path)))
+		return rc;
+	return PROCEED;
+}
+
+/* Opens a pool and reads its statistics. The open is where recovery after a crash and the
+ * repair of reported bad blocks happen, so on a terminal a slow one says what it is doing.
+ * Returns 0, or 1 after printing the library's error. */
+static int open_pool(const char *path, unsigned flags, kr_pool **pool, struct kr_pool_stat *st)
+{
+	struct util_busy busy;
+
+	util_busy_begin(&busy, "opening %s ...", path);
+	int rc = kr_pool_open(path, flags, pool);
+	util_busy_end(&busy);
+	if (rc)
+		return util_lib_error("keratin", path, rc);
+	if ((rc = kr_pool_stat(*pool, st))) {
+		util_lib_error("keratin", path, rc);
+		kr_pool_close(*pool);
+		return 1;
+	}
+	return 0;
+}
+
+/* Closes a pool; a failed close turns a successful run into a failed one. Returns the
+ * exit status. */
+static int close_pool(const char *path, kr_pool *pool, int status)
+{
+	int rc = kr_pool_close(pool);
+	if (rc)
+		return util_lib_error("keratin", path, rc);
+	return status;
+}
+
+static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
 /* "67108864 (64.0 MiB)", with ", P% of WHOLE_NAME" when whole_name is given. */
 static const char *bytes_str(char *buf, size_t len, uint64_t v, uint64_t whole, const char *whole_name)
@@ -169,6 +236,43 @@ static int cmd_create(const struct command *cmd, int argc, char **argv)
  * keratin info
  * ------------------------------------------------------------------------------------- */
 
+/* "meta checksums, object checksums, parity": the redundancy the pool keeps. */
+static const char *features_str(char *buf, size_t len, unsigned features)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{KR_FEAT_META_CSUM, "meta checksums"},
+		{KR_FEAT_OBJ_CSUM, "object checksums"},
+		{KR_FEAT_PARITY, "parity"},
+	};
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (features & names[i].bit)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", names[i].name);
+	if (n == 0)
+		snprintf(buf, len, "none");
+	return buf;
+}
+
+/* What opening the pool did to it: recovery after a crash, and the repairs made on the way
+ * (pages from the bad-block list, items whose checksum failed). */
+static void print_open_state(const struct kr_pool_stat *st)
+{
+	if (st->recovered)
+		field("recovered", "yes: %llu transaction%s replayed, %llu discarded",
+		      (unsigned long long)st->replayed_txs, plural(st->replayed_txs),
+		      (unsigned long long)st->discarded_txs);
+	else
+		field("recovered", "no");
+	field("repaired at open", "%llu page%s after media errors, %llu item%s after checksum errors",
+	      (unsigned long long)st->media_repairs, plural(st->media_repairs),
+	      (unsigned long long)st->csum_repairs, plural(st->csum_repairs));
+}
+
 static void print_info(const char *path, const struct kr_pool_stat *st)
 {
 	const uint8_t *u = st->uuid;
@@ -192,27 +296,398 @@ static void print_info(const char *path, const struct kr_pool_stat *st)
 	field("max object size", "%s", bytes_str(b, sizeof(b), st->max_alloc, 0, NULL));
 	field("parity overhead", "%s", bytes_str(b, sizeof(b), st->parity_bytes, st->pool_size, "pool"));
 	field("metadata overhead", "%s", bytes_str(b, sizeof(b), st->meta_bytes, st->pool_size, "pool"));
-	if (st->recovered)
-		field("recovered", "yes: %llu transaction%s replayed, %llu discarded",
-		      (unsigned long long)st->replayed_txs, st->replayed_txs == 1 ? "" : "s",
-		      (unsigned long long)st->discarded_txs);
-	else
-		field("recovered", "no");
+	field("redundancy", "%s", features_str(b, sizeof(b), st->features));
+	print_open_state(st);
 }
 
 static int cmd_info(const struct command *cmd, int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"force-pmem", no_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	unsigned flags = 0;
 	const char *path;
+	unsigned flags;
+	int rc = pool_args(cmd, argc, argv, &path, &flags);
+	if (rc != PROCEED)
+		return rc;
+
+	kr_pool *pool;
+	struct kr_pool_stat st;
+	if (open_pool(path, flags, &pool, &st))
+		return 1;
+	print_info(path, &st);
+	return close_pool(path, pool, 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * keratin check, repair, scrub
+ *
+ * One kr_pool_check pass each: check only reads, repair and scrub rebuild what they can.
+ * repair and scrub differ in what they put first: repair the account of what was fixed,
+ * scrub the speed of the pass (what a periodic scrub of a large pool costs).
+ * ------------------------------------------------------------------------------------- */
+
+enum verify_kind { VERIFY_CHECK, VERIFY_REPAIR, VERIFY_SCRUB };
+
+static void note_damaged_page(void *ctx, uint64_t off, int state)
+{
+	check_note_page(ctx, off);
+}
+
+/* "13.8 MiB in 3.9 ms" and "3.53 GB/s" (decimal gigabytes, as storage speeds are quoted). */
+static void pass_strs(const struct kr_check_report *rep, char *span, size_t span_len, char *rate,
+		      size_t rate_len)
+{
+	char h[UTIL_HUMAN_LEN];
+
+	if (rep->seconds < 1)
+		snprintf(span, span_len, "%s in %.1f ms", util_human(rep->bytes_scanned, h),
+			 rep->seconds * 1e3);
+	else
+		snprintf(span, span_len, "%s in %.2f s", util_human(rep->bytes_scanned, h), rep->seconds);
+	if (rep->seconds > 0)
+		snprintf(rate, rate_len, "%.2f GB/s", (double)rep->bytes_scanned / rep->seconds / 1e9);
+	else
+		snprintf(rate, rate_len, "too fast to time");
+}
+
+static void print_verify(const char *path, const struct kr_pool_stat *st,
+			 const struct kr_check_report *rep, enum verify_kind kind, int rc,
+			 uint64_t first_bad, const char *first_bad_where)
+{
+	char span[64], rate[64];
+
+	pass_strs(rep, span, sizeof(span), rate, sizeof(rate));
+	if (kind == VERIFY_SCRUB)
+		printf("scrub: %s (%s)\n", rate, span);
+	field("pool", "%s", path);
+	print_open_state(st);
+	field("objects", "%llu checked, %llu bad", (unsigned long long)rep->objects,
+	      (unsigned long long)rep->bad_objects);
+	field("chunk records", "%llu checked, %llu bad", (unsigned long long)rep->chunks,
+	      (unsigned long long)rep->bad_chunks);
+	field("parity columns", "%llu checked, %llu disagreeing", (unsigned long long)rep->columns,
+	      (unsigned long long)rep->bad_columns);
+	if (kind != VERIFY_CHECK) {
+		field("pages rebuilt", "%llu", (unsigned long long)rep->repaired_pages);
+		field("parity recomputed", "%llu column%s", (unsigned long long)rep->recomputed_columns,
+		      plural(rep->recomputed_columns));
+	}
+	field("unrepairable", "%llu", (unsigned long long)rep->unrepairable);
+	if (kind != VERIFY_SCRUB)
+		field("scanned", "%s, %s", span, rate);
+
+	int repaired = rep->repaired_pages || rep->recomputed_columns || st->media_repairs ||
+		       st->csum_repairs;
+	if (rc == KR_OK)
+		field("result", "%s", repaired ? "sound after repairs" : "sound");
+	else
+		field("result", "DAMAGED, first bad offset 0x%llx (%s)", (unsigned long long)first_bad,
+		      first_bad_where);
+}
+
+static int verify(const struct command *cmd, int argc, char **argv, enum verify_kind kind)
+{
+	static const char *const doing[] = {"checking", "repairing", "scrubbing"};
+	const char *path;
+	unsigned flags;
+	int rc = pool_args(cmd, argc, argv, &path, &flags);
+	if (rc != PROCEED)
+		return rc;
+
+	kr_pool *pool;
+	struct kr_pool_stat st;
+	if (open_pool(path, flags, &pool, &st))
+		return 1;
+
+	/* kr_pool_check reports no progress: a note on a terminal, and no fake bar. */
+	uint64_t lowest = 0;
+	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &lowest};
+	struct util_busy busy;
+	char h[UTIL_HUMAN_LEN];
+	util_busy_begin(&busy, "%s %s (%s) ...", doing[kind], path, util_human(st.pool_size, h));
+	rc = kr_pool_check(pool, kind == VERIFY_CHECK ? 0 : KR_CHECK_REPAIR, &rep);
+	util_busy_end(&busy);
+
+	/* Damage is an answer, printed in full; any other error means there is none. */
+	if (rc && KR_ERR_CLASS(rc) != KR_E_CORRUPT) {
+		util_lib_error("keratin", path, rc);
+		return close_pool(path, pool, 1);
+	}
+	/* Where the first damage is: an object's page, or a parity page when only parity
+	 * disagreed (damage in free space or in parity itself). */
+	uint64_t first_bad = check_first_bad(&rep, lowest);
+	struct pool_geom g;
+	char where[128] = "";
+	if (rc && geom_load(pool, &g) == KR_OK)
+		geom_describe(pool, &g, first_bad, where, sizeof(where));
+	print_verify(path, &st, &rep, kind, rc, first_bad, where);
+	fflush(stdout);
+	if (rc)
+		util_lib_error("keratin", path, rc);
+	return close_pool(path, pool, rc ? 1 : 0);
+}
+
+static int cmd_check(const struct command *cmd, int argc, char **argv)
+{
+	return verify(cmd, argc, argv, VERIFY_CHECK);
+}
+
+static int cmd_repair(const struct command *cmd, int argc, char **argv)
+{
+	return verify(cmd, argc, argv, VERIFY_REPAIR);
+}
+
+static int cmd_scrub(const struct command *cmd, int argc, char **argv)
+{
+	return verify(cmd, argc, argv, VERIFY_SCRUB);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * keratin inject
+ *
+ * Damage is written to the file with pwrite(), behind the library's back, so the library
+ * must find it on its own, as after a real fault. The pool is opened (briefly, before the
+ * damage) only to choose and describe what the command line leaves open.
+ * ------------------------------------------------------------------------------------- */
+
+enum fault { FAULT_MEDIA, FAULT_SCRIBBLE };
+
+/* A random page of the heap's data rows holding objects or free space. Zone metadata
+ * shares the first row of each zone; a draw that lands there is drawn again. 0 if the
+ * draws keep missing (a pool whose rows are nearly all metadata). */
+static uint64_t random_data_page(kr_pool *pool, const struct pool_geom *g, uint64_t *rng)
+{
+	for (int tries = 0; tries < 10000; tries++) {
+		uint64_t off = g->heap_off + util_rand_below(rng, g->nzones) * g->zone_size +
+			       util_rand_below(rng, g->rows) * g->row_size +
+			       util_rand_below(rng, g->row_pages) * MAP_PAGE;
+		if (kr_pool_page_kind(pool, off) == KR_PAGE_DATA)
+			return off;
+	}
+	return 0;
+}
+
+/* Overwrites [off, off + len) of the file with random bytes and makes them durable.
+ * 0, or -1 with errno set. */
+static int write_random(const char *path, uint64_t off, uint64_t len, uint64_t *rng)
+{
+	uint8_t buf[65536];
+	int fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	int ok = 1;
+	while (ok && len > 0) {
+		size_t n = len < sizeof(buf) ? (size_t)len : sizeof(buf);
+		util_rand_bytes(rng, buf, n);
+		ssize_t w = pwrite(fd, buf, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w == 0)
+			errno = EIO; /* a file that will not grow, which a pool file never needs */
+		ok = w > 0;
+		off += ok ? (uint64_t)w : 0;
+		len -= ok ? (uint64_t)w : 0;
+	}
+	ok = ok && fsync(fd) == 0;
+	int err = errno;
+	if (close(fd) != 0 || !ok) {
+		errno = ok ? errno : err;
+		return -1;
+	}
+	return 0;
+}
+
+/* Where a fault goes; first and last describe its first and last byte when the pool was
+ * opened to choose it (empty otherwise). */
+struct target {
+	uint64_t off, len;
+	int have_off, have_len; /* given on the command line */
+	char first[128], last[128];
+};
+
+/* Opens the pool briefly to choose what the command line left open: a random data page
+ * (and a random byte in it for a scribble) and a random length. Returns 0 or an exit
+ * status. */
+static int choose_target(const char *path, unsigned flags, enum fault fault, uint64_t *rng,
+			 struct target *t)
+{
+	kr_pool *pool;
+	struct kr_pool_stat st;
+	struct pool_geom g;
+	int rc;
+
+	if (open_pool(path, flags, &pool, &st))
+		return 1;
+	if ((rc = geom_load(pool, &g))) {
+		util_lib_error("keratin", path, rc);
+		return close_pool(path, pool, 1);
+	}
+	if (!t->have_off) {
+		t->off = random_data_page(pool, &g, rng);
+		if (!t->off) {
+			fprintf(stderr, "keratin: %s: found no data page to damage\n", path);
+			return close_pool(path, pool, 1);
+		}
+		if (fault == FAULT_SCRIBBLE)
+			t->off += util_rand_below(rng, MAP_PAGE);
+	}
+	/* Up to a row's width, but never back into the page column it started in: one column
+	 * damaged in two rows cannot be rebuilt, and a default should stay repairable. */
+	if (!t->have_len)
+		t->len = 1 + util_rand_below(rng, g.row_size - t->off % MAP_PAGE);
+	if (t->off < g.pool_size && t->len <= g.pool_size - t->off) {
+		geom_describe(pool, &g, t->off, t->first, sizeof(t->first));
+		geom_describe(pool, &g, t->off + t->len - 1, t->last, sizeof(t->last));
+	}
+	return close_pool(path, pool, 0);
+}
+
+static int cmd_inject(const struct command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"offset", required_argument, NULL, 'o'}, {"length", required_argument, NULL, 'l'},
+		{"seed", required_argument, NULL, 's'},   {"force-pmem", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+	};
+	uint64_t off = 0, len = 0, seed = 0;
+	int have_off = 0, have_len = 0, have_seed = 0;
+	unsigned flags = 0;
 	int c, rc;
 
 	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
 		switch (c) {
+		case 'o':
+			if (util_parse_size(optarg, &off))
+				return util_usage_error(prog_name(cmd),
+							"invalid --offset '%s' (e.g. 0x5c3000, 4096, 2M)", optarg);
+			have_off = 1;
+			break;
+		case 'l':
+			if (util_parse_size(optarg, &len) || len == 0)
+				return util_usage_error(prog_name(cmd),
+							"invalid --length '%s' (bytes > 0, e.g. 100, 0x80, 8K)", optarg);
+			have_len = 1;
+			break;
+		case 's':
+			if (util_parse_uint(optarg, 0, UINT64_MAX, &seed))
+				return util_usage_error(prog_name(cmd), "invalid --seed '%s' (a whole number)", optarg);
+			have_seed = 1;
+			break;
+		case 'f': flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'h': return show_help(cmd);
+		default: return UTIL_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return util_usage_error(prog_name(cmd), "missing PATH");
+	if (optind + 1 >= argc)
+		return util_usage_error(prog_name(cmd), "missing the kind of fault (media or scribble)");
+	if (optind + 2 < argc)
+		return util_usage_error(prog_name(cmd), "unexpected argument '%s'", argv[optind + 2]);
+	const char *path = argv[optind], *what = argv[optind + 1];
+	enum fault fault;
+	if (strcmp(what, "media") == 0)
+		fault = FAULT_MEDIA;
+	else if (strcmp(what, "scribble") == 0)
+		fault = FAULT_SCRIBBLE;
+	else
+		return util_usage_error(prog_name(cmd), "unknown fault '%s' (media or scribble)", what);
+	if (fault == FAULT_MEDIA && have_len)
+		return util_usage_error(prog_name(cmd), "--length is for scribble: a media error takes one page");
+	if (!have_seed)
+		seed = util_seed();
+
+	struct target t = {.off = off, .len = len, .have_off = have_off, .have_len = have_len};
+	if (fault == FAULT_MEDIA) {
+		t.off &= ~(uint64_t)(MAP_PAGE - 1);
+		t.len = MAP_PAGE;
+		t.have_len = 1;
+	}
+
+	/* The file's size bounds the offsets. The pool itself is opened only to choose what the
+	 * command line left open: an open repairs the bad blocks reported so far, so faults
+	 * given in full can be stacked (two media errors in one page column, say). */
+	struct stat sb;
+	if (stat(path, &sb) != 0) {
+		fprintf(stderr, "keratin: %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	uint64_t size = (uint64_t)sb.st_size, rng = seed;
+	if ((!t.have_off || !t.have_len) && (rc = choose_target(path, flags, fault, &rng, &t)))
+		return rc;
+	if (t.off >= size)
+		return util_usage_error(prog_name(cmd), "offset 0x%llx is beyond the pool (%llu bytes)",
+					(unsigned long long)t.off, (unsigned long long)size);
+	if (t.len > size - t.off)
+		return util_usage_error(prog_name(cmd), "0x%llx + %llu bytes runs past the end of the pool (%llu bytes)",
+					(unsigned long long)t.off, (unsigned long long)t.len,
+					(unsigned long long)size);
+
+	if (write_random(path, t.off, t.len, &rng)) {
+		fprintf(stderr, "keratin: %s: cannot write: %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (fault == FAULT_MEDIA) {
+		if ((rc = kr_badblocks_add(path, t.off)))
+			return util_lib_error("keratin", path, rc);
+		printf("media error: page 0x%llx overwritten with %llu random bytes (seed %llu)\n",
+		       (unsigned long long)t.off, (unsigned long long)t.len, (unsigned long long)seed);
+	} else {
+		printf("scribble: %llu random byte%s written at 0x%llx (seed %llu)\n",
+		       (unsigned long long)t.len, plural(t.len), (unsigned long long)t.off,
+		       (unsigned long long)seed);
+	}
+	if (t.first[0] && strcmp(t.first, t.last) != 0)
+		printf("  from the %s\n  to the %s\n", t.first, t.last);
+	else if (t.first[0])
+		printf("  in the %s\n", t.first);
+	if (fault == FAULT_MEDIA)
+		printf("  reported as a bad block: the next open of the pool repairs it\n");
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * keratin map
+ * ------------------------------------------------------------------------------------- */
+
+/* Opens the pool, walks it into a map and closes it. NULL after printing the error. */
+static struct pool_map *collect_map(const char *path, unsigned flags)
+{
+	/* Pages the open is about to repair from the bad-block list are drawn as repaired. */
+	uint64_t *bad;
+	size_t nbad = badblocks_read(path, &bad);
+	kr_pool *pool;
+	struct kr_pool_stat st;
+	int rc;
+
+	if (open_pool(path, flags, &pool, &st)) {
+		free(bad);
+		return NULL;
+	}
+	struct pool_map *m = map_collect(pool, path, bad, st.media_repairs ? nbad : 0, &rc);
+	free(bad);
+	if (!m)
+		util_lib_error("keratin", path, rc);
+	if (close_pool(path, pool, 0) != 0) {
+		map_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+static int cmd_map(const struct command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"svg", required_argument, NULL, 's'},
+		{"force-pmem", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *path, *svg = NULL;
+	unsigned flags = 0;
+	int c, rc;
+
+	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
+		switch (c) {
+		case 's': svg = optarg; break;
 		case 'f': flags |= KR_OPEN_FORCE_PMEM; break;
 		case 'h': return show_help(cmd);
 		default: return UTIL_EXIT_USAGE;
@@ -220,21 +695,38 @@ static int cmd_info(const struct command *cmd, int argc, char **argv)
 	}
 	if ((rc = want_path(cmd, argc, argv, &path)))
 		return rc;
+	if (svg && svg[0] == '\0')
+		return util_usage_error(prog_name(cmd), "--svg needs a file name");
 
-	kr_pool *pool;
-	if ((rc = kr_pool_open(path, flags, &pool)))
-		return util_lib_error("keratin", path, rc);
-
-	struct kr_pool_stat st;
-	if ((rc = kr_pool_stat(pool, &st))) {
-		util_lib_error("keratin", path, rc);
-		kr_pool_close(pool);
+	/* The SVG file is opened first: a mistyped name should not cost a walk of the pool. */
+	FILE *svgf = NULL;
+	if (svg && !(svgf = fopen(svg, "w"))) {
+		fprintf(stderr, "keratin: %s: %s\n", svg, strerror(errno));
 		return 1;
 	}
-	print_info(path, &st);
-	if ((rc = kr_pool_close(pool)))
-		return util_lib_error("keratin", path, rc);
-	return 0;
+	struct pool_map *m = collect_map(path, flags);
+	if (!m) {
+		if (svgf) {
+			fclose(svgf);
+			unlink(svg);
+		}
+		return 1;
+	}
+
+	/* Colours only for a person looking at a terminal; https://no-color.org says how to
+	 * ask for none. */
+	const char *no_color = getenv("NO_COLOR");
+	map_print(m, stdout, isatty(STDOUT_FILENO) && !(no_color && no_color[0]));
+	rc = 0;
+	if (svgf && map_write_svg(m, svgf)) {
+		fprintf(stderr, "keratin: %s: %s\n", svg, strerror(errno));
+		unlink(svg);
+		rc = 1;
+	} else if (svgf) {
+		printf("wrote %s\n", svg);
+	}
+	map_free(m);
+	return rc;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -283,12 +775,82 @@ static const struct command commands[] = {
 	 "                 transaction (default 256, or less in a pool under 64M)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_create},
-	{"info", "PATH [--force-pmem]", "show a pool's geometry, space use and overhead",
+	{"info", "PATH [--force-pmem]", "show a pool's geometry, space use and redundancy",
 	 "Opens the pool at PATH (recovering it if it was not closed cleanly) and prints its\n"
-	 "geometry, space use, redundancy overhead and whether the open recovered it.\n"
+	 "geometry, space use, redundancy and its overhead, whether the open recovered it and\n"
+	 "what the open repaired.\n"
 	 "\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
+	{"check", "PATH [--force-pmem]", "verify every checksum and parity column",
+	 "Opens the pool at PATH (the open itself recovers after a crash and repairs pages\n"
+	 "reported as bad blocks) and verifies every object checksum, every allocator chunk\n"
+	 "record and every parity column, without changing anything. Prints what was checked\n"
+	 "and found, and how fast.\n"
+	 "\n"
+	 "Exit status: 0 if the pool is sound, 1 if it is damaged (the first bad offset is\n"
+	 "printed) or cannot be opened.\n"
+	 "\n"
+	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_check},
+	{"repair", "PATH [--force-pmem]", "check and rebuild damaged pages from parity",
+	 "Like check, but rebuilds the pages of damaged objects and chunk records from parity\n"
+	 "and recomputes parity where only parity or free space was damaged. Prints the pages\n"
+	 "rebuilt, the parity columns recomputed, what could not be repaired (two damaged\n"
+	 "pages in one page column), and what the open repaired from the bad-block list.\n"
+	 "\n"
+	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
+	 "\n"
+	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_repair},
+	{"scrub", "PATH [--force-pmem]", "one scrub pass: repair, and report its speed",
+	 "Runs one scrub pass over the pool at PATH: the repair pass that a background\n"
+	 "scrubber runs, with its throughput in GB/s (heap bytes read per second) first.\n"
+	 "\n"
+	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
+	 "\n"
+	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_scrub},
+	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]",
+	 "damage a pool on purpose, to test repairs",
+	 "Damages the pool file at PATH the way faults do, for testing check and repair: the\n"
+	 "bytes are written with pwrite(), behind the library's back. The pool is opened\n"
+	 "briefly only to choose what the options leave open; as an open repairs the bad\n"
+	 "blocks reported so far, give --offset (and --length) to stack several faults.\n"
+	 "\n"
+	 "  media      a media error: the 4 KiB page holding --offset is overwritten with\n"
+	 "             random bytes and reported as a bad block (kr_badblocks_add), so that\n"
+	 "             the next open of the pool rebuilds it\n"
+	 "  scribble   a stray write: --length random bytes at --offset, which nothing\n"
+	 "             reports; check finds them and repair undoes them\n"
+	 "\n"
+	 "  --offset N   pool offset: decimal or 0x hex, suffixes K, M, G (default: random,\n"
+	 "               in a data page of the heap)\n"
+	 "  --length N   bytes to scribble (default: random, from 1 to a row's width but\n"
+	 "               within one page column per row, so that it stays repairable)\n"
+	 "  --seed S     seed for the random choices and bytes (default: from the clock;\n"
+	 "               printed, so a run can be repeated)\n"
+	 "  --force-pmem treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_inject},
+	{"map", "PATH [--svg FILE] [--force-pmem]", "draw the pool: what every page holds",
+	 "Draws the pool at PATH: one line per zone row (data rows and the parity row), one\n"
+	 "character per page, or per group of pages in a large pool (the scale is printed),\n"
+	 "and a line for the pages outside the heap. Live object bytes come from one pass\n"
+	 "over the objects; damage from a check without repair.\n"
+	 "\n"
+	 "  H header  C control page  L lane  R lane replica  M zone metadata\n"
+	 "  # data page holding live object bytes  . free data page  P parity\n"
+	 "  X damaged  + repaired  ! unrepairable  - unused\n"
+	 "\n"
+	 "Pages are drawn as repaired when this open rebuilt them from the bad-block list\n"
+	 "(see inject media); damage found by the check stays X or ! until a repair.\n"
+	 "\n"
+	 "Colours are used when standard output is a terminal (unless NO_COLOR is set).\n"
+	 "Exit status 0 once the map is drawn, damaged pool or not.\n"
+	 "\n"
+	 "  --svg FILE     also write the picture as an SVG file\n"
+	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_map},
 	{"help", "[COMMAND]", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
 };
@@ -309,7 +871,8 @@ static void print_overview(FILE *out)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'keratin COMMAND --help' for the arguments and options of a command.\n"
-		     "Exit status: 0 success, 1 error reported by the library, 2 bad command line.\n");
+		     "Exit status: 0 success, 1 error reported by the library or damage found,\n"
+		     "2 bad command line.\n");
 }
 
 int main(int argc, char **argv)

@@ -1,15 +1,20 @@
 #!/bin/sh
 # test_cli.sh - end-to-end checks of the keratin command line, run by ctest as
 #
-#     test_cli.sh PATH/TO/keratin create-info|usage|not-a-pool
+#     test_cli.sh PATH/TO/keratin CASE PATH/TO/kr-fill
 #
 # create-info: pools are created and described; usage: bad command lines exit 2 with one
-# line of error and a hint; not-a-pool: files that are not pools exit 1 with one line.
-# Prints every failed check and exits 1 if there was any.
+# line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
+# check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
+# parity cannot undo is reported; media: emulated media errors are repaired by the next
+# open; map: the picture and its SVG. Pools are small (16 MiB) and live in /dev/shm where
+# there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
 set -u
 KR=$1
 CASE=$2
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/keratin-cli.XXXXXX") || exit 1
+FILL=${3:-}
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then BASE=/dev/shm; else BASE=${TMPDIR:-/tmp}; fi
+DIR=$(mktemp -d "$BASE/keratin-cli.XXXXXX") || exit 1
 trap 'rm -rf "$DIR"' EXIT
 fails=0
 
@@ -56,6 +61,23 @@ lib_error() {
 	has err "^keratin: $path: ."
 }
 
+# new_pool NAME: a 16 MiB pool $DIR/NAME.pool holding kr-fill's objects. Sets P to its path,
+# BIG to the oid of kr-fill's 256 KiB object, which is wider than a row of this pool, and
+# SMALL to that of its 100-byte object, which lies in one page.
+new_pool() {
+	P=$DIR/$1.pool
+	"$KR" create "$P" --size 16M --force-pmem >/dev/null || fail "cannot create $P"
+	"$FILL" "$P" 300 --force-pmem >"$DIR/fill" || fail "kr-fill $P failed: $(cat "$DIR/fill")"
+	BIG=$(sed -n 's/^big object: \(0x[0-9a-f]*\) .*/\1/p' "$DIR/fill")
+	SMALL=$(sed -n 's/^small object: \(0x[0-9a-f]*\) .*/\1/p' "$DIR/fill")
+	if [ -z "$BIG" ] || [ -z "$SMALL" ]; then fail "kr-fill printed no oids: $(cat "$DIR/fill")"; fi
+}
+
+# no_escapes FILE: output that is not a terminal has no colour codes.
+no_escapes() {
+	! grep -q "$(printf '\033')" "$DIR/$1" || fail "escape codes in $1 of the last command"
+}
+
 case $CASE in
 create-info)
 	P=$DIR/a.pool
@@ -66,7 +88,7 @@ create-info)
 	expect 0 "$KR" info "$P"
 	for key in uuid "pool size" "durability mode" zones rows "row size" "zone size" lanes \
 		"heap size" used free "live objects" "max object size" "parity overhead" \
-		"metadata overhead" recovered; do
+		"metadata overhead" redundancy recovered "repaired at open"; do
 		has out "^$key: "
 	done
 	has out "^pool size: *16777216 (16.0 MiB)$"
@@ -75,6 +97,8 @@ create-info)
 	has out "^lanes: *16 x [0-9.]* KiB$"
 	has out "^parity overhead: *[0-9]* ([0-9.]* [KMG]*i*B, [0-9.]*% of pool)$"
 	has out "^recovered: *no$"
+	has out "^redundancy: *meta checksums, object checksums, parity$"
+	has out "^repaired at open: *0 pages after media errors, 0 items after checksum errors$"
 	# The value column is aligned: every value starts in the same column.
 	[ "$(awk '{ match($0, /: +/); print RSTART + RLENGTH }' "$DIR/out" | sort -u | wc -l)" -eq 1 ] ||
 		fail "info values are not aligned: $(cat "$DIR/out")"
@@ -114,10 +138,27 @@ usage)
 	usage_error info "$P" --size 16M
 	usage_error help frob
 	usage_error help create info
+	for cmd in check repair scrub map; do
+		usage_error $cmd
+		usage_error $cmd "$P" extra
+		usage_error $cmd "$P" --bogus
+	done
+	usage_error map "$P" --svg
+	usage_error map "$P" --svg ""
+	usage_error inject
+	usage_error inject "$P"
+	usage_error inject "$P" frob
+	usage_error inject "$P" media extra
+	usage_error inject "$P" media --offset xyz
+	usage_error inject "$P" media --offset -5
+	usage_error inject "$P" media --offset 0x
+	usage_error inject "$P" media --length 10
+	usage_error inject "$P" scribble --length 0
+	usage_error inject "$P" scribble --seed abc
 	[ -e "$P" ] && fail "a failed command line created $P"
 
 	for args in --help -h help "help create" "help info" "create --help" "info --help" \
-		"help --help"; do
+		"help --help" "check --help" "repair -h" "help scrub" "inject --help" "map --help"; do
 		# shellcheck disable=SC2086 # split on purpose
 		expect 0 "$KR" $args
 		has out "^usage: keratin"
@@ -135,6 +176,136 @@ not-a-pool)
 	lib_error "$DIR/zeros" info "$DIR/zeros"
 	lib_error "$DIR/missing" info "$DIR/missing"
 	lib_error "$DIR" info "$DIR"
+	lib_error "$DIR/text" check "$DIR/text"
+	lib_error "$DIR/zeros" repair "$DIR/zeros"
+	lib_error "$DIR/missing" scrub "$DIR/missing"
+	lib_error "$DIR/zeros" map "$DIR/zeros"
+	lib_error "$DIR/zeros" inject "$DIR/zeros" media
+	lib_error "$DIR/missing" inject "$DIR/missing" media --offset 0
+	;;
+check-repair)
+	new_pool c
+	expect 0 "$KR" check "$P" --force-pmem
+	for key in pool recovered "repaired at open" objects "chunk records" "parity columns" \
+		unrepairable scanned result; do
+		has out "^$key: "
+	done
+	has out "^objects: *[1-9][0-9]* checked, 0 bad$"
+	has out "^parity columns: *[1-9][0-9]* checked, 0 disagreeing$"
+	has out "^scanned: *[0-9.]* MiB in [0-9.]* m*s, [0-9.]* GB/s$"
+	has out "^result: *sound$"
+	lines err 0
+
+	# Bytes inside the small object: its checksum fails, one parity column disagrees.
+	expect 0 "$KR" inject "$P" scribble --offset $((SMALL + 10)) --length 50
+	has out "^scribble: 50 random bytes written at 0x"
+	expect 1 "$KR" check "$P" --force-pmem
+	has out "^objects: .*, 1 bad$"
+	has out "^parity columns: .*, 1 disagreeing$"
+	has out "^result: *DAMAGED, first bad offset $SMALL (data page, zone 0 row [0-9]* column [0-9]*)$"
+	lines err 1
+	has err "^keratin: $P: "
+	expect 0 "$KR" repair "$P" --force-pmem
+	has out "^pages rebuilt: *1$"
+	has out "^parity recomputed: *0 columns$"
+	has out "^unrepairable: *0$"
+	has out "^result: *sound after repairs$"
+	lines err 0
+	expect 0 "$KR" check "$P" --force-pmem
+	has out "^result: *sound$"
+
+	# The defaults, a random place and length, in an empty pool: only parity sees them, and
+	# a scrub pass recomputes it.
+	P=$DIR/empty.pool
+	"$KR" create "$P" --size 16M --force-pmem >/dev/null
+	expect 0 "$KR" inject "$P" scribble --seed 42 --force-pmem
+	has out "^scribble: [0-9]* random bytes* written at 0x[0-9a-f]* (seed 42)$"
+	has out "^  \(in\|from\) the data page, zone 0 row [0-9]* column [0-9]*$"
+	expect 1 "$KR" check "$P" --force-pmem
+	has out "^parity columns: .*, [1-9][0-9]* disagreeing$"
+	expect 0 "$KR" scrub "$P" --force-pmem
+	has out "^scrub: [0-9.]* GB/s ([0-9.]* MiB in [0-9.]* m*s)$"
+	has out "^parity recomputed: *[1-9][0-9]* columns*$"
+	has out "^result: *sound after repairs$"
+	expect 0 "$KR" check "$P" --force-pmem
+
+	# Two damaged pages in one page column cannot be rebuilt: one row's width and a page
+	# of the big object, from its second page on, hits that page's column in two rows.
+	new_pool u
+	rowsize=$("$KR" info "$P" | sed -n 's/^row size: *\([0-9]*\) .*/\1/p')
+	expect 0 "$KR" inject "$P" scribble --offset $(((BIG & ~4095) + 4096)) --length $((rowsize + 4096))
+	expect 1 "$KR" repair "$P" --force-pmem
+	has out "^unrepairable: *[1-9][0-9]*$"
+	has out "^result: *DAMAGED"
+	lines err 1
+	expect 1 "$KR" check "$P" --force-pmem
+	;;
+media)
+	new_pool m
+	expect 0 "$KR" inject "$P" media --seed 7 --force-pmem
+	has out "^media error: page 0x[0-9a-f]*000 overwritten with 4096 random bytes (seed 7)$"
+	has out "^  in the data page, zone 0 row [0-9]* column [0-9]*$"
+	has out "^  reported as a bad block"
+	[ -s "$P.badblocks" ] || fail "inject media left no $P.badblocks"
+	expect 0 "$KR" check "$P" --force-pmem
+	has out "^repaired at open: *1 page after media errors"
+	has out "^result: *sound after repairs$"
+	# A page of the big object, and the first copy of the header: given offsets need no
+	# open, so nothing is described; the next open rebuilds each.
+	for off in $((BIG + 4096)) 0; do
+		expect 0 "$KR" inject "$P" media --offset $off
+		lines out 2
+		expect 0 "$KR" repair "$P" --force-pmem
+		has out "^repaired at open: *1 page after media errors"
+		has out "^pages rebuilt: *0$"
+		has out "^result: *sound after repairs$"
+		expect 0 "$KR" check "$P" --force-pmem
+		has out "^result: *sound$"
+	done
+	expect 0 "$KR" info "$P" --force-pmem
+	has out "^repaired at open: *0 pages" # the list was emptied by the repairing open
+
+	usage_error inject "$P" media --offset 16M
+	usage_error inject "$P" media --offset 0x1000000
+	usage_error inject "$P" scribble --offset 0xfff000 --length 8K
+	expect 0 "$KR" inject "$P" scribble --offset 0xfff000 --length 4K # the last page is in
+	;;
+map)
+	new_pool p
+	expect 0 "$KR" map "$P" --force-pmem --svg "$DIR/p.svg"
+	has out "^$P: 16.0 MiB, 1 zone of 100 data rows + 1 parity row, [0-9]* pages ([0-9.]* KiB) per row$"
+	has out "^1 character = 1 page (4.0 KiB)$"
+	has out "^  other  HCLL*\[heap\]RR*-*CH$"
+	has out "^zone 0$"
+	has out "^  row 0  MM*[#.][#.]*$"
+	has out "^  row 99 [#.][#.]*$"
+	has out "^  parity PP*$"
+	has out "^  row [0-9]* .*#"
+	[ "$(grep -c '^  row [0-9]' "$DIR/out")" -eq 100 ] || fail "map has not 100 data rows"
+	has out "^legend:  H header  C control"
+	has out "^[0-9]* objects, [0-9.]* [KM]iB of payload, on [0-9]* pages$"
+	has out "^check: sound$"
+	has out "^wrote $DIR/p.svg$"
+	lines err 0
+	no_escapes out
+	grep -q "^<svg xmlns=\"http://www.w3.org/2000/svg\" " "$DIR/p.svg" || fail "no <svg in the SVG"
+	grep -q "^</svg>$" "$DIR/p.svg" || fail "no </svg> in the SVG"
+	grep -q "<title>keratin pool $P (16.0 MiB)</title>" "$DIR/p.svg" || fail "no title in the SVG"
+	[ "$(grep -c '^<rect ' "$DIR/p.svg")" -gt 3500 ] || fail "the SVG has not a rectangle per page"
+	if command -v xmllint >/dev/null; then
+		xmllint --noout "$DIR/p.svg" || fail "the SVG is not well-formed XML"
+	fi
+
+	# Damage in the picture: X where a check finds it, + where the open repaired a page.
+	expect 0 "$KR" inject "$P" scribble --offset $((SMALL + 10)) --length 50
+	expect 0 "$KR" inject "$P" media --offset $((BIG + 40 * 4096))
+	expect 0 "$KR" map "$P" --force-pmem
+	[ "$(grep '^  row' "$DIR/out" | tr -cd X | wc -c)" -eq 1 ] || fail "not one X: $(cat "$DIR/out")"
+	[ "$(grep '^  row' "$DIR/out" | tr -cd + | wc -c)" -eq 1 ] || fail "not one +: $(cat "$DIR/out")"
+	has out "^check: 1 damaged page, 0 unrepairable; first bad offset $SMALL; the open repaired 1 page after media errors$"
+	lib_error "$DIR/nodir/p.svg" map "$P" --svg "$DIR/nodir/p.svg"
+	lib_error "$DIR/missing" map "$DIR/missing" --svg "$DIR/m.svg"
+	[ -e "$DIR/m.svg" ] && fail "a failed map left $DIR/m.svg"
 	;;
 *)
 	echo "test_cli.sh: unknown case '$CASE'" >&2

@@ -23,18 +23,27 @@
  * Numbers
  * ------------------------------------------------------------------------------------- */
 
-/* The leading decimal number of s; *end points past it. strtoull() alone would accept
- * " 5", "+5" and "-5" (the last silently wrapped), so insist on a digit first. */
-static int parse_digits(const char *s, uint64_t *out, char **end)
+/* The leading number of s in base 10 or 16 (digits only, no prefix); *end points past it.
+ * strtoull() alone would accept " 5", "+5" and "-5" (the last silently wrapped), so insist
+ * on a digit first. */
+static int parse_number(const char *s, int base, uint64_t *out, char **end)
 {
-	if (!isdigit((unsigned char)s[0]))
+	if (base == 16 ? !isxdigit((unsigned char)s[0]) : !isdigit((unsigned char)s[0]))
 		return -1;
 	errno = 0;
-	unsigned long long v = strtoull(s, end, 10);
+	unsigned long long v = strtoull(s, end, base);
 	if (errno == ERANGE)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int util_parse_number(const char *s, uint64_t *out, char **end)
+{
+	/* Offsets are easiest to copy from hex dumps and from keratin's own messages. */
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		return parse_number(s + 2, 16, out, end);
+	return parse_number(s, 10, out, end);
 }
 
 int util_parse_size(const char *s, uint64_t *out)
@@ -43,7 +52,7 @@ int util_parse_size(const char *s, uint64_t *out)
 	char *end;
 	unsigned shift = 0;
 
-	if (parse_digits(s, &v, &end))
+	if (util_parse_number(s, &v, &end))
 		return -1;
 	switch (toupper((unsigned char)*end)) {
 	case 'K': shift = 10; break;
@@ -67,7 +76,7 @@ int util_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	uint64_t v;
 	char *end;
 
-	if (parse_digits(s, &v, &end) || *end != '\0' || v < min || v > max)
+	if (parse_number(s, 10, &v, &end) || *end != '\0' || v < min || v > max)
 		return -1;
 	*out = v;
 	return 0;
@@ -106,6 +115,47 @@ uint64_t util_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Random numbers
+ * ------------------------------------------------------------------------------------- */
+
+uint64_t util_rand64(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+uint64_t util_rand_below(uint64_t *state, uint64_t n)
+{
+	/* Rejecting the top partial interval keeps small n exactly uniform. */
+	uint64_t limit = UINT64_MAX - UINT64_MAX % n, v;
+	do
+		v = util_rand64(state);
+	while (v >= limit);
+	return v % n;
+}
+
+void util_rand_bytes(uint64_t *state, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len > 0) {
+		uint64_t v = util_rand64(state);
+		size_t n = len < sizeof(v) ? len : sizeof(v);
+		memcpy(p, &v, n);
+		p += n;
+		len -= n;
+	}
+}
+
+uint64_t util_seed(void)
+{
+	uint64_t s = util_now_ns() ^ ((uint64_t)getpid() << 32);
+	/* Mixed once, and kept to 32 bits: the seed is printed for the user to type again. */
+	return util_rand64(&s) & 0xffffffffu;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -157,6 +207,70 @@ void util_progress_end(struct util_progress *p)
 		fflush(stderr);
 		p->drawn = 0;
 	}
+}
+
+/* The helper thread: waits until the delay has passed or the work has ended, whichever
+ * comes first, and draws the note only in the first case. Drawing under the lock means
+ * util_busy_end() never erases a line that is still being written. */
+static void *busy_thread(void *arg)
+{
+	struct util_busy *b = arg;
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_nsec += (long)PROGRESS_DELAY_NS;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&b->lock);
+	while (!b->done && pthread_cond_timedwait(&b->cond, &b->lock, &deadline) == 0)
+		;
+	if (!b->done) {
+		fprintf(stderr, "\r%s\033[K", b->note);
+		fflush(stderr);
+		b->drawn = 1;
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+void util_busy_begin(struct util_busy *b, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_condattr_t attr;
+
+	memset(b, 0, sizeof(*b));
+	if (!isatty(STDERR_FILENO))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->note, sizeof(b->note), fmt, ap);
+	va_end(ap);
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&b->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	/* Without a thread there is simply no note; the work goes on all the same. */
+	b->running = pthread_create(&b->thread, NULL, busy_thread, b) == 0;
+}
+
+void util_busy_end(struct util_busy *b)
+{
+	if (!b->running)
+		return;
+	pthread_mutex_lock(&b->lock);
+	b->done = 1;
+	pthread_cond_signal(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	pthread_join(b->thread, NULL);
+	if (b->drawn) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+	}
+	pthread_cond_destroy(&b->cond);
+	pthread_mutex_destroy(&b->lock);
+	b->running = 0;
 }
 
 /* ---------------------------------------------------------------------------------------

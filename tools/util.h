@@ -1,13 +1,15 @@
 /*
  * util.h - small helpers shared by the programs built around libkeratin: the keratin tool,
  * the demo and the benchmark. Parsing of sizes and counts, human-readable byte counts, the
- * creation progress bar, consistent usage and library error messages, monotonic time and a
- * scratch directory on tmpfs. Nothing here knows a pool's format; it only uses keratin.h.
+ * progress bar and the "still working" note, consistent usage and library error messages,
+ * monotonic time, a seeded random generator and a scratch directory on tmpfs. Nothing here
+ * knows a pool's format; it only uses keratin.h.
  */
 #ifndef KR_TOOLS_UTIL_H
 #define KR_TOOLS_UTIL_H
 
 #include <getopt.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,8 +18,13 @@
 /* Exit status for bad command lines, as most Unix tools use; library failures exit 1. */
 #define UTIL_EXIT_USAGE 2
 
-/* "64M" -> 67108864. Decimal digits, then optionally K, M, G or T (powers of 1024),
- * optionally followed by "iB" or "B". Returns 0, or -1 if s is not such a size or overflows. */
+/* The number at the start of s: decimal digits, or 0x and hex digits; *end points past
+ * it. Returns 0, or -1 if s does not start with one or it overflows. */
+int util_parse_number(const char *s, uint64_t *out, char **end);
+
+/* "64M" -> 67108864. Decimal digits (or 0x and hex digits: "0x5c3000"), then optionally K,
+ * M, G or T (powers of 1024), optionally followed by "iB" or "B" (after hex digits a B is a
+ * digit). Returns 0, or -1 if s is not such a size or overflows. Used for offsets too. */
 int util_parse_size(const char *s, uint64_t *out);
 /* A plain decimal number in [min, max]. Returns 0, or -1 if s is not one. */
 int util_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
@@ -31,6 +38,14 @@ const char *util_mode_name(enum kr_mode mode);
 
 /* Nanoseconds of CLOCK_MONOTONIC. */
 uint64_t util_now_ns(void);
+
+/* Seeded pseudo-random numbers (splitmix64): the same seed gives the same sequence on every
+ * machine, so a fault injected with --seed S can be injected again. util_seed() is a seed
+ * for runs that were given none (time and pid); print it so the run can be repeated. */
+uint64_t util_rand64(uint64_t *state);
+uint64_t util_rand_below(uint64_t *state, uint64_t n); /* uniform in [0, n), n > 0 */
+void util_rand_bytes(uint64_t *state, void *buf, size_t len);
+uint64_t util_seed(void);
 
 /* Progress bar for kr_create_opts.progress: pass util_progress_cb as the callback and the
  * struct as its context. It draws on stderr only when stderr is a terminal and the work has
@@ -46,6 +61,22 @@ struct util_progress {
 void util_progress_init(struct util_progress *p, const char *label);
 void util_progress_cb(void *ctx, uint64_t done, uint64_t total);
 void util_progress_end(struct util_progress *p);
+
+/* For work that cannot report progress (kr_pool_check, an open that recovers): a note such
+ * as "checking p.pool (16.0 MiB) ..." on stderr, shown under the same rules as the bar (a
+ * terminal, and only once the work has taken a moment) and erased by util_busy_end(). A
+ * helper thread waits out the delay, so the work is neither polled nor interrupted. */
+struct util_busy {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int running; /* the helper thread exists */
+	int done;    /* util_busy_end() was called */
+	int drawn;   /* the note is on the screen */
+	char note[200];
+};
+void util_busy_begin(struct util_busy *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void util_busy_end(struct util_busy *b);
 
 /* Command-line errors, one line on stderr and a hint:
  *     PROG: MESSAGE
