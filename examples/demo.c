@@ -11,10 +11,20 @@
  * recovery, and walks the map: every acknowledged key must be there with its value, the one
  * insert in flight at the kill may or may not be, and nothing after it may exist.
  *
+ * Then the faults: with the pool open and a reader checking acknowledged entries in a loop
+ * (conservative read policy: every read verifies the entry's checksum), the parent makes one
+ * entry's page a media error (emulated poison: the page loses its content and faults on the
+ * next access) and scribbles random bytes over another entry's value behind the library's
+ * back (pwrite on the file). The poison is repaired online by the fault handler at the
+ * reader's next access, the scribble by the checksum check of the next read; the reader
+ * must never see a wrong value, and afterwards `kr_pool_check` must find the pool sound.
+ *
  * On tmpfs the pool is opened with KR_OPEN_FORCE_PMEM: the page cache outlives the killed
  * process just as persistent memory outlives a crash, and no msync is needed.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +62,8 @@ struct demo {
 	unsigned flags; /* KR_OPEN_FORCE_PMEM on tmpfs */
 	int tmpfs;
 };
+
+static int faults(const struct demo *d, uint64_t acked);
 
 /* splitmix64: a tiny, seedable generator for the kill point and for the values. */
 static uint64_t mix(uint64_t *state)
@@ -304,7 +316,107 @@ static int run(struct demo *d)
 	if (last.inserts)
 		printf("cost:          %.2f fences per insert (kr_counters of the writer)\n",
 		       (double)last.fences / (double)last.inserts);
-	return ok;
+	return ok && faults(d, last.inserts);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The faults phase
+ * ------------------------------------------------------------------------------------- */
+
+struct reader {
+	struct kvmap *map;
+	uint64_t keys;         /* acknowledged keys to read */
+	uint64_t reads, wrong; /* reads done, reads that returned a wrong value */
+	_Atomic int stop;
+};
+
+static void *reader_loop(void *arg)
+{
+	struct reader *r = arg;
+	unsigned char want[VALUE_MAX];
+	for (uint64_t i = 0; !r->stop; i++) {
+		uint64_t key = (i * 7919) % r->keys;
+		size_t len, want_len = value_of(key, want);
+		const void *val = kvmap_get(r->map, key, &len);
+		if (!val || len != want_len || memcmp(val, want, len) != 0)
+			r->wrong++;
+		r->reads++;
+	}
+	return NULL;
+}
+
+/* Pool offset of the value of an acknowledged key. */
+static uint64_t value_off(kr_pool *pool, struct kvmap *map, uint64_t key, size_t *len)
+{
+	const char *v = kvmap_get(map, key, len);
+	return v ? (uint64_t)(v - (const char *)kr_pool_base(pool)) : 0;
+}
+
+static int faults(const struct demo *d, uint64_t acked)
+{
+	kr_pool *pool;
+	struct kvmap *map;
+	int rc;
+	if (acked < 1000)
+		return 1; /* too few entries to aim at; nothing to show */
+	if ((rc = kr_pool_open(d->path, d->flags, &pool)))
+		return !util_lib_error(PROG, d->path, rc);
+	if ((rc = kvmap_open(pool, 0, &map)) ||
+	    (rc = kr_pool_set_read_policy(pool, KR_READ_CONSERVATIVE, 0, 0))) {
+		util_lib_error(PROG, d->path, rc);
+		kr_pool_close(pool);
+		return 0;
+	}
+	/* Two entries on different pages, close enough to lie in different page columns. */
+	size_t slen, plen;
+	uint64_t skey = acked / 3, pkey = skey + 1;
+	uint64_t soff = value_off(pool, map, skey, &slen), poff = 0;
+	for (; pkey < acked; pkey++)
+		if (((poff = value_off(pool, map, pkey, &plen)) >> 12) != (soff >> 12))
+			break;
+
+	struct reader r = {.map = map, .keys = acked};
+	pthread_t th;
+	pthread_create(&th, NULL, reader_loop, &r);
+	usleep(20000);
+
+	int fd = open(d->path, O_WRONLY);
+	unsigned char junk[VALUE_MAX];
+	uint64_t rng = d->seed;
+	for (size_t i = 0; i < slen; i++)
+		junk[i] = (unsigned char)mix(&rng);
+	int scribbled = fd >= 0 && pwrite(fd, junk, slen, (off_t)soff) == (ssize_t)slen;
+	if (fd >= 0)
+		close(fd);
+	rc = kr_inject_poison(pool, poff);
+	printf("faults:        media error on page 0x%llx (entry %llu), %zu-byte scribble at 0x%llx "
+	       "(entry %llu),\n               while a reader checks entries\n",
+	       (unsigned long long)(poff & ~4095ull), (unsigned long long)pkey, slen,
+	       (unsigned long long)soff, (unsigned long long)skey);
+	usleep(200000);
+	r.stop = 1;
+	pthread_join(th, NULL);
+
+	struct kr_pool_stat st;
+	struct kr_check_report rep = {0};
+	kr_pool_stat(pool, &st);
+	int check = kr_pool_check(pool, 0, &rep);
+	printf("repairs:       %llu page%s rebuilt online after the media error (last in %.1f us), "
+	       "%llu object%s\n               repaired after a checksum mismatch; the reader saw %llu "
+	       "wrong value%s in %llu reads\n",
+	       (unsigned long long)st.media_repairs, st.media_repairs == 1 ? "" : "s",
+	       (double)st.last_repair_ns / 1e3, (unsigned long long)st.csum_repairs,
+	       st.csum_repairs == 1 ? "" : "s", (unsigned long long)r.wrong,
+	       r.wrong == 1 ? "" : "s", (unsigned long long)r.reads);
+	printf("check:         %s (%llu objects, %llu parity columns, %.1f GB/s)\n",
+	       check == KR_OK ? "sound" : kr_errmsg(), (unsigned long long)rep.objects,
+	       (unsigned long long)rep.columns,
+	       rep.seconds > 0 ? (double)rep.bytes_scanned / rep.seconds / 1e9 : 0.0);
+	kvmap_close(map);
+	if ((rc = kr_pool_close(pool)))
+		util_lib_error(PROG, d->path, rc);
+	return rc == 0 && rc == KR_OK && scribbled && r.wrong == 0 && check == KR_OK &&
+	       st.media_repairs >= 1 && st.csum_repairs >= 1;
 }
 
 static int usage(void)

@@ -231,14 +231,21 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	/* The page becomes inaccessible first, then loses its content (through the file, since
 	 * the mapping can no longer be written): no reader can ever see the lost bytes without
 	 * faulting, as with real poison. This is fault injection, so it goes around pmem.c. */
-	if (mprotect(pool->pm.base + off, P, PROT_NONE) != 0) {
-		atomic_store(&pool->poison[slot], 0);
-		return kr_err_errno(KR_E_IO, "mprotect");
-	}
+	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
+	 * complete instead of repairing a page that is about to lose its content. */
 	uint8_t junk[P];
 	for (size_t i = 0; i < P; i++)
 		junk[i] = (uint8_t)(i * 131 + off);
-	if (pwrite(pool->pm.fd, junk, P, (off_t)off) != (ssize_t)P)
+	while (atomic_flag_test_and_set(&repair_lock))
+		;
+	int ok = mprotect(pool->pm.base + off, P, PROT_NONE) == 0;
+	int wrote = ok && pwrite(pool->pm.fd, junk, P, (off_t)off) == (ssize_t)P;
+	atomic_flag_clear(&repair_lock);
+	if (!ok) {
+		atomic_store(&pool->poison[slot], 0);
+		return kr_err_errno(KR_E_IO, "mprotect");
+	}
+	if (!wrote)
 		return kr_err_errno(KR_E_IO, "pwrite");
 	/* The platform knows the page is bad: if the pool closes first, open repairs it. */
 	return kr_badblocks_add(pool->path, off);

@@ -242,19 +242,16 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 	}
 	uint64_t col;
 	column_vectors(p, off, v, &col);
-	/* acc = parity ^ every other row: the lost row's bytes. */
+	/* The lost row's bytes = XOR of parity and every other row: one ISA-L pass, the lost
+	 * row's slot taken by the parity row and the destination put last. */
 	uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+	v[row] = v[p->rows];
+	v[p->rows] = acc;
 	uint16_t idx[1];
 	int nl = lock_set(poff, P, idx);
 	lock_range(p, idx, nl, 0);
-	memcpy(acc, v[p->rows], P);
+	xor_gen((int)p->rows + 1, P, v);
 	unlock_range(p, idx, nl);
-	for (uint32_t r = 0; r < p->rows; r++) {
-		if (r == row)
-			continue;
-		void *pair[3] = {v[r], acc, acc};
-		xor_gen(3, P, pair);
-	}
 	memcpy(out, acc + (zoff % P), len);
 	free(acc);
 	free(v);
