@@ -530,6 +530,7 @@ int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
 	}
 	lane_hint.log = log;
 	lane_hint.idx = l->idx;
+	atomic_store_explicit(&l->held, 1, memory_order_relaxed);
 	/* Invariant 3: the previous holder's unfenced apply becomes ours to fence. */
 	pthread_mutex_lock(&l->st_lock);
 	int rc = KR_OK;
@@ -546,7 +547,16 @@ int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
 
 void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane)
 {
+	atomic_store_explicit(&lane->held, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&lane->lock);
+}
+
+uint32_t kr_log_lanes_held(struct kr_log *log)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		n += (uint32_t)atomic_load_explicit(&log->lanes[i].held, memory_order_relaxed);
+	return n;
 }
 
 static void lane_trim(struct kr_log *log, struct kr_lane *l)

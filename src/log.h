@@ -55,6 +55,7 @@ struct kr_lane {
 	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
 
 	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
+	_Atomic int held;      /* bound to a transaction (set and cleared by the holder) */
 	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
 
 	/* Shared with other threads (durable-seq computation and adoption). */
@@ -133,6 +134,8 @@ int kr_log_mark_open(struct kr_log *log);
 int kr_log_mark_clean(struct kr_log *log);
 
 int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **lane);
+/* Number of lanes bound to a transaction right now (a snapshot; for misuse checks). */
+uint32_t kr_log_lanes_held(struct kr_log *log);
 void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 
 /* Writes the image to the lane (and its replica) and fences once. On success the

@@ -471,9 +471,9 @@ int kr_pool_close(kr_pool *pool)
 {
 	if (!pool)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_close: pool is NULL");
-	if (atomic_load(&pool->open_txs) != 0)
-		return kr_err_set(KR_E_MISUSE_STATE, "%s: %d transaction(s) still open", pool->path,
-				  atomic_load(&pool->open_txs));
+	uint32_t open = kr_log_lanes_held(&pool->log);
+	if (open)
+		return kr_err_set(KR_E_MISUSE_STATE, "%s: %u transaction(s) still open", pool->path, open);
 	int rc = KR_OK;
 	kr_scrub_stop(pool);
 	if (!atomic_load(&pool->failed))

@@ -24,7 +24,6 @@ struct kr_pool {
 	struct kr_root_line *root[2]; /* root lines of the two control pages */
 	pthread_mutex_t root_lock;
 	_Atomic int failed;   /* sticky error state (see keratin.h) */
-	_Atomic int open_txs; /* transactions begun and not ended */
 	struct kr_log_recovery recovery;
 	int recovered;
 	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;

@@ -356,7 +356,7 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	int rc = kr_pool_usable(pool);
 	if (rc)
 		return rc;
-	if (atomic_load(&pool->open_txs) != 0)
+	if (kr_log_lanes_held(&pool->log) != 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
 	/* Applied transactions durable and parity settled before anything is judged. */
 	if ((rc = kr_log_sync(&pool->log, NULL)))

@@ -313,7 +313,6 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 		free(tx);
 		return rc;
 	}
-	atomic_fetch_add(&pool->open_txs, 1);
 	tx->next_open = tx_open_list;
 	tx_open_list = tx;
 	*out = tx;
@@ -340,7 +339,6 @@ static void tx_end(struct kr_tx *tx, int committed)
 	while (*pp != tx)
 		pp = &(*pp)->next_open;
 	*pp = tx->next_open;
-	atomic_fetch_sub(&pool->open_txs, 1);
 	free(tx);
 }
 
