@@ -9,6 +9,9 @@
  *   a header, control or lane page is copied from its twin. The result is written with plain
  *   stores and agrees with parity by construction, so writing it twice is harmless.
  *
+ *   At open, the platform's list of lost pages is repaired: the kernel's bad blocks of the
+ *   device (sysfs, mapped to file offsets with FIEMAP) and, in emulation, PATH.badblocks.
+ *
  *   Online, a fault inside a pool arrives as SIGBUS (machine check: BUS_MCEERR_AR/AO) or, for
  *   emulated poison, as SIGSEGV on a page this module made inaccessible. The handler:
  *     1. records the page in the persistent bad-block list (PATH.badblocks), so that a crash
@@ -33,7 +36,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,17 +165,68 @@ static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
 	return 1;
 }
 
+/* The kernel's list: the badblocks file of the block device under the pool file (sysfs;
+ * KERATIN_SYSFS_BADBLOCKS names another file, for tests), "first_sector count" per line in
+ * 512-byte sectors of the device, mapped back to file offsets through FIEMAP. Adds the pool
+ * offsets of the lost pages to pages[]. A file system without FIEMAP, a device without a
+ * badblocks file, or a list that names no block of the pool: nothing to add. */
+static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t max)
+{
+	char path[128];
+	const char *fake = getenv("KERATIN_SYSFS_BADBLOCKS");
+	struct stat st;
+	if (fake && *fake) {
+		snprintf(path, sizeof(path), "%s", fake);
+	} else {
+		if (fstat(pool->pm.fd, &st) != 0)
+			return n;
+		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/badblocks", major(st.st_dev),
+			 minor(st.st_dev));
+	}
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return n;
+	enum { NEXT = 256 };
+	struct fiemap *fm = calloc(1, sizeof(*fm) + NEXT * sizeof(struct fiemap_extent));
+	unsigned long long first, count;
+	while (fm && n < max && fscanf(f, "%llu %llu", &first, &count) == 2) {
+		uint64_t lo = first * 512, hi = (first + count) * 512;
+		/* Which file ranges live on device bytes [lo, hi)? Walk the file's extents. */
+		for (uint64_t start = 0; start < pool->hdr.pool_size && n < max;) {
+			memset(fm, 0, sizeof(*fm));
+			fm->fm_start = start;
+			fm->fm_length = pool->hdr.pool_size - start;
+			fm->fm_extent_count = NEXT;
+			if (ioctl(pool->pm.fd, FS_IOC_FIEMAP, fm) != 0 || fm->fm_mapped_extents == 0)
+				break;
+			for (uint32_t e = 0; e < fm->fm_mapped_extents && n < max; e++) {
+				const struct fiemap_extent *x = &fm->fm_extents[e];
+				uint64_t plo = x->fe_physical, phi = x->fe_physical + x->fe_length;
+				for (uint64_t b = lo > plo ? lo : plo; b < hi && b < phi && n < max; b += 512)
+					pages[n++] = (x->fe_logical + (b - plo)) & ~(uint64_t)(P - 1);
+				start = x->fe_logical + x->fe_length;
+				if (x->fe_flags & FIEMAP_EXTENT_LAST)
+					start = pool->hdr.pool_size;
+			}
+		}
+	}
+	free(fm);
+	fclose(f);
+	return n;
+}
+
 int kr_media_repair_listed(kr_pool *pool)
 {
 	char path[4096 + 16], line[128];
 	badblocks_path(pool->path, path, sizeof(path));
 	FILE *f = fopen(path, "r");
-	if (!f)
-		return errno == ENOENT ? KR_OK : kr_err_errno(KR_E_IO, "%s", path);
+	if (!f && errno != ENOENT)
+		return kr_err_errno(KR_E_IO, "%s", path);
+	int listed = f != NULL;
 	uint64_t pages[256];
 	size_t n = 0;
 	int rc = KR_OK;
-	while (rc == KR_OK && fgets(line, sizeof(line), f)) {
+	while (f && rc == KR_OK && fgets(line, sizeof(line), f)) {
 		char *end;
 		errno = 0;
 		unsigned long long off = strtoull(line, &end, 0);
@@ -175,14 +234,26 @@ int kr_media_repair_listed(kr_pool *pool)
 			continue; /* not a number: ignore the line, as the kernel's list would */
 		if (off >= pool->hdr.pool_size)
 			rc = kr_err_set(KR_E_MEDIA, "%s: bad block at 0x%llx is beyond the pool", path, off);
-		off &= ~(unsigned long long)(P - 1);
-		int dup = 0;
-		for (size_t i = 0; i < n; i++)
-			dup |= pages[i] == off;
-		if (!dup && n < sizeof(pages) / sizeof(pages[0]))
-			pages[n++] = off;
+		if (n < sizeof(pages) / sizeof(pages[0]))
+			pages[n++] = off & ~(unsigned long long)(P - 1);
 	}
-	fclose(f);
+	if (f)
+		fclose(f);
+	size_t from_kernel = n;
+	n = kernel_badblocks(pool, pages, n, sizeof(pages) / sizeof(pages[0]));
+	/* One lost page may be named many times (eight 512-byte sectors, or both lists). */
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		int dup = 0;
+		for (size_t j = 0; j < m && !dup; j++)
+			dup = pages[j] == pages[i];
+		if (dup)
+			continue;
+		if (i >= from_kernel && m < from_kernel)
+			from_kernel = m; /* keep "index >= from_kernel: the kernel named it" true */
+		pages[m++] = pages[i];
+	}
+	n = m;
 	/* Two lost data pages in one column cannot be rebuilt from each other: leave them (their
 	 * objects fail their checksums) and keep the list, rather than write guesses. */
 	int kept = 0;
@@ -195,11 +266,20 @@ int kr_media_repair_listed(kr_pool *pool)
 			kept = 1;
 			continue;
 		}
+		/* A block the kernel reports stays poisoned: give the file a new one (punch the page
+		 * out, allocate it again) before writing the repaired content. */
+		if (i >= from_kernel &&
+		    (fallocate(pool->pm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pages[i], P) != 0 ||
+		     posix_fallocate(pool->pm.fd, (off_t)pages[i], P) != 0)) {
+			rc = kr_err_errno(KR_E_MEDIA, "%s: cannot replace the bad block at 0x%llx",
+					  pool->path, (unsigned long long)pages[i]);
+			break;
+		}
 		rc = kr_media_repair_page(pool, pages[i]);
 	}
 	/* Every other listed page now holds correct data: the list is cleared, as writing a
 	 * poisoned page clears the poison on real hardware. */
-	if (rc == KR_OK && !kept && unlink(path) != 0)
+	if (rc == KR_OK && !kept && listed && unlink(path) != 0)
 		rc = kr_err_errno(KR_E_IO, "%s: cannot clear the list", path);
 	return rc;
 }
