@@ -201,6 +201,10 @@ struct kr_check_report {
 	/* Optional, set by the caller: called for every damaged page found, with its state. */
 	void (*on_page)(void *ctx, uint64_t off, int state);
 	void *ctx;
+	/* Optional: called from time to time with bytes read so far and in all (the zones, for
+	 * parity, plus the live objects, for checksums), like kr_create_opts.progress. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
 };
 #define KR_CHECK_REPAIR 0x1u
 enum kr_page_state { KR_PAGE_DAMAGED = 1, KR_PAGE_REPAIRED = 2, KR_PAGE_UNREPAIRABLE = 3 };

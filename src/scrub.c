@@ -53,7 +53,17 @@ struct scrub {
 	uint64_t row_size;
 	struct item *items;
 	size_t nitems, cap;
+	uint64_t done, total; /* progress, in bytes read: columns scanned + objects verified */
 };
+
+static void progress(struct scrub *s, uint64_t step)
+{
+	uint64_t before = s->done;
+	s->done += step;
+	/* Every 16 MiB read, and at the end: cheap next to the work itself. */
+	if (s->rep->progress && (s->done >> 24 != before >> 24 || s->done == s->total))
+		s->rep->progress(s->rep->progress_ctx, s->done, s->total);
+}
 
 static void report_page(struct scrub *s, uint64_t off, int state)
 {
@@ -91,6 +101,7 @@ static void scan_parity(struct scrub *s)
 {
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		s->rep->columns++;
+		progress(s, (uint64_t)(s->pool->hdr.rows + 1) * P);
 		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
 			s->bad_col[c] = 1;
 			s->rep->bad_columns++;
@@ -157,6 +168,7 @@ static int scan_items(struct scrub *s)
 		if (kr_heap_lookup(&pool->heap, oid, &b) != KR_OK)
 			continue;
 		s->rep->objects++;
+		progress(s, b.bytes);
 		if (object_ok(pool, &b))
 			continue;
 		s->rep->bad_objects++;
@@ -306,11 +318,12 @@ static void settle(struct scrub *s)
  * commit gate closed). */
 static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 {
-	void (*on_page)(void *, uint64_t, int) = rep->on_page;
-	void *ctx = rep->ctx;
+	struct kr_check_report caller = *rep; /* keep the caller's callbacks */
 	memset(rep, 0, sizeof(*rep));
-	rep->on_page = on_page;
-	rep->ctx = ctx;
+	rep->on_page = caller.on_page;
+	rep->ctx = caller.ctx;
+	rep->progress = caller.progress;
+	rep->progress_ctx = caller.progress_ctx;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	const struct kr_pool_hdr *h = &pool->hdr;
@@ -318,6 +331,8 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	s.row_size = (uint64_t)h->row_pages * P;
 	s.ncols = (uint64_t)h->nzones * h->row_pages;
 	s.bad_col = calloc(s.ncols, 1);
+	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? (uint64_t)h->nzones * h->zone_size : 0) +
+		  pool->heap.used_bytes;
 	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
 		if (h->ro_compat & KR_FEAT_RO_PARITY)

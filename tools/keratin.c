@@ -397,14 +397,13 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	if (open_pool(path, flags, &pool, &st))
 		return 1;
 
-	/* kr_pool_check reports no progress: a note on a terminal, and no fake bar. */
 	uint64_t lowest = 0;
-	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &lowest};
-	struct util_busy busy;
-	char h[UTIL_HUMAN_LEN];
-	util_busy_begin(&busy, "%s %s (%s) ...", doing[kind], path, util_human(st.pool_size, h));
+	struct util_progress bar;
+	util_progress_init(&bar, doing[kind]);
+	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &lowest,
+				      .progress = util_progress_cb, .progress_ctx = &bar};
 	rc = kr_pool_check(pool, kind == VERIFY_CHECK ? 0 : KR_CHECK_REPAIR, &rep);
-	util_busy_end(&busy);
+	util_progress_end(&bar);
 
 	/* Damage is an answer, printed in full; any other error means there is none. */
 	if (rc && KR_ERR_CLASS(rc) != KR_E_CORRUPT) {
