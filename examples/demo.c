@@ -326,6 +326,7 @@ static int run(struct demo *d)
 struct reader {
 	struct kvmap *map;
 	uint64_t keys;         /* acknowledged keys to read */
+	uint64_t hot[2];       /* the damaged entries, read every 64 reads as well */
 	uint64_t reads, wrong; /* reads done, reads that returned a wrong value */
 	_Atomic int stop;
 };
@@ -335,7 +336,7 @@ static void *reader_loop(void *arg)
 	struct reader *r = arg;
 	unsigned char want[VALUE_MAX];
 	for (uint64_t i = 0; !r->stop; i++) {
-		uint64_t key = (i * 7919) % r->keys;
+		uint64_t key = i % 64 < 2 ? r->hot[i % 64] : (i * 7919) % r->keys;
 		size_t len, want_len = value_of(key, want);
 		const void *val = kvmap_get(r->map, key, &len);
 		if (!val || len != want_len || memcmp(val, want, len) != 0)
@@ -375,7 +376,7 @@ static int faults(const struct demo *d, uint64_t acked)
 		if (((poff = value_off(pool, map, pkey, &plen)) >> 12) != (soff >> 12))
 			break;
 
-	struct reader r = {.map = map, .keys = acked};
+	struct reader r = {.map = map, .keys = acked, .hot = {skey, pkey}};
 	pthread_t th;
 	pthread_create(&th, NULL, reader_loop, &r);
 	usleep(20000);
@@ -397,6 +398,9 @@ static int faults(const struct demo *d, uint64_t acked)
 	r.stop = 1;
 	pthread_join(th, NULL);
 
+	/* Every entry read once more (each read verifies its checksum): all must be right. */
+	struct tally t = {.acked = acked - 1};
+	int walk = kvmap_foreach(map, tally_entry, &t);
 	struct kr_pool_stat st;
 	struct kr_check_report rep = {0};
 	kr_pool_stat(pool, &st);
@@ -408,6 +412,8 @@ static int faults(const struct demo *d, uint64_t acked)
 	       (double)st.last_repair_ns / 1e3, (unsigned long long)st.csum_repairs,
 	       st.csum_repairs == 1 ? "" : "s", (unsigned long long)r.wrong,
 	       r.wrong == 1 ? "" : "s", (unsigned long long)r.reads);
+	printf("verification:  %llu of %llu entries read back right after the repairs\n",
+	       (unsigned long long)(t.good + t.inflight), (unsigned long long)acked);
 	printf("check:         %s (%llu objects, %llu parity columns, %.1f GB/s)\n",
 	       check == KR_OK ? "sound" : kr_errmsg(), (unsigned long long)rep.objects,
 	       (unsigned long long)rep.columns,
@@ -415,8 +421,9 @@ static int faults(const struct demo *d, uint64_t acked)
 	kvmap_close(map);
 	if ((rc = kr_pool_close(pool)))
 		util_lib_error(PROG, d->path, rc);
-	return rc == 0 && rc == KR_OK && scribbled && r.wrong == 0 && check == KR_OK &&
-	       st.media_repairs >= 1 && st.csum_repairs >= 1;
+	return rc == KR_OK && walk == 0 && scribbled && r.wrong == 0 && t.bad == 0 &&
+	       t.good + t.inflight == acked && check == KR_OK && st.media_repairs >= 1 &&
+	       st.csum_repairs >= 1;
 }
 
 static int usage(void)
