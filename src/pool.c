@@ -518,5 +518,32 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	return KR_OK;
 }
 
+int kr_pool_page_kind(kr_pool *pool, uint64_t off)
+{
+	if (!pool || off >= pool->hdr.pool_size)
+		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
+	const struct kr_pool_hdr *h = &pool->hdr;
+	off &= ~(uint64_t)(P - 1);
+	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
+	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
+	if (off == 0 || off == h->pool_size - P)
+		return KR_PAGE_HEADER;
+	if (off == h->ctl_off || off == h->ctl_replica_off)
+		return KR_PAGE_CONTROL;
+	if (off >= h->lanes_off && off < h->lanes_off + lanes)
+		return KR_PAGE_LANE;
+	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
+		return KR_PAGE_LANE_REPLICA;
+	if (off < h->heap_off || off >= heap_end)
+		return KR_PAGE_UNUSED;
+	uint64_t zoff = (off - h->heap_off) % h->zone_size;
+	uint64_t row_size = (uint64_t)h->row_pages * P;
+	if (zoff >= (uint64_t)h->rows * row_size)
+		return KR_PAGE_PARITY;
+	if (zoff < (uint64_t)h->zone_meta_pages * P)
+		return KR_PAGE_ZONE_META;
+	return KR_PAGE_DATA;
+}
+
 void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }
 size_t kr_pool_mapped_size(kr_pool *pool) { return pool ? pool->pm.size : 0; }
