@@ -12,9 +12,11 @@
 #include <isa-l/crc.h>
 #include <isa-l/crc64.h>
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 
 #include "csum.h"
+#include "layout.h"
 
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 {
@@ -30,6 +32,11 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 }
 
 uint32_t kr_crc32c(const void *buf, size_t n) { return kr_crc32c_extend(0, buf, n); }
+
+uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload)
+{
+	return kr_crc32c_extend(kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc)), payload, hdr->size);
+}
 
 uint64_t kr_crc64(const void *buf, size_t n)
 {

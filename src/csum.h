@@ -13,6 +13,12 @@ uint32_t kr_crc32c(const void *buf, size_t n);
 /* Continue a CRC-32C: kr_crc32c_extend(kr_crc32c(a), b) == kr_crc32c(a || b). */
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
 
+struct kr_obj_hdr;
+/* An object's checksum: CRC-32C of its header's size and type (12 bytes) then its payload.
+ * The fields are fixed at allocation, so kr_crc32c_delta patches it for payload changes
+ * exactly as for a payload-only CRC (the delta position counts from the end). */
+uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload);
+
 /* CRC-64 (ECMA-182, reflected, seed 0): the check on directly written fresh objects. */
 uint64_t kr_crc64(const void *buf, size_t n);
 

@@ -299,7 +299,7 @@ _Static_assert(offsetof(struct kr_chunk_meta, crc) == 136, "crc after the bitmap
 struct kr_obj_hdr {
 	uint64_t size; /* payload bytes as requested at allocation */
 	uint32_t type; /* application type number */
-	uint32_t crc;  /* CRC-32C of the payload (maintained by the fault-tolerance layer) */
+	uint32_t crc;  /* CRC-32C of size, type, then the payload (kr_obj_crc), with OBJ_CSUM */
 };
 _Static_assert(sizeof(struct kr_obj_hdr) == 16, "object header is 16 bytes");
 

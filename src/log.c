@@ -64,6 +64,8 @@ static _Thread_local struct {
 } lane_hint;
 
 static _Thread_local struct kr_lane *cur_lane; /* the lane this thread is inside, if any */
+static _Thread_local uint64_t fault_pages[8];  /* repaired during this thread's commit */
+static _Thread_local int nfault_pages;
 
 static uint64_t self_tid(void)
 {
@@ -299,6 +301,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	for (uint32_t i = 0; i < g->nlanes; i++) {
 		struct kr_lane *l = &log->lanes[i];
 		l->idx = i;
+		l->log = log;
 		l->lines = (struct kr_log_cacheline *)(g->lanes + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
 		l->replica =
 			(struct kr_log_cacheline *)(g->replica + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
@@ -725,6 +728,15 @@ void kr_log_exit(struct kr_log *log, struct kr_lane *l)
 {
 	cur_lane = NULL;
 	atomic_store_explicit(&l->in_commit, 0, memory_order_release);
+	for (; nfault_pages > 0; nfault_pages--)
+		if (log->hooks.after_fault)
+			log->hooks.after_fault(log->hooks.fault_ctx, fault_pages[nfault_pages - 1]);
+}
+
+void kr_log_note_fault(uint64_t page)
+{
+	if (cur_lane && nfault_pages < (int)(sizeof(fault_pages) / sizeof(fault_pages[0])))
+		fault_pages[nfault_pages++] = page;
 }
 
 void kr_log_quiesce(struct kr_log *log)
@@ -747,8 +759,18 @@ int kr_log_suspend(void)
 
 void kr_log_unsuspend(int token)
 {
-	if (token && cur_lane)
+	if (!token || !cur_lane)
+		return;
+	/* Back inside the gate, by the same protocol as kr_log_enter: a repair that started
+	 * while this thread was out finishes first. */
+	for (;;) {
 		atomic_store(&cur_lane->in_commit, 1);
+		if (!atomic_load(&cur_lane->log->repairing))
+			return;
+		atomic_store(&cur_lane->in_commit, 0);
+		while (atomic_load(&cur_lane->log->repairing))
+			sched_yield();
+	}
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -41,9 +41,12 @@ int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len);
 /* Number of log lines the image occupies. */
 uint32_t kr_img_lines(const struct kr_img *img);
 
+struct kr_log;
+
 struct kr_lane {
 	pthread_mutex_t lock; /* held by the transaction using the lane */
 	uint32_t idx;
+	struct kr_log *log;
 	struct kr_log_cacheline *lines, *replica;
 
 	/* Owned by the lock holder. The lane's live transactions, oldest first, as a ring of
@@ -81,6 +84,11 @@ struct kr_log_hooks {
 	void (*flush)(void *ctx, uint64_t off, uint64_t len);
 	void (*touched)(void *ctx, uint64_t off, uint64_t len);
 	int (*settle)(void *ctx);
+	/* A page was repaired online while this thread was inside its own commit (its writes
+	 * to the page's column may straddle the repair): called at kr_log_exit, when the
+	 * commit's writes are final, to make that column's derived data consistent again. */
+	void (*after_fault)(void *fault_ctx, uint64_t page);
+	void *fault_ctx;
 	void *ctx;
 };
 
@@ -162,6 +170,8 @@ void kr_log_quiesce(struct kr_log *log);
 void kr_log_resume(struct kr_log *log);
 int kr_log_suspend(void);
 void kr_log_unsuspend(int token);
+/* Notes a page repaired during this thread's own commit (see hooks.after_fault). */
+void kr_log_note_fault(uint64_t page);
 
 /* Highest sequence number whose effects are known durable (for deferred frees). */
 static inline uint64_t kr_log_durable_seq(struct kr_log *log)

@@ -57,7 +57,6 @@
 static kr_pool *_Atomic registry[MAX_POOLS];
 static struct sigaction prev_segv, prev_bus;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-static int installed;
 static atomic_flag repair_lock = ATOMIC_FLAG_INIT;
 
 /* ---------------------------------------------------------------------------------------
@@ -346,10 +345,9 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	const struct sigaction *prev = sig == SIGBUS ? &prev_bus : &prev_segv;
 	if (prev->sa_flags & SA_SIGINFO) {
 		prev->sa_sigaction(sig, si, uc);
-	} else if (prev->sa_handler == SIG_IGN) {
-		return;
-	} else if (prev->sa_handler == SIG_DFL) {
-		/* Returning re-executes the fault, which now gets the default action. */
+	} else if (prev->sa_handler == SIG_DFL || prev->sa_handler == SIG_IGN) {
+		/* Returning re-executes the fault, which now gets the default action: the kernel
+		 * does the same for a fault whose signal is ignored. */
 		signal(sig, SIG_DFL);
 	} else {
 		prev->sa_handler(sig);
@@ -383,9 +381,13 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	if (sig == SIGBUS || slot >= 0) { /* not already repaired by another thread */
 		uint64_t t0 = now_ns();
 		kr_log_quiesce(&pool->log);
+		kr_parity_unlocked = 1; /* the faulting thread may hold this column's lock */
 		int ok = mprotect(pool->pm.base + off, P, PROT_READ | PROT_WRITE) == 0 &&
 			 kr_media_repair_page(pool, off) == KR_OK;
+		kr_parity_unlocked = 0;
 		kr_log_resume(&pool->log);
+		if (token)
+			kr_log_note_fault(off); /* its own commit straddles the repair: fix at exit */
 		if (slot >= 0)
 			atomic_store(&pool->poison[slot], 0);
 		pool->last_repair_ns = now_ns() - t0;
@@ -401,20 +403,55 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	errno = saved_errno;
 }
 
+/* The log's after_fault hook: with commits held back, the chunk-record CRCs in the repaired
+ * page (patched by XOR, so not idempotent across the repair) and then the parity of its
+ * column (a patch may have been counted before or after the rebuild) are recomputed from
+ * the now final data. */
+static void after_fault(void *ctx, uint64_t page)
+{
+	kr_pool *pool = ctx;
+	struct kr_redund *r = &pool->redund;
+	const struct kr_pool_hdr *h = &pool->hdr;
+	kr_log_quiesce(&pool->log);
+	kr_parity_unlocked = 1;
+	uint64_t rec;
+	if (kr_redund_in_meta(r, page, &rec))
+		for (; rec < page + P && kr_redund_in_meta(r, rec, &rec); rec += sizeof(struct kr_chunk_meta))
+			kr_redund_fix_chunk_crc(r, rec);
+	uint64_t rel = page - h->heap_off, zoff = rel % h->zone_size, row = (uint64_t)h->row_pages * P;
+	if (page >= h->heap_off && rel / h->zone_size < h->nzones && zoff < (uint64_t)(h->rows + 1) * row)
+		kr_parity_recompute(&r->parity, page - rel % h->zone_size + zoff % row, P);
+	kr_pm_fence(&pool->pm);
+	kr_parity_unlocked = 0;
+	kr_log_resume(&pool->log);
+}
+
 int kr_media_register(kr_pool *pool)
 {
+	pool->log.hooks.after_fault = after_fault;
+	pool->log.hooks.fault_ctx = pool;
 	pthread_mutex_lock(&install_lock);
 	int rc = KR_OK;
-	if (!installed) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_sigaction = on_fault;
-		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-		sigemptyset(&sa.sa_mask);
-		if (sigaction(SIGSEGV, &sa, &prev_segv) != 0 || sigaction(SIGBUS, &sa, &prev_bus) != 0)
-			rc = kr_err_errno(KR_E_IO, "sigaction");
-		else
-			installed = 1;
+	/* (Re)install when keratin's handler is not the current one: first use, or the
+	 * application installed its own since; what is there now becomes the one to chain to. */
+	struct sigaction sa, cur_segv, cur_bus;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, NULL, &cur_segv) != 0 || sigaction(SIGBUS, NULL, &cur_bus) != 0) {
+		rc = kr_err_errno(KR_E_IO, "sigaction");
+	} else {
+		if (!(cur_segv.sa_flags & SA_SIGINFO) || cur_segv.sa_sigaction != on_fault) {
+			prev_segv = cur_segv;
+			if (sigaction(SIGSEGV, &sa, NULL) != 0)
+				rc = kr_err_errno(KR_E_IO, "sigaction");
+		}
+		if (!(cur_bus.sa_flags & SA_SIGINFO) || cur_bus.sa_sigaction != on_fault) {
+			prev_bus = cur_bus;
+			if (sigaction(SIGBUS, &sa, NULL) != 0)
+				rc = kr_err_errno(KR_E_IO, "sigaction");
+		}
 	}
 	int slot = -1;
 	for (int i = 0; rc == KR_OK && i < MAX_POOLS && slot < 0; i++) {

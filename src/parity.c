@@ -90,14 +90,30 @@ static int lock_set(uint64_t poff, size_t len, uint16_t *idx)
 	return n;
 }
 
+_Thread_local int kr_parity_unlocked;
+
+/* A thread that must wait for a lock leaves the commit gate while it waits: otherwise an
+ * online repair, which waits for every commit to leave, could wait for it while the
+ * faulting thread holds the lock it wants. */
 static void lock_range(struct kr_parity *p, const uint16_t *idx, int n, int exclusive)
 {
-	for (int i = 0; i < n; i++)
-		exclusive ? pthread_rwlock_wrlock(&p->locks[idx[i]]) : pthread_rwlock_rdlock(&p->locks[idx[i]]);
+	if (kr_parity_unlocked)
+		return;
+	for (int i = 0; i < n; i++) {
+		pthread_rwlock_t *l = &p->locks[idx[i]];
+		if ((exclusive ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l)) == 0)
+			continue;
+		int token = p->wait_begin ? p->wait_begin() : 0;
+		exclusive ? pthread_rwlock_wrlock(l) : pthread_rwlock_rdlock(l);
+		if (p->wait_end)
+			p->wait_end(token);
+	}
 }
 
 static void unlock_range(struct kr_parity *p, const uint16_t *idx, int n)
 {
+	if (kr_parity_unlocked)
+		return;
 	for (int i = n - 1; i >= 0; i--)
 		pthread_rwlock_unlock(&p->locks[idx[i]]);
 }

@@ -25,7 +25,15 @@ struct kr_parity {
 	uint32_t rows, nzones;
 	size_t crossover; /* patches of at least this many bytes take the SIMD path */
 	pthread_rwlock_t locks[KR_PARITY_LOCKS];
+	/* Called around a wait for a range lock (the pool steps the thread out of the commit
+	 * gate meanwhile, see log.h); may be NULL. */
+	int (*wait_begin)(void);
+	void (*wait_end)(int token);
 };
+
+/* Set by a thread that repairs while every commit is held back (online repair): its parity
+ * calls take no range locks, which a faulting thread may be holding. */
+extern _Thread_local int kr_parity_unlocked;
 
 /* Default crossover (bytes) between atomic-word and SIMD patches, measured with
  * build/bench/parity-crossover on the development machine (2 cores, AVX-512): SIMD under the

@@ -254,6 +254,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if ((rc = kr_log_init(&pool->log, &pool->pm, &g)))
 		return rc;
 	kr_redund_hooks(&pool->redund, &pool->log.hooks);
+	pool->redund.parity.wait_begin = kr_log_suspend;
+	pool->redund.parity.wait_end = kr_log_unsuspend;
 	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
 		return rc;
 	if (kr_log_is_clean(&pool->log)) {

@@ -120,7 +120,7 @@ static int object_ok(kr_pool *pool, const struct kr_block *b)
 		return 0;
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_OBJ_CSUM))
 		return 1;
-	return kr_crc32c(hdr + 1, hdr->size) == hdr->crc;
+	return kr_obj_crc(hdr, hdr + 1) == hdr->crc;
 }
 
 static int item_ok(const struct scrub *s, const struct item *it)
@@ -288,12 +288,18 @@ static void settle(struct scrub *s)
 			    s->bad_col[col_index(s, pg, &row)] == 1)
 				claimed = 1;
 		}
-		/* Checking only: an item is repairable if it lies in some disagreeing column. */
+		/* Checking only: an item is repairable if it lies in some disagreeing column, and
+		 * its pages there are the damaged ones. */
 		if (s->repair ? !it->fixed : !claimed) {
 			s->rep->unrepairable++;
 			report_page(s, it->off & ~(uint64_t)(P - 1), KR_PAGE_UNREPAIRABLE);
 		} else if (!s->repair) {
-			report_page(s, it->off & ~(uint64_t)(P - 1), KR_PAGE_DAMAGED);
+			for (uint64_t pg = it->off & ~(uint64_t)(P - 1); pg < it->off + it->len; pg += P) {
+				uint32_t row;
+				if (kr_parity_covers(&s->pool->redund.parity, pg, P) &&
+				    s->bad_col[col_index(s, pg, &row)] == 1)
+					report_page(s, pg, KR_PAGE_DAMAGED);
+			}
 		}
 	}
 	for (uint64_t c = 0; c < s->ncols; c++) {
@@ -388,6 +394,7 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 		return KR_E_CORRUPT_OBJECT;
 	int token = kr_log_suspend();
 	kr_log_quiesce(&pool->log);
+	kr_parity_unlocked = 1; /* commits are held back; a waiting one may hold a lock */
 	for (uint64_t page = b->off & ~(uint64_t)(P - 1); page < b->off + b->bytes; page += P) {
 		if (!kr_parity_covers(par, page, P) || kr_parity_column_ok(par, page))
 			continue;
@@ -398,6 +405,7 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	}
 	int rc = kr_pm_fence(&pool->pm);
 	int ok = object_ok(pool, b);
+	kr_parity_unlocked = 0;
 	kr_log_resume(&pool->log);
 	kr_log_unsuspend(token);
 	if (rc)
@@ -447,8 +455,10 @@ static void *scrubber(void *arg)
 		 * slices is the next step for large pools). */
 		struct kr_check_report rep = {0};
 		kr_log_quiesce(&pool->log);
+		kr_parity_unlocked = 1;
 		if (kr_log_sync(&pool->log, NULL) == KR_OK)
 			scrub_run(pool, KR_CHECK_REPAIR, &rep);
+		kr_parity_unlocked = 0;
 		kr_log_resume(&pool->log);
 		pthread_mutex_lock(&pool->scrub_lock);
 		pool->scrub_passes++;

@@ -163,7 +163,7 @@ static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const st
 		return rc;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
 	if (hdr->size == 0 || hdr->size > b->bytes - sizeof(*hdr))
-		return KR_CORRUPT(KR_E_CORRUPT_META, b->off, "object header size %llu in a %llu-byte block",
+		return KR_CORRUPT(KR_E_CORRUPT_OBJECT, b->off, "object header size %llu in a %llu-byte block",
 				  (unsigned long long)hdr->size, (unsigned long long)b->bytes);
 	*hp = hdr;
 	return KR_OK;
@@ -174,7 +174,7 @@ static int feat(const kr_pool *pool, unsigned f);
 /* The payload of a live object against its header checksum. */
 static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr)
 {
-	uint32_t got = kr_crc32c(pool->pm.base + oid, hdr->size);
+	uint32_t got = kr_obj_crc(hdr, pool->pm.base + oid);
 	if (got == hdr->crc)
 		return KR_OK;
 	return KR_CORRUPT(KR_E_CORRUPT_OBJECT, oid, "object of %llu bytes: checksum 0x%08x, header says 0x%08x",
@@ -211,6 +211,9 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	struct kr_block b;
 	const struct kr_obj_hdr *hdr = NULL;
 	int rc = object_header(tx->pool, oid, &b, &hdr);
+	/* A damaged header is object damage: repair it from parity before giving up. */
+	if (rc == KR_E_CORRUPT_OBJECT && kr_scrub_object(tx->pool, &b) == KR_OK)
+		rc = object_header(tx->pool, oid, &b, &hdr);
 	if (rc) {
 		tx_fail(tx, rc);
 		return NULL;
@@ -465,9 +468,10 @@ static int fresh_logged(const kr_pool *pool, const struct mbuf *m)
 
 static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 {
-	return (struct kr_obj_hdr){.size = m->size,
-				   .type = m->type,
-				   .crc = feat(pool, KR_FEAT_RO_OBJ_CSUM) ? kr_crc32c(m->buf, m->size) : 0};
+	struct kr_obj_hdr h = {.size = m->size, .type = m->type, .crc = 0};
+	if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
+		h.crc = kr_obj_crc(&h, m->buf);
+	return h;
 }
 
 /* A new object. Logged: header + payload in one DATA record, applied (with its parity) after
