@@ -470,7 +470,7 @@ out:
 
 int wl_check_redundancy(kr_pool *pool, char *why, size_t whylen)
 {
-	struct kr_check_report rep;
+	struct kr_check_report rep = { 0 }; /* its callbacks are optional inputs: none here */
 	int rc = kr_pool_check(pool, 0, &rep);
 	if (rc == KR_OK)
 		return 0;
