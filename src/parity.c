@@ -141,22 +141,6 @@ static void patch_words(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 	}
 }
 
-/* Per-thread aligned scratch for the SIMD path (ISA-L wants 32-byte aligned vectors). */
-static _Thread_local uint8_t *scratch;
-static _Thread_local size_t scratch_cap;
-
-static uint8_t *scratch_get(size_t n)
-{
-	if (n <= scratch_cap)
-		return scratch;
-	free(scratch);
-	scratch_cap = 0;
-	scratch = aligned_alloc(32, (n + 31) & ~(size_t)31);
-	if (scratch)
-		scratch_cap = (n + 31) & ~(size_t)31;
-	return scratch;
-}
-
 /* SIMD XOR for the 32-byte aligned middle, atomic words for the edges. Exclusive lock. */
 static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 		       const uint8_t *new, size_t len)
@@ -168,14 +152,18 @@ static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 	}
 	patch_words(p, poff, old, new, a - poff);
 	size_t mid = e - a;
-	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch. */
-	uint8_t *st = scratch_get(2 * mid);
+	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch, on
+	 * the stack up to 4 KiB each, allocated for larger patches (amortised over their size). */
+	_Alignas(32) uint8_t local[2 * P];
+	uint8_t *st = 2 * mid <= sizeof(local) ? local : aligned_alloc(32, 2 * mid);
 	if (!st) {
 		patch_words(p, a, old + (a - poff), new + (a - poff), mid);
 	} else {
 		memcpy(st, old + (a - poff), mid);
 		memcpy(st + mid, new + (a - poff), mid);
 		kr_pm_xor2(p->pm, p->pm->base + a, st, st + mid, mid);
+		if (st != local)
+			free(st);
 	}
 	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
 }

@@ -242,7 +242,8 @@ static int redund_settle(void *ctx)
 		}
 	}
 	/* One recomputation per parity page: pages of different rows share a column. */
-	qsort(pages, npages, sizeof(*pages), cmp_u64);
+	if (npages)
+		qsort(pages, npages, sizeof(*pages), cmp_u64);
 	for (size_t i = 0; i < npages; i++)
 		if (i == 0 || pages[i] != pages[i - 1])
 			kr_parity_recompute_column(&r->parity, pages[i]);
