@@ -207,11 +207,11 @@ static void column_vectors(struct kr_parity *p, uint64_t off, void **v, uint64_t
 	*col_off = col;
 }
 
+/* Column work keeps its vectors on the stack (rows are at most KR_MAX_ROWS): it runs in the
+ * fault handler, where nothing may allocate. */
 void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 {
-	void **v = malloc(sizeof(void *) * (p->rows + 1));
-	if (!v)
-		return;
+	void *v[KR_MAX_ROWS + 1];
 	uint64_t page = off & ~(uint64_t)(P - 1), end = off + len;
 	for (; page < end; page += P) {
 		uint64_t col;
@@ -224,7 +224,6 @@ void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 		unlock_range(p, idx, nl);
 		kr_pm_flush(p->pm, v[p->rows], P);
 	}
-	free(v);
 }
 
 void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff)
@@ -236,14 +235,8 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 {
 	uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
 	uint32_t row = (uint32_t)(zoff / p->row_size);
-	void **v = malloc(sizeof(void *) * (p->rows + 1));
-	uint8_t *acc = aligned_alloc(32, P);
-	if (!v || !acc) {
-		free(v);
-		free(acc);
-		memset(out, 0, len);
-		return;
-	}
+	void *v[KR_MAX_ROWS + 1];
+	_Alignas(32) uint8_t acc[P];
 	uint64_t col;
 	column_vectors(p, off, v, &col);
 	/* The lost row's bytes = XOR of parity and every other row: one ISA-L pass, the lost
@@ -257,19 +250,13 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 	xor_gen((int)p->rows + 1, P, v);
 	unlock_range(p, idx, nl);
 	memcpy(out, acc + (zoff % P), len);
-	free(acc);
-	free(v);
 }
 
 int kr_parity_column_ok(struct kr_parity *p, uint64_t off)
 {
-	void **v = malloc(sizeof(void *) * (p->rows + 2));
-	if (!v)
-		return 1;
+	void *v[KR_MAX_ROWS + 1];
 	uint64_t col;
 	column_vectors(p, off, v, &col);
 	/* xor_check: the XOR of all vectors, parity included, must be zero. */
-	int ok = xor_check((int)p->rows + 1, P, v) == 0;
-	free(v);
-	return ok;
+	return xor_check((int)p->rows + 1, P, v) == 0;
 }
