@@ -223,7 +223,9 @@ enum kr_page_kind {
 /* O(1); KR_E_MISUSE_ARG (negative) for an offset beyond the pool. */
 int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
-/* Verifies every object checksum, every chunk record and every parity column; with
+/* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
+ * callbacks you want: kr_pool_check reads on_page and progress from it.
+ * Verifies every object checksum, every chunk record and every parity column; with
  * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum
  * says an item is damaged and parity says which of its pages disagree) and recomputes parity
  * where only parity or free space was damaged. Needs a quiet pool: returns

@@ -522,6 +522,31 @@ static int rebuild_if(kr_pool *pool, uint64_t off, int (*ok)(const void *), cons
 	return 0;
 }
 
+/* Both pages of a straddling record rebuilt, kept only if that makes the record sound. */
+static int rebuild_both(kr_pool *pool, uint64_t a, uint64_t b, const struct kr_chunk_meta *m)
+{
+	struct kr_parity *par = &pool->redund.parity;
+	uint64_t pa = a & ~(uint64_t)(P - 1), pb = b & ~(uint64_t)(P - 1);
+	if (pa == pb || !(pool->hdr.ro_compat & KR_FEAT_RO_PARITY) || !kr_parity_covers(par, pa, P) ||
+	    !kr_parity_covers(par, pb, P))
+		return 0;
+	uint8_t old_a[P], old_b[P], buf[P];
+	memcpy(old_a, pool->pm.base + pa, P);
+	memcpy(old_b, pool->pm.base + pb, P);
+	kr_parity_rebuild(par, pa, P, buf);
+	kr_pm_copy(&pool->pm, pool->pm.base + pa, buf, P);
+	kr_parity_rebuild(par, pb, P, buf);
+	kr_pm_copy(&pool->pm, pool->pm.base + pb, buf, P);
+	if (chunk_ok(m)) {
+		kr_pm_flush(&pool->pm, pool->pm.base + pa, P);
+		kr_pm_flush(&pool->pm, pool->pm.base + pb, P);
+		return 1;
+	}
+	kr_pm_copy(&pool->pm, pool->pm.base + pa, old_a, P);
+	kr_pm_copy(&pool->pm, pool->pm.base + pb, old_b, P);
+	return 0;
+}
+
 int kr_scrub_chunk_records(kr_pool *pool)
 {
 	const struct kr_pool_hdr *h = &pool->hdr;
@@ -534,9 +559,11 @@ int kr_scrub_chunk_records(kr_pool *pool)
 			const struct kr_chunk_meta *m = (const void *)(pool->pm.base + off);
 			if (chunk_ok(m))
 				continue;
-			/* A record may straddle two pages: try each. */
-			if (!rebuild_if(pool, off, chunk_ok_v, m) &&
-			    !rebuild_if(pool, off + sizeof(*m) - 1, chunk_ok_v, m))
+			/* A record may straddle two pages: try each, then both (two pages damaged at
+			 * once, in two columns, is still one fault per column). */
+			uint64_t last = off + sizeof(*m) - 1;
+			if (!rebuild_if(pool, off, chunk_ok_v, m) && !rebuild_if(pool, last, chunk_ok_v, m) &&
+			    !rebuild_both(pool, off, last, m))
 				return KR_CORRUPT(KR_E_CORRUPT_META, off,
 						  "chunk record %u of zone %u fails its checksum and "
 						  "cannot be rebuilt",

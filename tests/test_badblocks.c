@@ -83,7 +83,7 @@ int main(void)
 	struct kr_pool_stat st;
 	kr_pool_stat(pool, &st);
 	const unsigned char *b = kr_get(pool, objs[7]);
-	struct kr_check_report rep;
+	struct kr_check_report rep = { 0 }; /* no progress or page callbacks */
 	int check = kr_pool_check(pool, 0, &rep);
 	int ok = st.media_repairs == 1 && b && b[0] == 8 && b[2999] == 8 && check == KR_OK;
 	printf("test_badblocks: page 0x%llx (device sector %llu) listed by the \"kernel\": %llu page "
