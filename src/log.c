@@ -144,8 +144,7 @@ int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
 
 int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len)
 {
-	int rc = kr_img_bits(img, KR_REC_INTENT, off, len);
-	return rc;
+	return kr_img_bits(img, KR_REC_INTENT, off, len);
 }
 
 uint32_t kr_img_lines(const struct kr_img *img)

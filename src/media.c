@@ -70,7 +70,6 @@ static void copy_twin(kr_pool *pool, uint64_t off, uint64_t twin)
 int kr_media_repair_page(kr_pool *pool, uint64_t off)
 {
 	const struct kr_pool_hdr *h = &pool->hdr;
-	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
 	off &= ~(uint64_t)(P - 1);
 	uint8_t buf[P];
 	switch (kr_pool_page_kind(pool, off)) {
@@ -85,7 +84,6 @@ int kr_media_repair_page(kr_pool *pool, uint64_t off)
 		break;
 	case KR_PAGE_LANE_REPLICA:
 		copy_twin(pool, off, off - h->lanes_replica_off + h->lanes_off);
-		(void)lanes;
 		break;
 	case KR_PAGE_ZONE_META:
 	case KR_PAGE_DATA:
