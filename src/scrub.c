@@ -10,8 +10,9 @@
  *
  *     1. checks every parity column and notes those that disagree (set M);
  *     2. checks every chunk record and every live object against its checksum;
- *     3. for each damaged item, rebuilds from parity each of its pages whose column is in
- *        M (the page of that column that the damaged item owns), and checks it again;
+ *     3. for each damaged item, finds which of its pages in columns of M hold the damage
+ *        (the checksum decides, below: "Locating the damage inside one item"), rebuilds
+ *        those from parity, and goes on until no item changes;
  *     4. recomputes parity for the columns of M that no damaged item claimed: there the
  *        damage was in the parity row itself or in free space, where any bytes are valid.
  *
@@ -91,11 +92,6 @@ static uint64_t col_data_off(const struct scrub *s, uint64_t col)
 	return h->heap_off + col / h->row_pages * h->zone_size + col % h->row_pages * P;
 }
 
-static uint64_t col_page(const struct scrub *s, uint64_t col, uint32_t row)
-{
-	return col_data_off(s, col) + (uint64_t)row * s->row_size;
-}
-
 /* Every page column of every zone. */
 static void scan_parity(struct scrub *s)
 {
@@ -110,7 +106,6 @@ static void scan_parity(struct scrub *s)
 }
 
 static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
-static int chunk_ok_v(const void *m) { return chunk_ok(m); }
 
 /* An object is sound if its header fits its block and its payload matches the CRC. */
 static int object_ok(kr_pool *pool, const struct kr_block *b)
@@ -190,15 +185,6 @@ static int item_rows_in_col(const struct scrub *s, const struct item *it, uint64
 	return n;
 }
 
-static void rebuild_page(struct scrub *s, uint64_t page)
-{
-	uint8_t buf[P];
-	struct kr_pm *pm = &s->pool->pm;
-	kr_parity_rebuild(&s->pool->redund.parity, page, P, buf);
-	kr_pm_copy(pm, pm->base + page, buf, P);
-	kr_pm_flush(pm, pm->base + page, P);
-}
-
 static void recheck_items(struct scrub *s)
 {
 	for (size_t i = 0; i < s->nitems; i++)
@@ -227,50 +213,324 @@ static int col_candidates(const struct scrub *s, uint64_t c, uint32_t *rows)
 	return n;
 }
 
-/* Resolves disagreeing columns until nothing changes: a column with one candidate row is
- * rebuilt there; fixing items can leave other columns with one candidate. Then columns with
- * several candidates: a row is kept only if rebuilding it makes an item sound. */
-static void repair_columns(struct scrub *s)
+/* ---------------------------------------------------------------------------------------
+ * Locating the damage inside one item
+ *
+ * A damaged item owns pages in columns that disagree with parity, but a disagreeing column
+ * does not say which of its rows holds the damage: it may be the item's page, or another row
+ * of the column (free space, another object, the parity row). Rebuilding a sound page writes
+ * the column's difference into it, so there is no guessing; the item's checksum decides.
+ * CRC-32C is affine over GF(2): rebuilding page p changes the item's CRC by v_p, which depends
+ * only on the column's difference D_p (p rebuilt XOR p as it is) where it meets the checked
+ * bytes, so the damaged pages are a set S whose v_p XOR to the mismatch (stored ^ computed):
+ *   - up to 32 unknowns, Gaussian elimination: S is taken only if the v_p are independent,
+ *     so that S is the one subset that fits; then no wrong answer is possible;
+ *   - more unknowns, or dependent ones: a scribble is contiguous (the fault model), so the
+ *     item's damaged pages are consecutive suspects; S is taken if exactly one run fits
+ *     (a wrong run fits with odds 2^-32).
+ * Pages that hold check fields (an object's header, a chunk record) change what is checked:
+ * each choice for them (at most 4) is evaluated on a copy, never by writing the pool.
+ * A set with two pages in one column is refused: that is two faults, which parity cannot
+ * undo. The answer is written home and the item verified once more before it is kept.
+ * ------------------------------------------------------------------------------------- */
+struct suspect {
+	uint64_t page;
+	uint32_t v;    /* CRC change if rebuilt (an object's payload page) */
+	uint8_t check; /* holds check fields: decided by trying both states */
+	uint8_t pick;  /* in the answer */
+};
+
+/* Does page pg's column disagree with parity? From the pass's scan, or read now. */
+static int column_suspect(const struct scrub *s, uint64_t pg)
+{
+	uint32_t row;
+	if (s->bad_col)
+		return s->bad_col[col_index(s, pg, &row)] == 1;
+	return !kr_parity_column_ok(&s->pool->redund.parity, pg);
+}
+
+/* D over bytes [lo, hi) of page pg, into d; nonzero if D is. */
+static int column_diff(const struct scrub *s, uint64_t pg, uint64_t lo, uint64_t hi, uint8_t *d)
+{
+	uint8_t buf[P];
+	const uint8_t *cur = (const uint8_t *)s->pool->pm.base + pg;
+	uint8_t any = 0;
+	kr_parity_rebuild(&s->pool->redund.parity, pg, P, buf);
+	for (uint64_t i = lo; i < hi; i++)
+		any |= d[i - lo] = buf[i] ^ cur[i];
+	return any != 0;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+/* The item's pages in disagreeing columns whose D touches its bytes. */
+static size_t list_suspects(const struct scrub *s, const struct item *it, struct suspect *v)
+{
+	uint64_t check_end = it->off + (it->is_object ? sizeof(struct kr_obj_hdr) : it->len);
+	size_t n = 0;
+	for (uint64_t pg = it->off & ~(uint64_t)(P - 1); pg < it->off + it->len; pg += P) {
+		uint8_t d[P];
+		uint64_t lo = max_u64(pg, it->off), hi = min_u64(pg + P, it->off + it->len);
+		if (!kr_parity_covers(&s->pool->redund.parity, pg, P) || !column_suspect(s, pg) ||
+		    !column_diff(s, pg, lo - pg, hi - pg, d))
+			continue;
+		v[n++] = (struct suspect){.page = pg, .check = lo < check_end};
+	}
+	return n;
+}
+
+/* XOR into dst (the copy of the bytes at pool offset off, len long) the D of page pg. */
+static void apply_diff(const struct scrub *s, uint64_t pg, uint64_t off, size_t len, uint8_t *dst)
+{
+	uint8_t d[P];
+	uint64_t lo = max_u64(pg, off), hi = min_u64(pg + P, off + len);
+	if (lo >= hi)
+		return;
+	column_diff(s, pg, lo - pg, hi - pg, d);
+	for (uint64_t i = lo; i < hi; i++)
+		dst[i - off] ^= d[i - lo];
+}
+
+/* Under one choice for the check pages (bit j of mask: the j-th check suspect rebuilt): the
+ * CRC change each other suspect would bring (v) and the mismatch they must explain. 0 if the
+ * item cannot be sound under this choice whatever the rest. */
+static int item_equation(const struct scrub *s, const struct item *it, struct suspect *v, size_t n,
+			 unsigned mask, uint32_t *target)
+{
+	const uint8_t *base = (const uint8_t *)s->pool->pm.base;
+	if (!it->is_object) { /* a chunk record: all its pages are check pages */
+		uint8_t rec[sizeof(struct kr_chunk_meta)];
+		memcpy(rec, base + it->off, sizeof(rec));
+		for (size_t j = 0, c = 0; j < n; j++)
+			if (v[j].check && (mask >> c++ & 1))
+				apply_diff(s, v[j].page, it->off, sizeof(rec), rec);
+		*target = 0;
+		return chunk_ok((const struct kr_chunk_meta *)rec);
+	}
+	struct kr_obj_hdr h;
+	memcpy(&h, base + it->off, sizeof(h));
+	for (size_t j = 0, c = 0; j < n; j++)
+		if (v[j].check && (mask >> c++ & 1))
+			apply_diff(s, v[j].page, it->off, sizeof(h), (uint8_t *)&h);
+	if (h.size == 0 || h.size > it->len - sizeof(h))
+		return 0;
+	uint32_t crc = kr_obj_crc(&h, base + it->off + sizeof(h));
+	uint64_t pay = it->off + sizeof(h), end = pay + h.size;
+	for (size_t j = 0, c = 0; j < n; j++) {
+		uint8_t d[P];
+		uint64_t lo = max_u64(v[j].page, pay), hi = min_u64(v[j].page + P, end);
+		int chosen = v[j].check && (mask >> c++ & 1);
+		v[j].v = 0;
+		if (lo >= hi || !column_diff(s, v[j].page, lo - v[j].page, hi - v[j].page, d))
+			continue;
+		uint32_t delta = kr_crc32c_delta(d, hi - lo, end - hi);
+		if (chosen)
+			crc ^= delta; /* its payload bytes change with the header */
+		else if (!v[j].check)
+			v[j].v = delta;
+	}
+	*target = crc ^ h.crc;
+	return 1;
+}
+
+/* Gaussian elimination over the unknowns u[0..k) (k <= 32): 1 and the picks set if exactly
+ * one subset fits, 0 if none does, -1 if the v are dependent (undecided). */
+static int solve_exact(struct suspect *v, const uint32_t *u, size_t k, uint32_t target)
+{
+	uint32_t vec[32] = {0}, comb[32] = {0};
+	for (size_t i = 0; i < k; i++) {
+		uint32_t x = v[u[i]].v, m = 1u << i;
+		for (int b = 31; b >= 0 && x; b--) {
+			if (!(x >> b & 1))
+				continue;
+			if (!vec[b]) {
+				vec[b] = x;
+				comb[b] = m;
+				break;
+			}
+			x ^= vec[b];
+			m ^= comb[b];
+		}
+		if (!x)
+			return -1;
+	}
+	uint32_t m = 0;
+	for (int b = 31; b >= 0 && target; b--)
+		if (target >> b & 1) {
+			if (!vec[b])
+				return 0;
+			target ^= vec[b];
+			m ^= comb[b];
+		}
+	for (size_t i = 0; i < k; i++)
+		v[u[i]].pick = m >> i & 1;
+	return 1;
+}
+
+struct prefix {
+	uint32_t x;
+	uint32_t i;
+};
+
+static int prefix_cmp(const void *a, const void *b)
+{
+	const struct prefix *p = a, *q = b;
+	return p->x != q->x ? (p->x < q->x ? -1 : 1) : (p->i < q->i ? -1 : p->i > q->i);
+}
+
+/* Runs of consecutive unknowns: run [a, b) fits iff prefix[b] ^ prefix[a] == target. 1 and
+ * the picks set if exactly one run fits (the empty run when target is 0), 0 if none, -1 if
+ * several. Sorted prefixes make it O(k log k). */
+static int solve_run(struct suspect *v, const uint32_t *u, size_t k, uint32_t target)
+{
+	struct prefix *pre = malloc((k + 1) * sizeof(*pre));
+	if (!pre)
+		return -1;
+	pre[0] = (struct prefix){0, 0};
+	for (size_t i = 0; i < k; i++)
+		pre[i + 1] = (struct prefix){pre[i].x ^ v[u[i]].v, (uint32_t)(i + 1)};
+	uint32_t *val = malloc((k + 1) * sizeof(*val));
+	if (!val) {
+		free(pre);
+		return -1;
+	}
+	for (size_t i = 0; i <= k; i++)
+		val[i] = pre[i].x;
+	qsort(pre, k + 1, sizeof(*pre), prefix_cmp);
+	size_t fits = 0, ra = 0, rb = 0;
+	for (size_t a = 0; a <= k && fits < 2; a++) {
+		/* Ends b > a with prefix value val[a] ^ target: the first such entry, then on. */
+		uint32_t want = val[a] ^ target;
+		size_t lo = 0, hi = k + 1;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (pre[mid].x < want || (pre[mid].x == want && pre[mid].i <= a))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo <= k && pre[lo].x == want && fits < 2; lo++, fits++) {
+			ra = a;
+			rb = pre[lo].i;
+		}
+	}
+	free(pre);
+	free(val);
+	if (target == 0)
+		fits++, ra = rb = 0;
+	if (fits != 1)
+		return fits ? -1 : 0;
+	for (size_t i = 0; i < k; i++)
+		v[u[i]].pick = i >= ra && i < rb;
+	return 1;
+}
+
+/* How many answers one check choice allows: 0, 1 (picks set) or -1 (undecided). */
+static int solve_choice(const struct scrub *s, const struct item *it, struct suspect *v, size_t n,
+			unsigned mask, uint32_t *u)
+{
+	uint32_t target;
+	if (!item_equation(s, it, v, n, mask, &target))
+		return 0;
+	size_t k = 0;
+	for (size_t j = 0, c = 0; j < n; j++) {
+		v[j].pick = v[j].check ? (mask >> c++ & 1) : 0;
+		if (!v[j].check && v[j].v)
+			u[k++] = (uint32_t)j;
+	}
+	int r = k <= 32 ? solve_exact(v, u, k, target) : -1;
+	if (r < 0)
+		r = solve_run(v, u, k, target);
+	/* Two picks in one column are two faults: not an answer parity can give. */
+	for (size_t a = 0; r == 1 && a < n; a++)
+		for (size_t b = a + 1; b < n && r == 1; b++) {
+			uint32_t ra, rb;
+			if (v[a].pick && v[b].pick &&
+			    col_index(s, v[a].page, &ra) == col_index(s, v[b].page, &rb))
+				r = 0;
+		}
+	return r;
+}
+
+/* Rebuilds the picked pages and keeps them if the item then verifies. */
+static int rebuild_picked(struct scrub *s, struct item *it, const struct suspect *v, size_t n)
+{
+	struct kr_pm *pm = &s->pool->pm;
+	size_t np = 0;
+	for (size_t j = 0; j < n; j++)
+		np += v[j].pick;
+	uint8_t *save = malloc(np * P), buf[P];
+	if (!save)
+		return 0;
+	for (size_t j = 0, i = 0; j < n; j++)
+		if (v[j].pick) {
+			memcpy(save + i++ * P, pm->base + v[j].page, P);
+			kr_parity_rebuild(&s->pool->redund.parity, v[j].page, P, buf);
+			kr_pm_copy(pm, pm->base + v[j].page, buf, P);
+			kr_pm_flush(pm, pm->base + v[j].page, P);
+		}
+	int ok = item_ok(s, it);
+	for (size_t j = 0, i = 0; j < n; j++)
+		if (v[j].pick && !ok) { /* the algebra says this cannot happen: a guard, not a try */
+			kr_pm_copy(pm, pm->base + v[j].page, save + i++ * P, P);
+			kr_pm_flush(pm, pm->base + v[j].page, P);
+		}
+	free(save);
+	return ok;
+}
+
+/* Finds the damaged pages of a damaged item and rebuilds them: 1 if the item is then sound,
+ * 0 if the evidence does not single out one answer (it is left as it was). */
+static int repair_item(struct scrub *s, struct item *it)
+{
+	size_t cap = it->len / P + 2;
+	struct suspect *v = malloc(cap * (sizeof(*v) + 2 * sizeof(uint32_t)));
+	if (!v)
+		return 0;
+	uint32_t *u = (uint32_t *)(v + cap);
+	struct suspect *best = NULL;
+	size_t n = list_suspects(s, it, v), nchecks = 0, answers = 0;
+	for (size_t j = 0; j < n; j++)
+		nchecks += v[j].check;
+	for (unsigned mask = 0; mask < 1u << nchecks && answers < 2; mask++) {
+		int r = solve_choice(s, it, v, n, mask, u);
+		if (r < 0)
+			answers = 2;
+		else if (r == 1 && answers++ == 0) {
+			best = malloc(n * sizeof(*best));
+			if (!best)
+				answers = 2;
+			else
+				memcpy(best, v, n * sizeof(*best));
+		}
+	}
+	int ok = answers == 1 && rebuild_picked(s, it, best, n);
+	for (size_t j = 0; ok && s->bad_col && j < n; j++)
+		if (best[j].pick) {
+			uint32_t row;
+			s->bad_col[col_index(s, best[j].page, &row)] = 2;
+			s->rep->repaired_pages++;
+			report_page(s, best[j].page, KR_PAGE_REPAIRED);
+		}
+	free(best);
+	free(v);
+	if (ok)
+		it->fixed = 1;
+	return ok;
+}
+
+/* Every damaged item located and repaired, until nothing changes: repairing one item settles
+ * columns, which removes suspects from the others. */
+static void repair_items(struct scrub *s)
 {
 	for (int progress = 1; progress;) {
 		progress = 0;
-		for (uint64_t c = 0; c < s->ncols; c++) {
-			uint32_t rows[MAX_ROWS];
-			if (s->bad_col[c] != 1 || col_candidates(s, c, rows) != 1)
-				continue;
-			uint64_t page = col_page(s, c, rows[0]);
-			rebuild_page(s, page);
-			s->bad_col[c] = 2;
-			s->rep->repaired_pages++;
-			report_page(s, page, KR_PAGE_REPAIRED);
-			recheck_items(s);
-			progress = 1;
-		}
-		for (uint64_t c = 0; c < s->ncols && !progress; c++) {
-			uint32_t rows[MAX_ROWS];
-			int n = s->bad_col[c] == 1 ? col_candidates(s, c, rows) : 0;
-			for (int k = 0; k < n && !progress; k++) {
-				uint64_t page = col_page(s, c, rows[k]);
-				uint8_t save[P];
-				size_t fixed_before = 0, fixed_after = 0;
-				for (size_t i = 0; i < s->nitems; i++)
-					fixed_before += s->items[i].fixed;
-				memcpy(save, s->pool->pm.base + page, P);
-				rebuild_page(s, page);
+		for (size_t i = 0; i < s->nitems; i++)
+			if (!s->items[i].fixed && repair_item(s, &s->items[i])) {
 				recheck_items(s);
-				for (size_t i = 0; i < s->nitems; i++)
-					fixed_after += s->items[i].fixed;
-				if (fixed_after > fixed_before) {
-					s->bad_col[c] = 2;
-					s->rep->repaired_pages++;
-					report_page(s, page, KR_PAGE_REPAIRED);
-					progress = 1;
-				} else {
-					kr_pm_copy(&s->pool->pm, s->pool->pm.base + page, save, P);
-					kr_pm_flush(&s->pool->pm, s->pool->pm.base + page, P);
-				}
+				progress = 1;
 			}
-		}
 	}
 }
 
@@ -347,7 +607,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	}
 	if (rc == KR_OK) {
 		if (s.repair && (h->ro_compat & KR_FEAT_RO_PARITY))
-			repair_columns(&s);
+			repair_items(&s);
 		settle(&s);
 		if (s.repair) {
 			rc = kr_pm_fence(&pool->pm);
@@ -385,26 +645,21 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	return scrub_run(pool, flags, rep);
 }
 
-/* An object that failed its checksum, repaired online: with commits held back, each of its
- * pages whose column disagrees with parity is rebuilt; KR_OK if the object then verifies. */
+/* An object that failed its checksum, repaired online (commits held back): its damaged pages
+ * located and rebuilt as in a pass. KR_OK if the object then verifies. */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 {
-	struct kr_parity *par = &pool->redund.parity;
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY))
 		return KR_E_CORRUPT_OBJECT;
+	struct kr_check_report rep = {0};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1,
+			  .row_size = (uint64_t)pool->hdr.row_pages * P};
+	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
 	int token = kr_log_suspend();
 	kr_log_quiesce(&pool->log);
 	kr_parity_unlocked = 1; /* commits are held back; a waiting one may hold a lock */
-	for (uint64_t page = b->off & ~(uint64_t)(P - 1); page < b->off + b->bytes; page += P) {
-		if (!kr_parity_covers(par, page, P) || kr_parity_column_ok(par, page))
-			continue;
-		uint8_t buf[P];
-		kr_parity_rebuild(par, page, P, buf);
-		kr_pm_copy(&pool->pm, pool->pm.base + page, buf, P);
-		kr_pm_flush(&pool->pm, pool->pm.base + page, P);
-	}
+	int ok = object_ok(pool, b) || repair_item(&s, &it);
 	int rc = kr_pm_fence(&pool->pm);
-	int ok = object_ok(pool, b);
 	kr_parity_unlocked = 0;
 	kr_log_resume(&pool->log);
 	kr_log_unsuspend(token);
@@ -502,56 +757,13 @@ int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t 
 }
 
 
-/* Rebuilds the page at off from parity and writes it home if that makes ok(ctx) true.
- * Used at open, before anything else reads the page. */
-static int rebuild_if(kr_pool *pool, uint64_t off, int (*ok)(const void *), const void *item)
-{
-	struct kr_parity *par = &pool->redund.parity;
-	uint64_t page = off & ~(uint64_t)(P - 1);
-	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY) || !kr_parity_covers(par, page, P))
-		return 0;
-	uint8_t buf[P], old[P];
-	kr_parity_rebuild(par, page, P, buf);
-	memcpy(old, pool->pm.base + page, P);
-	kr_pm_copy(&pool->pm, pool->pm.base + page, buf, P);
-	if (ok(item)) {
-		kr_pm_flush(&pool->pm, pool->pm.base + page, P);
-		return 1;
-	}
-	kr_pm_copy(&pool->pm, pool->pm.base + page, old, P); /* not the culprit: put it back */
-	return 0;
-}
-
-/* Both pages of a straddling record rebuilt, kept only if that makes the record sound. */
-static int rebuild_both(kr_pool *pool, uint64_t a, uint64_t b, const struct kr_chunk_meta *m)
-{
-	struct kr_parity *par = &pool->redund.parity;
-	uint64_t pa = a & ~(uint64_t)(P - 1), pb = b & ~(uint64_t)(P - 1);
-	if (pa == pb || !(pool->hdr.ro_compat & KR_FEAT_RO_PARITY) || !kr_parity_covers(par, pa, P) ||
-	    !kr_parity_covers(par, pb, P))
-		return 0;
-	uint8_t old_a[P], old_b[P], buf[P];
-	memcpy(old_a, pool->pm.base + pa, P);
-	memcpy(old_b, pool->pm.base + pb, P);
-	kr_parity_rebuild(par, pa, P, buf);
-	kr_pm_copy(&pool->pm, pool->pm.base + pa, buf, P);
-	kr_parity_rebuild(par, pb, P, buf);
-	kr_pm_copy(&pool->pm, pool->pm.base + pb, buf, P);
-	if (chunk_ok(m)) {
-		kr_pm_flush(&pool->pm, pool->pm.base + pa, P);
-		kr_pm_flush(&pool->pm, pool->pm.base + pb, P);
-		return 1;
-	}
-	kr_pm_copy(&pool->pm, pool->pm.base + pa, old_a, P);
-	kr_pm_copy(&pool->pm, pool->pm.base + pb, old_b, P);
-	return 0;
-}
-
 int kr_scrub_chunk_records(kr_pool *pool)
 {
 	const struct kr_pool_hdr *h = &pool->hdr;
 	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
 		return KR_OK;
+	struct kr_check_report rep = {0};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1, .row_size = (uint64_t)h->row_pages * P};
 	int repaired = 0;
 	for (uint32_t z = 0; z < h->nzones; z++)
 		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
@@ -559,11 +771,10 @@ int kr_scrub_chunk_records(kr_pool *pool)
 			const struct kr_chunk_meta *m = (const void *)(pool->pm.base + off);
 			if (chunk_ok(m))
 				continue;
-			/* A record may straddle two pages: try each, then both (two pages damaged at
-			 * once, in two columns, is still one fault per column). */
-			uint64_t last = off + sizeof(*m) - 1;
-			if (!rebuild_if(pool, off, chunk_ok_v, m) && !rebuild_if(pool, last, chunk_ok_v, m) &&
-			    !rebuild_both(pool, off, last, m))
+			/* At open, before anything else reads the records. A record may straddle two
+			 * pages, in two columns: still one fault per column. */
+			struct item it = {.off = off, .len = sizeof(*m)};
+			if (!(h->ro_compat & KR_FEAT_RO_PARITY) || !repair_item(&s, &it))
 				return KR_CORRUPT(KR_E_CORRUPT_META, off,
 						  "chunk record %u of zone %u fails its checksum and "
 						  "cannot be rebuilt",

@@ -325,6 +325,19 @@ size_t ft_obj_at(const struct ft_pool *fp, uint64_t off)
 	return lo;
 }
 
+uint64_t ft_block_bytes(uint64_t size)
+{
+	static const uint32_t classes[] = {
+		32, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024, 1280,
+		1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384,
+	};
+	uint64_t need = size + 16;
+	for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
+		if (need <= classes[i])
+			return classes[i];
+	return (need + 32767) / 32768 * 32768;
+}
+
 bool ft_obj_overlaps(const struct ft_obj *ob, uint64_t off, uint64_t len)
 {
 	return ob->oid - 16 < off + len && off < ob->oid + ob->size;

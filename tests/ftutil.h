@@ -107,6 +107,9 @@ int ft_verify(kr_pool *pool, const struct ft_pool *fp, const struct wl_model *m,
 size_t ft_obj_at(const struct ft_pool *fp, uint64_t off);
 /* 1 if object i's block header or payload overlaps [off, off + len). */
 bool ft_obj_overlaps(const struct ft_obj *ob, uint64_t off, uint64_t len);
+/* Bytes of the block holding an object of `size` bytes, its 16-byte header included: the
+ * smallest size class that fits (docs/FORMAT.md, "Size classes"), else whole 32 KiB chunks. */
+uint64_t ft_block_bytes(uint64_t size);
 
 /* Formats the fields of a check report for a failure message. */
 void ft_report_str(const struct kr_check_report *r, char *buf, size_t n);
