@@ -102,6 +102,9 @@ const char *kr_strerror(int err);
 /* The calling thread's last error code and its detailed message (file, offset, errno). */
 int kr_errcode(void);
 const char *kr_errmsg(void);
+/* Records code and a printf-style message as the calling thread's last error and returns
+ * code: for libraries built on keratin (libkeratin-map) to report through the same channel. */
+int kr_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------------------------------
  * Pools
@@ -128,6 +131,18 @@ struct kr_create_opts {
 	/* Called from time to time while the file is zeroed, with bytes done and total. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* Redundancy kept, fixed at creation: KR_PROTECT_FULL (0, the default) or one of the
+	 * lesser levels, for measuring what each mechanism costs (Pangolin's -ML/-MLP/-MLPC). */
+	unsigned protection;
+};
+
+/* Protection levels (kr_create_opts.protection); each includes the ones above it. The pool
+ * header, control lines and their copies are always kept. */
+enum kr_protection {
+	KR_PROTECT_FULL = 0, /* log replica + record CRCs + parity + object CRCs */
+	KR_PROTECT_NONE = 1, /* one log copy; no checksums on records or objects; no parity */
+	KR_PROTECT_ML = 2,   /* + replicated log and checksummed allocator records */
+	KR_PROTECT_MLP = 3,  /* + zone parity (media errors repaired; scribbles not detected) */
 };
 
 /* Creates a new pool file at path (which must not exist) and opens it.
@@ -177,6 +192,7 @@ struct kr_pool_stat {
 #define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
 #define KR_FEAT_PARITY 0x4u    /* zone parity rows */
+#define KR_FEAT_LOG_REPLICA 0x8u /* redo log written in two copies */
 int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 
 /* ---------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ static int err_vset(int code, const char *suffix, const char *fmt, va_list ap)
 	return code;
 }
 
-int kr_err_set(int code, const char *fmt, ...)
+int kr_error_set(int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

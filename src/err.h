@@ -21,7 +21,8 @@
 #define KR_PRINTF(a, b)
 #endif
 
-int kr_err_set(int code, const char *fmt, ...) KR_PRINTF(2, 3);
+/* The public kr_error_set (keratin.h), under the name the library's own code uses. */
+#define kr_err_set kr_error_set
 /* kr_err_set with ": strerror(errno)" appended (errno captured on entry). */
 int kr_err_errno(int code, const char *fmt, ...) KR_PRINTF(2, 3);
 int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const char *fmt, ...)

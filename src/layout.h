@@ -84,9 +84,11 @@
 #define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
+#define KR_FEAT_RO_LOG_REPLICA 0x8u /* the redo log is written to the replica lanes too */
 /* Bits this build understands (it may also write pools that carry them only if it
  * maintains what they promise; see pool.c). */
-#define KR_FEAT_RO_COMPAT_KNOWN (KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY)
+#define KR_FEAT_RO_COMPAT_KNOWN                                                                  \
+	(KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY | KR_FEAT_RO_LOG_REPLICA)
 
 struct kr_pool_hdr {
 	char magic[8];

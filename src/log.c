@@ -302,8 +302,9 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 		l->idx = i;
 		l->log = log;
 		l->lines = (struct kr_log_cacheline *)(g->lanes + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
-		l->replica =
-			(struct kr_log_cacheline *)(g->replica + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
+		l->replica = g->replica ? (struct kr_log_cacheline *)(g->replica + (size_t)i *
+								      g->lane_pages * KR_PAGE_SIZE)
+					: NULL;
 		pthread_mutex_init(&l->lock, NULL);
 		pthread_mutex_init(&l->st_lock, NULL);
 		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
@@ -653,8 +654,9 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	/* 4. Lines, primary then replica, each header last; flush them all. */
 	uint32_t first = l->tail;
 	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
-	lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
-	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * 2);
+	if (l->replica)
+		lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
+	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (l->replica ? 2 : 1));
 
 	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq
 	 * advance of step 1, and fresh-object writes made by the caller) before the commit is
@@ -920,7 +922,7 @@ static uint64_t log_max_stamp(const struct kr_log *log, uint64_t bound)
 	uint64_t m = 0;
 	for (uint32_t li = 0; li < log->nlanes; li++)
 		for (uint32_t i = 0; i < log->lane_lines; i++)
-			for (int c = 0; c < 2; c++) {
+			for (int c = 0; c < (log->lanes[li].replica ? 2 : 1); c++) {
 				uint64_t h = (c ? log->lanes[li].replica : log->lanes[li].lines)[i].header;
 				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
 				if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
@@ -952,13 +954,13 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		struct kr_lane *l = &log->lanes[li];
 		for (uint32_t i = 0; i < log->lane_lines; i++) {
 			/* Either copy's stamps count toward invariant 4. */
-			for (int c = 0; c < 2; c++) {
+			for (int c = 0; c < (l->replica ? 2 : 1); c++) {
 				uint64_t h = (c ? l->replica : l->lines)[i].header;
 				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
 				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
 					max_stamp = stamp;
 			}
-			uint64_t h = l->lines[i].header, hr = l->replica[i].header;
+			uint64_t h = l->lines[i].header, hr = l->replica ? l->replica[i].header : 0;
 			uint64_t s48 = 0;
 			if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
 				s48 = h >> KR_LINE_SEQ_SHIFT;
@@ -972,7 +974,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			uint32_t n = lane_complete(log, l->lines, i, s48);
 			if (n)
 				stream = lane_checked_stream(log, l->lines, i, n);
-			uint32_t nr = lane_complete(log, l->replica, i, s48);
+			uint32_t nr = l->replica ? lane_complete(log, l->replica, i, s48) : 0;
 			if (!stream && nr) {
 				n = nr;
 				stream = lane_checked_stream(log, l->replica, i, n);

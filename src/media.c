@@ -80,6 +80,9 @@ int kr_media_repair_page(kr_pool *pool, uint64_t off)
 		copy_twin(pool, off, off == h->ctl_off ? h->ctl_replica_off : h->ctl_off);
 		break;
 	case KR_PAGE_LANE:
+		if (!(h->ro_compat & KR_FEAT_RO_LOG_REPLICA))
+			return kr_err_set(KR_E_MEDIA, "log page 0x%llx lost and the pool keeps no log "
+					  "replica", (unsigned long long)off);
 		copy_twin(pool, off, off - h->lanes_off + h->lanes_replica_off);
 		break;
 	case KR_PAGE_LANE_REPLICA:

@@ -238,7 +238,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	char *base = pool->pm.base;
 	struct kr_log_geom g = {
 		.lanes = base + h->lanes_off,
-		.replica = base + h->lanes_replica_off,
+		.replica = (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? base + h->lanes_replica_off : NULL,
 		.nlanes = h->nlanes,
 		.lane_pages = h->lane_pages,
 		.ctl = {(struct kr_log_line *)(base + h->ctl_off) + KR_CTL_LOG_LINE,
@@ -400,6 +400,8 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	if (o->lane_kib % 4)
 		return kr_err_set(KR_E_MISUSE_ARG, "lane of %u KiB: must be a multiple of 4 KiB",
 				  o->lane_kib);
+	if (o->protection > KR_PROTECT_MLP)
+		return kr_err_set(KR_E_MISUSE_ARG, "unknown protection level %u", o->protection);
 	if (o->lane_kib) {
 		h.lane_pages = o->lane_kib / 4;
 	} else {
@@ -414,9 +416,15 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	memcpy(h.magic, KR_MAGIC, sizeof(h.magic));
 	h.version = KR_FORMAT_VERSION;
 	h.hdr_size = sizeof(h);
-	/* Everything this build knows how to keep: chunk record CRCs, object CRCs, parity. A
-	 * new pool is all zero, which all three accept as consistent. */
-	h.ro_compat = KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY;
+	/* The redundancy asked for. A new pool is all zero, which every kind accepts as
+	 * consistent (zero CRCs of zero records and objects, zero parity of zero rows). */
+	static const uint32_t level_feats[] = {
+		[KR_PROTECT_FULL] = KR_FEAT_RO_COMPAT_KNOWN,
+		[KR_PROTECT_NONE] = 0,
+		[KR_PROTECT_ML] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
+		[KR_PROTECT_MLP] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM | KR_FEAT_RO_PARITY,
+	};
+	h.ro_compat = level_feats[o->protection];
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");
@@ -535,7 +543,7 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off)
 	if (off >= h->lanes_off && off < h->lanes_off + lanes)
 		return KR_PAGE_LANE;
 	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
-		return KR_PAGE_LANE_REPLICA;
+		return (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA : KR_PAGE_UNUSED;
 	if (off < h->heap_off || off >= heap_end)
 		return KR_PAGE_UNUSED;
 	uint64_t zoff = (off - h->heap_off) % h->zone_size;

@@ -137,7 +137,8 @@ static void pin_constants(void)
 		      KR_REC_INTENT == 5 && KR_TXF_INTENT == 1,
 	      "record kinds");
 	CHECK(KR_CHUNK_FREE == 0 && KR_CHUNK_RUN == 1 && KR_CHUNK_LARGE == 2, "chunk types");
-	CHECK(KR_FEAT_RO_META_CSUM == 1 && KR_FEAT_RO_OBJ_CSUM == 2 && KR_FEAT_RO_PARITY == 4,
+	CHECK(KR_FEAT_RO_META_CSUM == 1 && KR_FEAT_RO_OBJ_CSUM == 2 && KR_FEAT_RO_PARITY == 4 &&
+		      KR_FEAT_RO_LOG_REPLICA == 8,
 	      "ro_compat feature bits");
 	CHECK(KR_CHUNK_WORD_RUN(5) == 0x501 && KR_CHUNK_TYPE(0x501ull) == KR_CHUNK_RUN &&
 		      KR_CHUNK_CLASS(0x501ull) == 5,
@@ -228,8 +229,7 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
 	CHECK(h->compat == 0 && h->incompat == 0, "compat/incompat bits set");
 	/* A new pool keeps every kind of redundancy this build knows. */
-	CHECK(h->ro_compat == (KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY) &&
-		      KR_FEAT_RO_META_CSUM == 0x1 && KR_FEAT_RO_OBJ_CSUM == 0x2 && KR_FEAT_RO_PARITY == 0x4,
+	CHECK(h->ro_compat == 0xf, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA */
 	      "ro_compat 0x%x", h->ro_compat);
 	CHECK(h->page_size == KR_PAGE_SIZE, "page_size %u", h->page_size);
 	CHECK(memcmp(h->uuid, st->uuid, 16) == 0, "uuid differs from kr_pool_stat");

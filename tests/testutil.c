@@ -193,6 +193,19 @@ void tu_pool_path(char *buf, size_t n, const char *tag)
 	pthread_mutex_unlock(&tu_paths_lock);
 }
 
+unsigned tu_protection(void)
+{
+	static const char *const names[] = {[KR_PROTECT_FULL] = "full", [KR_PROTECT_NONE] = "none",
+					    [KR_PROTECT_ML] = "ml", [KR_PROTECT_MLP] = "mlp"};
+	const char *e = getenv("KR_TEST_PROTECTION");
+	for (unsigned i = 0; e && *e && i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(e, names[i]) == 0)
+			return i;
+	if (e && *e)
+		TU_FAIL("KR_TEST_PROTECTION=%s: expected none, ml, mlp or full", e);
+	return KR_PROTECT_FULL;
+}
+
 int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
 	      kr_pool **pool)
 {
@@ -202,6 +215,7 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 		.nlanes = nlanes,
 		.lane_kib = lane_kib,
 		.flags = KR_OPEN_FORCE_PMEM,
+		.protection = tu_protection(),
 	};
 	return kr_pool_create(path, &o, pool);
 }

@@ -73,7 +73,10 @@ void tu_pool_path(char *buf, size_t n, const char *tag);
 /* Unlinks every registered path now (also run at exit). */
 void tu_cleanup_paths(void);
 
-/* kr_pool_create with KR_OPEN_FORCE_PMEM and the given geometry (0 = library default). */
+/* The protection level KR_TEST_PROTECTION names (none, ml, mlp, full; default full). */
+unsigned tu_protection(void);
+/* kr_pool_create with KR_OPEN_FORCE_PMEM, the given geometry (0 = library default) and the
+ * protection level of tu_protection(). */
 int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
 	      kr_pool **pool);
 /* kr_pool_open with KR_OPEN_FORCE_PMEM. */

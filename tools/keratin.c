@@ -172,8 +172,11 @@ static int cmd_create(const struct command *cmd, int argc, char **argv)
 		{"size", required_argument, NULL, 's'},   {"rows", required_argument, NULL, 'r'},
 		{"lanes", required_argument, NULL, 'l'},  {"lane-kib", required_argument, NULL, 'k'},
 		{"force-pmem", no_argument, NULL, 'f'},   {"help", no_argument, NULL, 'h'},
+		{"protection", required_argument, NULL, 'p'},
 		{NULL, 0, NULL, 0},
 	};
+	static const char *const levels[] = {[KR_PROTECT_FULL] = "full", [KR_PROTECT_NONE] = "none",
+					     [KR_PROTECT_ML] = "ml", [KR_PROTECT_MLP] = "mlp"};
 	struct kr_create_opts opts = {0};
 	const char *path;
 	int c, rc;
@@ -196,6 +199,15 @@ static int cmd_create(const struct command *cmd, int argc, char **argv)
 							optarg);
 			break;
 		case 'f': opts.flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'p':
+			for (opts.protection = 0; opts.protection < 4; opts.protection++)
+				if (strcmp(optarg, levels[opts.protection]) == 0)
+					break;
+			if (opts.protection == 4)
+				return util_usage_error(prog_name(cmd),
+							"invalid --protection '%s' (none, ml, mlp or full)",
+							optarg);
+			break;
 		case 'h': return show_help(cmd);
 		default: return UTIL_EXIT_USAGE;
 		}
@@ -246,6 +258,7 @@ static const char *features_str(char *buf, size_t len, unsigned features)
 		{KR_FEAT_META_CSUM, "meta checksums"},
 		{KR_FEAT_OBJ_CSUM, "object checksums"},
 		{KR_FEAT_PARITY, "parity"},
+		{KR_FEAT_LOG_REPLICA, "log replica"},
 	};
 	size_t n = 0;
 
@@ -762,7 +775,7 @@ static int cmd_help(const struct command *cmd, int argc, char **argv)
  * ------------------------------------------------------------------------------------- */
 
 static const struct command commands[] = {
-	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--force-pmem]",
+	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--protection L] [--force-pmem]",
 	 "create a new pool file",
 	 "Creates a pool file at PATH, which must not exist yet, and zeroes it.\n"
 	 "\n"
@@ -772,6 +785,9 @@ static const struct command commands[] = {
 	 "  --lanes N      log lanes, i.e. transactions that can run at once (default 16)\n"
 	 "  --lane-kib N   size of one lane in KiB, a multiple of 4; bounds the log of one\n"
 	 "                 transaction (default 256, or less in a pool under 64M)\n"
+	 "  --protection L redundancy kept: full (default: log replica, checksums, parity),\n"
+	 "                 mlp (no object checksums), ml (no parity either), none (one log\n"
+	 "                 copy, nothing else); the lesser levels exist to measure costs\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_create},
 	{"info", "PATH [--force-pmem]", "show a pool's geometry, space use and redundancy",

@@ -97,7 +97,7 @@ create-info)
 	has out "^lanes: *16 x [0-9.]* KiB$"
 	has out "^parity overhead: *[0-9]* ([0-9.]* [KMG]*i*B, [0-9.]*% of pool)$"
 	has out "^recovered: *no$"
-	has out "^redundancy: *meta checksums, object checksums, parity$"
+	has out "^redundancy: *meta checksums, object checksums, parity, log replica$"
 	has out "^repaired at open: *0 pages after media errors, 0 items after checksum errors$"
 	# The value column is aligned: every value starts in the same column.
 	[ "$(awk '{ match($0, /: +/); print RSTART + RLENGTH }' "$DIR/out" | sort -u | wc -l)" -eq 1 ] ||
@@ -111,6 +111,14 @@ create-info)
 	has out "^rows: *10 data"
 	has out "^lanes: *4 x 64.0 KiB$"
 
+	# The lesser protection levels, for measuring what each mechanism costs.
+	for level in none:none "ml:meta checksums, log replica" "mlp:meta checksums, parity, log replica"; do
+		Q=$DIR/${level%%:*}.pool
+		expect 0 "$KR" create --size 16M --protection "${level%%:*}" --force-pmem "$Q"
+		expect 0 "$KR" info --force-pmem "$Q"
+		has out "^redundancy: *${level#*:}$"
+	done
+
 	lib_error "$P" create "$P" --size 16M # the file exists
 	;;
 usage)
@@ -123,6 +131,7 @@ usage)
 	usage_error create "$P" --size 12Q
 	usage_error create "$P" --size abc
 	usage_error create "$P" --size -5
+	usage_error create "$P" --size 16M --protection most
 	usage_error create "$P" --size 0
 	usage_error create "$P" --size 99999999999T
 	usage_error create "$P" --size 16M --rows 0
