@@ -2,7 +2,7 @@
 #
 #   make demo     build, then run the crash-and-recover demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
-#   make bench    benchmarks (prints tables)
+#   make bench    keratin vs libpmemobj (plain, replicated): docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
 #   make deps     install missing Debian packages
@@ -49,8 +49,11 @@ check-fuzz: deps
 
 check: check-fast check-asan check-tsan check-fuzz
 
+# BENCH_ARGS, e.g. "--runs 3 --keys 100000", for a shorter run.
 bench: build
-	@build/bench/keratin-bench
+	@scripts/deps.sh --bench
+	@bench/pmdk-build.sh build/pmdk
+	@python3 bench/run.py --build build $(BENCH_ARGS)
 
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build

@@ -1,119 +1,62 @@
 /*
- * keratin-bench.c - latency and persistence cost of keratin transactions, as a table.
+ * keratin-bench.c - one measurement of keratin per invocation, as CSV rows: the keratin
+ * side of `make bench` (bench/run.py runs it interleaved with bench/pmdk-bench.c, the
+ * libpmemobj side, and turns the rows into docs/BENCHMARKS.md).
  *
- * The benchmark is a table of workloads. A workload says how to set up a pool with its
- * objects, how to run one transaction and how to tear down; the driver runs every workload
- * at every object size, several times on a fresh pool each, timing each transaction on its
- * own. A row of the output gives the median of the runs' median latencies, the median of
- * their 99th percentiles, the spread of the run medians (min-max: if it is wide, the machine
- * was noisy and the row means little), and, from kr_counters, what one transaction cost in
- * fences, flushed cache lines, logged bytes and written bytes. Pools live on /dev/shm,
- * opened with KR_OPEN_FORCE_PMEM and KR_OPEN_PREFAULT, so the numbers are keratin's own
- * and not the page-fault handler's. After the table comes the cost of creating a pool, per
- * GiB (the pool is not prefaulted there: creation's own zeroing is what is timed).
- *
- * Another engine (libpmemobj, say) is one more set of workload functions with its own name
- * in the table; engines without keratin's counters print "-" there. Benchmarks report, they
- * do not judge: nothing here fails on a slow number.
+ * Both drivers print the same columns and run the same workloads the same way:
+ *   alloc / overwrite / free SIZE   single-object transactions, each timed on its own:
+ *       alloc     allocate an object of SIZE and store its oid in a slot of an array object
+ *       overwrite rewrite all SIZE bytes of one of 1000 objects, chosen at random
+ *       free      free one of the objects allocated (untimed) beforehand, clear its slot
+ *   mt_overwrite SIZE, --threads T  T threads, each overwriting its own 1000 objects
+ *   map STRUCT                 insert N keys into an empty map (each insert a transaction),
+ *                              then look each up, then remove each: three rows
+ *   create MIB                 pool creation, reported per GiB
+ *   repair                     online repair of one poisoned data page (keratin only)
+ *   scrub                      a full verification pass, in bytes per second (keratin only)
+ * Keys of the maps: the splitmix64 sequence from state 42 (util_rand64), the same in both
+ * drivers. Pools live on tmpfs, opened as emulated persistent memory and prefaulted, so
+ * that first-touch page faults do not decide the result. Per-operation persistence costs
+ * (fences, flushed lines, logged and written bytes) come from kr_counters.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "keratin.h"
+#include "keratin_map.h"
 #include "util.h"
 
 #define PROG "keratin-bench"
-#define POOL_SIZE (64ull << 20)
-#define MAX_RUNS 101
+#define NOBJ 1000        /* objects an overwrite picks from, per thread */
+#define KEY_SEED 42      /* the map keys' splitmix64 state (both drivers) */
+#define MAX_THREADS 64
 
-struct bench_opts {
-	uint64_t runs;
-	uint64_t txs;         /* timed transactions per run */
-	uint64_t create_size; /* pool size for the creation timing */
-	const char *dir;      /* where pools go */
-	unsigned flags;       /* KR_OPEN_FORCE_PMEM on tmpfs */
+static const char *const levels[] = {[KR_PROTECT_FULL] = "full", [KR_PROTECT_NONE] = "none",
+				     [KR_PROTECT_ML] = "ml", [KR_PROTECT_MLP] = "mlp"};
+
+struct opts {
+	unsigned protection;
+	const char *workload, *param;
+	uint64_t ops, threads, pool_mib;
+	const char *dir;
+	char path[4096];
 };
 
-/* One run of one workload at one object size. */
-struct run {
-	size_t size;      /* object size */
-	const char *path; /* pool file to create */
-	unsigned flags;
-	kr_pool *pool;    /* the workload's state from here on */
-	kr_oid oid;
-	unsigned char *src; /* size bytes of data to write */
+/* What one measurement found: latencies of the timed operations, their wall time, and the
+ * persistence counters over them. */
+struct result {
+	const char *workload;
+	uint64_t *lat;
+	uint64_t n;
+	uint64_t nrate; /* operations for ops_per_s, if not n (several threads) */
+	double seconds;
+	struct kr_counters c;
+	int has_counters;
 };
-
-struct workload {
-	const char *name;
-	int has_counters; /* reports kr_counters */
-	int (*setup)(struct run *r);
-	int (*tx)(struct run *r, uint64_t i);
-	void (*teardown)(struct run *r);
-};
-
-/* ---------------------------------------------------------------------------------------
- * keratin: single-object overwrite
- * ------------------------------------------------------------------------------------- */
-
-static int kr_overwrite_setup(struct run *r)
-{
-	/* Prefaulted: no timed transaction may take a first-touch page fault. */
-	struct kr_create_opts opts = {.size = POOL_SIZE, .flags = r->flags | KR_OPEN_PREFAULT};
-	kr_tx *tx;
-	int rc;
-
-	if ((rc = kr_pool_create(r->path, &opts, &r->pool)))
-		return util_lib_error(PROG, r->path, rc);
-	if ((rc = kr_tx_begin(r->pool, &tx)))
-		return util_lib_error(PROG, r->path, rc);
-	if ((rc = kr_tx_alloc(tx, r->size, 1, &r->oid))) {
-		kr_tx_abort(tx);
-		return util_lib_error(PROG, r->path, rc);
-	}
-	if ((rc = kr_tx_commit(tx)))
-		return util_lib_error(PROG, r->path, rc);
-	return 0;
-}
-
-/* The whole object is rewritten with bytes that differ from one transaction to the next. */
-static int kr_overwrite_tx(struct run *r, uint64_t i)
-{
-	kr_tx *tx;
-	int rc = kr_tx_begin(r->pool, &tx);
-
-	if (rc)
-		return rc;
-	unsigned char *p = kr_tx_open(tx, r->oid);
-	if (p) {
-		memcpy(p, r->src, r->size);
-		p[0] = (unsigned char)i;
-	}
-	return kr_tx_commit(tx); /* reports kr_tx_open's failure too: errors are sticky */
-}
-
-static void kr_teardown(struct run *r)
-{
-	int rc;
-	if (r->pool && (rc = kr_pool_close(r->pool)))
-		util_lib_error(PROG, r->path, rc);
-	r->pool = NULL;
-}
-
-static const struct workload workloads[] = {
-	{"keratin overwrite", 1, kr_overwrite_setup, kr_overwrite_tx, kr_teardown},
-};
-
-static const size_t sizes[] = {64, 256, 1024, 4096, 16384};
-
-#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---------------------------------------------------------------------------------------
- * Driver
- * ------------------------------------------------------------------------------------- */
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -121,188 +64,504 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void sort_u64(uint64_t *v, size_t n) { qsort(v, n, sizeof(*v), cmp_u64); }
-
-/* The q-quantile (0..1) of n sorted values, nearest rank. */
 static uint64_t quantile(const uint64_t *v, size_t n, double q)
 {
-	return v[(size_t)(q * (double)(n - 1) + 0.5)];
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
 }
 
-/* Runs one workload at one size o->runs times and prints its row. Returns 0, or 1 if a
- * run failed (the library's message is already printed). */
-static int bench_row(const struct bench_opts *o, const struct workload *w, size_t size,
-		     uint64_t *lat, unsigned char *src)
+static void print_row(const struct opts *o, const struct result *r)
 {
-	uint64_t med[MAX_RUNS], p99[MAX_RUNS];
-	struct kr_counters sum = {0};
-	char path[4096];
-
-	snprintf(path, sizeof(path), "%s/bench.pool", o->dir);
-	for (unsigned r = 0; r < o->runs; r++) {
-		struct run run = {.size = size, .path = path, .flags = o->flags, .src = src};
-		int rc = 0;
-
-		if (w->setup(&run)) {
-			w->teardown(&run);
-			unlink(path);
-			return 1;
-		}
-		/* Warm up the code paths, the log lanes and the caches before timing. */
-		for (uint64_t i = 0; i < o->txs / 10 + 1 && !rc; i++)
-			rc = w->tx(&run, i);
-		kr_counters_reset();
-		for (uint64_t i = 0; i < o->txs && !rc; i++) {
-			uint64_t t0 = util_now_ns();
-			rc = w->tx(&run, i);
-			lat[i] = util_now_ns() - t0;
-		}
-		struct kr_counters c;
-		kr_counters_get(&c);
-		w->teardown(&run);
-		unlink(path);
-		if (rc)
-			return util_lib_error(PROG, w->name, rc);
-
-		sum.fences += c.fences;
-		sum.flushed_lines += c.flushed_lines;
-		sum.bytes_logged += c.bytes_logged;
-		sum.bytes_written += c.bytes_written;
-		sort_u64(lat, o->txs);
-		med[r] = quantile(lat, o->txs, 0.50);
-		p99[r] = quantile(lat, o->txs, 0.99);
-	}
-
-	sort_u64(med, o->runs);
-	sort_u64(p99, o->runs);
-	char spread[48], sz[UTIL_HUMAN_LEN];
-	snprintf(spread, sizeof(spread), "%llu-%llu", (unsigned long long)med[0],
-		 (unsigned long long)med[o->runs - 1]);
-	printf("%-20s %9s %10llu %10llu %15s", w->name, util_human(size, sz),
-	       (unsigned long long)quantile(med, o->runs, 0.5),
-	       (unsigned long long)quantile(p99, o->runs, 0.5), spread);
-	if (w->has_counters) {
-		double n = (double)o->runs * (double)o->txs;
-		printf(" %8.2f %8.2f %10.1f %10.1f\n", sum.fences / n, sum.flushed_lines / n,
-		       sum.bytes_logged / n, sum.bytes_written / n);
+	qsort(r->lat, r->n, sizeof(*r->lat), cmp_u64);
+	printf("keratin,%s,%s,%s,%llu,%llu,%.6f,%llu,%llu,%.1f", levels[o->protection], r->workload,
+	       o->param, (unsigned long long)o->threads, (unsigned long long)r->n, r->seconds,
+	       (unsigned long long)quantile(r->lat, r->n, 0.5),
+	       (unsigned long long)quantile(r->lat, r->n, 0.99),
+	       r->seconds > 0 ? (double)(r->nrate ? r->nrate : r->n) / r->seconds : 0.0);
+	if (r->has_counters) {
+		double n = (double)r->n;
+		printf(",%.3f,%.2f,%.1f,%.1f\n", r->c.fences / n, r->c.flushed_lines / n,
+		       r->c.bytes_logged / n, r->c.bytes_written / n);
 	} else {
-		printf(" %8s %8s %10s %10s\n", "-", "-", "-", "-");
+		printf(",,,,\n");
 	}
 	fflush(stdout);
-	return 0;
 }
 
-/* Creating a pool zeroes the whole file; report the median time over the runs per GiB. */
-static int bench_create(const struct bench_opts *o)
+static int lib_fail(const struct opts *o, const char *what, int rc)
 {
-	uint64_t ns[MAX_RUNS];
-	char path[4096], h[UTIL_HUMAN_LEN];
+	return util_lib_error(PROG, what ? what : o->path, rc);
+}
 
-	snprintf(path, sizeof(path), "%s/create.pool", o->dir);
-	for (unsigned r = 0; r < o->runs; r++) {
-		struct kr_create_opts opts = {.size = o->create_size, .flags = o->flags};
-		kr_pool *pool;
-		uint64_t t0 = util_now_ns();
-		int rc = kr_pool_create(path, &opts, &pool);
-		if (rc == 0)
-			rc = kr_pool_close(pool);
-		ns[r] = util_now_ns() - t0;
-		unlink(path);
-		if (rc)
-			return util_lib_error(PROG, path, rc);
+static int create_pool(const struct opts *o, uint64_t mib, kr_pool **pool)
+{
+	struct kr_create_opts co = {.size = mib << 20,
+				    .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT,
+				    .protection = o->protection};
+	unlink(o->path);
+	int rc = kr_pool_create(o->path, &co, pool);
+	return rc ? lib_fail(o, NULL, rc) : 0;
+}
+
+static void close_pool(const struct opts *o, kr_pool *pool)
+{
+	char bb[sizeof(o->path) + 16];
+	int rc = kr_pool_close(pool);
+	if (rc)
+		lib_fail(o, NULL, rc);
+	snprintf(bb, sizeof(bb), "%s.badblocks", o->path); /* left by emulated poison (repair) */
+	unlink(o->path);
+	unlink(bb);
+}
+
+/* n objects of size bytes, allocated a batch per transaction (untimed setup). */
+static int alloc_objects(kr_pool *pool, size_t size, kr_oid *oids, uint64_t n)
+{
+	for (uint64_t i = 0; i < n;) {
+		kr_tx *tx;
+		int rc = kr_tx_begin(pool, &tx);
+		for (uint64_t end = i + 32 < n ? i + 32 : n; rc == KR_OK && i < end; i++)
+			rc = kr_tx_alloc(tx, size, 1, &oids[i]);
+		if (rc) {
+			kr_tx_abort(tx);
+			return rc;
+		}
+		if ((rc = kr_tx_commit(tx)))
+			return rc;
 	}
-	sort_u64(ns, o->runs);
-	double secs = (double)quantile(ns, o->runs, 0.5) / 1e9;
-	printf("\npool creation: %.3f s per GiB (median of %llu creations of %s, close included)\n",
-	       secs * (double)(1ull << 30) / (double)o->create_size, (unsigned long long)o->runs,
-	       util_human(o->create_size, h));
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Single-object transactions
+ * ------------------------------------------------------------------------------------- */
+static int overwrite_one(kr_pool *pool, kr_oid oid, size_t size, uint64_t i)
+{
+	kr_tx *tx;
+	int rc = kr_tx_begin(pool, &tx);
+	if (rc)
+		return rc;
+	unsigned char *p = kr_tx_open(tx, oid);
+	if (p)
+		memset(p, (int)(i & 0xff), size);
+	return kr_tx_commit(tx); /* reports kr_tx_open's failure too: errors are sticky */
+}
+
+struct worker {
+	kr_pool *pool;
+	size_t size;
+	uint64_t ops, seed;
+	kr_oid oids[NOBJ];
+	uint64_t *lat;
+	struct kr_counters c; /* this thread's (counters are per thread) */
+	int rc;
+	pthread_barrier_t *start;
+};
+
+static void *overwrite_worker(void *arg)
+{
+	struct worker *w = arg;
+	uint64_t rng = w->seed;
+	for (uint64_t i = 0; i < w->ops / 10 && !w->rc; i++) /* warm-up */
+		w->rc = overwrite_one(w->pool, w->oids[util_rand_below(&rng, NOBJ)], w->size, i);
+	pthread_barrier_wait(w->start);
+	kr_counters_reset();
+	for (uint64_t i = 0; i < w->ops && !w->rc; i++) {
+		uint64_t t0 = util_now_ns();
+		w->rc = overwrite_one(w->pool, w->oids[util_rand_below(&rng, NOBJ)], w->size, i);
+		w->lat[i] = util_now_ns() - t0;
+	}
+	kr_counters_get(&w->c);
+	return NULL;
+}
+
+static int bench_overwrite(struct opts *o, size_t size)
+{
+	unsigned nt = (unsigned)o->threads;
+	uint64_t need = (uint64_t)nt * NOBJ * (size + 64) * 2;
+	kr_pool *pool;
+	struct worker *w = calloc(nt, sizeof(*w));
+	pthread_t th[MAX_THREADS];
+	pthread_barrier_t start;
+	int rc = 0;
+	if (!w)
+		return lib_fail(o, "workers", KR_E_NOMEM);
+	if (create_pool(o, o->pool_mib ? o->pool_mib : 64 + (need >> 20), &pool)) {
+		free(w);
+		return 1;
+	}
+	pthread_barrier_init(&start, NULL, nt + 1);
+	for (unsigned t = 0; t < nt && !rc; t++) {
+		w[t] = (struct worker){.pool = pool, .size = size, .ops = o->ops, .seed = t + 1,
+				       .start = &start, .lat = malloc(o->ops * sizeof(uint64_t))};
+		rc = w[t].lat ? alloc_objects(pool, size, w[t].oids, NOBJ) : KR_E_NOMEM;
+	}
+	if (rc) {
+		close_pool(o, pool);
+		return lib_fail(o, "setup", rc);
+	}
+	for (unsigned t = 0; t < nt; t++)
+		pthread_create(&th[t], NULL, overwrite_worker, &w[t]);
+	pthread_barrier_wait(&start);
+	uint64_t t0 = util_now_ns();
+	for (unsigned t = 0; t < nt; t++) {
+		pthread_join(th[t], NULL);
+		rc = rc ? rc : w[t].rc;
+	}
+	double secs = (double)(util_now_ns() - t0) / 1e9;
+	close_pool(o, pool);
+	if (!rc) {
+		/* Latencies and counters: thread 0's; throughput: every thread's operations over
+		 * the wall time. */
+		struct result r = {.workload = o->workload, .lat = w[0].lat, .n = o->ops,
+				   .nrate = o->ops * nt, .seconds = secs, .c = w[0].c,
+				   .has_counters = 1};
+		print_row(o, &r);
+	}
+	for (unsigned t = 0; t < nt; t++)
+		free(w[t].lat);
+	free(w);
+	return rc ? lib_fail(o, "overwrite", rc) : 0;
+}
+
+/* Timed single-object transactions with counters, for alloc and overwrite-free. */
+static int timed_loop(struct opts *o, struct result *r, int (*op)(kr_pool *, void *, uint64_t),
+		      kr_pool *pool, void *ctx)
+{
+	int rc = 0;
+	kr_counters_reset();
+	uint64_t t0 = util_now_ns();
+	for (uint64_t i = 0; i < r->n && !rc; i++) {
+		uint64_t s = util_now_ns();
+		rc = op(pool, ctx, i);
+		r->lat[i] = util_now_ns() - s;
+	}
+	r->seconds = (double)(util_now_ns() - t0) / 1e9;
+	kr_counters_get(&r->c);
+	r->has_counters = 1;
+	return rc;
+}
+
+struct slots {
+	kr_oid array; /* the array object: one oid per slot */
+	kr_oid *oids; /* DRAM copy, for free */
+	size_t size;
+};
+
+static int alloc_op(kr_pool *pool, void *ctx, uint64_t i)
+{
+	struct slots *s = ctx;
+	kr_tx *tx;
+	kr_oid oid;
+	int rc = kr_tx_begin(pool, &tx);
+	if (rc)
+		return rc;
+	if ((rc = kr_tx_alloc(tx, s->size, 1, &oid))) {
+		kr_tx_abort(tx);
+		return rc;
+	}
+	kr_oid *slot = kr_tx_add(tx, s->array, i * sizeof(kr_oid), sizeof(kr_oid));
+	if (slot)
+		*slot = oid;
+	return kr_tx_commit(tx);
+}
+
+static int free_op(kr_pool *pool, void *ctx, uint64_t i)
+{
+	struct slots *s = ctx;
+	kr_tx *tx;
+	int rc = kr_tx_begin(pool, &tx);
+	if (rc)
+		return rc;
+	if ((rc = kr_tx_free(tx, s->oids[i]))) {
+		kr_tx_abort(tx);
+		return rc;
+	}
+	kr_oid *slot = kr_tx_add(tx, s->array, i * sizeof(kr_oid), sizeof(kr_oid));
+	if (slot)
+		*slot = 0;
+	return kr_tx_commit(tx);
+}
+
+static int bench_alloc_free(struct opts *o, size_t size, int is_free)
+{
+	uint64_t need = o->ops * (size + 64) * 2 + o->ops * 8;
+	kr_pool *pool;
+	struct slots s = {.size = size, .oids = malloc(o->ops * sizeof(kr_oid))};
+	struct result r = {.workload = is_free ? "free" : "alloc", .n = o->ops,
+			   .lat = malloc(o->ops * sizeof(uint64_t))};
+	if (!s.oids || !r.lat)
+		return lib_fail(o, "buffers", KR_E_NOMEM);
+	if (create_pool(o, o->pool_mib ? o->pool_mib : 64 + (need >> 20), &pool))
+		return 1;
+	kr_tx *tx;
+	int rc = kr_tx_begin(pool, &tx);
+	if (!rc && (rc = kr_tx_alloc(tx, o->ops * sizeof(kr_oid), 2, &s.array)))
+		kr_tx_abort(tx);
+	else if (!rc)
+		rc = kr_tx_commit(tx);
+	if (!rc && is_free)
+		rc = alloc_objects(pool, size, s.oids, o->ops);
+	if (!rc)
+		rc = timed_loop(o, &r, is_free ? free_op : alloc_op, pool, &s);
+	close_pool(o, pool);
+	if (!rc)
+		print_row(o, &r);
+	free(s.oids);
+	free(r.lat);
+	return rc ? lib_fail(o, r.workload, rc) : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The map structures
+ * ------------------------------------------------------------------------------------- */
+static int bench_map(struct opts *o)
+{
+	int kind = kr_map_kind_parse(o->param);
+	if (kind < 0)
+		return util_usage_error(PROG, "unknown structure '%s'", o->param);
+	uint64_t *keys = malloc(o->ops * sizeof(uint64_t)), state = KEY_SEED;
+	struct result r = {.n = o->ops, .lat = malloc(o->ops * sizeof(uint64_t)), .has_counters = 1};
+	if (!keys || !r.lat)
+		return lib_fail(o, "buffers", KR_E_NOMEM);
+	for (uint64_t i = 0; i < o->ops; i++)
+		keys[i] = util_rand64(&state);
+	/* Room for the largest node per key (rtree: up to two 4 KiB nodes on a split) at 1M
+	 * keys needs gigabytes; the others need a few hundred bytes per key. */
+	uint64_t per_key = kind == KR_MAP_RTREE ? 9000 : 600;
+	kr_pool *pool;
+	kr_oid desc;
+	kr_map *m = NULL;
+	if (create_pool(o, o->pool_mib ? o->pool_mib : 64 + ((o->ops * per_key) >> 20), &pool))
+		return 1;
+	int rc = kr_map_create(pool, NULL, kind, &desc);
+	if (!rc)
+		rc = kr_map_open(pool, desc, &m);
+	const char *phase[] = {"insert", "lookup", "remove"};
+	for (int p = 0; p < 3 && !rc; p++) {
+		r.workload = phase[p];
+		kr_counters_reset();
+		uint64_t t0 = util_now_ns();
+		for (uint64_t i = 0; i < o->ops && rc >= 0; i++) {
+			uint64_t s = util_now_ns(), v;
+			rc = p == 0 ? kr_map_insert(m, NULL, keys[i], keys[i])
+			     : p == 1 ? (kr_map_lookup(m, NULL, keys[i], &v) == 1 && v == keys[i] ? 0 : -1)
+				      : kr_map_remove(m, NULL, keys[i], NULL);
+			r.lat[i] = util_now_ns() - s;
+		}
+		r.seconds = (double)(util_now_ns() - t0) / 1e9;
+		kr_counters_get(&r.c);
+		if (rc == -1)
+			rc = kr_error_set(KR_E_CORRUPT, "%s: a lookup missed an inserted key", o->param);
+		if (rc >= 0) {
+			rc = 0;
+			print_row(o, &r);
+		}
+	}
+	if (!rc && kr_map_count(m) != 0)
+		rc = kr_error_set(KR_E_CORRUPT, "%s: keys left after removing them all", o->param);
+	kr_map_close(m);
+	close_pool(o, pool);
+	free(keys);
+	free(r.lat);
+	return rc ? lib_fail(o, o->param, rc) : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Creation, repair, scrub
+ * ------------------------------------------------------------------------------------- */
+static int bench_create(struct opts *o)
+{
+	uint64_t mib = strtoull(o->param, NULL, 10);
+	if (mib < 8)
+		return util_usage_error(PROG, "create: --param MIB, at least 8");
+	struct kr_create_opts co = {.size = mib << 20, .flags = KR_OPEN_FORCE_PMEM,
+				    .protection = o->protection};
+	kr_pool *pool;
+	uint64_t lat[1];
+	unlink(o->path);
+	uint64_t t0 = util_now_ns();
+	int rc = kr_pool_create(o->path, &co, &pool);
+	if (!rc)
+		rc = kr_pool_close(pool);
+	lat[0] = util_now_ns() - t0;
+	unlink(o->path);
+	if (rc)
+		return lib_fail(o, NULL, rc);
+	/* One "operation" = one GiB: ns per GiB in the latency columns. */
+	lat[0] = (uint64_t)((double)lat[0] * 1024.0 / (double)mib);
+	struct result r = {.workload = "create", .lat = lat, .n = 1, .seconds = lat[0] / 1e9};
+	print_row(o, &r);
 	return 0;
 }
 
+/* A pool of --param MiB half filled with 4 KiB objects: what repair and scrub work on. */
+static int filled_pool(struct opts *o, kr_pool **pool, kr_oid **oids, uint64_t *n)
+{
+	uint64_t mib = strtoull(o->param, NULL, 10);
+	if (mib < 16)
+		return util_usage_error(PROG, "%s: --param MIB, at least 16", o->workload);
+	if (create_pool(o, mib, pool))
+		return 1;
+	*n = (mib << 20) / 2 / 4096;
+	*oids = malloc(*n * sizeof(kr_oid));
+	int rc = *oids ? alloc_objects(*pool, 4096 - 16, *oids, *n) : KR_E_NOMEM;
+	if (rc) {
+		close_pool(o, *pool);
+		return lib_fail(o, "fill", rc);
+	}
+	return 0;
+}
+
+static int bench_repair(struct opts *o)
+{
+	if (o->protection == KR_PROTECT_NONE || o->protection == KR_PROTECT_ML)
+		return util_usage_error(PROG, "repair needs parity (--config mlp or full)");
+	kr_pool *pool;
+	kr_oid *oids;
+	uint64_t n, rng = 7;
+	if (filled_pool(o, &pool, &oids, &n))
+		return 1;
+	struct result r = {.workload = "repair", .n = o->ops, .lat = malloc(o->ops * sizeof(uint64_t))};
+	int rc = r.lat ? 0 : KR_E_NOMEM;
+	uint64_t t0 = util_now_ns();
+	for (uint64_t i = 0; i < o->ops && !rc; i++) {
+		/* Poison a page of a random object, then read it: the fault repairs it online. */
+		kr_oid oid = oids[util_rand_below(&rng, n)];
+		volatile const unsigned char *p = kr_get(pool, oid);
+		if ((rc = kr_inject_poison(pool, oid)))
+			break;
+		(void)p[0];
+		struct kr_pool_stat st;
+		if ((rc = kr_pool_stat(pool, &st)))
+			break;
+		r.lat[i] = st.last_repair_ns;
+	}
+	r.seconds = (double)(util_now_ns() - t0) / 1e9;
+	close_pool(o, pool);
+	if (!rc)
+		print_row(o, &r);
+	free(oids);
+	free(r.lat);
+	return rc ? lib_fail(o, "repair", rc) : 0;
+}
+
+static int bench_scrub(struct opts *o)
+{
+	kr_pool *pool;
+	kr_oid *oids;
+	uint64_t n;
+	if (filled_pool(o, &pool, &oids, &n))
+		return 1;
+	struct kr_check_report rep = {0};
+	uint64_t lat[1];
+	int rc = kr_pool_check(pool, 0, &rep); /* warm: the pages are in the cache */
+	uint64_t t0 = util_now_ns();
+	if (!rc)
+		rc = kr_pool_check(pool, 0, &rep);
+	lat[0] = util_now_ns() - t0;
+	close_pool(o, pool);
+	free(oids);
+	if (rc)
+		return lib_fail(o, "scrub", rc);
+	/* The row's "operations" are the bytes scanned: ops_per_s is bytes per second. */
+	double secs = (double)lat[0] / 1e9;
+	printf("keratin,%s,scrub,%s,1,%llu,%.6f,%llu,%llu,%.1f,,,,\n", levels[o->protection],
+	       o->param, (unsigned long long)rep.bytes_scanned, secs, (unsigned long long)lat[0],
+	       (unsigned long long)lat[0], (double)rep.bytes_scanned / secs);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * main
+ * ------------------------------------------------------------------------------------- */
 static int usage(void)
 {
-	printf("usage: " PROG " [--runs N] [--txs N] [--create-size SIZE] [--dir DIR]\n\n"
-	       "Times single-object overwrite transactions of 64 B to 16 KiB and pool creation.\n\n"
-	       "  --runs N            runs per row, each on a fresh pool (default 5)\n"
-	       "  --txs N             timed transactions per run (default 20000)\n"
-	       "  --create-size SIZE  pool size for the creation timing (default 1G)\n"
-	       "  --dir DIR           where to put the pools (default: a new directory in /dev/shm)\n");
+	printf("usage: " PROG " --workload W [--param P] [--config L] [--ops N] [--threads T]\n"
+	       "                     [--pool-mib M] [--dir DIR] [--header]\n\n"
+	       "Runs one keratin measurement and prints it as CSV (see bench/run.py for the whole\n"
+	       "benchmark against libpmemobj). Columns:\n"
+	       "  library,config,workload,param,threads,ops,seconds,median_ns,p99_ns,ops_per_s,\n"
+	       "  fences,flushed_lines,logged_bytes,written_bytes (the last four per operation)\n\n"
+	       "  --workload W  alloc, overwrite, free (--param SIZE in bytes); mt_overwrite\n"
+	       "                (--param SIZE, --threads T); map (--param ctree|rbtree|btree|\n"
+	       "                skiplist|rtree|hashmap: insert, lookup and remove rows); create\n"
+	       "                (--param MIB); repair, scrub (--param pool MIB)\n"
+	       "  --config L    protection level: none, ml, mlp, full (default full)\n"
+	       "  --ops N       timed operations (default 20000; map: keys)\n"
+	       "  --threads T   threads for mt_overwrite (default 1)\n"
+	       "  --pool-mib M  pool size (default: enough for the workload)\n"
+	       "  --dir DIR     where the pool goes (default /dev/shm)\n"
+	       "  --header      print the column names first\n");
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"runs", required_argument, NULL, 'r'},
-		{"txs", required_argument, NULL, 't'},
-		{"create-size", required_argument, NULL, 'c'},
-		{"dir", required_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"workload", required_argument, NULL, 'w'}, {"param", required_argument, NULL, 'p'},
+		{"config", required_argument, NULL, 'c'},   {"ops", required_argument, NULL, 'n'},
+		{"threads", required_argument, NULL, 't'},  {"pool-mib", required_argument, NULL, 'm'},
+		{"dir", required_argument, NULL, 'd'},      {"header", no_argument, NULL, 'H'},
+		{"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
 	};
-	struct bench_opts o = {.runs = 5, .txs = 20000, .create_size = 1ull << 30};
-	char scratch[64];
-	int c, tmpfs, failed = 0;
-
+	struct opts o = {.protection = KR_PROTECT_FULL, .ops = 20000, .threads = 1, .dir = "/dev/shm",
+			 .param = ""};
+	int c, header = 0;
 	while ((c = util_getopt(PROG, argc, argv, longopts)) != -1) {
 		switch (c) {
-		case 'r':
-			if (util_parse_uint(optarg, 1, MAX_RUNS, &o.runs))
-				return util_usage_error(PROG, "invalid --runs '%s' (1 to %d)", optarg, MAX_RUNS);
+		case 'w': o.workload = optarg; break;
+		case 'p': o.param = optarg; break;
+		case 'c':
+			for (o.protection = 0; o.protection < 4; o.protection++)
+				if (strcmp(optarg, levels[o.protection]) == 0)
+					break;
+			if (o.protection == 4)
+				return util_usage_error(PROG, "invalid --config '%s' (none, ml, mlp, full)", optarg);
+			break;
+		case 'n':
+			if (util_parse_uint(optarg, 1, 100000000, &o.ops))
+				return util_usage_error(PROG, "invalid --ops '%s' (1 to 100000000)", optarg);
 			break;
 		case 't':
-			if (util_parse_uint(optarg, 1, 100000000, &o.txs))
-				return util_usage_error(PROG, "invalid --txs '%s' (1 to 100000000)", optarg);
+			if (util_parse_uint(optarg, 1, MAX_THREADS, &o.threads))
+				return util_usage_error(PROG, "invalid --threads '%s' (1 to %d)", optarg, MAX_THREADS);
 			break;
-		case 'c':
-			if (util_parse_size(optarg, &o.create_size) || o.create_size == 0)
-				return util_usage_error(PROG, "invalid --create-size '%s' (e.g. 64M, 1G)", optarg);
+		case 'm':
+			if (util_parse_uint(optarg, 8, 1u << 20, &o.pool_mib))
+				return util_usage_error(PROG, "invalid --pool-mib '%s' (8 to 1048576)", optarg);
 			break;
 		case 'd': o.dir = optarg; break;
+		case 'H': header = 1; break;
 		case 'h': return usage();
 		default: return UTIL_EXIT_USAGE;
 		}
 	}
 	if (optind < argc)
 		return util_usage_error(PROG, "unexpected argument '%s'", argv[optind]);
+	if (!o.workload)
+		return util_usage_error(PROG, "missing --workload");
+	snprintf(o.path, sizeof(o.path), "%s/keratin-bench.%d.pool", o.dir, (int)getpid());
+	if (header)
+		printf("library,config,workload,param,threads,ops,seconds,median_ns,p99_ns,ops_per_s,"
+		       "fences,flushed_lines,logged_bytes,written_bytes\n");
 
-	if (o.dir) {
-		tmpfs = util_is_tmpfs(o.dir);
-	} else {
-		if (util_scratch_dir(PROG, scratch, sizeof(scratch), &tmpfs)) {
-			fprintf(stderr, PROG ": cannot make a scratch directory: %s\n", strerror(errno));
-			return 1;
-		}
-		o.dir = scratch;
-	}
-	o.flags = tmpfs ? KR_OPEN_FORCE_PMEM : 0;
-
-	size_t max_size = sizes[ARRAY_LEN(sizes) - 1];
-	uint64_t *lat = malloc(o.txs * sizeof(*lat));
-	unsigned char *src = malloc(max_size);
-	if (!lat || !src) {
-		fprintf(stderr, PROG ": out of memory\n");
-		return 1;
-	}
-	for (size_t i = 0; i < max_size; i++)
-		src[i] = (unsigned char)(i * 131 + 7);
-
-	printf("%s: %llu runs x %llu transactions per row; pools in %s (%s%s)\n\n", PROG,
-	       (unsigned long long)o.runs, (unsigned long long)o.txs, o.dir,
-	       tmpfs ? "emulated persistent memory" : "page-cache mode: not tmpfs",
-	       ", prefaulted");
-	printf("%-20s %9s %10s %10s %15s %8s %8s %10s %10s\n", "workload", "size", "median ns",
-	       "p99 ns", "spread ns", "fences", "flushed", "logged B", "written B");
-	printf("%-20s %9s %10s %10s %15s %8s %8s %10s %10s\n", "", "", "", "", "(run medians)",
-	       "per tx", "lines/tx", "per tx", "per tx");
-	for (size_t w = 0; w < ARRAY_LEN(workloads); w++)
-		for (size_t s = 0; s < ARRAY_LEN(sizes); s++)
-			failed |= bench_row(&o, &workloads[w], sizes[s], lat, src);
-	failed |= bench_create(&o);
-
-	free(lat);
-	free(src);
-	if (o.dir == scratch)
-		rmdir(scratch);
-	return failed;
+	uint64_t size = 0;
+	int sized = !strcmp(o.workload, "alloc") || !strcmp(o.workload, "overwrite") ||
+		    !strcmp(o.workload, "free") || !strcmp(o.workload, "mt_overwrite");
+	if (sized && (util_parse_uint(o.param, 1, 1u << 24, &size)))
+		return util_usage_error(PROG, "%s: --param SIZE in bytes (1 to 16M)", o.workload);
+	if (!strcmp(o.workload, "overwrite") || !strcmp(o.workload, "mt_overwrite"))
+		return bench_overwrite(&o, size);
+	if (!strcmp(o.workload, "alloc") || !strcmp(o.workload, "free"))
+		return bench_alloc_free(&o, size, !strcmp(o.workload, "free"));
+	if (!strcmp(o.workload, "map"))
+		return bench_map(&o);
+	if (!strcmp(o.workload, "create"))
+		return bench_create(&o);
+	if (!strcmp(o.workload, "repair"))
+		return bench_repair(&o);
+	if (!strcmp(o.workload, "scrub"))
+		return bench_scrub(&o);
+	return util_usage_error(PROG, "unknown workload '%s'", o.workload);
 }

@@ -477,7 +477,10 @@ int main(int argc, char **argv)
 	snprintf(d.path, sizeof(d.path), "%s/demo.pool", d.dir);
 
 	int ok = run(&d);
+	char bb[sizeof(d.path) + 16];
+	snprintf(bb, sizeof(bb), "%s.badblocks", d.path); /* the emulated poison's list */
 	unlink(d.path);
+	unlink(bb);
 	rmdir(d.dir);
 	printf("pool removed:  %s\n%s\n", d.dir, ok ? "PASS" : "FAIL");
 	return ok ? 0 : 1;

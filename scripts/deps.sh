@@ -4,10 +4,13 @@
 set -euo pipefail
 
 # build + tests: compiler toolchain, CMake, ISA-L (CRC-32C, XOR), cmocka, pkg-config;
-# clang + its runtime for the libFuzzer target and the sanitizer builds.
-pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev)
+# clang + its runtime for the libFuzzer target and the sanitizer builds; libpmemobj-dev
+# (the baseline, whose example maps the benchmark builds from its documentation) and
+# python3 (the benchmark harness), which `make check` smoke-runs.
+pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev
+	libpmemobj-dev python3)
 if [ "${1:-}" = "--bench" ]; then
-	pkgs+=(libpmemobj-dev gnuplot-nox)
+	pkgs+=(gnuplot-nox) # the report's plots
 fi
 
 missing=()

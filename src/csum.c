@@ -85,16 +85,28 @@ uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes)
 	return raw;
 }
 
-uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing)
+/* Raw register (init 0, no final inversion): the linear part of the CRC. */
+static uint32_t crc_raw(const void *buf, size_t len)
 {
-	/* Raw register (init 0, no final inversion): the linear part of the CRC. */
 	unsigned int reg = 0;
-	const unsigned char *p = d;
+	const unsigned char *p = buf;
 	for (size_t left = len; left > 0;) {
 		int chunk = left > (size_t)INT_MAX ? INT_MAX : (int)left;
 		reg = crc32_iscsi((unsigned char *)p, chunk, reg);
 		p += chunk;
 		left -= (size_t)chunk;
 	}
-	return kr_crc32c_shift(reg, trailing);
+	return reg;
+}
+
+uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing)
+{
+	return kr_crc32c_shift(crc_raw(d, len), trailing);
+}
+
+uint32_t kr_crc32c_delta2(const void *old, const void *new, size_t len, uint64_t trailing)
+{
+	/* raw(old ^ new) = raw(old) ^ raw(new): two passes of the SIMD CRC beat forming the
+	 * delta byte by byte. */
+	return kr_crc32c_shift(crc_raw(old, len) ^ crc_raw(new, len), trailing);
 }

@@ -29,6 +29,8 @@ uint64_t kr_crc64(const void *buf, size_t n);
  * kr_crc32c_delta takes the delta bytes themselves (d = old ^ new) and the number of
  * unchanged bytes that follow them. */
 uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing);
+/* The same for bytes that changed from old to new, without forming old ^ new. */
+uint32_t kr_crc32c_delta2(const void *old, const void *new, size_t len, uint64_t trailing);
 /* The raw CRC register after feeding zero bytes: the "shift" used above. */
 uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes);
 

@@ -282,7 +282,7 @@ static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct 
 	kr_log_enter(h->log, lane);
 	int rc = kr_log_commit(h->log, lane, img, &seq);
 	if (seq) {
-		kr_log_apply(h->log, img);
+		kr_log_apply(h->log, lane, img);
 		kr_log_applied(h->log, lane, seq);
 	}
 	kr_log_exit(h->log, lane);

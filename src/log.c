@@ -214,10 +214,12 @@ static int rec_apply_hooked(void *ctx, const struct kr_rec_hdr *h, const uint8_t
 	return 0;
 }
 
-void kr_log_apply(struct kr_log *log, const struct kr_img *img)
+void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img)
 {
+	kr_pm_defer_flushes(&l->deferred);
 	stream_walk(img->buf, img->len, img->nrecords, log->hooks.apply ? rec_apply_hooked : rec_apply,
 		    log);
+	kr_pm_defer_flushes(NULL);
 }
 
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
@@ -325,6 +327,7 @@ void kr_log_fini(struct kr_log *log)
 	for (uint32_t i = 0; i < log->nlanes; i++) {
 		free(log->lanes[i].fifo_seq);
 		free(log->lanes[i].fifo_nlines);
+		kr_pm_flush_list_free(&log->lanes[i].deferred);
 		pthread_mutex_destroy(&log->lanes[i].lock);
 		pthread_mutex_destroy(&log->lanes[i].st_lock);
 	}
@@ -478,7 +481,9 @@ static int log_force_durable(struct kr_log *log)
 		pthread_mutex_lock(&l->st_lock);
 		uint64_t p = atomic_load(&l->pending_seq);
 		if (p && atomic_load(&l->inflight_seq) == 0) {
-			if (l->pending_tid != self_tid() && lane_adopt_locked(log, l) != KR_OK) {
+			/* Even a lane this thread applied on: its write-backs may still be
+			 * deferred in the lane's list, which only the lane's holder touches. */
+			if (lane_adopt_locked(log, l) != KR_OK) {
 				pthread_mutex_unlock(&l->st_lock);
 				return kr_errcode();
 			}
@@ -656,6 +661,8 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
 	if (l->replica)
 		lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
+	/* The previous apply on this lane, so that this fence makes it durable too. */
+	kr_pm_flush_list(log->pm, &l->deferred);
 	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (l->replica ? 2 : 1));
 
 	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq

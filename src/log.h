@@ -5,7 +5,8 @@
  *
  *     kr_log_lane_acquire()           bind a lane to this thread
  *     kr_log_commit(lane, img)        log lines + replica, flush, ONE fence: durable
- *     kr_log_apply(img)               write the records home, flush, no fence
+ *     kr_log_apply(lane, img)         write the records home; write-back deferred to the
+ *                                     lane's next commit fence
  *     kr_log_applied(lane)            the lane's apply is complete (trimming may follow)
  *     kr_log_lane_release()
  *
@@ -56,6 +57,9 @@ struct kr_lane {
 	uint32_t *fifo_nlines;
 	uint32_t fifo_first, fifo_count;
 	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
+	/* The last apply's write-backs, issued just before the lane's next commit fence
+	 * (pmem.h, deferred write-back); adoption re-flushes from the lines instead. */
+	struct kr_flush_list deferred;
 
 	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
 	_Atomic int held;      /* bound to a transaction (set and cleared by the holder) */
@@ -154,7 +158,7 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, 
  * touched, whatever became of the transaction that followed it. Costs one fence. */
 int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
 /* Applies every record of the image to its home location and flushes; no fence. */
-void kr_log_apply(struct kr_log *log, const struct kr_img *img);
+void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */
 void kr_log_applied(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
 

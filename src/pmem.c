@@ -288,9 +288,45 @@ static void flush_lines_clflush(uintptr_t p, uintptr_t end)
 		_mm_clflush((void *)p);
 }
 
+static _Thread_local struct kr_flush_list *deferred;
+
+void kr_pm_defer_flushes(struct kr_flush_list *fl) { deferred = fl; }
+
+static int defer_flush(struct kr_flush_list *fl, const void *addr, size_t n)
+{
+	if (fl->n == fl->cap) {
+		size_t cap = fl->cap ? fl->cap * 2 : 32;
+		struct kr_flush_range *v = realloc(fl->v, cap * sizeof(*v));
+		if (!v)
+			return 0;
+		fl->v = v;
+		fl->cap = cap;
+	}
+	fl->v[fl->n++] = (struct kr_flush_range){addr, n};
+	return 1;
+}
+
+void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl)
+{
+	struct kr_flush_list *saved = deferred;
+	deferred = NULL;
+	for (size_t i = 0; i < fl->n; i++)
+		kr_pm_flush(pm, fl->v[i].addr, fl->v[i].len);
+	fl->n = 0;
+	deferred = saved;
+}
+
+void kr_pm_flush_list_free(struct kr_flush_list *fl)
+{
+	free(fl->v);
+	memset(fl, 0, sizeof(*fl));
+}
+
 void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
 {
 	if (n == 0)
+		return;
+	if (deferred && defer_flush(deferred, addr, n))
 		return;
 	uintptr_t p = LINE_DOWN(addr);
 	uintptr_t end = (uintptr_t)addr + n;

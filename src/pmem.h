@@ -54,6 +54,25 @@ int kr_pm_fence(struct kr_pm *pm);
 /* kr_pm_flush + kr_pm_fence. */
 int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
 
+/* Deferred write-back. On x86 a locked instruction waits for every earlier clwb of its
+ * thread to complete, so flushes issued in the middle of a commit's bookkeeping (locks,
+ * atomic parity XORs) turn each later lock into a hidden persist round trip. While a
+ * thread has a flush list installed, kr_pm_flush only records the range; kr_pm_flush_list
+ * writes the recorded ranges back later (just before the next fence, where they overlap
+ * with that fence's own flushes) and empties the list. If recording fails (no memory) the
+ * range is written back at once, which is always correct. */
+struct kr_flush_list {
+	struct kr_flush_range {
+		const void *addr;
+		size_t len;
+	} *v;
+	size_t n, cap;
+};
+/* Installs fl for the calling thread (NULL: flush at once again). */
+void kr_pm_defer_flushes(struct kr_flush_list *fl);
+void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl);
+void kr_pm_flush_list_free(struct kr_flush_list *fl);
+
 /* Accounting only: n of the bytes just written were redo-log bytes; one commit done. */
 void kr_pm_count_logged(size_t n);
 void kr_pm_count_commit(void);

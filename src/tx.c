@@ -520,7 +520,7 @@ static int tx_commit_intents(struct kr_tx *tx)
 /* The checksum of a changed object, patched for its changed ranges only: for each range,
  * CRC of (old ^ new) shifted past the bytes after it (csum.c). One DATA record for the
  * header's crc field. */
-static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint8_t **scratch, size_t *cap)
+static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
@@ -528,17 +528,8 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint8_t **scratch
 	uint32_t crc = hdr->crc;
 	for (uint32_t i = 0; i < m->nranges; i++) {
 		const struct range *r = &m->ranges[i];
-		size_t n = r->end - r->start;
-		if (n > *cap) {
-			uint8_t *b = realloc(*scratch, n);
-			if (!b)
-				return kr_err_set(KR_E_NOMEM, "checksum scratch of %zu bytes", n);
-			*scratch = b;
-			*cap = n;
-		}
-		for (size_t k = 0; k < n; k++)
-			(*scratch)[k] = home[r->start + k] ^ m->buf[r->start + k];
-		crc ^= kr_crc32c_delta(*scratch, n, m->size - r->end);
+		crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start, r->end - r->start,
+					m->size - r->end);
 	}
 	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
 	if (!d)
@@ -550,8 +541,6 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint8_t **scratch
 static int tx_build_image(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
-	uint8_t *scratch = NULL;
-	size_t cap = 0;
 	int rc = KR_OK;
 	kr_img_reset(&tx->img);
 	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
@@ -575,9 +564,8 @@ static int tx_build_image(struct kr_tx *tx)
 				rc = kr_errcode();
 		}
 		if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			rc = tx_add_object_crc(tx, m, &scratch, &cap);
+			rc = tx_add_object_crc(tx, m);
 	}
-	free(scratch);
 	if (rc == KR_OK && tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
 		rl.crc = kr_crc32c(&rl, offsetof(struct kr_root_line, crc));
@@ -638,7 +626,7 @@ int kr_tx_commit(kr_tx *tx)
 		kr_pool_fail(pool, rc);
 
 	/* 5. Apply home, flushed, not fenced. */
-	kr_log_apply(&pool->log, &tx->img);
+	kr_log_apply(&pool->log, tx->lane, &tx->img);
 	kr_log_applied(&pool->log, tx->lane, seq);
 	kr_log_exit(&pool->log, tx->lane);
 

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# bench/pmdk-build.sh - build pmdk-bench, the libpmemobj (PMDK) baseline driver, at
+# benchmark time.
+#
+# Usage: bench/pmdk-build.sh [OUTDIR]     (default OUTDIR: build/pmdk of this repository)
+#
+# PMDK's example map structures (ctree, rbtree, btree, skiplist, rtree, hashmap_tx) are
+# compiled straight from the copy that Debian's libpmemobj-dev installs under
+# /usr/share/doc/libpmemobj-dev/examples; none of their source is ever copied into this
+# repository. Whatever the build needs besides them (sources Debian ships gzipped, the
+# ex_common.h shim below, objects) is written to OUTDIR, a build artefact.
+#
+# A structure whose sources are missing or do not compile is left out: the script says so
+# on stderr, and pmdk-bench then reports that structure as unavailable (exit status 3).
+# The script fails only if pmdk-bench itself cannot be built.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+out=${1:-$repo/build/pmdk}
+ex=/usr/share/doc/libpmemobj-dev/examples
+cc=${CC:-cc}
+cflags=(-O2 -std=gnu11 -pthread)
+libs=(-lpmemobj -lpmem -lpthread)
+
+say() { echo "pmdk-build: $*" >&2; }
+
+if [[ ! -d $ex ]]; then
+	say "$ex is missing: installing libpmemobj-dev"
+	export DEBIAN_FRONTEND=noninteractive
+	# A fresh machine may have no package lists yet: update once and retry.
+	apt-get install -y --no-install-recommends libpmemobj-dev ||
+		{ apt-get update && apt-get install -y --no-install-recommends libpmemobj-dev; }
+fi
+if [[ ! -d $ex ]]; then
+	# e.g. a dpkg path-exclude for /usr/share/doc/* drops the examples on install.
+	say "error: $ex still missing after installing libpmemobj-dev (dpkg path-exclude?)"
+	exit 1
+fi
+
+mkdir -p "$out/src" "$out/obj" "$out/include"
+rm -f "$out"/obj/*.o "$out/pmdk-bench"
+
+# Debian compresses some documentation files. Every example directory we use is mirrored
+# into $out/src with its *.gz members decompressed; the include path lists that mirror
+# before the original, and a source is compiled from the original when it is not gzipped.
+dirs=(map tree_map list_map hashmap)
+incs=(-I"$out/include")
+for d in "${dirs[@]}"; do
+	mkdir -p "$out/src/$d"
+	if [[ -d $ex/$d ]]; then
+		for gz in "$ex/$d"/*.gz; do
+			[[ -e $gz ]] || continue
+			b=$(basename "$gz" .gz)
+			zcat "$gz" >"$out/src/$d/$b"
+		done
+	fi
+	incs+=(-I"$out/src/$d" -I"$ex/$d")
+done
+
+# locate REL: print the path to compile for example file REL (original or decompressed).
+locate() {
+	if [[ -f $ex/$1 ]]; then
+		echo "$ex/$1"
+	elif [[ -f $out/src/$1 ]]; then
+		echo "$out/src/$1"
+	else
+		return 1
+	fi
+}
+
+# ctree_map.c and rtree_map.c include <ex_common.h>, which lives one level above the
+# libpmemobj examples in PMDK's tree (src/examples/) and is not in the Debian package. It
+# is written here with just what those two files use: MIN and find_last_set_64 (index of
+# the most significant set bit). memcpy/memmove (rtree) need <string.h>.
+cat >"$out/include/ex_common.h" <<'EOF'
+/* ex_common.h - written by bench/pmdk-build.sh: the helpers PMDK's tree_map examples
+ * expect from PMDK's src/examples/ex_common.h, which libpmemobj-dev does not ship. */
+#ifndef EX_COMMON_H
+#define EX_COMMON_H
+#include <stdint.h>
+#include <string.h>
+#ifndef MIN
+#define MIN(a, b) (((a) < (b)) ? (a) : (b))
+#endif
+/* Position of the highest set bit of val (val != 0), as in PMDK. */
+static inline int find_last_set_64(uint64_t val) { return 63 - __builtin_clzll(val); }
+#endif
+EOF
+
+# compile REL: compile one example source into $out/obj; on failure print why, return 1.
+compile() {
+	local rel=$1 src obj log
+	if ! src=$(locate "$rel"); then
+		echo "$rel: not in $ex"
+		return 1
+	fi
+	obj=$out/obj/$(basename "$rel" .c).o
+	log=$out/obj/$(basename "$rel" .c).log
+	# -w: the examples are PMDK's code, built as shipped; their warnings are not ours.
+	if ! "$cc" "${cflags[@]}" -w "${incs[@]}" -c "$src" -o "$obj" 2>"$log"; then
+		echo "$rel: $(grep -m1 -i 'error' "$log" || head -n1 "$log")"
+		return 1
+	fi
+}
+
+objs=()
+defs=()
+built=()
+missing=()
+if why=$(compile map/map.c); then
+	objs+=("$out/obj/map.o")
+	defs+=(-DPMDK_HAVE_MAP=1)
+	# name  macro  sources (the map_*.c wrapper and the structure itself)
+	while read -r name macro srcs; do
+		ok=1
+		why=
+		for s in $srcs; do
+			if ! w=$(compile "$s"); then
+				ok=0
+				why+="${why:+; }$w"
+			fi
+		done
+		if ((ok)); then
+			for s in $srcs; do objs+=("$out/obj/$(basename "$s" .c).o"); done
+			defs+=("-D$macro=1")
+			built+=("$name")
+		else
+			missing+=("$name")
+			say "cannot build structure $name: $why"
+		fi
+	done <<'EOF'
+ctree PMDK_HAVE_CTREE map/map_ctree.c tree_map/ctree_map.c
+rbtree PMDK_HAVE_RBTREE map/map_rbtree.c tree_map/rbtree_map.c
+btree PMDK_HAVE_BTREE map/map_btree.c tree_map/btree_map.c
+skiplist PMDK_HAVE_SKIPLIST map/map_skiplist.c list_map/skiplist_map.c
+rtree PMDK_HAVE_RTREE map/map_rtree.c tree_map/rtree_map.c
+hashmap PMDK_HAVE_HASHMAP map/map_hashmap_tx.c hashmap/hashmap_tx.c
+EOF
+else
+	missing=(ctree rbtree btree skiplist rtree hashmap)
+	say "cannot build the map abstraction ($why): every structure is unavailable"
+fi
+
+"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" \
+	-o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" "${libs[@]}"
+
+ver=$(dpkg-query -W -f='${Version}' libpmemobj-dev 2>/dev/null || echo unknown)
+echo "pmdk-build: built $out/pmdk-bench (libpmemobj-dev $ver, $cc ${cflags[*]}," \
+	"maps from $ex: ${built[*]:-none}; unavailable: ${missing[*]:-none})"
