@@ -38,9 +38,11 @@ LABEL = {("keratin", "none"): "keratin-none", ("keratin", "ml"): "keratin-ML",
          ("pmdk", "plain"): "libpmemobj", ("pmdk", "replica"): "libpmemobj-R"}
 
 
-def run_driver(exe, config, workload, param, ops, threads=1, extra=()):
+def run_driver(lib, exe, config, workload, param, ops, threads=1):
     cmd = [exe, "--config", config, "--workload", workload, "--param", str(param),
-           "--ops", str(ops), "--threads", str(threads)] + list(extra)
+           "--ops", str(ops), "--threads", str(threads)]
+    if lib == "pmdk" and workload in ("overwrite", "mt_overwrite"):
+        cmd += ["--objects", "1000"]  # keratin-bench's fixed 1000 objects per thread
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.exit("run.py: %s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
@@ -63,7 +65,10 @@ def plan(args):
                           for lib, cfg in (("keratin", "full"), ("pmdk", "plain"),
                                            ("pmdk", "replica"))])
     for s in STRUCTS:
-        items.append([(lib, cfg, "map", s, args.keys, 1) for lib, cfg in CONTENDERS])
+        # PMDK's skip list example has 4 levels and grows superlinearly (about 7 s of CPU
+        # for 100k inserts, 43 s for 200k): it gets its own, smaller key count.
+        keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
+        items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in CONTENDERS])
     items.append([("keratin", "full", "create", args.create_mib, 1, 1),
                   ("pmdk", "plain", "create", args.create_mib, 1, 1)])
     items.append([("keratin", "full", "repair", 256, args.repairs, 1)])
@@ -80,7 +85,7 @@ def measure(args, exes):
         for item in items:
             k = rnd % len(item)
             for lib, cfg, wl, param, ops, threads in item[k:] + item[:k]:
-                for r in run_driver(exes[lib], cfg, wl, param, ops, threads):
+                for r in run_driver(lib, exes[lib], cfg, wl, param, ops, threads):
                     r["round"] = str(rnd)
                     rows.append(r)
                 done += 1
@@ -130,6 +135,19 @@ def fmt_ratio(x):
 
 
 # ---- report -------------------------------------------------------------------------
+def command_args():
+    """This run's arguments as BENCH_ARGS, without where it built and wrote."""
+    out, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("--build", "--out"):
+            skip = True
+        elif not a.startswith(("--build=", "--out=")):
+            out.append(a)
+    return " ".join(out)
+
+
 def machine():
     def sh(cmd):
         try:
@@ -183,9 +201,10 @@ def plot(outdir, summ, args):
     script = ("set terminal png size 1000,540; set output '%s';"
               "set style data histograms; set style histogram clustered gap 1;"
               "set style fill solid 0.8 border -1; set ylabel 'thousand inserts per second';"
-              "set title 'Map inserts, %d keys, one transaction each (higher is better)';"
+              "set title 'Map inserts, %d keys (skip list %d), one transaction each (higher is better)';"
               "set key top right; set grid ytics; set yrange [0:*]; plot %s"
-              % (os.path.join(outdir, "structures.png"), args.keys, cols))
+              % (os.path.join(outdir, "structures.png"), args.keys,
+                 min(args.keys, args.skiplist_keys), cols))
     subprocess.run(["gnuplot", "-e", script], check=True)
     made.append("bench/structures.png")
     return made
@@ -206,7 +225,9 @@ def report(args, summ, outdir, plots, notes):
       "`PMEM_IS_PMEM_FORCE=1`). Tables give the median over rounds of each round's median "
       "(and 99th percentile) latency, and the spread of the rounds' medians (min-max). "
       "Raw rows: `docs/bench/results.csv`. Single-object runs time %d transactions; maps "
-      "use %d keys.\n" % (args.runs, args.ops, args.keys))
+      "use %d keys (skip lists %d: PMDK's 4-level example slows down superlinearly). "
+      "Command: `make bench BENCH_ARGS=\"%s\"`.\n" % (
+          args.runs, args.ops, args.keys, min(args.keys, args.skiplist_keys), command_args()))
     w("Contenders: **libpmemobj** (PMDK %s, Debian) plain, and **libpmemobj-R** (one replica "
       "in a second file through a pool set); keratin at four protection levels: **none** "
       "(one log copy, no checksums, no parity), **ML** (+ replicated log and checksummed "
@@ -360,6 +381,8 @@ def main():
     ap = argparse.ArgumentParser(description="keratin vs libpmemobj benchmarks")
     ap.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
     ap.add_argument("--keys", type=int, default=1000000, help="keys per map (default 1M)")
+    ap.add_argument("--skiplist-keys", type=int, default=100000,
+                    help="keys for the skip lists (default 100k: PMDK's is superlinear)")
     ap.add_argument("--ops", type=int, default=20000, help="transactions per single-object run")
     ap.add_argument("--repairs", type=int, default=200, help="page repairs per round")
     ap.add_argument("--create-mib", type=int, default=1024, help="pool size for create/scrub")
@@ -379,7 +402,7 @@ def main():
             sys.exit("run.py: %s not built (%s); run `make bench`" % (lib, exe))
     rows = measure(args, exes)
     if args.no_report:
-        print("run.py: %d rows from %d measurements" % (len(rows), len(rows)))
+        print("run.py: %d rows, every workload measured" % len(rows))
         return
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
