@@ -165,16 +165,23 @@ struct result {
  * Small helpers
  * ------------------------------------------------------------------------------------- */
 
+/* "pmdk-bench: message" and the tail on stderr, then exit with status. */
+static void vfail(int status, const char *tail, const char *fmt, va_list ap)
+	__attribute__((noreturn, format(printf, 3, 0)));
+static void vfail(int status, const char *tail, const char *fmt, va_list ap)
+{
+	fputs(PROG ": ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs(tail, stderr);
+	exit(status);
+}
+
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	exit(1);
+	vfail(1, "\n", fmt, ap);
 }
 
 /* A libpmemobj call failed: its own message says why. */
@@ -190,11 +197,7 @@ static void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs(PROG ": ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputs(" (see --help)\n", stderr);
-	va_end(ap);
-	exit(2);
+	vfail(2, " (see --help)\n", fmt, ap);
 }
 
 static void verbose(const struct opts *o, const char *fmt, ...)

@@ -16,6 +16,8 @@ docs/bench/. Nothing here judges: a number that misses a target is reported as a
 """
 import argparse
 import csv
+import glob
+import json
 import datetime
 import os
 import platform
@@ -56,6 +58,11 @@ def run_driver(lib, exe, config, workload, param, ops, threads=1):
 def plan(args):
     """Every measurement of one round: (library, config, workload, param, ops, threads)."""
     items = []
+    if args.maps_only:
+        for s in STRUCTS:
+            keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
+            items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in args.contenders])
+        return items
     for wl in ("overwrite", "alloc", "free"):
         for size in SIZES:
             items.append([(lib, cfg, wl, size, args.ops, 1) for lib, cfg in CONTENDERS])
@@ -164,50 +171,88 @@ def machine():
                                                platform.platform(), pmdk))
 
 
+def gnuplot_png(outdir, name, xs, value, style, settings):
+    """One PNG: a column per contender, a row per x; value(contender, x) or None."""
+    dat = os.path.join(outdir, name + ".dat")
+    with open(dat, "w") as f:
+        f.write("# x " + " ".join('"%s"' % LABEL[c] for c in CONTENDERS) + "\n")
+        for x in xs:
+            vals = [value(c, x) for c in CONTENDERS]
+            f.write("%s %s\n" % (x, " ".join("NaN" if v is None else "%.0f" % v for v in vals)))
+    cols = " , ".join("'%s' using %s title '%s'" % (dat, style % (i + 2), LABEL[c])
+                      for i, c in enumerate(CONTENDERS))
+    script = "set terminal png size 1000,540; set output '%s'; %s; plot %s" % (
+        os.path.join(outdir, name + ".png"), settings, cols)
+    subprocess.run(["gnuplot", "-e", script], check=True)
+    return "bench/%s.png" % name
+
+
 def plot(outdir, summ, args):
     """PNG plots with gnuplot: overwrite latency per size, structure throughput."""
     if not shutil.which("gnuplot"):
         return []
-    made = []
-    dat = os.path.join(outdir, "latency.dat")
-    with open(dat, "w") as f:
-        f.write("# size " + " ".join('"%s"' % LABEL[c] for c in CONTENDERS) + "\n")
-        for size in SIZES:
-            vals = []
-            for lib, cfg in CONTENDERS:
-                s = get(summ, lib, cfg, "overwrite", size)
-                vals.append("%.0f" % s["median_ns"] if s else "NaN")
-            f.write("%d %s\n" % (size, " ".join(vals)))
-    cols = " , ".join("'%s' using 1:%d with linespoints title '%s'" % (dat, i + 2, LABEL[c])
-                      for i, c in enumerate(CONTENDERS))
-    script = ("set terminal png size 900,540; set output '%s';"
-              "set logscale xy; set xlabel 'object size (bytes)'; set ylabel 'median ns per transaction';"
-              "set title 'Single-object overwrite transaction latency (lower is better)';"
-              "set key top left; set grid; plot %s" % (os.path.join(outdir, "latency.png"), cols))
-    subprocess.run(["gnuplot", "-e", script], check=True)
-    made.append("bench/latency.png")
 
-    dat = os.path.join(outdir, "structures.dat")
-    with open(dat, "w") as f:
-        f.write("# struct " + " ".join('"%s"' % LABEL[c] for c in CONTENDERS) + "\n")
-        for st in STRUCTS:
-            vals = []
-            for lib, cfg in CONTENDERS:
-                s = get(summ, lib, cfg, "insert", st)
-                vals.append("%.0f" % (s["ops_per_s"] / 1000) if s else "NaN")
-            f.write("%s %s\n" % (st, " ".join(vals)))
-    cols = " , ".join("'%s' using %d:xtic(1) title '%s'" % (dat, i + 2, LABEL[c])
-                      for i, c in enumerate(CONTENDERS))
-    script = ("set terminal png size 1000,540; set output '%s';"
-              "set style data histograms; set style histogram clustered gap 1;"
-              "set style fill solid 0.8 border -1; set ylabel 'thousand inserts per second';"
-              "set title 'Map inserts, %d keys (skip list %d), one transaction each (higher is better)';"
-              "set key top right; set grid ytics; set yrange [0:*]; plot %s"
-              % (os.path.join(outdir, "structures.png"), args.keys,
-                 min(args.keys, args.skiplist_keys), cols))
-    subprocess.run(["gnuplot", "-e", script], check=True)
-    made.append("bench/structures.png")
-    return made
+    def latency(c, size):
+        s = get(summ, c[0], c[1], "overwrite", size)
+        return s and s["median_ns"]
+
+    def inserts(c, st):
+        s = get(summ, c[0], c[1], "insert", st)
+        return s and s["ops_per_s"] / 1000
+
+    return [
+        gnuplot_png(outdir, "latency", SIZES, latency, "1:%d with linespoints",
+                    "set logscale xy; set xlabel 'object size (bytes)'; "
+                    "set ylabel 'median ns per transaction'; "
+                    "set title 'Single-object overwrite transaction latency (lower is better)'; "
+                    "set key top left; set grid"),
+        gnuplot_png(outdir, "structures", STRUCTS, inserts, "%d:xtic(1)",
+                    "set style data histograms; set style histogram clustered gap 1; "
+                    "set style fill solid 0.8 border -1; set ylabel 'thousand inserts per second'; "
+                    "set title 'Map inserts, %d keys (skip list %d), one transaction each "
+                    "(higher is better)'; set key top right; set grid ytics; set yrange [0:*]"
+                    % (args.keys, min(args.keys, args.skiplist_keys))),
+    ]
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def maps_table(w, path):
+    """A maps-only run (--maps-only) at its own key count, as one more table."""
+    rows = read_rows(path)
+    summ = summarize(rows)
+    present = [c for c in CONTENDERS if any((c[0], c[1]) == k[:2] for k in summ)]
+    rounds = max(int(r["round"]) for r in rows) + 1
+    keys = sorted({int(r["ops"]) for r in rows}, reverse=True)
+    w("### The structures at %s keys\n" % " / ".join("%d" % k for k in keys))
+    w("A separate maps-only run (`bench/run.py --maps-only`, %d rounds, %s keys per structure "
+      "where a structure is listed with fewer, that is its key count): thousand operations "
+      "per second, median [spread].\n" % (rounds, " / ".join("%d" % k for k in keys)))
+    has = lambda lib, cfg: (lib, cfg) in present
+    w("| structure | op | keys | " + " | ".join(LABEL[c] for c in present) +
+      (" | full / libpmemobj" if has("pmdk", "plain") else "") +
+      (" | full / libpmemobj-R" if has("pmdk", "replica") else "") + " |")
+    w("|---|---|---:|" + "---:|" * len(present) + "---:|" * (has("pmdk", "plain") + has("pmdk", "replica")))
+    for st in STRUCTS:
+        for op in ("insert", "remove", "lookup"):
+            cells, n = [], ""
+            for lib, cfg in present:
+                x = get(summ, lib, cfg, op, st)
+                if x:
+                    n = next(r["ops"] for r in rows if r["param"] == st)
+                cells.append("%.0f [%.0f-%.0f]" % (x["ops_per_s"] / 1e3, x["min_ops"] / 1e3,
+                                                  x["max_ops"] / 1e3) if x else "-")
+            full = get(summ, "keratin", "full", op, st)
+            extra = ""
+            for cfg in ("plain", "replica"):
+                if has("pmdk", cfg):
+                    b = get(summ, "pmdk", cfg, op, st)
+                    extra += " | " + fmt_ratio(ratio(full and full["ops_per_s"], b and b["ops_per_s"]))
+            w("| %s | %s | %s | %s%s |" % (st, op, n, " | ".join(cells), extra))
+    w("")
 
 
 def report(args, summ, outdir, plots, notes):
@@ -227,7 +272,7 @@ def report(args, summ, outdir, plots, notes):
       "Raw rows: `docs/bench/results.csv`. Single-object runs time %d transactions; maps "
       "use %d keys (skip lists %d: PMDK's 4-level example slows down superlinearly). "
       "Command: `make bench BENCH_ARGS=\"%s\"`.\n" % (
-          args.runs, args.ops, args.keys, min(args.keys, args.skiplist_keys), command_args()))
+          args.runs, args.ops, args.keys, min(args.keys, args.skiplist_keys), args.command))
     w("Contenders: **libpmemobj** (PMDK %s, Debian) plain, and **libpmemobj-R** (one replica "
       "in a second file through a pool set); keratin at four protection levels: **none** "
       "(one log copy, no checksums, no parity), **ML** (+ replicated log and checksummed "
@@ -346,6 +391,8 @@ def report(args, summ, outdir, plots, notes):
             cells.append("%.2f" % s["fences"] if s and s["fences"] is not None else "-")
         w("| %s | %s |" % (st, " | ".join(cells)))
     w("")
+    for path in sorted(glob.glob(os.path.join(outdir, "maps-*.csv"))):
+        maps_table(w, path)
     w("## Pool creation, repair, scrub\n")
     k = get(summ, "keratin", "full", "create", args.create_mib)
     p = get(summ, "pmdk", "plain", "create", args.create_mib)
@@ -389,12 +436,32 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 1 round, tiny sizes, no report (make check)")
     ap.add_argument("--no-report", action="store_true", help="measure only")
+    ap.add_argument("--maps-only", action="store_true",
+                    help="only the structures; rows go to OUT/maps-KEYS.csv, which the "
+                         "report shows as one more table")
+    ap.add_argument("--contenders", default="",
+                    help="with --maps-only: e.g. keratin:full,pmdk:plain,pmdk:replica")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite docs/BENCHMARKS.md and the plots from OUT/results.csv")
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--out", default="docs/bench", help="where results and plots go")
     args = ap.parse_args()
+    args.contenders = ([tuple(c.split(":", 1)) for c in args.contenders.split(",")]
+                       if args.contenders else CONTENDERS)
+    for c in args.contenders:
+        if c not in CONTENDERS:
+            sys.exit("run.py: unknown contender %s (e.g. keratin:full, pmdk:replica)" % ":".join(c))
+    if args.report_only:
+        with open(os.path.join(args.out, "run.json")) as f:
+            saved = json.load(f)
+        for k, v in saved.items():
+            setattr(args, k, v)
+        write_report(args, read_rows(os.path.join(args.out, "results.csv")))
+        return
     if args.quick:
         args.runs, args.keys, args.ops, args.repairs, args.create_mib = 1, 2000, 200, 5, 64
         args.no_report = True
+    args.command = command_args()
     exes = {"keratin": os.path.join(args.build, "bench", "keratin-bench"),
             "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench")}
     for lib, exe in exes.items():
@@ -405,10 +472,22 @@ def main():
         print("run.py: %d rows, every workload measured" % len(rows))
         return
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
+    name = "maps-%d.csv" % args.keys if args.maps_only else "results.csv"
+    with open(os.path.join(args.out, name), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=COLUMNS + ["round"])
         wr.writeheader()
         wr.writerows(rows)
+    if args.maps_only:
+        print("run.py: %d rows in %s; `bench/run.py --report-only` puts them in the report" %
+              (len(rows), os.path.join(args.out, name)))
+        return
+    with open(os.path.join(args.out, "run.json"), "w") as f:
+        json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
+                                                 "repairs", "create_mib", "command")}, f)
+    write_report(args, rows)
+
+
+def write_report(args, rows):
     summ = summarize(rows)
     plots = plot(args.out, summ, args)
     notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report-notes.md")

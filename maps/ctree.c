@@ -92,32 +92,62 @@ static int ct_init(struct mctx *c)
  * Lookup and insert
  * ------------------------------------------------------------------------------------- */
 
-static int ct_lookup(struct mctx *c, uint64_t key, uint64_t *value)
+/* One internal node on the way down to a key: the node, its bit, and the child the key
+ * did not take. */
+struct ct_step {
+	kr_oid oid;
+	unsigned diff;
+	uint64_t sibling;
+};
+
+/* Descends from the root towards key, recording the internal nodes in path (at most
+ * CT_MAXDEPTH) and their number in *depth; *slot receives the leaf slot reached, 0 in an
+ * empty tree. 0 or a negative error (a bit order that does not decrease is damage). */
+static int ct_descend(struct mctx *c, uint64_t key, struct ct_step *path, int *depth,
+		      uint64_t *slot)
 {
 	const struct ct_desc *d = MAP_RD(c, c->desc, struct ct_desc);
 	if (!d)
 		return map_error();
-	uint64_t slot = d->root;
+	uint64_t s = d->root;
 	unsigned above = CT_MAXDEPTH;
-	while (slot && !is_leaf(slot)) {
-		const struct ct_node *n = MAP_RD(c, slot, struct ct_node);
+	*depth = 0;
+	while (s && !is_leaf(s)) {
+		const struct ct_node *n = MAP_RD(c, s, struct ct_node);
 		if (!n)
 			return map_error();
 		if (n->diff >= above)
-			return bad_diff(slot, n->diff, above);
+			return bad_diff(s, n->diff, above);
 		above = n->diff;
-		slot = n->child[bit(key, above)];
+		int dir = bit(key, above);
+		path[(*depth)++] = (struct ct_step){s, above, n->child[!dir]};
+		s = n->child[dir];
 	}
+	*slot = s;
+	return 0;
+}
+
+/* The leaf at slot if it holds key: 1, 0 if it holds another key (or slot is 0), or an
+ * error. */
+static int ct_leaf_of(struct mctx *c, uint64_t slot, uint64_t key, const struct ct_leaf **leaf)
+{
 	if (!slot)
 		return 0;
-	const struct ct_leaf *l = MAP_RD(c, slot_oid(slot), struct ct_leaf);
-	if (!l)
+	*leaf = MAP_RD(c, slot_oid(slot), struct ct_leaf);
+	if (!*leaf)
 		return map_error();
-	if (l->key != key)
-		return 0;
-	if (value)
+	return (*leaf)->key == key;
+}
+
+static int ct_lookup(struct mctx *c, uint64_t key, uint64_t *value)
+{
+	struct ct_step path[CT_MAXDEPTH];
+	const struct ct_leaf *l;
+	uint64_t slot;
+	int depth, rc = ct_descend(c, key, path, &depth, &slot);
+	if (rc == 0 && (rc = ct_leaf_of(c, slot, key, &l)) == 1 && value)
 		*value = l->value;
-	return 1;
+	return rc;
 }
 
 /* Links a new leaf into the slot at off in owner. With displaced != 0 the slot held that
@@ -150,38 +180,18 @@ static int new_leaf(struct mctx *c, kr_oid owner, size_t off, uint64_t key, uint
 
 static int ct_insert(struct mctx *c, uint64_t key, uint64_t value)
 {
-	const struct ct_desc *d = MAP_RD(c, c->desc, struct ct_desc);
-	if (!d)
-		return map_error();
-
 	/* Descend to the leaf the key would be in, remembering the path: the new node goes
 	 * somewhere on it, and a second descent would read the same nodes again. */
-	struct {
-		kr_oid oid;
-		unsigned diff;
-	} path[CT_MAXDEPTH];
-	int depth = 0;
-	uint64_t slot = d->root;
-	unsigned above = CT_MAXDEPTH;
-	while (slot && !is_leaf(slot)) {
-		const struct ct_node *n = MAP_RD(c, slot, struct ct_node);
-		if (!n)
-			return map_error();
-		if (n->diff >= above)
-			return bad_diff(slot, n->diff, above);
-		above = n->diff;
-		path[depth].oid = slot;
-		path[depth].diff = above;
-		depth++;
-		slot = n->child[bit(key, above)];
-	}
-
+	struct ct_step path[CT_MAXDEPTH];
+	const struct ct_leaf *best = NULL;
+	uint64_t slot;
+	int depth, rc = ct_descend(c, key, path, &depth, &slot);
+	if (rc == 0)
+		rc = ct_leaf_of(c, slot, key, &best);
+	if (rc < 0)
+		return rc;
 	if (!slot) /* empty tree: the new leaf is the root */
 		return new_leaf(c, c->desc, offsetof(struct ct_desc, root), key, value, 0, 0);
-
-	const struct ct_leaf *best = MAP_RD(c, slot_oid(slot), struct ct_leaf);
-	if (!best)
-		return map_error();
 	if (best->key == key) {
 		if (best->value != value) {
 			uint64_t *v = MAP_WR_FIELD(c, slot_oid(slot), struct ct_leaf, value);
@@ -217,42 +227,27 @@ static int ct_insert(struct mctx *c, uint64_t key, uint64_t value)
 
 static int ct_remove(struct mctx *c, uint64_t key, uint64_t *value)
 {
-	const struct ct_desc *d = MAP_RD(c, c->desc, struct ct_desc);
-	if (!d)
-		return map_error();
-
-	/* The leaf's parent goes away with it, so the slot to rewrite is the one that points
-	 * to the parent: its owner and offset trail two steps behind the descent. */
-	kr_oid owner = c->desc, gp_owner = 0, parent = 0;
-	size_t off = offsetof(struct ct_desc, root), gp_off = 0;
-	uint64_t slot = d->root, sibling = 0;
-	unsigned above = CT_MAXDEPTH;
-	while (slot && !is_leaf(slot)) {
-		const struct ct_node *n = MAP_RD(c, slot, struct ct_node);
-		if (!n)
-			return map_error();
-		if (n->diff >= above)
-			return bad_diff(slot, n->diff, above);
-		above = n->diff;
-		int dir = bit(key, above);
-		gp_owner = owner;
-		gp_off = off;
-		parent = owner = slot;
-		off = child_off(dir);
-		sibling = n->child[!dir];
-		slot = n->child[dir];
-	}
-	if (!slot)
-		return 0;
-	const struct ct_leaf *l = MAP_RD(c, slot_oid(slot), struct ct_leaf);
-	if (!l)
-		return map_error();
-	if (l->key != key)
-		return 0;
+	struct ct_step path[CT_MAXDEPTH];
+	const struct ct_leaf *l;
+	uint64_t slot;
+	int depth, rc = ct_descend(c, key, path, &depth, &slot);
+	if (rc == 0)
+		rc = ct_leaf_of(c, slot, key, &l);
+	if (rc <= 0)
+		return rc;
 	if (value)
 		*value = l->value;
 
-	int rc = parent ? set_slot(c, gp_owner, gp_off, sibling) : set_slot(c, owner, off, 0);
+	/* The leaf's parent goes away with it: the slot that pointed to the parent (in the
+	 * grandparent, or the root) takes the leaf's sibling; a leaf at the root leaves the
+	 * tree empty. */
+	kr_oid owner = c->desc, parent = depth ? path[depth - 1].oid : 0;
+	size_t off = offsetof(struct ct_desc, root);
+	if (depth >= 2) {
+		owner = path[depth - 2].oid;
+		off = child_off(bit(key, path[depth - 2].diff));
+	}
+	rc = set_slot(c, owner, off, parent ? path[depth - 1].sibling : 0);
 	if (!rc && parent)
 		rc = kr_tx_free(c->tx, parent);
 	if (!rc)

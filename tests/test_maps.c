@@ -279,6 +279,16 @@ static void test_model(enum kr_map_kind kind, uint64_t seed)
 	       kr_map_kind_name(kind), nops);
 }
 
+/* n random inserts into the map and the model. */
+static void fill(kr_map *m, struct model *model, struct tu_rng *r, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct op o = next_op(r, 0);
+		o.kind = OP_INSERT;
+		run_op(m, model, &o, i);
+	}
+}
+
 /* Several changes in one caller transaction: visible inside, not outside, all or nothing. */
 static void test_caller_tx(enum kr_map_kind kind, uint64_t seed)
 {
@@ -291,11 +301,7 @@ static void test_caller_tx(enum kr_map_kind kind, uint64_t seed)
 	tu_pool_path(path, sizeof(path), "mapstx");
 	kr_pool *pool = new_pool(path, kind);
 	kr_map *m = open_map(pool);
-	for (unsigned i = 0; i < 200; i++) {
-		struct op o = next_op(&r, 0);
-		o.kind = OP_INSERT;
-		run_op(m, &model, &o, i);
-	}
+	fill(m, &model, &r, 200);
 	for (int commit = 0; commit < 2; commit++) {
 		kr_tx *tx;
 		model_copy(&after, &model);
@@ -369,11 +375,7 @@ static void test_crash(enum kr_map_kind kind, uint64_t seed)
 	tu_pool_path(path, sizeof(path), "mapscrash");
 	kr_pool *pool = new_pool(path, kind);
 	kr_map *m = open_map(pool);
-	for (unsigned i = 0; i < 400; i++) {
-		struct op o = next_op(&r, 0);
-		o.kind = OP_INSERT;
-		run_op(m, &g_acked, &o, i);
-	}
+	fill(m, &g_acked, &r, 400);
 	kr_map_close(m);
 	TU_OK(kr_pool_close(pool));
 
