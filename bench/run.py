@@ -228,9 +228,9 @@ def maps_table(w, path):
     rounds = max(int(r["round"]) for r in rows) + 1
     keys = sorted({int(r["ops"]) for r in rows}, reverse=True)
     w("### The structures at %s keys\n" % " / ".join("%d" % k for k in keys))
-    w("A separate maps-only run (`bench/run.py --maps-only`, %d rounds, %s keys per structure "
-      "where a structure is listed with fewer, that is its key count): thousand operations "
-      "per second, median [spread].\n" % (rounds, " / ".join("%d" % k for k in keys)))
+    w("A separate maps-only run (`bench/run.py --maps-only`), %d round%s; the keys column gives "
+      "each structure's key count. Thousand operations per second, median [spread].\n"
+      % (rounds, "" if rounds == 1 else "s"))
     has = lambda lib, cfg: (lib, cfg) in present
     w("| structure | op | keys | " + " | ".join(LABEL[c] for c in present) +
       (" | full / libpmemobj" if has("pmdk", "plain") else "") +
@@ -278,6 +278,11 @@ def report(args, summ, outdir, plots, notes):
       "(one log copy, no checksums, no parity), **ML** (+ replicated log and checksummed "
       "allocator records), **MLP** (+ zone parity), **full** (+ object checksums), as the "
       "Pangolin paper's Pangolin/-ML/-MLP/-MLPC.\n" % "1.12")
+    w("Contents: [single-object transactions](#single-object-transactions), [persistence "
+      "cost per transaction](#persistence-cost-per-transaction-keratins-counters), [two "
+      "threads](#two-threads-random-overwrites-of-distinct-objects), [key-value "
+      "structures](#key-value-structures), [creation, repair, scrub](#pool-creation-repair-"
+      "scrub), [against the targets](#against-the-targets).\n")
     for p in plots:
         w("![%s](%s)\n" % (p, p))
     if notes:
@@ -493,8 +498,9 @@ def write_report(args, rows):
     notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report-notes.md")
     notes = open(notes_path).read() if os.path.exists(notes_path) else ""
     report(args, summ, args.out, plots, notes)
-    print("run.py: %d rows; wrote %s/results.csv, docs/BENCHMARKS.md and %d plots" %
-          (len(rows), args.out, len(plots)))
+    print("run.py: %d rows; wrote %s and %d plots in %s" %
+          (len(rows), os.path.normpath(os.path.join(args.out, "..", "BENCHMARKS.md")), len(plots),
+           args.out))
 
 
 if __name__ == "__main__":
