@@ -45,18 +45,7 @@
 static struct ft_pool g_fp;
 static kr_pool *g_pool;
 static uint8_t *g_shadow; /* expected bytes of every object, at pool offsets */
-static char g_case[256];
 static uint64_t g_seed;
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	static const char pre[] = "test_online: hung while trying: ";
-	if (write(2, pre, sizeof(pre) - 1) < 0 || write(2, g_case, strlen(g_case)) < 0 ||
-	    write(2, "\n", 1) < 0)
-		_exit(4);
-	_exit(3);
-}
 
 /* ---- the threads ---------------------------------------------------------------------------- */
 
@@ -204,8 +193,8 @@ static void run_step(const uint64_t *offs, unsigned npoison, uint64_t seed)
 	int k = g_fp.kind[offs[0] / FT_PAGE];
 	snprintf(where, sizeof(where), "%u page(s) from %#llx (%s)", npoison,
 		 (unsigned long long)offs[0], ft_kind_name(k));
-	snprintf(g_case, sizeof(g_case), "%s, KR_TEST_SEED=%llu", where,
-		 (unsigned long long)g_seed);
+	tu_case_begin(tu_sanitized() ? 120 : 60, "%s, KR_TEST_SEED=%llu", where,
+		      (unsigned long long)g_seed);
 
 	bool has_objs = k == KR_PAGE_DATA;
 	for (unsigned i = 0; i < npoison; i++)
@@ -217,7 +206,6 @@ static void run_step(const uint64_t *offs, unsigned npoison, uint64_t seed)
 
 	struct kr_pool_stat st0, st1;
 	TU_OK(kr_pool_stat(g_pool, &st0));
-	alarm(tu_sanitized() ? 120 : 60);
 	pthread_t rt, wt;
 	TU_ASSERT(pthread_create(&rt, NULL, reader, s) == 0, "pthread_create");
 	TU_ASSERT(pthread_create(&wt, NULL, writer, s) == 0, "pthread_create");
@@ -268,7 +256,7 @@ static void run_step(const uint64_t *offs, unsigned npoison, uint64_t seed)
 		printf("  FAIL %s: last_repair_ns is 0 after a repair\n", where);
 		bad = true;
 	}
-	alarm(0);
+	tu_case_end();
 	g_repair_ns_sum += st1.last_repair_ns;
 	g_repairs++;
 	g_steps++;
@@ -332,7 +320,7 @@ static int verify_all(char *why, size_t n)
 int main(void)
 {
 	uint64_t seed = g_seed = tu_seed("test_online", 0x0411e5eedull);
-	signal(SIGALRM, on_alarm);
+	tu_case_watch("test_online: hung while trying: ", false);
 	struct ft_opts o = {
 		.size = 8ull << 20,
 		.rows = 8,

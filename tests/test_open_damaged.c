@@ -48,34 +48,6 @@ struct base {
 	size_t nobjs;
 };
 
-/* ---- crash reporting: which case was running ----------------------------------------------- */
-
-static char g_case[512];
-
-static void print_case(void)
-{
-	static const char pre[] = "test_open_damaged: crashed/hung in case: ";
-	if (write(2, pre, sizeof(pre) - 1) < 0 || write(2, g_case, strlen(g_case)) < 0 ||
-	    write(2, "\n", 1) < 0)
-		_exit(4);
-}
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	print_case();
-	_exit(3);
-}
-
-static void on_fatal(int sig)
-{
-	print_case();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-void __sanitizer_set_death_callback(void (*cb)(void)) __attribute__((weak));
-
 /* ---- base images ------------------------------------------------------------------------------ */
 
 static void make_objects(kr_pool *pool, kr_oid root, struct tu_rng *rng)
@@ -484,7 +456,7 @@ static void fail_case(struct tally *t, const char *fmt, const char *detail)
 {
 	t->failures++;
 	if (t->failures <= 20)
-		fprintf(stderr, "FAIL case %s: %s %s\n", g_case, fmt, detail ? detail : "");
+		fprintf(stderr, "FAIL case %s: %s %s\n", tu_case_name(), fmt, detail ? detail : "");
 }
 
 static void open_and_use(const char *path, struct tally *t)
@@ -553,15 +525,7 @@ int main(void)
 	const char *only = getenv("KR_DAMAGED_ONLY");
 	double t0 = tu_now();
 
-	if (__sanitizer_set_death_callback)
-		__sanitizer_set_death_callback(print_case);
-	else {
-		signal(SIGSEGV, on_fatal);
-		signal(SIGBUS, on_fatal);
-		signal(SIGFPE, on_fatal);
-		signal(SIGABRT, on_fatal);
-	}
-	signal(SIGALRM, on_alarm);
+	tu_case_watch("test_open_damaged: crashed/hung in case: ", true);
 
 	/* Base images. */
 	char path[128], work[128];
@@ -603,8 +567,8 @@ int main(void)
 		char desc[400];
 		memcpy(img, b->img, b->len);
 		size_t len = mutate(b, img, &r, desc, sizeof(desc));
-		snprintf(g_case, sizeof(g_case), "seed %llu iteration %u (%s base): %s",
-			 (unsigned long long)seed, i, b->name, desc);
+		tu_case_begin(tu_sanitized() ? 120 : 30, "seed %llu iteration %u (%s base): %s",
+			      (unsigned long long)seed, i, b->name, desc);
 		/* restore + apply: page by page, only where the file differs */
 		TU_ASSERT(ftruncate(fd, POOL_SIZE) == 0, "ftruncate: %s", strerror(errno));
 		for (size_t p = 0; p < POOL_SIZE; p += KR_PAGE_SIZE)
@@ -613,10 +577,9 @@ int main(void)
 		if (len != POOL_SIZE)
 			TU_ASSERT(ftruncate(fd, (off_t)len) == 0, "ftruncate: %s", strerror(errno));
 		if (only)
-			printf("%s\n", g_case);
-		alarm(tu_sanitized() ? 120 : 30);
+			printf("%s\n", tu_case_name());
 		open_and_use(work, &t);
-		alarm(0);
+		tu_case_end();
 	}
 
 	printf("test_open_damaged: %u damaged pools opened: %u accepted (%u damaged objects then "

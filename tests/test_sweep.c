@@ -64,37 +64,6 @@ static uint64_t g_seed;
 static unsigned g_checked[2][FT_NKINDS], g_failed[2][FT_NKINDS], g_nfail;
 static unsigned g_checked_live[2], g_failed_live[2];
 
-/* ---- crash and hang reporting: which page was being tried ----------------------------------- */
-
-static char g_case[256];
-static volatile sig_atomic_t g_in_case;
-
-static void print_case(void)
-{
-	static const char pre[] = "test_sweep: died or hung while trying: ";
-	if (!g_in_case)
-		return;
-	if (write(2, pre, sizeof(pre) - 1) < 0 || write(2, g_case, strlen(g_case)) < 0 ||
-	    write(2, "\n", 1) < 0)
-		_exit(4);
-}
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	print_case();
-	_exit(3);
-}
-
-static void on_fatal(int sig)
-{
-	print_case();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-void __sanitizer_set_death_callback(void (*cb)(void)) __attribute__((weak));
-
 /* ---- one page ------------------------------------------------------------------------------- */
 
 struct run {
@@ -172,13 +141,11 @@ static int sweep_page(uint64_t off, enum variant v, uint64_t case_seed)
 	char why[512];
 	int rc;
 
-	snprintf(g_case, sizeof(g_case),
-		 "page %#llx (%s), variant %s, KR_TEST_SEED=%llu; replay: "
-		 "test_sweep page %#llx %s",
-		 (unsigned long long)off, ft_kind_name(r.kind), variant_name[v],
-		 (unsigned long long)g_seed, (unsigned long long)off, variant_name[v]);
-	g_in_case = 1;
-	alarm(tu_sanitized() ? 240 : 60);
+	tu_case_begin(tu_sanitized() ? 240 : 60,
+		      "page %#llx (%s), variant %s, KR_TEST_SEED=%llu; replay: "
+		      "test_sweep page %#llx %s",
+		      (unsigned long long)off, ft_kind_name(r.kind), variant_name[v],
+		      (unsigned long long)g_seed, (unsigned long long)off, variant_name[v]);
 	g_checked[v][r.kind]++;
 	if (r.kind == KR_PAGE_DATA && r.live)
 		g_checked_live[v]++;
@@ -307,8 +274,7 @@ static int sweep_page(uint64_t off, enum variant v, uint64_t case_seed)
 out_ctx:
 	wl_ctx_free(&c);
 out:
-	alarm(0);
-	g_in_case = 0;
+	tu_case_end();
 	return r.pool != NULL; /* page_fail closed it; nonzero would be a bug of this test */
 }
 
@@ -412,18 +378,7 @@ int main(int argc, char **argv)
 	if (!(!strcmp(mode, "sample") || !strcmp(mode, "full") || (one && argc >= 3)))
 		TU_FAIL("usage: %s sample | full | page OFF [random|media]", argv[0]);
 	g_seed = tu_seed("test_sweep", 0x5eed5eedull);
-	if (__sanitizer_set_death_callback) {
-		__sanitizer_set_death_callback(print_case);
-	} else {
-		/* Installed before any pool is opened, so keratin's handlers chain to them for
-		 * faults outside a pool. */
-		signal(SIGSEGV, on_fatal);
-		signal(SIGBUS, on_fatal);
-		signal(SIGFPE, on_fatal);
-		signal(SIGABRT, on_fatal);
-	}
-	signal(SIGALRM, on_alarm);
-	atexit(print_case); /* a TU_FAIL inside the workload exits: say where */
+	tu_case_watch("test_sweep: died or hung while trying: ", true);
 
 	struct ft_opts o = {
 		.size = POOL_SIZE,

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <isa-l/crc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,3 +337,70 @@ bool tu_known_err(int err)
 			return true;
 	return false;
 }
+
+/* ---- a watchdog for tests that run many cases ------------------------------------------- */
+
+static const char *case_prefix = "";
+static char case_name[512];
+static volatile sig_atomic_t case_running;
+
+/* Async-signal-safe: runs from signal handlers and sanitizer death callbacks. */
+static void case_print(void)
+{
+	if (!case_running)
+		return;
+	if (write(2, case_prefix, strlen(case_prefix)) < 0 ||
+	    write(2, case_name, strlen(case_name)) < 0 || write(2, "\n", 1) < 0)
+		_exit(4);
+}
+
+static void case_on_alarm(int sig)
+{
+	(void)sig;
+	case_print();
+	_exit(3);
+}
+
+static void case_on_fatal(int sig)
+{
+	case_print();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void __sanitizer_set_death_callback(void (*cb)(void)) __attribute__((weak));
+
+void tu_case_watch(const char *prefix, bool fatal)
+{
+	case_prefix = prefix;
+	signal(SIGALRM, case_on_alarm);
+	if (!fatal)
+		return;
+	if (__sanitizer_set_death_callback) {
+		__sanitizer_set_death_callback(case_print);
+	} else {
+		signal(SIGSEGV, case_on_fatal);
+		signal(SIGBUS, case_on_fatal);
+		signal(SIGFPE, case_on_fatal);
+		signal(SIGABRT, case_on_fatal);
+	}
+	atexit(case_print); /* a TU_FAIL inside a case exits: say where */
+}
+
+void tu_case_begin(unsigned timeout, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(case_name, sizeof(case_name), fmt, ap);
+	va_end(ap);
+	case_running = 1;
+	alarm(timeout);
+}
+
+void tu_case_end(void)
+{
+	alarm(0);
+	case_running = 0;
+}
+
+const char *tu_case_name(void) { return case_name; }

@@ -98,6 +98,19 @@ uint64_t tu_file_size(const char *path);
 /* Monotonic seconds, for printing how long phases took (never asserted on). */
 double tu_now(void);
 
+/* ---- a watchdog for tests that run many cases ------------------------------------------
+ * After tu_case_watch(prefix, fatal), a case (between tu_case_begin and tu_case_end) that
+ * outlives its timeout writes "<prefix><case name>" to stderr and exits with status 3; with
+ * fatal, so does one that dies of a fatal signal, a sanitizer report or an exit (a TU_FAIL),
+ * before dying as it would have. Call it before any pool is opened, so that keratin's fault
+ * handlers chain to these for faults outside a pool. */
+void tu_case_watch(const char *prefix, bool fatal);
+/* Names the case now running (printf-style) and arms its timeout, in seconds. */
+void tu_case_begin(unsigned timeout, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tu_case_end(void);
+/* The name of the case running, or of the last one. */
+const char *tu_case_name(void);
+
 /* Checks that err is one of the codes declared in keratin.h (every test that feeds the
  * library garbage requires a clean, known code back). */
 bool tu_known_err(int err);
