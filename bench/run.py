@@ -55,14 +55,22 @@ def run_driver(lib, exe, config, workload, param, ops, threads=1):
     return rows
 
 
+def map_items(args):
+    """One item per structure, for the contenders asked for (all, without --contenders)."""
+    items = []
+    for s in STRUCTS:
+        # PMDK's skip list example has 4 levels and grows superlinearly (about 7 s of CPU
+        # for 100k inserts, 43 s for 200k): it gets its own, smaller key count.
+        keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
+        items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in args.contenders])
+    return items
+
+
 def plan(args):
     """Every measurement of one round: (library, config, workload, param, ops, threads)."""
-    items = []
     if args.maps_only:
-        for s in STRUCTS:
-            keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
-            items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in args.contenders])
-        return items
+        return map_items(args)
+    items = []
     for wl in ("overwrite", "alloc", "free"):
         for size in SIZES:
             items.append([(lib, cfg, wl, size, args.ops, 1) for lib, cfg in CONTENDERS])
@@ -71,11 +79,7 @@ def plan(args):
             items.append([(lib, cfg, "mt_overwrite", size, args.ops, t)
                           for lib, cfg in (("keratin", "full"), ("pmdk", "plain"),
                                            ("pmdk", "replica"))])
-    for s in STRUCTS:
-        # PMDK's skip list example has 4 levels and grows superlinearly (about 7 s of CPU
-        # for 100k inserts, 43 s for 200k): it gets its own, smaller key count.
-        keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
-        items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in CONTENDERS])
+    items += map_items(args)
     items.append([("keratin", "full", "create", args.create_mib, 1, 1),
                   ("pmdk", "plain", "create", args.create_mib, 1, 1)])
     items.append([("keratin", "full", "repair", 256, args.repairs, 1)])

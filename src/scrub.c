@@ -485,7 +485,7 @@ static int rebuild_picked(struct scrub *s, struct item *it, const struct suspect
 static int repair_item(struct scrub *s, struct item *it)
 {
 	size_t cap = it->len / P + 2;
-	struct suspect *v = malloc(cap * (sizeof(*v) + 2 * sizeof(uint32_t)));
+	struct suspect *v = malloc(cap * (sizeof(*v) + sizeof(uint32_t)));
 	if (!v)
 		return 0;
 	uint32_t *u = (uint32_t *)(v + cap);
