@@ -198,10 +198,11 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 /* ---------------------------------------------------------------------------------------
  * Verification and repair
  *
- * A pool keeps three kinds of redundancy (all on for pools this version creates): a
- * CRC-32C per object (header), a CRC-32C per chunk record of the allocator, and one parity
- * row per zone (RAID-4 across the zone's rows, about 1/rows of the heap). Headers, control
- * lines and log entries are kept in two copies with checksums.
+ * A pool keeps three kinds of redundancy (all on at the default protection, KR_PROTECT_FULL):
+ * a CRC-32C per object (header), a CRC-32C per chunk record of the allocator, and one parity
+ * row per zone (RAID-4 across the zone's rows, about 1/rows of the heap). Headers and
+ * control lines are kept in two copies with checksums, and so are log entries unless the
+ * pool was created with KR_PROTECT_NONE. Checks skip what a pool does not keep.
  * ------------------------------------------------------------------------------------- */
 struct kr_check_report {
 	uint64_t objects, bad_objects;     /* live objects checked / failing their checksum */
