@@ -25,6 +25,9 @@
  *   A fault outside every pool, or one keratin cannot repair, goes to the handler installed
  *   before keratin's (or the default action, which kills the process as it would have).
  *
+ *   Protected regions (region.c) resolve their own faults: they watch their mapping here
+ *   (kr_media_watch) and the handler hands them every fault inside it.
+ *
  *   Everything the handler calls is async-signal-safe in practice (system calls, atomics,
  *   memory copies); it allocates nothing.
  */
@@ -55,6 +58,16 @@
 
 /* Open pools, for the handler. Slots are published with release stores. */
 static kr_pool *_Atomic registry[MAX_POOLS];
+
+/* Watched ranges (kr_media_watch). A slot is claimed by storing its fields, then published
+ * by a release store of base. */
+#define MAX_WATCH 64
+static struct watch {
+	const char *_Atomic base;
+	size_t len;
+	kr_fault_fn fn;
+	void *ctx;
+} watches[MAX_WATCH];
 static struct sigaction prev_segv, prev_bus;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_flag repair_lock = ATOMIC_FLAG_INIT;
@@ -362,9 +375,26 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+static const struct watch *watch_of(const void *addr)
+{
+	for (int i = 0; i < MAX_WATCH; i++) {
+		const char *b = atomic_load_explicit(&watches[i].base, memory_order_acquire);
+		if (b && (const char *)addr >= b && (const char *)addr < b + watches[i].len)
+			return &watches[i];
+	}
+	return NULL;
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
+	const struct watch *w = watch_of(si->si_addr);
+	if (w) {
+		if (!w->fn(w->ctx, sig, si))
+			chain(sig, si, uc);
+		errno = saved_errno;
+		return;
+	}
 	kr_pool *pool = pool_of(si->si_addr);
 	uint64_t off = pool ? ((uint64_t)((char *)si->si_addr - pool->pm.base) & ~(uint64_t)(P - 1)) : 0;
 	int ours = pool && (sig == SIGSEGV ? poisoned_find(pool, off) >= 0
@@ -427,14 +457,12 @@ static void after_fault(void *ctx, uint64_t page)
 	kr_log_resume(&pool->log);
 }
 
-int kr_media_register(kr_pool *pool)
+/* (Re)installs the handlers when keratin's is not the current one: first use, or the
+ * application installed its own since; what is there now becomes the one to chain to.
+ * Called with install_lock held. */
+static int install_handlers(void)
 {
-	pool->log.hooks.after_fault = after_fault;
-	pool->log.hooks.fault_ctx = pool;
-	pthread_mutex_lock(&install_lock);
 	int rc = KR_OK;
-	/* (Re)install when keratin's handler is not the current one: first use, or the
-	 * application installed its own since; what is there now becomes the one to chain to. */
 	struct sigaction sa, cur_segv, cur_bus;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
@@ -454,6 +482,15 @@ int kr_media_register(kr_pool *pool)
 				rc = kr_err_errno(KR_E_IO, "sigaction");
 		}
 	}
+	return rc;
+}
+
+int kr_media_register(kr_pool *pool)
+{
+	pool->log.hooks.after_fault = after_fault;
+	pool->log.hooks.fault_ctx = pool;
+	pthread_mutex_lock(&install_lock);
+	int rc = install_handlers();
 	int slot = -1;
 	for (int i = 0; rc == KR_OK && i < MAX_POOLS && slot < 0; i++) {
 		kr_pool *expect = NULL;
@@ -473,5 +510,34 @@ void kr_media_unregister(kr_pool *pool)
 		kr_pool *expect = pool;
 		atomic_compare_exchange_strong(&registry[i], &expect, NULL);
 	}
+	pthread_mutex_unlock(&install_lock);
+}
+
+int kr_media_watch(const void *base, size_t len, kr_fault_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&install_lock);
+	int rc = install_handlers();
+	int slot = -1;
+	for (int i = 0; rc == KR_OK && i < MAX_WATCH && slot < 0; i++)
+		if (!atomic_load(&watches[i].base))
+			slot = i;
+	if (rc == KR_OK && slot < 0)
+		rc = kr_err_set(KR_E_MISUSE_STATE, "more than %d protected regions attached", MAX_WATCH);
+	if (rc == KR_OK) {
+		watches[slot].len = len;
+		watches[slot].fn = fn;
+		watches[slot].ctx = ctx;
+		atomic_store_explicit(&watches[slot].base, base, memory_order_release);
+	}
+	pthread_mutex_unlock(&install_lock);
+	return rc;
+}
+
+void kr_media_unwatch(const void *base)
+{
+	pthread_mutex_lock(&install_lock);
+	for (int i = 0; i < MAX_WATCH; i++)
+		if (atomic_load(&watches[i].base) == base)
+			atomic_store(&watches[i].base, NULL);
 	pthread_mutex_unlock(&install_lock);
 }

@@ -16,4 +16,15 @@ int kr_media_repair_listed(kr_pool *pool);
 int kr_media_register(kr_pool *pool);
 void kr_media_unregister(kr_pool *pool);
 
+/* Mapped ranges that are not pools but whose faults someone above resolves (protected
+ * regions: sealed segments, the mprotect tracker, emulated poison). The resolver runs in
+ * the signal handler for a SIGSEGV or SIGBUS inside [base, base + len); it returns true if
+ * the access may run again, false to pass the fault on (previous handler or default). */
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+typedef bool (*kr_fault_fn)(void *ctx, int sig, const siginfo_t *si);
+int kr_media_watch(const void *base, size_t len, kr_fault_fn fn, void *ctx);
+void kr_media_unwatch(const void *base);
+
 #endif

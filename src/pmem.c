@@ -395,3 +395,39 @@ int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n)
 	kr_pm_flush(pm, addr, n);
 	return kr_pm_fence(pm);
 }
+
+int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n)
+{
+	struct kr_flush_list *saved = deferred;
+	enum kr_mode mode = pm->mode;
+	deferred = NULL;
+	pm->mode = KR_MODE_EMULATED; /* keep the interrupted code's msync list out of it */
+	kr_pm_flush(pm, addr, n);
+	pm->mode = mode;
+	deferred = saved;
+	RECORD(fence);
+	_mm_mfence();
+	counters.fences++;
+	if (mode != KR_MODE_PAGECACHE)
+		return KR_OK;
+	uintptr_t s = (uintptr_t)addr & ~(uintptr_t)4095, e = ((uintptr_t)addr + n + 4095) & ~(uintptr_t)4095;
+	counters.msyncs++;
+	return msync((void *)s, e - s, MS_SYNC) == 0 ? KR_OK : KR_E_IO_SYNC;
+}
+
+int kr_pm_write_file(int fd, const void *buf, size_t n, uint64_t off)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return KR_E_IO;
+		counters.bytes_written += (uint64_t)w;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return KR_OK;
+}

@@ -54,6 +54,17 @@ int kr_pm_fence(struct kr_pm *pm);
 /* kr_pm_flush + kr_pm_fence. */
 int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
 
+/* kr_pm_persist for a signal handler, which may interrupt the thread in the middle of any
+ * of these calls: ignores the thread's deferred-flush list and page-cache bookkeeping, and
+ * in page-cache mode msyncs the pages itself. Async-signal-safe. */
+int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n);
+
+/* Writes n bytes at offset off of a file that is not a kr_pm mapping (the data file of a
+ * protected region, repaired through the file so the write is not mistaken for an
+ * application store). Counted in bytes_written; KR_E_IO with errno set on failure.
+ * Async-signal-safe. */
+int kr_pm_write_file(int fd, const void *buf, size_t n, uint64_t off);
+
 /* Deferred write-back. On x86 a locked instruction waits for every earlier clwb of its
  * thread to complete, so flushes issued in the middle of a commit's bookkeeping (locks,
  * atomic parity XORs) turn each later lock into a hidden persist round trip. While a

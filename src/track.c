@@ -54,8 +54,9 @@
  *   - anything after munmap/mremap of the range or after the userfaultfd is closed
  *     (kr_track_harvest then fails with KR_E_IO, thanks to PM_SCAN_CHECK_WPASYNC).
  *
- * No mprotect fallback for older kernels is provided: attach fails with KR_E_IO and a
- * message naming the missing feature.
+ * Older kernels (no WP_ASYNC or PAGEMAP_SCAN): attach fails with KR_E_IO and a message
+ * naming the missing feature; the caller may then attach again with KR_TRACK_FLAG_MPROTECT,
+ * the classic fallback (see track_attach_mprotect), which needs its SIGSEGV handler.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -112,6 +113,7 @@ static void track_reset(struct kr_track *t)
 	memset(t, 0, sizeof(*t));
 	t->uffd = -1;
 	t->pagemap_fd = -1;
+	atomic_flag_clear(&t->lock);
 }
 
 /* Opens a userfaultfd and does the API handshake asking for `want` (the features this
@@ -267,14 +269,39 @@ static int track_selftest(struct kr_track *t)
 	return KR_OK;
 }
 
+/* The fallback for kernels without async write-protect: every page starts read-only, the
+ * first store to each faults into the caller's handler (kr_track_fault), and a harvest
+ * makes the span read-only again. About 5-8 us per first store per page instead of 1, a
+ * VMA split per isolated written page, and kernel-mode writes into the range fail with
+ * EFAULT; but it works on any Linux. */
+static int track_attach_mprotect(struct kr_track *t)
+{
+	size_t words = (t->len / t->page_size + 63) / 64;
+	t->written = calloc(words, sizeof(uint64_t));
+	if (!t->written) {
+		track_reset(t);
+		return kr_err_set(KR_E_NOMEM, "track: no memory for the written bitmap");
+	}
+	if (madvise(t->base, t->len, MADV_NOHUGEPAGE) < 0 ||
+	    mprotect(t->base, t->len, PROT_READ) < 0) {
+		int rc = kr_err_errno(KR_E_IO, "track: cannot write-protect the range");
+		free(t->written);
+		track_reset(t);
+		return rc;
+	}
+	t->next = (uintptr_t)t->base;
+	t->mode = KR_TRACK_MPROTECT;
+	return KR_OK;
+}
+
 int kr_track_attach(struct kr_track *t, void *base, size_t len, unsigned flags)
 {
 	if (!t)
 		return kr_err_set(KR_E_MISUSE_ARG, "track: NULL tracker");
 	track_reset(t);
 	long ps = sysconf(_SC_PAGESIZE);
-	if (!base || len == 0 || flags != 0 || ps <= 0 || (uintptr_t)base % (size_t)ps ||
-	    len % (size_t)ps)
+	if (!base || len == 0 || (flags & ~KR_TRACK_FLAG_MPROTECT) || ps <= 0 ||
+	    (uintptr_t)base % (size_t)ps || len % (size_t)ps)
 		return kr_err_set(KR_E_MISUSE_ARG,
 				  "track: base %p / len %zu not page aligned, zero, or flags %#x set",
 				  base, len, flags);
@@ -285,6 +312,8 @@ int kr_track_attach(struct kr_track *t, void *base, size_t len, unsigned flags)
 	t->base = base;
 	t->len = len;
 	t->page_size = (size_t)ps;
+	if (flags & KR_TRACK_FLAG_MPROTECT)
+		return track_attach_mprotect(t);
 
 	/* Two handshakes: the first learns what the kernel offers (a handshake can only be
 	 * done once per descriptor), the second asks for what we need. */
@@ -332,6 +361,7 @@ int kr_track_attach(struct kr_track *t, void *base, size_t len, unsigned flags)
 	if ((rc = track_arm(t)) != KR_OK)
 		goto fail;
 	t->next = (uintptr_t)base;
+	t->mode = KR_TRACK_UFFD;
 	return KR_OK;
 
 fail:
@@ -339,11 +369,68 @@ fail:
 	return rc;
 }
 
+/* The mprotect fallback's half of a harvest over [start, end): write-protect the span, then
+ * take the written bits, both under the lock that kr_track_fault holds while it sets a bit
+ * and unprotects a page. A store is therefore either already in a bit we take (its page
+ * was made writable before we write-protected it again, so the data is there when the
+ * caller reads it, or the store faults anew and sets the bit for the next harvest) or
+ * faults after we release the lock and is reported next time. */
+static int track_collect_mprotect(struct kr_track *t, uint64_t start, uint64_t end,
+				  uint64_t *pages, size_t max, size_t *got, uint64_t *walk_end)
+{
+	uint64_t base = (uintptr_t)t->base, ps = t->page_size;
+	while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+		;
+	if (mprotect((void *)(uintptr_t)start, end - start, PROT_READ) != 0) {
+		atomic_flag_clear_explicit(&t->lock, memory_order_release);
+		return kr_err_errno(KR_E_IO, "track: mprotect (read-only) failed");
+	}
+	uint64_t p = (start - base) / ps, pend = (end - base) / ps;
+	*walk_end = end;
+	while (p < pend) {
+		uint64_t w = p / 64, lo = p % 64;
+		uint64_t hi = pend - w * 64 < 64 ? pend - w * 64 : 64;
+		uint64_t mask = (hi == 64 ? ~0ull : (1ull << hi) - 1) & ~((1ull << lo) - 1);
+		uint64_t bits = atomic_load_explicit(&t->written[w], memory_order_relaxed) & mask;
+		while (bits && *got < max) {
+			uint64_t b = (uint64_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			atomic_fetch_and_explicit(&t->written[w], ~(1ull << b), memory_order_relaxed);
+			pages[(*got)++] = w * 64 + b;
+		}
+		if (bits) { /* output full: the rest keep their bits for the next call */
+			*walk_end = base + (w * 64 + (uint64_t)__builtin_ctzll(bits)) * ps;
+			break;
+		}
+		p = w * 64 + hi;
+	}
+	atomic_flag_clear_explicit(&t->lock, memory_order_release);
+	return KR_OK;
+}
+
+/* Collects up to max - *got written pages of [start, end) into pages[], re-arming them;
+ * *walk_end is where it stopped (end when the span is done). */
+static int track_collect(struct kr_track *t, uint64_t start, uint64_t end, uint64_t *pages,
+			 size_t max, size_t *got, uint64_t *walk_end)
+{
+	if (t->mode == KR_TRACK_MPROTECT)
+		return track_collect_mprotect(t, start, end, pages, max, got, walk_end);
+	uint64_t base = (uintptr_t)t->base;
+	int nr = track_scan(t, start, end, max - *got, walk_end);
+	if (nr < 0)
+		return nr;
+	const struct page_region *v = t->vec;
+	for (int r = 0; r < nr; r++)
+		for (uint64_t a = v[r].start; a < v[r].end && *got < max; a += t->page_size)
+			pages[(*got)++] = (a - base) / t->page_size;
+	return KR_OK;
+}
+
 int kr_track_harvest(struct kr_track *t, uint64_t *pages, size_t max, size_t *n)
 {
 	if (n)
 		*n = 0;
-	if (!t || t->uffd < 0 || !pages || max == 0 || !n)
+	if (!t || t->mode == KR_TRACK_OFF || !pages || max == 0 || !n)
 		return kr_err_set(KR_E_MISUSE_ARG, "track: harvest on a detached tracker, "
 						   "NULL output or max 0");
 
@@ -359,13 +446,8 @@ int kr_track_harvest(struct kr_track *t, uint64_t *pages, size_t max, size_t *n)
 	size_t got = 0;
 	while (got < max) {
 		uint64_t walk_end;
-		int nr = track_scan(t, t->next, end, max - got, &walk_end);
-		if (nr < 0)
-			return nr;
-		const struct page_region *v = t->vec;
-		for (int r = 0; r < nr; r++)
-			for (uint64_t a = v[r].start; a < v[r].end && got < max; a += t->page_size)
-				pages[got++] = (a - base) / t->page_size;
+		if ((rc = track_collect(t, t->next, end, pages, max, &got, &walk_end)) != KR_OK)
+			return rc;
 		if (walk_end >= end) { /* the pass is complete: the next one starts over */
 			t->next = base;
 			*n = got;
@@ -379,10 +461,94 @@ int kr_track_harvest(struct kr_track *t, uint64_t *pages, size_t max, size_t *n)
 	return 1;
 }
 
+int kr_track_harvest_span(struct kr_track *t, uint64_t first, uint64_t count, uint64_t *pages,
+			  size_t *n)
+{
+	if (n)
+		*n = 0;
+	if (!t || t->mode == KR_TRACK_OFF || !pages || !n || count == 0 ||
+	    first + count > t->len / t->page_size)
+		return kr_err_set(KR_E_MISUSE_ARG, "track: bad span to harvest");
+	int rc = track_vec_reserve(t, (count + 1) / 2);
+	if (rc != KR_OK)
+		return rc;
+	uint64_t at = (uintptr_t)t->base + first * t->page_size, end = at + count * t->page_size;
+	size_t got = 0;
+	while (at < end) {
+		uint64_t walk_end;
+		if ((rc = track_collect(t, at, end, pages, count, &got, &walk_end)) != KR_OK)
+			return rc;
+		at = walk_end;
+	}
+	*n = got;
+	return KR_OK;
+}
+
+int kr_track_query(struct kr_track *t, uint64_t first, uint64_t count, uint64_t *bits)
+{
+	if (!t || t->mode == KR_TRACK_OFF || !bits || first + count > t->len / t->page_size)
+		return KR_E_MISUSE_ARG; /* no message: may run in a signal handler */
+	memset(bits, 0, (count + 63) / 64 * 8);
+	if (t->mode == KR_TRACK_MPROTECT) {
+		for (uint64_t i = 0; i < count; i++) {
+			uint64_t p = first + i;
+			if (atomic_load_explicit(&t->written[p / 64], memory_order_relaxed) >> (p % 64) & 1)
+				bits[i / 64] |= 1ull << (i % 64);
+		}
+		return KR_OK;
+	}
+	/* Without PM_SCAN_WP_MATCHING nothing is re-armed; the category and return masks are
+	 * the fast path's, like the harvest's. Own output buffer: this may run in a handler
+	 * while the harvester uses t->vec. */
+	struct page_region vec[16];
+	uint64_t base = (uintptr_t)t->base, at = base + first * t->page_size;
+	uint64_t end = at + count * t->page_size;
+	while (at < end) {
+		struct pm_scan_arg arg = {
+			.size = sizeof(arg),
+			.start = at,
+			.end = end,
+			.vec = (uintptr_t)vec,
+			.vec_len = 16,
+			.category_mask = PAGE_IS_WRITTEN,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+		int nr = ioctl(t->pagemap_fd, PAGEMAP_SCAN, &arg);
+		if (nr < 0)
+			return KR_E_IO;
+		for (int r = 0; r < nr; r++)
+			for (uint64_t a = vec[r].start; a < vec[r].end; a += t->page_size) {
+				uint64_t i = (a - base) / t->page_size - first;
+				bits[i / 64] |= 1ull << (i % 64);
+			}
+		if (arg.walk_end <= at)
+			return KR_E_IO;
+		at = arg.walk_end;
+	}
+	return KR_OK;
+}
+
+bool kr_track_fault(struct kr_track *t, const void *addr)
+{
+	uintptr_t a = (uintptr_t)addr, base = (uintptr_t)t->base;
+	if (t->mode != KR_TRACK_MPROTECT || a < base || a >= base + t->len)
+		return false;
+	uint64_t p = (a - base) / t->page_size;
+	while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+		;
+	atomic_fetch_or_explicit(&t->written[p / 64], 1ull << (p % 64), memory_order_relaxed);
+	bool ok = mprotect(t->base + p * t->page_size, t->page_size, PROT_READ | PROT_WRITE) == 0;
+	atomic_flag_clear_explicit(&t->lock, memory_order_release);
+	return ok;
+}
+
 void kr_track_detach(struct kr_track *t)
 {
 	if (!t)
 		return;
+	if (t->mode == KR_TRACK_MPROTECT)
+		(void)mprotect(t->base, t->len, PROT_READ | PROT_WRITE);
+	free(t->written);
 	if (t->uffd >= 0) {
 		/* Unregistering also clears the range's write-protection, so the pages are
 		 * left as plain writable memory. Closing the fd alone would do the same; the

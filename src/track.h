@@ -18,16 +18,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdatomic.h>
+
+enum kr_track_mode { KR_TRACK_OFF = 0, KR_TRACK_UFFD = 1, KR_TRACK_MPROTECT = 2 };
+
 struct kr_track {
 	uint8_t *base;    /* start of the tracked range (page aligned) */
 	size_t len;       /* bytes, a multiple of the page size */
 	size_t page_size; /* the system page size, which is the tracking granularity */
-	int uffd;         /* userfaultfd the range is registered with (-1: detached) */
+	enum kr_track_mode mode;
+	int uffd;         /* userfaultfd the range is registered with (-1: none) */
 	int pagemap_fd;   /* /proc/self/pagemap, for PAGEMAP_SCAN */
 	uint64_t next;    /* harvest cursor: where an unfinished harvest continues */
 	void *vec;        /* struct page_region[vec_len], the ioctl's output buffer */
 	size_t vec_len;
+	/* mprotect mode: bit p set = page p written since it was last harvested; the lock
+	 * makes "write-protect, then collect the bits" atomic against kr_track_fault. */
+	_Atomic uint64_t *written;
+	atomic_flag lock;
 };
+
+/* kr_track_attach flags. */
+#define KR_TRACK_FLAG_MPROTECT 0x1u /* use the mprotect fallback even if userfaultfd works */
 
 /* True if this kernel can track writes the way kr_track_attach does (userfaultfd with
  * WP_ASYNC, and PAGEMAP_SCAN). Runs the whole attach self-test on a small scratch
@@ -42,10 +54,27 @@ bool kr_track_probe(void);
  * pages). Runs a self-test that writes a few pages' first bytes back with their own
  * values (the data is not changed) and drops their page-table entries.
  * flags: reserved, must be 0.
+ * flags: 0, or KR_TRACK_FLAG_MPROTECT for the fallback (see track.c): the range is made
+ * read-only and the caller's SIGSEGV handler must pass write faults in it to
+ * kr_track_fault. Kernel-mode writes into the range then fail with EFAULT.
  * Errors: KR_E_MISUSE_ARG (NULL, misaligned, zero length, flags), KR_E_IO (a kernel
  * feature is missing or an ioctl failed; the message says which), KR_E_NOMEM. On error
  * the tracker is left detached and nothing stays registered. */
 int kr_track_attach(struct kr_track *t, void *base, size_t len, unsigned flags);
+
+/* mprotect mode, from a SIGSEGV handler: records the page holding addr as written and
+ * makes it writable, so the faulting store can run again. Returns false if addr is not in
+ * the range or the page could not be made writable. Async-signal-safe. */
+bool kr_track_fault(struct kr_track *t, const void *addr);
+
+/* Harvests pages [first, first + count) only (a sub-range, without moving the cursor of
+ * kr_track_harvest): pages[] must hold count entries. Same atomicity as kr_track_harvest. */
+int kr_track_harvest_span(struct kr_track *t, uint64_t first, uint64_t count, uint64_t *pages,
+			  size_t *n);
+
+/* Looks without re-arming: sets bit i of bits[] (count bits, zeroed first) if page
+ * first + i was written since it was last harvested. Async-signal-safe. */
+int kr_track_query(struct kr_track *t, uint64_t first, uint64_t count, uint64_t *bits);
 
 /* Reports pages written since the previous harvest (or since attach) and write-protects
  * them again, atomically per page: a store racing with the harvest is either in this

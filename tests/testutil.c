@@ -170,6 +170,9 @@ void tu_cleanup_paths(void)
 		/* A forked child that exits normally must not delete its parent's pools. */
 		if (tu_paths[i] && tu_paths_pid[i] == getpid()) {
 			unlink(tu_paths[i]);
+			char side[300]; /* a protected region's default sidecar */
+			snprintf(side, sizeof(side), "%s.krs", tu_paths[i]);
+			unlink(side);
 			free(tu_paths[i]);
 			tu_paths[i] = NULL;
 		}

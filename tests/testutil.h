@@ -68,7 +68,8 @@ void tu_fill(void *buf, size_t len, uint64_t seed);
 
 /* Writes "/dev/shm/kr-<tag>-<pid>-<n>.pool" into buf (>= 128 bytes), removes any stale
  * file of that name and registers the path to be unlinked when this process exits
- * normally (forked children that _exit() leave it alone). */
+ * normally (forked children that _exit() leave it alone), with PATH.krs (the sidecar a
+ * protected region gets by default). */
 void tu_pool_path(char *buf, size_t n, const char *tag);
 /* Unlinks every registered path now (also run at exit). */
 void tu_cleanup_paths(void);
