@@ -14,7 +14,8 @@
  *   1. seq becomes odd (DRAM): repairs from fault handlers stay away until it is even;
  *   2. harvest: report and re-arm, atomically per page (a store racing with it is either
  *      in this batch or in the next one);
- *   3. the shadow record (span + odd seq) is persisted: Vilamb's, for recovery and status;
+ *   3. the shadow record (span + odd seq) is written: Vilamb's, kept for status (the hot
+ *      bits below make it unnecessary for recovery);
  *   4. CRCs of the pages, parity of their stripes, meta-CRCs of their CRC pages; one fence;
  *   5. seq becomes even.
  *   Clearing the written state before recomputing is what makes concurrent stores safe: a
@@ -132,12 +133,12 @@ struct kr_region {
 	struct kr_region *next;  /* attached regions, for fork */
 };
 
-void (*kr_region_hook)(enum kr_region_point point);
+void (*kr_region_hook)(enum kr_region_point point, uint64_t page);
 
-static void hook(enum kr_region_point point)
+static void hook(enum kr_region_point point, uint64_t page)
 {
 	if (kr_region_hook)
-		kr_region_hook(point);
+		kr_region_hook(point, page);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -368,12 +369,12 @@ static uint64_t update_pages(struct kr_region *r, const uint64_t *pages, size_t 
 		if (r->seg_written)
 			r->seg_written[p / r->G] = 1;
 	}
-	hook(KR_RPOINT_CRCS);
+	hook(KR_RPOINT_CRCS, pages[0]);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t s = pages[i] / r->W;
 		if (s != last_stripe) {
 			parity_compute(r, s);
-			hook(KR_RPOINT_PARITY);
+			hook(KR_RPOINT_PARITY, s * r->W);
 		}
 		last_stripe = s;
 	}
@@ -397,12 +398,11 @@ static void shadow_set(struct kr_region *r, uint64_t seq, uint64_t lo, uint64_t 
 /* One batch: pages[0..n) were just harvested. Steps 3-5 of the pass. */
 static int apply_batch(struct kr_region *r, const uint64_t *pages, size_t n)
 {
-	uint64_t seq = atomic_load(&r->seq);
-	shadow_set(r, seq, pages[0], pages[n - 1] + 1);
-	int rc = kr_pm_fence(&r->side);
+	/* The shadow is for status and diagnosis (recover() explains why recovery needs no
+	 * more than the hot bits), so it shares the batch's one fence. */
+	shadow_set(r, atomic_load(&r->seq), pages[0], pages[n - 1] + 1);
 	update_pages(r, pages, n);
-	int rc2 = kr_pm_fence(&r->side);
-	return rc != KR_OK ? rc : rc2;
+	return kr_pm_fence(&r->side);
 }
 
 static void batch_begin(struct kr_region *r) { atomic_fetch_add(&r->seq, 1); }
@@ -561,9 +561,9 @@ static bool region_fault(void *ctx, int sig, const siginfo_t *si)
 	bool ok = true;
 	if (atomic_load(&r->sealed[g])) {
 		/* The segment becomes hot durably before the store can run (invariant I3). */
-		hook(KR_RPOINT_UNSEAL);
+		hook(KR_RPOINT_UNSEAL, p);
 		ok = set_hot_bits(r, g, true, true) == KR_OK;
-		hook(KR_RPOINT_UNSEALED);
+		hook(KR_RPOINT_UNSEALED, p);
 		if (ok && r->track.mode == KR_TRACK_UFFD)
 			ok = mprotect(r->base + g * r->G * P, seg_count(r, g) * P, PROT_READ | PROT_WRITE) == 0;
 		if (ok) {
@@ -641,6 +641,7 @@ static int harvest_span_apply(struct kr_region *r, uint64_t first, uint64_t coun
 static int seal_segment(struct kr_region *r, uint64_t g)
 {
 	uint8_t *start = r->base + g * r->G * P;
+	hook(KR_RPOINT_SEALING, g * r->G);
 	if (!region_lock(r))
 		return KR_E_MISUSE_STATE;
 	int rc = mprotect(start, seg_count(r, g) * P, PROT_READ) == 0 ? KR_OK : KR_E_IO;
@@ -652,7 +653,7 @@ static int seal_segment(struct kr_region *r, uint64_t g)
 	/* Stores that landed before the seal are caught here; later ones unseal first. */
 	if ((rc = harvest_span_apply(r, g * r->G, seg_count(r, g))) != KR_OK)
 		return rc;
-	hook(KR_RPOINT_SEALED);
+	hook(KR_RPOINT_SEALED, g * r->G);
 	if (!region_lock(r))
 		return KR_E_MISUSE_STATE;
 	if (atomic_load(&r->sealed[g]))
@@ -680,8 +681,8 @@ static int check_size(struct kr_region *r)
 
 static int scrub_step(struct kr_region *r);
 
-/* One full pass (the work mutex held). */
-static int region_pass(struct kr_region *r)
+/* One full pass (the work mutex held); seal: also seal segments that stayed idle. */
+static int region_pass(struct kr_region *r, bool seal)
 {
 	if (r->failed)
 		return kr_err_set(r->failed, "region: %s stopped (%s)", r->path, kr_strerror(r->failed));
@@ -699,7 +700,7 @@ static int region_pass(struct kr_region *r)
 		int more = kr_track_harvest(&r->track, r->pages, r->B, &n);
 		harvest_ns += now_ns(CLOCK_MONOTONIC) - h0;
 		if (more >= 0 && n) {
-			hook(KR_RPOINT_HARVESTED);
+			hook(KR_RPOINT_HARVESTED, r->pages[0]);
 			rc = apply_batch(r, r->pages, n);
 			for (size_t i = 0; i < n; i++)
 				stripes += i == 0 || r->pages[i] / r->W != r->pages[i - 1] / r->W;
@@ -711,7 +712,7 @@ static int region_pass(struct kr_region *r)
 		if (rc != KR_OK || more == KR_OK)
 			break;
 	}
-	for (uint64_t g = 0; r->seal && rc == KR_OK && g < r->nsegs; g++) {
+	for (uint64_t g = 0; seal && r->seal && rc == KR_OK && g < r->nsegs; g++) {
 		if (r->seg_written[g] || atomic_load(&r->sealed[g]))
 			r->idle[g] = 0;
 		else if (++r->idle[g] >= SEAL_AFTER_IDLE)
@@ -879,12 +880,11 @@ static bool crc_page_cold(struct kr_region *r, uint64_t cp)
 static int recover(struct kr_region *r, bool fresh, struct kr_region_report *rep)
 {
 	bool ro = r->flags & KR_REGION_READONLY;
-	/* The shadow span was being rewritten: treat its segments as hot. */
-	const struct kr_side_shadow *sh = r->shadow;
-	if (!fresh && sh->crc == kr_crc32c(sh, offsetof(struct kr_side_shadow, crc)) && (sh->seq & 1) &&
-	    sh->lo < sh->hi && sh->hi <= r->npages && !ro)
-		for (uint64_t g = sh->lo / r->G; g <= (sh->hi - 1) / r->G; g++)
-			set_hot_bits(r, g, true, false);
+	/* The shadow record needs no handling here: the pages of a batch in flight are all in
+	 * hot segments (a page is written only after its segment became hot, and a segment
+	 * goes cold only after the batches covering it are durable). Widening the rebuild to
+	 * the shadow's span would instead rebuild cold pages between its ends, and rebuilding
+	 * a page unverified is how damage is lost. */
 	/* A cold CRC page whose meta-CRC fails was itself damaged: its pages cannot be judged. */
 	for (uint64_t cp = 0; !fresh && cp < r->ncrcpages; cp++) {
 		if (!crc_page_cold(r, cp) ||
@@ -1331,7 +1331,7 @@ static void *region_thread(void *arg)
 			continue;
 		pthread_mutex_unlock(&r->mu);
 		pthread_mutex_lock(&r->work);
-		if (!r->failed && region_pass(r) != KR_OK && !r->failed)
+		if (!r->failed && region_pass(r, true) != KR_OK && !r->failed)
 			fprintf(stderr, "keratin: background pass of %s failed: %s\n", r->path, kr_errmsg());
 		pthread_mutex_unlock(&r->work);
 		/* Start-to-start: a pass that overran its period starts the next one at once. */
@@ -1394,8 +1394,8 @@ int kr_region_close(kr_region *r)
 			mprotect(r->base, r->len, PROT_READ);
 			region_unlock(r);
 		}
-		if (!r->failed)
-			rc = region_pass(r);
+		if (!r->failed) /* no sealing: every hot bit is cleared below anyway */
+			rc = region_pass(r, false);
 		if (rc == KR_OK && r->side.mode == KR_MODE_PAGECACHE && fdatasync(r->fd) != 0)
 			rc = kr_err_errno(KR_E_IO_SYNC, "region: fdatasync %s", r->path);
 	}
@@ -1429,7 +1429,7 @@ int kr_region_sync(kr_region *r)
 	if (!r || !tracking(r))
 		return kr_err_set(KR_E_MISUSE_ARG, "region: sync needs an attached region");
 	pthread_mutex_lock(&r->work);
-	int rc = region_pass(r);
+	int rc = region_pass(r, true);
 	if (rc == KR_OK)
 		rc = kr_pm_fence(&r->side);
 	pthread_mutex_unlock(&r->work);

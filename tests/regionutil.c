@@ -20,6 +20,11 @@ static bool sb_ok(const struct kr_side_sb *sb)
 
 void ru_judge(const char *data, const char *sidecar, struct ru_verdict *v)
 {
+	ru_judge_pages(data, sidecar, v, NULL);
+}
+
+void ru_judge_pages(const char *data, const char *sidecar, struct ru_verdict *v, uint8_t *trusted_out)
+{
 	memset(v, 0, sizeof(*v));
 	size_t dlen, slen;
 	uint8_t *d = tu_read_file(data, &dlen), *s = tu_read_file(sidecar, &slen);
@@ -85,6 +90,8 @@ void ru_judge(const char *data, const char *sidecar, struct ru_verdict *v)
 	}
 	if (clean)
 		TU_ASSERT(tu_crc32c(meta, ncp * 4) == sb->meta_crc, "CLEAN sidecar's meta_crc fails");
+	if (trusted_out)
+		memcpy(trusted_out, trusted, n);
 	free(trusted);
 	free(d);
 	free(s);

@@ -21,7 +21,9 @@ struct ru_verdict {
 	uint64_t first_bad;       /* first failing page (or stripe) */
 };
 
-/* Judges data file + sidecar; fails the test if the sidecar is unreadable. */
+/* Judges data file + sidecar; fails the test if the sidecar is unreadable. If trusted is
+ * not NULL it receives one byte per page: 1 if the sidecar vouches for the page. */
+void ru_judge_pages(const char *data, const char *sidecar, struct ru_verdict *v, uint8_t *trusted);
 void ru_judge(const char *data, const char *sidecar, struct ru_verdict *v);
 /* ru_judge and require zero failures; `what` names the moment in the message. */
 void ru_require_sound(const char *data, const char *sidecar, const char *what);
