@@ -447,7 +447,9 @@ typedef struct kr_region kr_region;
 #define KR_REGION_NO_SEAL 0x08u     /* crash level 1: no sealing; after a crash every page's
 				     * redundancy is rebuilt, none can be verified */
 #define KR_REGION_FORCE_PMEM 0x10u  /* sidecar on emulated pmem (tmpfs): flush+fence, no msync */
-#define KR_REGION_OFFLINE 0x20u     /* tools: no tracking, no thread; nobody writes the file */
+#define KR_REGION_OFFLINE 0x20u     /* tools: no tracking, no thread; nobody writes the file
+				     * meanwhile (the mapping is read-only; repairs go through
+				     * the file); creates the sidecar unless NO_CREATE/READONLY */
 #define KR_REGION_READONLY 0x40u    /* with OFFLINE: change nothing, only report (check) */
 #define KR_REGION_NO_CREATE 0x80u   /* fail if the sidecar does not exist yet */
 

@@ -1013,6 +1013,7 @@ static int sb_new(struct kr_region *r, const struct kr_region_opts *o, const str
 	sb->segment_pages = g;
 	sb->csum_kind = KR_SIDE_CSUM_CRC32C;
 	sb->state = KR_SIDE_ACTIVE;
+	sb->flags = KR_SIDE_F_SEAL; /* what a program's session does by default */
 	return geometry(sb);
 }
 
@@ -1020,7 +1021,7 @@ static int side_open(struct kr_region *r, const struct kr_region_opts *o, const 
 		     bool *fresh)
 {
 	bool ro = r->flags & KR_REGION_READONLY;
-	bool may_create = !(r->flags & (KR_REGION_NO_CREATE | KR_REGION_OFFLINE));
+	bool may_create = !(r->flags & (KR_REGION_NO_CREATE | KR_REGION_READONLY));
 	int fd = open(r->side_path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | (may_create ? O_CREAT : 0), 0644);
 	if (fd < 0)
 		return kr_err_errno(KR_E_IO_OPEN, "region: cannot open sidecar %s", r->side_path);
@@ -1247,7 +1248,8 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 	if (!ro) {
 		r->sb.state = KR_SIDE_ACTIVE;
 		r->sb.epoch++;
-		r->sb.flags = r->seal ? KR_SIDE_F_SEAL : 0;
+		if (!offline) /* tools' offline sessions keep the program's setting on show */
+			r->sb.flags = r->seal ? KR_SIDE_F_SEAL : 0;
 		if ((rc = sb_write(r)) != KR_OK) {
 			region_free(r);
 			return rc;

@@ -22,6 +22,7 @@
 
 #include "keratin.h"
 #include "map.h"
+#include "regioncmd.h"
 #include "util.h"
 
 struct command {
@@ -148,20 +149,6 @@ static const char *bytes_str(char *buf, size_t len, uint64_t v, uint64_t whole, 
 	return buf;
 }
 
-/* One "key: value" line of info; the values line up in the column after the longest key
- * ("metadata overhead:") and a space or two. */
-#define FIELD_WIDTH 20
-static void field(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void field(const char *key, const char *fmt, ...)
-{
-	va_list ap;
-	printf("%s:%*s", key, (int)(FIELD_WIDTH - strlen(key)), "");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-}
-
 /* ---------------------------------------------------------------------------------------
  * keratin create
  * ------------------------------------------------------------------------------------- */
@@ -276,12 +263,12 @@ static const char *features_str(char *buf, size_t len, unsigned features)
 static void print_open_state(const struct kr_pool_stat *st)
 {
 	if (st->recovered)
-		field("recovered", "yes: %llu transaction%s replayed, %llu discarded",
+		util_field("recovered", "yes: %llu transaction%s replayed, %llu discarded",
 		      (unsigned long long)st->replayed_txs, plural(st->replayed_txs),
 		      (unsigned long long)st->discarded_txs);
 	else
-		field("recovered", "no");
-	field("repaired at open", "%llu page%s after media errors, %llu item%s after checksum errors",
+		util_field("recovered", "no");
+	util_field("repaired at open", "%llu page%s after media errors, %llu item%s after checksum errors",
 	      (unsigned long long)st->media_repairs, plural(st->media_repairs),
 	      (unsigned long long)st->csum_repairs, plural(st->csum_repairs));
 }
@@ -291,25 +278,25 @@ static void print_info(const char *path, const struct kr_pool_stat *st)
 	const uint8_t *u = st->uuid;
 	char b[128], h[UTIL_HUMAN_LEN];
 
-	field("pool", "%s", path);
-	field("uuid", "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+	util_field("pool", "%s", path);
+	util_field("uuid", "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
 	      u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
 	      u[14], u[15]);
-	field("pool size", "%s", bytes_str(b, sizeof(b), st->pool_size, 0, NULL));
-	field("durability mode", "%s", util_mode_name(st->mode));
-	field("zones", "%u", st->nzones);
-	field("rows", "%u data + 1 parity per zone", st->rows);
-	field("row size", "%s", bytes_str(b, sizeof(b), st->row_size, 0, NULL));
-	field("zone size", "%s", bytes_str(b, sizeof(b), st->zone_size, 0, NULL));
-	field("lanes", "%u x %s", st->nlanes, util_human(st->lane_size, h));
-	field("heap size", "%s", bytes_str(b, sizeof(b), st->heap_size, 0, NULL));
-	field("used", "%s", bytes_str(b, sizeof(b), st->used_bytes, st->heap_size, "heap"));
-	field("free", "%s", bytes_str(b, sizeof(b), st->free_bytes, st->heap_size, "heap"));
-	field("live objects", "%llu", (unsigned long long)st->nobjects);
-	field("max object size", "%s", bytes_str(b, sizeof(b), st->max_alloc, 0, NULL));
-	field("parity overhead", "%s", bytes_str(b, sizeof(b), st->parity_bytes, st->pool_size, "pool"));
-	field("metadata overhead", "%s", bytes_str(b, sizeof(b), st->meta_bytes, st->pool_size, "pool"));
-	field("redundancy", "%s", features_str(b, sizeof(b), st->features));
+	util_field("pool size", "%s", bytes_str(b, sizeof(b), st->pool_size, 0, NULL));
+	util_field("durability mode", "%s", util_mode_name(st->mode));
+	util_field("zones", "%u", st->nzones);
+	util_field("rows", "%u data + 1 parity per zone", st->rows);
+	util_field("row size", "%s", bytes_str(b, sizeof(b), st->row_size, 0, NULL));
+	util_field("zone size", "%s", bytes_str(b, sizeof(b), st->zone_size, 0, NULL));
+	util_field("lanes", "%u x %s", st->nlanes, util_human(st->lane_size, h));
+	util_field("heap size", "%s", bytes_str(b, sizeof(b), st->heap_size, 0, NULL));
+	util_field("used", "%s", bytes_str(b, sizeof(b), st->used_bytes, st->heap_size, "heap"));
+	util_field("free", "%s", bytes_str(b, sizeof(b), st->free_bytes, st->heap_size, "heap"));
+	util_field("live objects", "%llu", (unsigned long long)st->nobjects);
+	util_field("max object size", "%s", bytes_str(b, sizeof(b), st->max_alloc, 0, NULL));
+	util_field("parity overhead", "%s", bytes_str(b, sizeof(b), st->parity_bytes, st->pool_size, "pool"));
+	util_field("metadata overhead", "%s", bytes_str(b, sizeof(b), st->meta_bytes, st->pool_size, "pool"));
+	util_field("redundancy", "%s", features_str(b, sizeof(b), st->features));
 	print_open_state(st);
 }
 
@@ -370,29 +357,29 @@ static void print_verify(const char *path, const struct kr_pool_stat *st,
 	pass_strs(rep, span, sizeof(span), rate, sizeof(rate));
 	if (kind == VERIFY_SCRUB)
 		printf("scrub: %s (%s)\n", rate, span);
-	field("pool", "%s", path);
+	util_field("pool", "%s", path);
 	print_open_state(st);
-	field("objects", "%llu checked, %llu bad", (unsigned long long)rep->objects,
+	util_field("objects", "%llu checked, %llu bad", (unsigned long long)rep->objects,
 	      (unsigned long long)rep->bad_objects);
-	field("chunk records", "%llu checked, %llu bad", (unsigned long long)rep->chunks,
+	util_field("chunk records", "%llu checked, %llu bad", (unsigned long long)rep->chunks,
 	      (unsigned long long)rep->bad_chunks);
-	field("parity columns", "%llu checked, %llu disagreeing", (unsigned long long)rep->columns,
+	util_field("parity columns", "%llu checked, %llu disagreeing", (unsigned long long)rep->columns,
 	      (unsigned long long)rep->bad_columns);
 	if (kind != VERIFY_CHECK) {
-		field("pages rebuilt", "%llu", (unsigned long long)rep->repaired_pages);
-		field("parity recomputed", "%llu column%s", (unsigned long long)rep->recomputed_columns,
+		util_field("pages rebuilt", "%llu", (unsigned long long)rep->repaired_pages);
+		util_field("parity recomputed", "%llu column%s", (unsigned long long)rep->recomputed_columns,
 		      plural(rep->recomputed_columns));
 	}
-	field("unrepairable", "%llu", (unsigned long long)rep->unrepairable);
+	util_field("unrepairable", "%llu", (unsigned long long)rep->unrepairable);
 	if (kind != VERIFY_SCRUB)
-		field("scanned", "%s, %s", span, rate);
+		util_field("scanned", "%s, %s", span, rate);
 
 	int repaired = rep->repaired_pages || rep->recomputed_columns || st->media_repairs ||
 		       st->csum_repairs;
 	if (rc == KR_OK)
-		field("result", "%s", repaired ? "sound after repairs" : "sound");
+		util_field("result", "%s", repaired ? "sound after repairs" : "sound");
 	else
-		field("result", "DAMAGED, first bad offset 0x%llx (%s)", (unsigned long long)first_bad,
+		util_field("result", "DAMAGED, first bad offset 0x%llx (%s)", (unsigned long long)first_bad,
 		      first_bad_where);
 }
 
@@ -741,6 +728,12 @@ static int cmd_map(const struct command *cmd, int argc, char **argv)
 	return rc;
 }
 
+static int cmd_region(const struct command *cmd, int argc, char **argv)
+{
+	(void)cmd;
+	return region_command(argc, argv);
+}
+
 /* ---------------------------------------------------------------------------------------
  * keratin help
  * ------------------------------------------------------------------------------------- */
@@ -866,6 +859,8 @@ static const struct command commands[] = {
 	 "  --svg FILE     also write the picture as an SVG file\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_map},
+	{"region", region_synopsis, "protected regions (plain-store files): status, check, repair",
+	 region_details, cmd_region},
 	{"help", "[COMMAND]", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
 };
@@ -882,7 +877,7 @@ static const struct command *find_command(const char *name)
 static void print_overview(FILE *out)
 {
 	fprintf(out, "usage: keratin COMMAND [ARGS]\n\n"
-		     "keratin manages keratin persistent-memory pools.\n\nCommands:\n");
+		     "keratin manages keratin persistent-memory pools and protected regions.\n\nCommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun 'keratin COMMAND --help' for the arguments and options of a command.\n"

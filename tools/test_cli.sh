@@ -7,7 +7,7 @@
 # line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
 # check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
 # parity cannot undo is reported; media: emulated media errors are repaired by the next
-# open; map: the picture and its SVG. Pools are small (16 MiB) and live in /dev/shm where
+# open; map: the picture and its SVG; region: protected regions' sidecars. Pools are small (16 MiB) and live in /dev/shm where
 # there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
 set -u
 KR=$1
@@ -79,6 +79,43 @@ no_escapes() {
 }
 
 case $CASE in
+region)
+	# A protected region's sidecar: made, shown, checked; a flipped byte found and undone.
+	F=$DIR/r.dat
+	yes keratin | head -c 4194304 >"$F"
+	cp "$F" "$DIR/orig"
+	lib_error "$F" region status "$F"
+	expect 0 "$KR" region protect "$F"
+	has out "^protected: *1024 pages, 256 stripes, sidecar $F.krs$"
+	expect 0 "$KR" region status "$F"
+	has out "^state: *clean"
+	has out "^covered: *1024 of 1024 pages (100.0%)$"
+	has out "^crash level: *2 "
+	expect 0 "$KR" region check "$F"
+	has out "^result: *sound$"
+	has out "^stripes checked: *256$"
+	printf 'Q' | dd of="$F" bs=1 seek=100000 conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$F"
+	has out "^damaged pages: *1$"
+	has out "^result: *DAMAGED, first bad page 24 (offset 0x18000)$"
+	cmp -s "$F" "$DIR/orig" && fail "check changed nothing, so the damage must still be there"
+	expect 0 "$KR" region repair "$F"
+	has out "^pages rebuilt: *1$"
+	has out "^result: *sound after repairs$"
+	cmp -s "$F" "$DIR/orig" || fail "repair did not restore the file byte for byte"
+	expect 0 "$KR" region scrub "$F" --rate 1000
+	has out "^speed: "
+	has out "^result: *sound$"
+	# Bad command lines and a sidecar that is not one.
+	usage_error region
+	usage_error region bogus "$F"
+	usage_error region check
+	usage_error region check "$F" extra
+	usage_error region check "$F" --rate 5
+	usage_error region scrub "$F" --rate x
+	head -c 20000 /dev/zero >"$DIR/bad.krs"
+	lib_error "$F" region check "$F" --sidecar "$DIR/bad.krs"
+	;;
 create-info)
 	P=$DIR/a.pool
 	expect 0 "$KR" create "$P" --size 16M

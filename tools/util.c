@@ -346,3 +346,15 @@ int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs)
 	*tmpfs = util_is_tmpfs(dir);
 	return 0;
 }
+
+#define FIELD_WIDTH 20
+
+void util_field(const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	printf("%s:%*s", key, (int)(FIELD_WIDTH - strlen(key)), "");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+}

@@ -78,6 +78,10 @@ struct util_busy {
 void util_busy_begin(struct util_busy *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void util_busy_end(struct util_busy *b);
 
+/* One "key: value" line of a report; the values line up in the column after the longest
+ * key ("metadata overhead:") and a space or two. */
+void util_field(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Command-line errors, one line on stderr and a hint:
  *     PROG: MESSAGE
  *     Try 'PROG --help'.
