@@ -34,6 +34,11 @@
 #include <unistd.h>
 
 #include <libpmemobj.h>
+#ifdef KR_HAVE_REGION
+#include <keratin.h>
+#else
+typedef struct kr_region kr_region;
+#endif
 
 /* The example maps, as far as bench/pmdk-build.sh could build them (it defines these). */
 #ifdef PMDK_HAVE_MAP
@@ -141,6 +146,7 @@ static const struct map_kind map_kinds[] = {
 
 struct opts {
 	int replica;
+	unsigned region_ms; /* --config regionMS: the pool attached as a protected region */
 	const char *dir;
 	enum workload wl;
 	const char *param;	    /* as given: the CSV's param column */
@@ -273,8 +279,11 @@ static void summarize(uint64_t *lat, size_t n, struct result *r)
 
 static void print_row(const struct opts *o, const char *workload, const struct result *r)
 {
+	char cfg[32];
+	if (o->region_ms)
+		snprintf(cfg, sizeof(cfg), "region%u", o->region_ms);
 	printf("pmdk,%s,%s,%s,%u,%" PRIu64 ",%.6f,%" PRIu64 ",%" PRIu64 ",%.1f,,,,\n",
-	       o->replica ? "replica" : "plain", workload, o->param, o->threads, r->ops,
+	       o->replica ? "replica" : o->region_ms ? cfg : "plain", workload, o->param, o->threads, r->ops,
 	       r->seconds, r->median_ns, r->p99_ns,
 	       r->seconds > 0 ? (double)r->ops / r->seconds : 0.0);
 	if (fflush(stdout))
@@ -342,11 +351,15 @@ static char pool_file[PATH_MAX];    /* the pool, or the pool set's primary part 
 static char replica_file[PATH_MAX]; /* replica part (config replica) */
 static char set_file[PATH_MAX];	    /* pool set description (config replica) */
 
+static char side_file[PATH_MAX + 8]; /* the protected region's sidecar (config regionMS) */
+
 static void remove_pool_files(void)
 {
 	/* unlink only: async-signal-safe, and tmpfs frees the memory once unmapped too. */
 	if (pool_file[0])
 		unlink(pool_file);
+	if (side_file[0])
+		unlink(side_file);
 	if (replica_file[0])
 		unlink(replica_file);
 	if (set_file[0])
@@ -875,8 +888,12 @@ static void usage(FILE *f)
 		"  " CSV_HEADER "\n"
 		"(fences..written_bytes are empty: PMDK does not count them).\n"
 		"\n"
-		"  --config plain|replica  one pool file, or a pool set with one replica of the\n"
-		"                          same size in a second file (default plain)\n"
+		"  --config plain|replica|regionMS\n"
+		"                          one pool file, or a pool set with one replica of the\n"
+		"                          same size in a second file (default plain), or one\n"
+		"                          pool file attached as a keratin protected region\n"
+		"                          (kr_region_attach, lazy redundancy) updated every MS\n"
+		"                          milliseconds (e.g. region1000)\n"
 		"  --dir DIR               where the pool files go (default /dev/shm)\n"
 		"  --workload W            alloc, overwrite, free, mt_overwrite (param: object\n"
 		"                          SIZE in bytes, e.g. 64 256 1024 4096 16384);\n"
@@ -952,8 +969,10 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				o->replica = 0;
 			else if (!strcmp(optarg, "replica"))
 				o->replica = 1;
+			else if (!strncmp(optarg, "region", 6) && optarg[6])
+				o->region_ms = (unsigned)parse_u64("--config region", optarg + 6, 1, 3600000);
 			else
-				usage_error("--config must be plain or replica, not '%s'", optarg);
+				usage_error("--config must be plain, replica or regionMS, not '%s'", optarg);
 			break;
 		case O_DIR:
 			o->dir = optarg;
@@ -1104,11 +1123,40 @@ int main(int argc, char **argv)
 		o.replica ? set_file : pool_file, mib,
 		o.replica ? " (primary and replica)" : "", (double)(now_ns() - s0) / 1e9);
 
+	kr_region *region = NULL;
+	if (o.region_ms) {
+#ifdef KR_HAVE_REGION
+		/* One call after pmemobj_create: the pool file, mapped by libpmemobj at pop,
+		 * gets page checksums and stripe parity kept by keratin's background thread. */
+		snprintf(side_file, sizeof(side_file), "%s.krs", pool_file);
+		struct kr_region_opts ro = {.period_ms = o.region_ms, .flags = KR_REGION_FORCE_PMEM};
+		s0 = now_ns();
+		if (kr_region_attach(pool_file, pop, mib * MIB, &ro, &region) != KR_OK)
+			die("kr_region_attach: %s", kr_errmsg());
+		verbose(&o, "attached as a protected region (period %u ms) in %.3f s", o.region_ms,
+			(double)(now_ns() - s0) / 1e9);
+#else
+		die("this pmdk-bench was built without keratin (bench/pmdk-build.sh found no libkeratin.a)");
+#endif
+	}
+
 	if (is_map_workload(o.wl))
 		run_map(&o, pop);
 	else
 		run_objects(&o, pop);
 
+#ifdef KR_HAVE_REGION
+	if (region) {
+		struct kr_region_stats st;
+		kr_region_stats(region, &st);
+		verbose(&o, "region: %" PRIu64 " passes, %" PRIu64 " pages recomputed, longest pass "
+			"%.1f ms, background CPU %.2f s, %" PRIu64 " unseals", st.passes,
+			st.dirty_pages, (double)st.max_pass_ns / 1e6, (double)st.cpu_ns / 1e9,
+			st.unseals);
+		if (kr_region_close(region) != KR_OK)
+			die("kr_region_close: %s", kr_errmsg());
+	}
+#endif
 	pmemobj_close(pop);
 	return 0;
 }

@@ -142,6 +142,17 @@ else
 	say "cannot build the map abstraction ($why): every structure is unavailable"
 fi
 
+# keratin's protected regions (--config regionMS) when the library is built next door.
+kr_lib=$(dirname "$out")/libkeratin.a
+if [[ -f $kr_lib ]]; then
+	defs+=(-DKR_HAVE_REGION=1)
+	incs+=(-I"$repo/include")
+	objs+=("$kr_lib")
+	libs+=(-lisal)
+else
+	say "no $kr_lib: pmdk-bench without --config regionMS"
+fi
+
 "$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" \
 	-o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" "${libs[@]}"
 

@@ -35,9 +35,21 @@ STRUCTS = ["ctree", "rbtree", "btree", "skiplist", "rtree", "hashmap"]
 KR_LEVELS = ["none", "ml", "mlp", "full"]
 PMDK_CONFIGS = ["plain", "replica"]
 CONTENDERS = [("keratin", c) for c in KR_LEVELS] + [("pmdk", c) for c in PMDK_CONFIGS]
+# libpmemobj's pool attached as a keratin protected region (lazy redundancy), for the maps.
+REGION_CONTENDERS = [("pmdk", "region1000"), ("pmdk", "region10000")]
 LABEL = {("keratin", "none"): "keratin-none", ("keratin", "ml"): "keratin-ML",
          ("keratin", "mlp"): "keratin-MLP", ("keratin", "full"): "keratin (full)",
-         ("pmdk", "plain"): "libpmemobj", ("pmdk", "replica"): "libpmemobj-R"}
+         ("pmdk", "plain"): "libpmemobj", ("pmdk", "replica"): "libpmemobj-R",
+         ("pmdk", "region1000"): "libpmemobj + region 1 s",
+         ("pmdk", "region10000"): "libpmemobj + region 10 s"}
+# Protected-region microbenchmarks (bench/region-bench): patterns, and the protections
+# (period in ms for lazy).
+REGION_PATTERNS = ["write", "zipf", "read"]
+REGION_MODES = [("none", 0), ("sync", 0), ("lazy", 1000), ("lazy", 5000), ("lazy", 10000),
+                ("lazy", 30000)]
+REGION_COLUMNS = ["pattern", "mode", "period_ms", "size_mib", "seconds", "ops", "ops_per_s",
+                  "passes", "dirty_per_pass", "stripes_per_pass", "pass_ms_mean", "pass_ms_max",
+                  "bg_cpu_pct", "faults_per_pass", "unseals"]
 
 
 def run_driver(lib, exe, config, workload, param, ops, threads=1):
@@ -62,8 +74,47 @@ def map_items(args):
         # PMDK's skip list example has 4 levels and grows superlinearly (about 7 s of CPU
         # for 100k inserts, 43 s for 200k): it gets its own, smaller key count.
         keys = min(args.keys, args.skiplist_keys) if s == "skiplist" else args.keys
-        items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in args.contenders])
+        items.append([(lib, cfg, "map", s, keys, 1) for lib, cfg in args.map_contenders])
     return items
+
+
+def region_seconds(args, period_ms):
+    """A lazy run covers at least one whole period and then some."""
+    return args.region_seconds + (period_ms / 1000.0 if period_ms else 0)
+
+
+def measure_regions(args, exe):
+    """The region microbenchmarks: every pattern under every protection, rotated per round,
+    then the first-store costs once."""
+    items = [(pat, mode, per) for pat in REGION_PATTERNS for mode, per in args.region_modes]
+    rows = []
+    for rnd in range(args.region_runs):
+        k = rnd % len(items)
+        for i, (pat, mode, per) in enumerate(items[k:] + items[:k]):
+            cmd = [exe, "--pattern", pat, "--mode", mode, "--size", str(args.region_mib),
+                   "--seconds", "%.2f" % region_seconds(args, per)]
+            if per:
+                cmd += ["--period", str(per)]
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                sys.exit("run.py: %s failed (%d): %s" % (" ".join(cmd), p.returncode,
+                                                          p.stderr.strip()))
+            r = dict(zip(REGION_COLUMNS, p.stdout.strip().split(",")))
+            if len(r) != len(REGION_COLUMNS):
+                sys.exit("run.py: %s printed a malformed row" % " ".join(cmd))
+            r["round"] = str(rnd)
+            rows.append(r)
+            if sys.stderr.isatty():
+                print("\r  region round %d: %d/%d" % (rnd + 1, i + 1, len(items)), end="",
+                      file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    p = subprocess.run([exe, "--first-store", "--size", str(min(args.region_mib, 256))],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("run.py: region-bench --first-store failed: %s" % p.stderr.strip())
+    first = list(csv.DictReader(p.stdout.splitlines()))
+    return rows, first
 
 
 def plan(args):
@@ -228,7 +279,7 @@ def maps_table(w, path):
     """A maps-only run (--maps-only) at its own key count, as one more table."""
     rows = read_rows(path)
     summ = summarize(rows)
-    present = [c for c in CONTENDERS if any((c[0], c[1]) == k[:2] for k in summ)]
+    present = [c for c in CONTENDERS + REGION_CONTENDERS if any((c[0], c[1]) == k[:2] for k in summ)]
     rounds = max(int(r["round"]) for r in rows) + 1
     keys = sorted({int(r["ops"]) for r in rows}, reverse=True)
     w("### The structures at %s keys\n" % " / ".join("%d" % k for k in keys))
@@ -259,6 +310,120 @@ def maps_table(w, path):
     w("")
 
 
+def regions_section(w, outdir, summ):
+    """Protected regions: region-bench's rows (regions.csv, firststore.csv) and the maps
+    of libpmemobj with its pool attached as a region (results.csv)."""
+    path = os.path.join(outdir, "regions.csv")
+    if not os.path.exists(path):
+        return
+    rows = read_rows(path)
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["pattern"], r["mode"], int(r["period_ms"])), []).append(r)
+
+    def med(key, col):
+        rs = groups.get(key)
+        return statistics.median(float(r[col]) for r in rs) if rs else None
+
+    rounds = max(int(r["round"]) for r in rows) + 1
+    lazy = sorted({k[2] for k in groups if k[1] == "lazy"})
+    w("## Protected regions (lazy redundancy)\n")
+    w("`bench/region-bench`: one thread makes random 64-byte accesses to a %s MiB file in "
+      "/dev/shm mapped MAP_SHARED, for %s s (lazy runs: plus one period, so that at least one "
+      "background pass happens inside the timed window). **write**: stores, pages uniform; "
+      "**zipf**: stores, pages Zipf-distributed (theta 0.99, hot pages scattered); **read**: "
+      "loads. **none**: no redundancy; **sync**: every store also patches its page's CRC-32C "
+      "incrementally and XORs its delta into the stripe's parity, then writes back the three "
+      "lines and fences (a Pangolin-style synchronous scheme, the Vilamb paper's comparison); "
+      "**lazy**: a protected region (`kr_region_open`, stripes of 4+1 pages, 2 MiB segments) "
+      "with the background thread at the period shown. Median of %d round%s; the machine has "
+      "2 vCPUs, so the background thread shares them with the store thread.\n" % (
+          rows[0]["size_mib"],
+          "%.3g" % statistics.median(float(r["seconds"]) for r in rows if r["mode"] != "lazy"),
+          rounds, "" if rounds == 1 else "s"))
+    w("Million operations per second; in brackets, the ratio to no redundancy.\n")
+    w("| pattern | none | sync | " + " | ".join("lazy %g s" % (p / 1000) for p in lazy) + " |")
+    w("|---|---:|---:|" + "---:|" * len(lazy))
+    for pat in REGION_PATTERNS:
+        base = med((pat, "none", 0), "ops_per_s")
+        if base is None:
+            continue
+        cells = ["%.1f" % (base / 1e6)]
+        for mode, per in [("sync", 0)] + [("lazy", p) for p in lazy]:
+            v = med((pat, mode, per), "ops_per_s")
+            cells.append("%.1f (%.2f)" % (v / 1e6, v / base) if v else "-")
+        w("| %s | %s |" % (pat, " | ".join(cells)))
+    w("")
+    w("Per background pass (lazy): pages recomputed (the pages written in the period: the "
+      "vulnerable pages, not covered until the pass ends), stripes whose parity was "
+      "recomputed, pass time (mean / longest), the time-to-coverage bound (period + longest "
+      "pass: a store is covered when the first pass that starts after it ends), CPU of the "
+      "background thread as a share of one core, and minor faults of the process per pass "
+      "(nearly all of them the write-protect faults of first stores).\n")
+    w("| pattern | period | passes | pages / pass | stripes / pass | pass ms | coverage within | "
+      "background CPU | faults / pass |")
+    w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for pat in REGION_PATTERNS:
+        for per in lazy:
+            key = (pat, "lazy", per)
+            if key not in groups:
+                continue
+            w("| %s | %g s | %.0f | %.0f | %.0f | %.1f / %.1f | %.2f s | %.1f%% | %.0f |" % (
+                pat, per / 1000, med(key, "passes"), med(key, "dirty_per_pass"),
+                med(key, "stripes_per_pass"), med(key, "pass_ms_mean"), med(key, "pass_ms_max"),
+                per / 1000 + med(key, "pass_ms_max") / 1000, med(key, "bg_cpu_pct"),
+                med(key, "faults_per_pass")))
+    w("")
+    fpath = os.path.join(outdir, "firststore.csv")
+    if os.path.exists(fpath):
+        w("The cost of a store that is the first to its page in a period (`region-bench "
+          "--first-store`, 256 MiB file, every other page): it pays the write-protect fault "
+          "once per page per period; the first store into a sealed segment also pays the "
+          "unseal trap (SIGSEGV, hot bit persisted, mprotect of 2 MiB) once per segment until "
+          "the segment is sealed again.\n")
+        w("| store | ns per page |")
+        w("|---|---:|")
+        for r in read_rows(fpath):
+            w("| %s | %s |" % (r["kind"], r["ns_per_page"]))
+        w("")
+    # The maps: from a maps-only run with the region contenders if there is one (all its
+    # contenders measured together), else from the main run.
+    mpaths = sorted(glob.glob(os.path.join(outdir, "maps-regions-*.csv")))
+    if mpaths:
+        mrows = read_rows(mpaths[-1])
+        summ = summarize(mrows)
+        keys = max(int(r["ops"]) for r in mrows)
+        mrounds = max(int(r["round"]) for r in mrows) + 1
+    else:
+        keys = mrounds = None
+    have = [c for c in REGION_CONTENDERS if any(k[:2] == c for k in summ)]
+    if have:
+        if keys:
+            w("The structures below come from `bench/run.py --maps-only --keys %d --contenders "
+              "pmdk:plain,pmdk:region1000,pmdk:region10000,keratin:full` (%d round%s; skip "
+              "lists fewer keys).\n" % (keys, mrounds, "" if mrounds == 1 else "s"))
+        w("libpmemobj's example structures with the pool attached as a protected region "
+          "(`kr_region_attach(path, pop, size, ...)` after `pmemobj_create`: one call), "
+          "against plain libpmemobj and keratin (full); thousand operations per second, "
+          "median; in brackets the ratio to plain libpmemobj. Each run is a few seconds, so "
+          "at 10 s no pass falls inside it: that column shows the first-store faults alone.\n")
+        w("| structure | op | libpmemobj | " + " | ".join(LABEL[c] for c in have) +
+          " | keratin (full) |")
+        w("|---|---|---:|" + "---:|" * len(have) + "---:|")
+        for st in STRUCTS:
+            for op in ("insert", "remove", "lookup"):
+                b = get(summ, "pmdk", "plain", op, st)
+                if not b:
+                    continue
+                cells = []
+                for lib, cfg in have + [("keratin", "full")]:
+                    x = get(summ, lib, cfg, op, st)
+                    cells.append("%.0f (%.2f)" % (x["ops_per_s"] / 1e3, x["ops_per_s"] / b["ops_per_s"])
+                                 if x else "-")
+                w("| %s | %s | %.0f | %s |" % (st, op, b["ops_per_s"] / 1e3, " | ".join(cells)))
+        w("")
+
+
 def report(args, summ, outdir, plots, notes):
     L = []
     w = L.append
@@ -286,7 +451,8 @@ def report(args, summ, outdir, plots, notes):
       "cost per transaction](#persistence-cost-per-transaction-keratins-counters), [two "
       "threads](#two-threads-random-overwrites-of-distinct-objects), [key-value "
       "structures](#key-value-structures), [creation, repair, scrub](#pool-creation-repair-"
-      "scrub), [against the targets](#against-the-targets).\n")
+      "scrub), [protected regions](#protected-regions-lazy-redundancy), [against the "
+      "targets](#against-the-targets).\n")
     for p in plots:
         w("![%s](%s)\n" % (p, p))
     if notes:
@@ -400,7 +566,7 @@ def report(args, summ, outdir, plots, notes):
             cells.append("%.2f" % s["fences"] if s and s["fences"] is not None else "-")
         w("| %s | %s |" % (st, " | ".join(cells)))
     w("")
-    for path in sorted(glob.glob(os.path.join(outdir, "maps-*.csv"))):
+    for path in sorted(glob.glob(os.path.join(outdir, "maps-[0-9]*.csv"))):
         maps_table(w, path)
     w("## Pool creation, repair, scrub\n")
     k = get(summ, "keratin", "full", "create", args.create_mib)
@@ -420,6 +586,7 @@ def report(args, summ, outdir, plots, notes):
           "checksum) of a %d MiB pool half full of 4 KiB objects: %.2f GB/s." % (
               args.create_mib, s["ops_per_s"] / 1e9))
     w("")
+    regions_section(w, outdir, summ)
     w("## Against the targets\n")
     if misses or fence_misses:
         w("Misses, measured in this run (the targets are in issue 4; a miss is reported, never "
@@ -452,13 +619,26 @@ def main():
                     help="with --maps-only: e.g. keratin:full,pmdk:plain,pmdk:replica")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite docs/BENCHMARKS.md and the plots from OUT/results.csv")
+    ap.add_argument("--regions-only", action="store_true",
+                    help="only the protected-region microbenchmarks; rows go to "
+                         "OUT/regions.csv and OUT/firststore.csv, then the report is rewritten")
+    ap.add_argument("--no-regions", action="store_true",
+                    help="skip the protected-region microbenchmarks")
+    ap.add_argument("--region-runs", type=int, default=2, help="region rounds (default 2)")
+    ap.add_argument("--region-mib", type=int, default=1024,
+                    help="region benchmark file size (default 1024 MiB)")
+    ap.add_argument("--region-seconds", type=float, default=3.0,
+                    help="seconds per region run, plus one period for lazy runs (default 3)")
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--out", default="docs/bench", help="where results and plots go")
     args = ap.parse_args()
     args.contenders = ([tuple(c.split(":", 1)) for c in args.contenders.split(",")]
                        if args.contenders else CONTENDERS)
+    # The maps of a full run also measure libpmemobj's pool attached as a protected region.
+    args.map_contenders = args.contenders if args.maps_only else CONTENDERS + REGION_CONTENDERS
+    args.region_modes = REGION_MODES
     for c in args.contenders:
-        if c not in CONTENDERS:
+        if c not in CONTENDERS + REGION_CONTENDERS:
             sys.exit("run.py: unknown contender %s (e.g. keratin:full, pmdk:replica)" % ":".join(c))
     if args.report_only:
         with open(os.path.join(args.out, "run.json")) as f:
@@ -469,19 +649,39 @@ def main():
         return
     if args.quick:
         args.runs, args.keys, args.ops, args.repairs, args.create_mib = 1, 2000, 200, 5, 64
+        args.region_runs, args.region_mib, args.region_seconds = 1, 64, 0.2
+        args.region_modes = [("none", 0), ("sync", 0), ("lazy", 100)]
         args.no_report = True
     args.command = command_args()
     exes = {"keratin": os.path.join(args.build, "bench", "keratin-bench"),
-            "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench")}
+            "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench"),
+            "region": os.path.join(args.build, "bench", "region-bench")}
     for lib, exe in exes.items():
         if not os.access(exe, os.X_OK):
             sys.exit("run.py: %s not built (%s); run `make bench`" % (lib, exe))
+    region_rows = first = None
+    if not args.maps_only and not args.no_regions:
+        region_rows, first = measure_regions(args, exes["region"])
+    if args.regions_only:
+        os.makedirs(args.out, exist_ok=True)
+        write_region_csvs(args.out, region_rows, first)
+        if os.path.exists(os.path.join(args.out, "results.csv")):
+            with open(os.path.join(args.out, "run.json")) as f:
+                for k, v in json.load(f).items():
+                    setattr(args, k, v)
+            write_report(args, read_rows(os.path.join(args.out, "results.csv")))
+        return
     rows = measure(args, exes)
     if args.no_report:
-        print("run.py: %d rows, every workload measured" % len(rows))
+        print("run.py: %d rows, every workload measured%s" %
+              (len(rows), ", %d region rows" % len(region_rows) if region_rows else ""))
         return
     os.makedirs(args.out, exist_ok=True)
-    name = "maps-%d.csv" % args.keys if args.maps_only else "results.csv"
+    if region_rows:
+        write_region_csvs(args.out, region_rows, first)
+    # A maps-only run with libpmemobj attached as a region feeds the regions section.
+    tag = "maps-regions" if any(c in REGION_CONTENDERS for c in args.contenders) else "maps"
+    name = "%s-%d.csv" % (tag, args.keys) if args.maps_only else "results.csv"
     with open(os.path.join(args.out, name), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=COLUMNS + ["round"])
         wr.writeheader()
@@ -494,6 +694,17 @@ def main():
         json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
                                                  "repairs", "create_mib", "command")}, f)
     write_report(args, rows)
+
+
+def write_region_csvs(outdir, rows, first):
+    with open(os.path.join(outdir, "regions.csv"), "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=REGION_COLUMNS + ["round"])
+        wr.writeheader()
+        wr.writerows(rows)
+    with open(os.path.join(outdir, "firststore.csv"), "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=["kind", "ns_per_page"])
+        wr.writeheader()
+        wr.writerows(first)
 
 
 def write_report(args, rows):

@@ -525,6 +525,7 @@ struct kr_region_stats {
 	uint64_t last_pass_end_ns;/* CLOCK_MONOTONIC */
 	/* Since attach. */
 	uint64_t dirty_pages, stripes, pass_ns, cpu_ns, harvest_ns;
+	uint64_t max_pass_ns;     /* the longest pass: time to coverage <= period + this */
 	uint64_t unseals, seals, scrubbed_pages, repaired_pages, bad_pages;
 	uint64_t recovered_pages; /* pages rebuilt at attach (hot at a crash, or a new sidecar) */
 	uint64_t stale_at_recovery; /* of those, pages whose old CRC no longer matched */

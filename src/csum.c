@@ -17,6 +17,7 @@
 
 #include "csum.h"
 #include "layout.h"
+#include "simd.h"
 
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 {
@@ -25,6 +26,7 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 	while (n > 0) {
 		int chunk = n > (size_t)INT_MAX ? INT_MAX : (int)n;
 		reg = crc32_iscsi((unsigned char *)p, chunk, reg);
+		kr_simd_done();
 		p += chunk;
 		n -= (size_t)chunk;
 	}
@@ -93,6 +95,7 @@ static uint32_t crc_raw(const void *buf, size_t len)
 	for (size_t left = len; left > 0;) {
 		int chunk = left > (size_t)INT_MAX ? INT_MAX : (int)left;
 		reg = crc32_iscsi((unsigned char *)p, chunk, reg);
+		kr_simd_done();
 		p += chunk;
 		left -= (size_t)chunk;
 	}

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "parity.h"
+#include "simd.h"
 
 #define P KR_PAGE_SIZE
 
@@ -248,6 +249,7 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 	int nl = lock_set(poff, P, idx);
 	lock_range(p, idx, nl, 0);
 	xor_gen((int)p->rows + 1, P, v);
+	kr_simd_done();
 	unlock_range(p, idx, nl);
 	memcpy(out, acc + (zoff % P), len);
 }

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "simd.h"
 #include "pmem.h"
 
 #ifndef MAP_SYNC
@@ -258,6 +259,7 @@ void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_
 {
 	void *v[4] = {(void *)a, (void *)b, dst, dst};
 	xor_gen(4, (int)n, v);
+	kr_simd_done();
 	counters.bytes_written += n;
 	RECORD(store, dst, n);
 }
@@ -265,6 +267,7 @@ void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_
 void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v)
 {
 	xor_gen(vects, (int)len, v);
+	kr_simd_done();
 	counters.bytes_written += len;
 	RECORD(store, v[vects - 1], len);
 }

@@ -735,6 +735,8 @@ static int region_pass(struct kr_region *r, bool seal)
 	st->dirty_pages += st->last_dirty_pages;
 	st->stripes += stripes;
 	st->pass_ns += st->last_pass_ns;
+	if (st->last_pass_ns > st->max_pass_ns)
+		st->max_pass_ns = st->last_pass_ns;
 	st->cpu_ns += st->last_cpu_ns;
 	st->harvest_ns += harvest_ns;
 

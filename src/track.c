@@ -538,6 +538,17 @@ bool kr_track_fault(struct kr_track *t, const void *addr)
 		;
 	atomic_fetch_or_explicit(&t->written[p / 64], 1ull << (p % 64), memory_order_relaxed);
 	bool ok = mprotect(t->base + p * t->page_size, t->page_size, PROT_READ | PROT_WRITE) == 0;
+	if (!ok) {
+		/* Out of VMAs (vm.max_map_count: each isolated writable page splits the mapping
+		 * in three). Unprotect the whole aligned 64-page block instead, counting all of
+		 * it as written: coarser, never wrong, and it merges with its neighbours. */
+		uint64_t first = p & ~63ull, n = t->len / t->page_size - first;
+		n = n < 64 ? n : 64;
+		atomic_fetch_or_explicit(&t->written[p / 64], n == 64 ? ~0ull : (1ull << n) - 1,
+					 memory_order_relaxed);
+		ok = mprotect(t->base + first * t->page_size, n * t->page_size,
+			      PROT_READ | PROT_WRITE) == 0;
+	}
 	atomic_flag_clear_explicit(&t->lock, memory_order_release);
 	return ok;
 }
