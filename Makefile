@@ -2,7 +2,7 @@
 #
 #   make demo     build, then run the crash-and-recover demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
-#   make bench    keratin vs libpmemobj (plain, replicated): docs/BENCHMARKS.md
+#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
 #   make deps     install missing Debian packages

@@ -358,10 +358,11 @@ def regions_section(w, outdir, summ):
       "vulnerable pages, not covered until the pass ends), stripes whose parity was "
       "recomputed, pass time (mean / longest), the time-to-coverage bound (period + longest "
       "pass: a store is covered when the first pass that starts after it ends), CPU of the "
-      "background thread as a share of one core, and minor faults of the process per pass "
-      "(nearly all of them the write-protect faults of first stores).\n")
+      "background thread as a share of one core, and minor faults of the process per second "
+      "of the run (nearly all of them the write-protect faults of first stores: about one per "
+      "page written per period, plus the first touch of each page after attach).\n")
     w("| pattern | period | passes | pages / pass | stripes / pass | pass ms | coverage within | "
-      "background CPU | faults / pass |")
+      "background CPU | faults / s |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for pat in REGION_PATTERNS:
         for per in lazy:
@@ -372,7 +373,8 @@ def regions_section(w, outdir, summ):
                 pat, per / 1000, med(key, "passes"), med(key, "dirty_per_pass"),
                 med(key, "stripes_per_pass"), med(key, "pass_ms_mean"), med(key, "pass_ms_max"),
                 per / 1000 + med(key, "pass_ms_max") / 1000, med(key, "bg_cpu_pct"),
-                med(key, "faults_per_pass")))
+                statistics.median(float(r["faults_per_pass"]) * max(1.0, float(r["passes"])) /
+                                  float(r["seconds"]) for r in groups[key])))
     w("")
     fpath = os.path.join(outdir, "firststore.csv")
     if os.path.exists(fpath):
@@ -421,6 +423,15 @@ def regions_section(w, outdir, summ):
                     cells.append("%.0f (%.2f)" % (x["ops_per_s"] / 1e3, x["ops_per_s"] / b["ops_per_s"])
                                  if x else "-")
                 w("| %s | %s | %.0f | %s |" % (st, op, b["ops_per_s"] / 1e3, " | ".join(cells)))
+        w("")
+        for c in have:
+            rs = [get(summ, c[0], c[1], op, st)["ops_per_s"] / get(summ, "pmdk", "plain", op, st)["ops_per_s"]
+                  for st in STRUCTS for op in ("insert", "remove", "lookup")
+                  if get(summ, c[0], c[1], op, st) and get(summ, "pmdk", "plain", op, st)]
+            if rs:
+                gm = statistics.geometric_mean(rs)
+                w("- %s over libpmemobj, geometric mean of the %d rows: %.2f (%+.0f%%); "
+                  "rows range %.2f-%.2f." % (LABEL[c], len(rs), gm, (gm - 1) * 100, min(rs), max(rs)))
         w("")
 
 

@@ -511,19 +511,21 @@ static int poison_slot(struct kr_region *r, uint64_t p)
 	return -1;
 }
 
-static bool repair_poison(struct kr_region *r, uint64_t p)
+/* A lost page: emulated poison (a slot, the page made inaccessible) or a machine check
+ * (SIGBUS; writing the page through the file is what clears real poison). */
+static bool repair_poison(struct kr_region *r, uint64_t p, bool machine_check)
 {
 	if (!region_lock(r))
 		return false;
 	int slot = poison_slot(r, p);
 	bool ok = true;
-	if (slot >= 0) { /* not repaired meanwhile by another thread */
+	if (machine_check || slot >= 0) { /* emulated: not repaired meanwhile by another thread */
 		ok = rebuild_page(r, p) && kr_pm_write_file(r->fd, r->rbuf, P, p * P) == KR_OK &&
-		     mprotect(r->base + p * P, P, normal_prot(r, p / r->G)) == 0;
-		if (ok) {
+		     (slot < 0 || mprotect(r->base + p * P, P, normal_prot(r, p / r->G)) == 0);
+		if (ok && slot >= 0)
 			atomic_store(&r->poison[slot], 0);
+		if (ok)
 			atomic_fetch_add(&r->poison_repairs, 1);
-		}
 	}
 	region_unlock(r);
 	if (!ok)
@@ -546,12 +548,12 @@ static bool region_fault(void *ctx, int sig, const siginfo_t *si)
 	if (sig == SIGBUS) {
 		if (si->si_code != BUS_MCEERR_AR && si->si_code != BUS_MCEERR_AO)
 			return false; /* beyond the end of a shrunken file, for instance */
-		return repair_poison(r, p);
+		return repair_poison(r, p, true);
 	}
 	if (si->si_code == SEGV_MAPERR)
 		return false;
 	if (poison_slot(r, p) >= 0)
-		return repair_poison(r, p);
+		return repair_poison(r, p, false);
 	if (atomic_load(&r->closing)) {
 		say("keratin: store into protected region ", r->path, " while it is being closed\n");
 		return false;
