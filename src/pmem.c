@@ -325,12 +325,9 @@ void kr_pm_flush_list_free(struct kr_flush_list *fl)
 	memset(fl, 0, sizeof(*fl));
 }
 
-void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
+/* The write-back itself: the instructions, the counters, the recorder. */
+static void flush_lines(const void *addr, size_t n)
 {
-	if (n == 0)
-		return;
-	if (deferred && defer_flush(deferred, addr, n))
-		return;
 	uintptr_t p = LINE_DOWN(addr);
 	uintptr_t end = (uintptr_t)addr + n;
 	switch (flush_kind) {
@@ -345,9 +342,18 @@ void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
 		break;
 	}
 	counters.flushed_lines += (end - p + LINE - 1) / LINE;
+	RECORD(flush, addr, n);
+}
+
+void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
+{
+	if (n == 0)
+		return;
+	if (deferred && defer_flush(deferred, addr, n))
+		return;
+	flush_lines(addr, n);
 	if (pm->mode == KR_MODE_PAGECACHE)
 		sync_note(pm, addr, n);
-	RECORD(flush, addr, n);
 }
 
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
@@ -401,17 +407,13 @@ int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n)
 
 int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n)
 {
-	struct kr_flush_list *saved = deferred;
-	enum kr_mode mode = pm->mode;
-	deferred = NULL;
-	pm->mode = KR_MODE_EMULATED; /* keep the interrupted code's msync list out of it */
-	kr_pm_flush(pm, addr, n);
-	pm->mode = mode;
-	deferred = saved;
+	/* Neither the deferred list nor the msync list: the interrupted code may be updating
+	 * either. */
+	flush_lines(addr, n);
 	RECORD(fence);
 	_mm_mfence();
 	counters.fences++;
-	if (mode != KR_MODE_PAGECACHE)
+	if (pm->mode != KR_MODE_PAGECACHE)
 		return KR_OK;
 	uintptr_t s = (uintptr_t)addr & ~(uintptr_t)4095, e = ((uintptr_t)addr + n + 4095) & ~(uintptr_t)4095;
 	counters.msyncs++;

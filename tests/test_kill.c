@@ -300,8 +300,12 @@ int main(int argc, char **argv)
 		close(fds[1]);
 
 		/* Kill at a random moment: 1 round in 6 at once (during open or recovery),
-		 * otherwise after 0.1..6 ms of transactions. */
+		 * otherwise after 0.1..6 ms of transactions (ten times that under a sanitizer,
+		 * whose slow start-up could otherwise leave every child killed before its first
+		 * commit). */
 		double delay = tu_rng_chance(&timing, 1, 6) ? 0 : tu_rng_range(&timing, 100, 6000) * 1e-6;
+		if (tu_sanitized())
+			delay *= 10;
 		uint64_t acked[MAX_THREADS] = { 0 };
 		read_acks(fds[0], acked, tu_now() + delay);
 		TU_ASSERT(kill(pid, SIGKILL) == 0, "kill: %s", strerror(errno));
