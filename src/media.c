@@ -308,38 +308,52 @@ static int poisoned_find(kr_pool *pool, uint64_t off)
 	return -1;
 }
 
+int kr_media_claim_slot(_Atomic uint64_t *slots, int n, uint64_t key)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t expect = 0;
+		if (atomic_compare_exchange_strong(&slots[i], &expect, key))
+			return i;
+	}
+	return -1;
+}
+
+int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden)
+{
+	*hidden = false;
+	/* The page becomes inaccessible first, then loses its content (through the file, since
+	 * the mapping can no longer be written): no reader can ever see the lost bytes without
+	 * faulting, as with real poison. This is fault injection, so it goes around pmem.c. */
+	uint8_t junk[P];
+	for (size_t i = 0; i < P; i++)
+		junk[i] = (uint8_t)(i * 131 + off / P);
+	if (mprotect(page, P, PROT_NONE) != 0)
+		return kr_err_errno(KR_E_IO, "mprotect");
+	*hidden = true;
+	if (pwrite(fd, junk, P, (off_t)off) != (ssize_t)P)
+		return kr_err_errno(KR_E_IO, "pwrite");
+	return KR_OK;
+}
+
 int kr_inject_poison(kr_pool *pool, uint64_t off)
 {
 	if (!pool || off >= pool->hdr.pool_size)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_inject_poison: offset beyond the pool");
 	off &= ~(uint64_t)(P - 1);
-	int slot = -1;
-	for (int i = 0; i < MAX_POISON && slot < 0; i++) {
-		uint64_t expect = 0;
-		if (atomic_compare_exchange_strong(&pool->poison[i], &expect, off + 1))
-			slot = i;
-	}
+	int slot = kr_media_claim_slot(pool->poison, MAX_POISON, off + 1);
 	if (slot < 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
-	/* The page becomes inaccessible first, then loses its content (through the file, since
-	 * the mapping can no longer be written): no reader can ever see the lost bytes without
-	 * faulting, as with real poison. This is fault injection, so it goes around pmem.c. */
 	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
 	 * complete instead of repairing a page that is about to lose its content. */
-	uint8_t junk[P];
-	for (size_t i = 0; i < P; i++)
-		junk[i] = (uint8_t)(i * 131 + off);
 	while (atomic_flag_test_and_set(&repair_lock))
 		;
-	int ok = mprotect(pool->pm.base + off, P, PROT_NONE) == 0;
-	int wrote = ok && pwrite(pool->pm.fd, junk, P, (off_t)off) == (ssize_t)P;
+	bool hidden;
+	int rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
 	atomic_flag_clear(&repair_lock);
-	if (!ok) {
+	if (!hidden) /* nothing happened: the slot is free again */
 		atomic_store(&pool->poison[slot], 0);
-		return kr_err_errno(KR_E_IO, "mprotect");
-	}
-	if (!wrote)
-		return kr_err_errno(KR_E_IO, "pwrite");
+	if (rc != KR_OK)
+		return rc;
 	/* The platform knows the page is bad: if the pool closes first, open repairs it. */
 	return kr_badblocks_add(pool->path, off);
 }

@@ -16,6 +16,15 @@ int kr_media_repair_listed(kr_pool *pool);
 int kr_media_register(kr_pool *pool);
 void kr_media_unregister(kr_pool *pool);
 
+/* Emulated poison, for pools and regions alike: claims one of slots[0..n) for key (0 =
+ * free) and returns its index, or -1 if all are taken; then makes the page at `page`
+ * inaccessible (*hidden: that much was done) and overwrites its content through the file
+ * (fd, offset off). */
+#include <stdatomic.h>
+#include <stdbool.h>
+int kr_media_claim_slot(_Atomic uint64_t *slots, int n, uint64_t key);
+int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden);
+
 /* Mapped ranges that are not pools but whose faults someone above resolves (protected
  * regions: sealed segments, the mprotect tracker, emulated poison). The resolver runs in
  * the signal handler for a SIGSEGV or SIGBUS inside [base, base + len); it returns true if

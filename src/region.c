@@ -5,10 +5,12 @@
  * The job
  *
  *   Keep a CRC-32C of every 4 KiB page and an XOR parity page per stripe of W consecutive
- *   pages, in a sidecar file (layout.h, "Sidecar"), up to date without touching the store
- *   path: the tracker (track.c) reports which pages were written, and a background pass
- *   recomputes redundancy for those once per period (Vilamb's Algorithm 1 with one harvest
- *   call per batch). Damage found in a page outside the window is repaired from its stripe.
+ *   pages, in a sidecar file (sidecar.c writes it; layout.h, "Sidecar", says its bytes), up
+ *   to date without touching the store path: the tracker (track.c) reports which pages
+ *   were written, and a background pass recomputes redundancy for those once per period
+ *   (Vilamb's Algorithm 1 with one harvest call per batch). Damage found in a page outside
+ *   the window is repaired from its stripe. This file is the protocol: when each piece of
+ *   the sidecar is written, and why that order is safe at every instant.
  *
  * The pass (region_pass), per batch of up to B written pages:
  *   1. seq becomes odd (DRAM): repairs from fault handlers stay away until it is even;
@@ -75,6 +77,7 @@
 #include "media.h"
 #include "pmem.h"
 #include "region.h"
+#include "sidecar.h"
 #include "track.h"
 
 #define P KR_PAGE_SIZE
@@ -93,17 +96,7 @@ struct kr_region {
 	void (*progress)(void *, uint64_t, uint64_t);
 	void *progress_ctx;
 
-	/* The sidecar. */
-	struct kr_pm side;
-	struct kr_side_sb sb; /* the current superblock */
-	int sb_copy;          /* which copy holds it */
-	uint32_t *crcs, *meta;
-	uint8_t *parity;
-	uint64_t *intent[2];
-	struct kr_side_shadow *shadow;
-	struct kr_side_passrec *passrec;
-	uint64_t npages, nstripes, nsegs, ncrcpages;
-	uint32_t W, G, B;
+	struct kr_sidecar sc; /* the sidecar: geometry, superblock, areas */
 	bool seal;            /* this session seals cold segments */
 
 	struct kr_track track;
@@ -127,6 +120,7 @@ struct kr_region {
 	pthread_t thread;
 	bool thread_on, stop;
 	pid_t pid;               /* the attaching process; a forked child differs */
+	bool watched;            /* the fault handler watches the mapping */
 	int failed;
 	uint64_t minflt_mark;
 	struct kr_region_stats st;
@@ -179,26 +173,6 @@ static void region_unlock(struct kr_region *r)
 	atomic_flag_clear_explicit(&r->lock, memory_order_release);
 }
 
-static uint64_t stripe_first(const struct kr_region *r, uint64_t s) { return s * r->W; }
-static uint64_t stripe_count(const struct kr_region *r, uint64_t s)
-{
-	uint64_t first = s * r->W;
-	return r->npages - first < r->W ? r->npages - first : r->W;
-}
-static uint64_t seg_count(const struct kr_region *r, uint64_t g)
-{
-	uint64_t first = g * r->G;
-	return r->npages - first < r->G ? r->npages - first : r->G;
-}
-
-/* Atomic loads: the fault handler sets bits concurrently. */
-static bool is_hot(const struct kr_region *r, uint64_t g)
-{
-	uint64_t a = __atomic_load_n(&r->intent[0][g / 64], __ATOMIC_RELAXED);
-	uint64_t b = __atomic_load_n(&r->intent[1][g / 64], __ATOMIC_RELAXED);
-	return ((a | b) >> (g % 64)) & 1;
-}
-
 static bool tracking(const struct kr_region *r) { return r->track.mode != KR_TRACK_OFF; }
 
 /* A session that keeps every segment hot (KR_REGION_NO_SEAL): crash level 1. */
@@ -222,138 +196,8 @@ static void report_progress(struct kr_region *r, uint64_t done, uint64_t total)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Geometry and the superblock
- * ------------------------------------------------------------------------------------- */
-static uint64_t pages_for(uint64_t bytes) { return (bytes + P - 1) / P; }
-
-/* Fills the derived fields of sb from data_size, stripe, batch and segment pages. */
-static int geometry(struct kr_side_sb *sb)
-{
-	if (sb->page_size != P || sb->stripe_pages < 2 || sb->stripe_pages > KR_SIDE_MAX_STRIPE ||
-	    sb->batch_pages == 0 || sb->batch_pages > (1u << 20) || sb->segment_pages == 0 ||
-	    sb->segment_pages % sb->stripe_pages || sb->data_size == 0 || sb->data_size % P)
-		return kr_err_set(KR_E_FORMAT_GEOMETRY, "sidecar geometry is inconsistent "
-				  "(stripe %u, batch %u, segment %u pages, file %" PRIu64 " bytes)",
-				  sb->stripe_pages, sb->batch_pages, sb->segment_pages, sb->data_size);
-	uint64_t n = sb->data_size / P;
-	sb->npages = n;
-	sb->nstripes = (n + sb->stripe_pages - 1) / sb->stripe_pages;
-	sb->nsegments = (n + sb->segment_pages - 1) / sb->segment_pages;
-	uint64_t intent_pages = pages_for((sb->nsegments + 7) / 8);
-	uint64_t crc_pages = pages_for(n * 4);
-	sb->intent_off = 3 * P;
-	sb->crc_off = sb->intent_off + 2 * intent_pages * P;
-	sb->meta_off = sb->crc_off + crc_pages * P;
-	sb->parity_off = sb->meta_off + pages_for(crc_pages * 4) * P;
-	sb->side_size = sb->parity_off + sb->nstripes * P;
-	return KR_OK;
-}
-
-static uint32_t sb_crc(const struct kr_side_sb *sb)
-{
-	return kr_crc32c(sb, offsetof(struct kr_side_sb, crc));
-}
-
-static bool sb_valid(const struct kr_side_sb *sb)
-{
-	if (sb->magic != KR_SIDE_MAGIC || sb->crc != sb_crc(sb) || sb->sb_size != sizeof(*sb))
-		return false;
-	for (size_t i = 0; i < sizeof(sb->reserved); i++)
-		if (sb->reserved[i])
-			return false;
-	return true;
-}
-
-/* Writes the next superblock into the other copy and persists it; it is current only
- * once durable, so a crash midway leaves the previous one in force. */
-static int sb_write(struct kr_region *r)
-{
-	r->sb.seq++;
-	r->sb.crc = sb_crc(&r->sb);
-	int copy = r->sb_copy ^ 1;
-	void *dst = r->side.base + (size_t)copy * P;
-	kr_pm_copy(&r->side, dst, &r->sb, sizeof(r->sb));
-	int rc = kr_pm_persist(&r->side, dst, sizeof(r->sb));
-	if (rc == KR_OK)
-		r->sb_copy = copy;
-	return rc;
-}
-
-/* Reads the current superblock of a mapped sidecar. */
-static int sb_read(const uint8_t *side, size_t side_len, const char *path, struct kr_side_sb *out,
-		   int *copy)
-{
-	const struct kr_side_sb *a = (const void *)side, *b = (const void *)(side + P);
-	bool va = side_len >= 2 * P && sb_valid(a), vb = side_len >= 2 * P && sb_valid(b);
-	if (!va && !vb) {
-		bool magic = side_len >= 2 * P && (a->magic == KR_SIDE_MAGIC || b->magic == KR_SIDE_MAGIC);
-		return magic ? kr_err_set(KR_E_CORRUPT_HEADER, "%s: both sidecar superblocks are damaged", path)
-			     : kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar", path);
-	}
-	*copy = va && (!vb || a->seq >= b->seq) ? 0 : 1;
-	*out = *copy ? *b : *a;
-	if (out->version != KR_SIDE_VERSION || out->csum_kind != KR_SIDE_CSUM_CRC32C)
-		return kr_err_set(KR_E_FORMAT_VERSION, "%s: sidecar version %u (checksum %u) unknown",
-				  path, out->version, out->csum_kind);
-	struct kr_side_sb g = *out;
-	int rc = geometry(&g);
-	if (rc != KR_OK)
-		return rc;
-	if (memcmp(&g, out, sizeof(g)) != 0 || (out->state != KR_SIDE_CLEAN && out->state != KR_SIDE_ACTIVE))
-		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: sidecar superblock fields disagree", path);
-	if (side_len < out->side_size)
-		return kr_err_set(KR_E_FORMAT_TRUNCATED, "%s: sidecar is %zu bytes, needs %" PRIu64,
-				  path, side_len, out->side_size);
-	return KR_OK;
-}
-
-static void side_pointers(struct kr_region *r, uint8_t *side)
-{
-	const struct kr_side_sb *sb = &r->sb;
-	uint64_t intent_bytes = (sb->crc_off - sb->intent_off) / 2;
-	r->shadow = (void *)(side + 2 * P);
-	r->passrec = (void *)(side + 2 * P + sizeof(struct kr_side_shadow));
-	r->intent[0] = (void *)(side + sb->intent_off);
-	r->intent[1] = (void *)(side + sb->intent_off + intent_bytes);
-	r->crcs = (void *)(side + sb->crc_off);
-	r->meta = (void *)(side + sb->meta_off);
-	r->parity = side + sb->parity_off;
-	r->npages = sb->npages;
-	r->nstripes = sb->nstripes;
-	r->nsegs = sb->nsegments;
-	r->ncrcpages = pages_for(sb->npages * 4);
-	r->W = sb->stripe_pages;
-	r->G = sb->segment_pages;
-	r->B = sb->batch_pages;
-}
-
-/* ---------------------------------------------------------------------------------------
  * Redundancy updates (sidecar writes, all through pmem.c)
  * ------------------------------------------------------------------------------------- */
-static const uint8_t zero_page[P] __attribute__((aligned(64)));
-
-static void store_u32(struct kr_region *r, uint32_t *dst, uint32_t v)
-{
-	kr_pm_copy(&r->side, dst, &v, sizeof(v));
-	kr_pm_flush(&r->side, dst, sizeof(v));
-}
-
-static void parity_compute(struct kr_region *r, uint64_t s)
-{
-	void *v[KR_SIDE_MAX_STRIPE + 1];
-	uint64_t first = stripe_first(r, s), n = stripe_count(r, s);
-	for (uint64_t i = 0; i < r->W; i++)
-		v[i] = i < n ? (void *)(r->base + (first + i) * P) : (void *)zero_page;
-	v[r->W] = r->parity + s * P;
-	kr_pm_xor_gen(&r->side, (int)r->W + 1, P, v);
-	kr_pm_flush(&r->side, v[r->W], P);
-}
-
-static void meta_compute(struct kr_region *r, uint64_t cp)
-{
-	store_u32(r, &r->meta[cp], kr_crc32c((const uint8_t *)r->crcs + cp * P, P));
-}
-
 /* Recomputes the CRCs of pages[0..n) (ascending), the parity of their stripes and the meta
  * CRCs of their CRC pages; flushed, not fenced. Returns how many CRCs changed. */
 static uint64_t update_pages(struct kr_region *r, const uint64_t *pages, size_t n)
@@ -362,37 +206,29 @@ static uint64_t update_pages(struct kr_region *r, const uint64_t *pages, size_t 
 	for (size_t i = 0; i < n; i++) {
 		uint64_t p = pages[i];
 		uint32_t c = kr_crc32c(r->base + p * P, P);
-		if (c != r->crcs[p]) {
-			store_u32(r, &r->crcs[p], c);
+		if (c != r->sc.crcs[p]) {
+			kr_side_set_crc(&r->sc, p, c);
 			changed++;
 		}
 		if (r->seg_written)
-			r->seg_written[p / r->G] = 1;
+			r->seg_written[p / r->sc.G] = 1;
 	}
 	hook(KR_RPOINT_CRCS, pages[0]);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t s = pages[i] / r->W;
+		uint64_t s = pages[i] / r->sc.W;
 		if (s != last_stripe) {
-			parity_compute(r, s);
-			hook(KR_RPOINT_PARITY, s * r->W);
+			kr_side_parity(&r->sc, s, r->base);
+			hook(KR_RPOINT_PARITY, s * r->sc.W);
 		}
 		last_stripe = s;
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint64_t cp = pages[i] / KR_SIDE_CRCS_PER_PAGE;
 		if (cp != last_cp)
-			meta_compute(r, cp);
+			kr_side_meta(&r->sc, cp);
 		last_cp = cp;
 	}
 	return changed;
-}
-
-static void shadow_set(struct kr_region *r, uint64_t seq, uint64_t lo, uint64_t hi)
-{
-	struct kr_side_shadow sh = {.seq = seq, .lo = lo, .hi = hi};
-	sh.crc = kr_crc32c(&sh, offsetof(struct kr_side_shadow, crc));
-	kr_pm_copy(&r->side, r->shadow, &sh, sizeof(sh));
-	kr_pm_flush(&r->side, r->shadow, sizeof(sh));
 }
 
 /* One batch: pages[0..n) were just harvested. Steps 3-5 of the pass. */
@@ -400,36 +236,17 @@ static int apply_batch(struct kr_region *r, const uint64_t *pages, size_t n)
 {
 	/* The shadow is for status and diagnosis (recover() explains why recovery needs no
 	 * more than the hot bits), so it shares the batch's one fence. */
-	shadow_set(r, atomic_load(&r->seq), pages[0], pages[n - 1] + 1);
+	kr_side_shadow(&r->sc, atomic_load(&r->seq), pages[0], pages[n - 1] + 1);
 	update_pages(r, pages, n);
-	return kr_pm_fence(&r->side);
+	return kr_pm_fence(&r->sc.pm);
 }
 
 static void batch_begin(struct kr_region *r) { atomic_fetch_add(&r->seq, 1); }
 static void batch_end(struct kr_region *r)
 {
 	uint64_t seq = atomic_fetch_add(&r->seq, 1) + 1;
-	shadow_set(r, seq, 0, 0); /* durable with the next fence; a stale odd one only makes
+	kr_side_shadow(&r->sc, seq, 0, 0); /* durable with the next fence; a stale odd one only makes
 				   * recovery rebuild pages it would rebuild anyway */
-}
-
-static int set_hot_bits(struct kr_region *r, uint64_t g, bool hot, bool from_handler)
-{
-	uint64_t bit = 1ull << (g % 64);
-	for (int c = 0; c < 2; c++) {
-		uint64_t *w = &r->intent[c][g / 64];
-		if (hot)
-			kr_pm_or64(&r->side, w, bit);
-		else
-			kr_pm_andn64(&r->side, w, bit);
-	}
-	if (from_handler) {
-		int rc = kr_pm_persist_now(&r->side, &r->intent[0][g / 64], 8);
-		int rc2 = kr_pm_persist_now(&r->side, &r->intent[1][g / 64], 8);
-		return rc != KR_OK ? rc : rc2;
-	}
-	kr_pm_flush(&r->side, &r->intent[0][g / 64], 8);
-	return kr_pm_persist(&r->side, &r->intent[1][g / 64], 8);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -455,21 +272,21 @@ static bool rebuild_page(struct kr_region *r, uint64_t p)
 	uint64_t seq0 = atomic_load(&r->seq);
 	if (seq0 & 1)
 		return false; /* a batch is being applied: the stripe may be mid-update */
-	uint64_t s = p / r->W, first = stripe_first(r, s), n = stripe_count(r, s);
+	uint64_t s = p / r->sc.W, first = s * r->sc.W, n = kr_side_stripe_pages(&r->sc, s);
 	uint64_t bits[(KR_SIDE_MAX_STRIPE + 63) / 64];
 	if (tracking(r) && (kr_track_query(&r->track, first, n, bits) != KR_OK || bits[0]))
 		return false; /* part of the stripe is in the window */
-	if (is_hot(r, p / r->G) && !tracking(r))
+	if (kr_side_hot(&r->sc, p / r->sc.G) && !tracking(r))
 		return false; /* offline: a hot segment's redundancy is unknown */
-	memcpy(r->rbuf, r->parity + s * P, P);
+	memcpy(r->rbuf, r->sc.parity + s * P, P);
 	for (uint64_t q = first; q < first + n; q++) {
 		if (q == p)
 			continue;
-		if (!read_page(r, q, r->tbuf) || kr_crc32c(r->tbuf, P) != r->crcs[q])
+		if (!read_page(r, q, r->tbuf) || kr_crc32c(r->tbuf, P) != r->sc.crcs[q])
 			return false; /* a second bad page in the stripe */
 		xor_into(r->rbuf, r->tbuf);
 	}
-	return kr_crc32c(r->rbuf, P) == r->crcs[p] && atomic_load(&r->seq) == seq0;
+	return kr_crc32c(r->rbuf, P) == r->sc.crcs[p] && atomic_load(&r->seq) == seq0;
 }
 
 /* Repairs page p (not from a handler): write-protects it so no store can land between the
@@ -485,10 +302,10 @@ static bool repair_page(struct kr_region *r, uint64_t p)
 		return false;
 	}
 	bool ok = rebuild_page(r, p) && kr_pm_write_file(r->fd, r->rbuf, P, p * P) == KR_OK;
-	if (ok && r->side.mode == KR_MODE_PAGECACHE)
+	if (ok && r->sc.pm.mode == KR_MODE_PAGECACHE)
 		ok = fdatasync(r->fd) == 0;
 	if (online)
-		mprotect(page, P, normal_prot(r, p / r->G));
+		mprotect(page, P, normal_prot(r, p / r->sc.G));
 	region_unlock(r);
 	return ok;
 }
@@ -521,7 +338,7 @@ static bool repair_poison(struct kr_region *r, uint64_t p, bool machine_check)
 	bool ok = true;
 	if (machine_check || slot >= 0) { /* emulated: not repaired meanwhile by another thread */
 		ok = rebuild_page(r, p) && kr_pm_write_file(r->fd, r->rbuf, P, p * P) == KR_OK &&
-		     (slot < 0 || mprotect(r->base + p * P, P, normal_prot(r, p / r->G)) == 0);
+		     (slot < 0 || mprotect(r->base + p * P, P, normal_prot(r, p / r->sc.G)) == 0);
 		if (ok && slot >= 0)
 			atomic_store(&r->poison[slot], 0);
 		if (ok)
@@ -544,7 +361,7 @@ static bool region_fault(void *ctx, int sig, const siginfo_t *si)
 		    "write it\n");
 		return false;
 	}
-	uint64_t p = (uint64_t)((uint8_t *)si->si_addr - r->base) / P, g = p / r->G;
+	uint64_t p = (uint64_t)((uint8_t *)si->si_addr - r->base) / P, g = p / r->sc.G;
 	if (sig == SIGBUS) {
 		if (si->si_code != BUS_MCEERR_AR && si->si_code != BUS_MCEERR_AO)
 			return false; /* beyond the end of a shrunken file, for instance */
@@ -564,10 +381,10 @@ static bool region_fault(void *ctx, int sig, const siginfo_t *si)
 	if (atomic_load(&r->sealed[g])) {
 		/* The segment becomes hot durably before the store can run (invariant I3). */
 		hook(KR_RPOINT_UNSEAL, p);
-		ok = set_hot_bits(r, g, true, true) == KR_OK;
+		ok = kr_side_set_hot(&r->sc, g, true, true) == KR_OK;
 		hook(KR_RPOINT_UNSEALED, p);
 		if (ok && r->track.mode == KR_TRACK_UFFD)
-			ok = mprotect(r->base + g * r->G * P, seg_count(r, g) * P, PROT_READ | PROT_WRITE) == 0;
+			ok = mprotect(r->base + g * r->sc.G * P, kr_side_seg_pages(&r->sc, g) * P, PROT_READ | PROT_WRITE) == 0;
 		if (ok) {
 			atomic_store(&r->sealed[g], 0);
 			atomic_fetch_add(&r->unseals, 1);
@@ -642,24 +459,24 @@ static int harvest_span_apply(struct kr_region *r, uint64_t first, uint64_t coun
 
 static int seal_segment(struct kr_region *r, uint64_t g)
 {
-	uint8_t *start = r->base + g * r->G * P;
-	hook(KR_RPOINT_SEALING, g * r->G);
+	uint8_t *start = r->base + g * r->sc.G * P;
+	hook(KR_RPOINT_SEALING, g * r->sc.G);
 	if (!region_lock(r))
 		return KR_E_MISUSE_STATE;
-	int rc = mprotect(start, seg_count(r, g) * P, PROT_READ) == 0 ? KR_OK : KR_E_IO;
+	int rc = mprotect(start, kr_side_seg_pages(&r->sc, g) * P, PROT_READ) == 0 ? KR_OK : KR_E_IO;
 	if (rc == KR_OK)
 		atomic_store(&r->sealed[g], 1);
 	region_unlock(r);
 	if (rc != KR_OK)
 		return kr_err_errno(KR_E_IO, "region: mprotect (seal) failed");
 	/* Stores that landed before the seal are caught here; later ones unseal first. */
-	if ((rc = harvest_span_apply(r, g * r->G, seg_count(r, g))) != KR_OK)
+	if ((rc = harvest_span_apply(r, g * r->sc.G, kr_side_seg_pages(&r->sc, g))) != KR_OK)
 		return rc;
-	hook(KR_RPOINT_SEALED, g * r->G);
+	hook(KR_RPOINT_SEALED, g * r->sc.G);
 	if (!region_lock(r))
 		return KR_E_MISUSE_STATE;
 	if (atomic_load(&r->sealed[g]))
-		rc = set_hot_bits(r, g, false, false);
+		rc = kr_side_set_hot(&r->sc, g, false, false);
 	region_unlock(r);
 	r->idle[g] = 0;
 	r->st.seals++;
@@ -671,11 +488,11 @@ static int check_size(struct kr_region *r)
 	struct stat st;
 	if (fstat(r->fd, &st) != 0)
 		return kr_err_errno(KR_E_IO, "region: fstat %s", r->path);
-	if ((uint64_t)st.st_size == r->sb.data_size)
+	if ((uint64_t)st.st_size == r->sc.sb.data_size)
 		return KR_OK;
 	if (!r->failed)
 		fprintf(stderr, "keratin: protected region %s changed size (%" PRIu64 " -> %lld "
-			"bytes); redundancy is no longer maintained\n", r->path, r->sb.data_size,
+			"bytes); redundancy is no longer maintained\n", r->path, r->sc.sb.data_size,
 			(long long)st.st_size);
 	r->failed = KR_E_FORMAT_MISMATCH;
 	return kr_err_set(KR_E_FORMAT_MISMATCH, "region: %s changed size while attached", r->path);
@@ -694,18 +511,18 @@ static int region_pass(struct kr_region *r, bool seal)
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 	uint64_t faults = minor_faults(), harvest_ns = 0, stripes = 0;
 	r->st.last_dirty_pages = 0;
-	memset(r->seg_written, 0, r->nsegs);
+	memset(r->seg_written, 0, r->sc.nsegs);
 	for (;;) {
 		size_t n;
 		batch_begin(r);
 		uint64_t h0 = now_ns(CLOCK_MONOTONIC);
-		int more = kr_track_harvest(&r->track, r->pages, r->B, &n);
+		int more = kr_track_harvest(&r->track, r->pages, r->sc.B, &n);
 		harvest_ns += now_ns(CLOCK_MONOTONIC) - h0;
 		if (more >= 0 && n) {
 			hook(KR_RPOINT_HARVESTED, r->pages[0]);
 			rc = apply_batch(r, r->pages, n);
 			for (size_t i = 0; i < n; i++)
-				stripes += i == 0 || r->pages[i] / r->W != r->pages[i - 1] / r->W;
+				stripes += i == 0 || r->pages[i] / r->sc.W != r->pages[i - 1] / r->sc.W;
 		}
 		batch_end(r);
 		if (more < 0)
@@ -714,15 +531,15 @@ static int region_pass(struct kr_region *r, bool seal)
 		if (rc != KR_OK || more == KR_OK)
 			break;
 	}
-	for (uint64_t g = 0; seal && r->seal && rc == KR_OK && g < r->nsegs; g++) {
+	for (uint64_t g = 0; seal && r->seal && rc == KR_OK && g < r->sc.nsegs; g++) {
 		if (r->seg_written[g] || atomic_load(&r->sealed[g]))
 			r->idle[g] = 0;
 		else if (++r->idle[g] >= SEAL_AFTER_IDLE)
 			rc = seal_segment(r, g);
 	}
 	uint64_t hot = 0;
-	for (uint64_t g = 0; g < r->nsegs; g++)
-		hot += is_hot(r, g);
+	for (uint64_t g = 0; g < r->sc.nsegs; g++)
+		hot += kr_side_hot(&r->sc, g);
 
 	struct kr_region_stats *st = &r->st;
 	st->passes++;
@@ -751,9 +568,7 @@ static int region_pass(struct kr_region *r, bool seal)
 		.pid = (uint32_t)r->pid,
 		.period_ms = r->period_ms,
 	};
-	pr.crc = kr_crc32c(&pr, offsetof(struct kr_side_passrec, crc));
-	kr_pm_copy(&r->side, r->passrec, &pr, sizeof(pr));
-	kr_pm_flush(&r->side, r->passrec, sizeof(pr));
+	kr_side_passrec(&r->sc, &pr);
 	if (rc == KR_OK && r->scrub_kib)
 		rc = scrub_step(r);
 	return rc;
@@ -779,12 +594,12 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 	int rc = KR_OK;
 	bool repair = flags & KR_REGION_CHECK_REPAIR;
 	/* Stripe by stripe: a stripe's pages and its parity are judged together. */
-	uint64_t s0 = first / r->W, s1 = (first + count - 1) / r->W;
+	uint64_t s0 = first / r->sc.W, s1 = (first + count - 1) / r->sc.W;
 	for (uint64_t s = s0; s <= s1 && rc == KR_OK; s++) {
-		uint64_t sf = stripe_first(r, s), sn = stripe_count(r, s), bits[1];
+		uint64_t sf = s * r->sc.W, sn = kr_side_stripe_pages(&r->sc, s), bits[1];
 		if ((rc = window_bits(r, sf, sn, bits)) != KR_OK)
 			break;
-		bool hot_offline = !tracking(r) && is_hot(r, sf / r->G);
+		bool hot_offline = !tracking(r) && kr_side_hot(&r->sc, sf / r->sc.G);
 		bool stripe_sound = !bits[0] && !hot_offline;
 		for (uint64_t p = sf; p < sf + sn; p++) {
 			if (p < first || p >= first + count)
@@ -794,7 +609,7 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 				continue;
 			}
 			rep->pages_checked++;
-			if (kr_crc32c(r->base + p * P, P) == r->crcs[p])
+			if (kr_crc32c(r->base + p * P, P) == r->sc.crcs[p])
 				continue;
 			uint64_t again[1];
 			if (window_bits(r, p, 1, again) == KR_OK && again[0]) {
@@ -821,11 +636,11 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 		for (uint64_t p = sf; p < sf + sn; p++)
 			xor_into(r->tbuf, r->base + p * P);
 		rep->stripes_checked++;
-		if (memcmp(r->tbuf, r->parity + s * P, P) == 0)
+		if (memcmp(r->tbuf, r->sc.parity + s * P, P) == 0)
 			continue;
 		if (repair && !(r->flags & KR_REGION_READONLY)) {
-			parity_compute(r, s);
-			rc = kr_pm_fence(&r->side);
+			kr_side_parity(&r->sc, s, r->base);
+			rc = kr_pm_fence(&r->sc.pm);
 			rep->parity_rebuilt++;
 		} else {
 			rep->pages_bad++;
@@ -839,12 +654,12 @@ static int scrub_step(struct kr_region *r)
 	uint64_t budget = (uint64_t)r->scrub_kib * r->period_ms / 1000 / 4;
 	if (budget == 0)
 		budget = 1;
-	if (budget > r->npages)
-		budget = r->npages;
+	if (budget > r->sc.npages)
+		budget = r->sc.npages;
 	struct kr_region_report rep = {0};
-	if (r->scrub_next >= r->npages)
+	if (r->scrub_next >= r->sc.npages)
 		r->scrub_next = 0;
-	uint64_t n = r->npages - r->scrub_next < budget ? r->npages - r->scrub_next : budget;
+	uint64_t n = r->sc.npages - r->scrub_next < budget ? r->sc.npages - r->scrub_next : budget;
 	int rc = check_range(r, r->scrub_next, n, KR_REGION_CHECK_REPAIR, &rep);
 	r->scrub_next += n;
 	r->st.scrubbed_pages += rep.pages_checked;
@@ -860,7 +675,7 @@ static int scrub_step(struct kr_region *r)
 /* Recomputes everything of segment g from the data. */
 static uint64_t rebuild_segment(struct kr_region *r, uint64_t g)
 {
-	uint64_t first = g * r->G, n = seg_count(r, g);
+	uint64_t first = g * r->sc.G, n = kr_side_seg_pages(&r->sc, g);
 	for (uint64_t i = 0; i < n; i++)
 		r->pages[i] = first + i;
 	return update_pages(r, r->pages, n);
@@ -870,10 +685,10 @@ static uint64_t rebuild_segment(struct kr_region *r, uint64_t g)
 static bool crc_page_cold(struct kr_region *r, uint64_t cp)
 {
 	uint64_t p0 = cp * KR_SIDE_CRCS_PER_PAGE, p1 = p0 + KR_SIDE_CRCS_PER_PAGE;
-	if (p1 > r->npages)
-		p1 = r->npages;
-	for (uint64_t g = p0 / r->G; g <= (p1 - 1) / r->G; g++)
-		if (is_hot(r, g))
+	if (p1 > r->sc.npages)
+		p1 = r->sc.npages;
+	for (uint64_t g = p0 / r->sc.G; g <= (p1 - 1) / r->sc.G; g++)
+		if (kr_side_hot(&r->sc, g))
 			return false;
 	return true;
 }
@@ -890,26 +705,26 @@ static int recover(struct kr_region *r, bool fresh, struct kr_region_report *rep
 	 * the shadow's span would instead rebuild cold pages between its ends, and rebuilding
 	 * a page unverified is how damage is lost. */
 	/* A cold CRC page whose meta-CRC fails was itself damaged: its pages cannot be judged. */
-	for (uint64_t cp = 0; !fresh && cp < r->ncrcpages; cp++) {
+	for (uint64_t cp = 0; !fresh && cp < r->sc.ncrcpages; cp++) {
 		if (!crc_page_cold(r, cp) ||
-		    kr_crc32c((const uint8_t *)r->crcs + cp * P, P) == r->meta[cp])
+		    kr_side_meta_ok(&r->sc, cp))
 			continue;
 		uint64_t p0 = cp * KR_SIDE_CRCS_PER_PAGE;
-		uint64_t n = r->npages - p0 < KR_SIDE_CRCS_PER_PAGE ? r->npages - p0 : KR_SIDE_CRCS_PER_PAGE;
+		uint64_t n = r->sc.npages - p0 < KR_SIDE_CRCS_PER_PAGE ? r->sc.npages - p0 : KR_SIDE_CRCS_PER_PAGE;
 		fprintf(stderr, "keratin: %s: checksums of pages %" PRIu64 "..%" PRIu64
 			" are damaged in the sidecar; rebuilt from the data, unverified\n",
 			r->path, p0, p0 + n - 1);
 		rep->pages_unverifiable += n;
 		if (!ro)
-			for (uint64_t g = p0 / r->G; g <= (p0 + n - 1) / r->G; g++)
-				set_hot_bits(r, g, true, false);
+			for (uint64_t g = p0 / r->sc.G; g <= (p0 + n - 1) / r->sc.G; g++)
+				kr_side_set_hot(&r->sc, g, true, false);
 	}
 	int rc = KR_OK;
-	for (uint64_t g = 0; g < r->nsegs && rc == KR_OK; g++) {
-		report_progress(r, g, r->nsegs);
-		uint64_t n = seg_count(r, g);
-		if (!is_hot(r, g)) {
-			rc = check_range(r, g * r->G, n, ro ? 0 : KR_REGION_CHECK_REPAIR, rep);
+	for (uint64_t g = 0; g < r->sc.nsegs && rc == KR_OK; g++) {
+		report_progress(r, g, r->sc.nsegs);
+		uint64_t n = kr_side_seg_pages(&r->sc, g);
+		if (!kr_side_hot(&r->sc, g)) {
+			rc = check_range(r, g * r->sc.G, n, ro ? 0 : KR_REGION_CHECK_REPAIR, rep);
 			continue;
 		}
 		if (ro) {
@@ -920,16 +735,16 @@ static int recover(struct kr_region *r, bool fresh, struct kr_region_report *rep
 		r->st.recovered_pages += n;
 		if (!fresh)
 			r->st.stale_at_recovery += changed;
-		rc = kr_pm_fence(&r->side);
+		rc = kr_pm_fence(&r->sc.pm);
 		/* Cold again only if no store unsealed it meanwhile (online) and the session
 		 * seals at all; a level-1 session keeps everything hot. */
 		if (rc == KR_OK && !level1(r) && region_lock(r)) {
 			if (!tracking(r) || atomic_load(&r->sealed[g]))
-				rc = set_hot_bits(r, g, false, false);
+				rc = kr_side_set_hot(&r->sc, g, false, false);
 			region_unlock(r);
 		}
 	}
-	report_progress(r, r->nsegs, r->nsegs);
+	report_progress(r, r->sc.nsegs, r->sc.nsegs);
 	if (rc == KR_OK && rep->pages_bad > rep->pages_repaired)
 		rc = kr_err_set(KR_E_CORRUPT_REGION, "%s: %" PRIu64 " page(s) fail their checksum and "
 				"cannot be repaired (first: page %" PRIu64 ")", r->path,
@@ -994,100 +809,34 @@ static int opts_check(const struct kr_region_opts *o)
 	return KR_OK;
 }
 
-/* Creates the sidecar's superblock in memory for a new sidecar. */
-static int sb_new(struct kr_region *r, const struct kr_region_opts *o, const struct stat *st)
+/* Opens or creates the sidecar and checks that it describes this file. */
+static int sidecar_open(struct kr_region *r, const struct kr_region_opts *o, const struct stat *st,
+			bool *fresh)
 {
-	struct kr_side_sb *sb = &r->sb;
-	memset(sb, 0, sizeof(*sb));
-	sb->magic = KR_SIDE_MAGIC;
-	sb->version = KR_SIDE_VERSION;
-	sb->sb_size = sizeof(*sb);
-	sb->data_size = (uint64_t)st->st_size;
-	sb->data_dev = (uint64_t)st->st_dev;
-	sb->data_ino = (uint64_t)st->st_ino;
-	sb->page_size = P;
-	sb->stripe_pages = o->stripe_pages ? o->stripe_pages : KR_SIDE_DEFAULT_STRIPE;
-	sb->batch_pages = o->batch_pages ? o->batch_pages : KR_SIDE_DEFAULT_BATCH;
-	uint32_t g = o->segment_pages ? o->segment_pages
-				      : KR_SIDE_DEFAULT_SEGMENT / sb->stripe_pages * sb->stripe_pages;
-	if (!g)
-		g = sb->stripe_pages;
-	while ((sb->data_size / P + g - 1) / g > KR_SIDE_MAX_SEGMENTS)
-		g *= 2;
-	sb->segment_pages = g;
-	sb->csum_kind = KR_SIDE_CSUM_CRC32C;
-	sb->state = KR_SIDE_ACTIVE;
-	sb->flags = KR_SIDE_F_SEAL; /* what a program's session does by default */
-	return geometry(sb);
-}
-
-static int side_open(struct kr_region *r, const struct kr_region_opts *o, const struct stat *st,
-		     bool *fresh)
-{
+	struct kr_side_sb sb;
 	bool ro = r->flags & KR_REGION_READONLY;
-	bool may_create = !(r->flags & (KR_REGION_NO_CREATE | KR_REGION_READONLY));
-	int fd = open(r->side_path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | (may_create ? O_CREAT : 0), 0644);
-	if (fd < 0)
-		return kr_err_errno(KR_E_IO_OPEN, "region: cannot open sidecar %s", r->side_path);
-	r->side.fd = fd;
-	if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
-		return kr_err_set(KR_E_IO_BUSY, "region: %s is attached by another process or handle",
-				  r->path);
-	struct stat sst;
-	if (fstat(fd, &sst) != 0)
-		return kr_err_errno(KR_E_IO, "region: fstat %s", r->side_path);
-	*fresh = sst.st_size == 0;
-	int rc;
-	if (*fresh && !may_create)
-		return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: empty, not a keratin sidecar", r->side_path);
-	if (*fresh) {
-		if ((rc = sb_new(r, o, st)) != KR_OK)
-			return rc;
-		if (ftruncate(fd, (off_t)r->sb.side_size) != 0)
-			return kr_err_errno(KR_E_IO, "region: cannot size sidecar %s", r->side_path);
-		sst.st_size = (off_t)r->sb.side_size;
-	}
-	size_t slen = (size_t)sst.st_size;
-	if (slen < 3 * P)
-		return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar (%zu bytes)",
-				  r->side_path, slen);
-	if (ro) {
-		void *m = mmap(NULL, slen, PROT_READ, MAP_SHARED, fd, 0);
-		if (m == MAP_FAILED)
-			return kr_err_errno(KR_E_IO_MAP, "region: mmap %s", r->side_path);
-		r->side.base = m;
-		r->side.size = slen;
-		r->side.mode = KR_MODE_PAGECACHE;
-	} else {
-		unsigned mf = (r->flags & KR_REGION_FORCE_PMEM) ? KR_OPEN_FORCE_PMEM : 0;
-		if ((rc = kr_pm_map(&r->side, fd, slen, mf, r->side_path)) != KR_OK)
-			return rc;
-	}
-	if (*fresh) {
-		/* Everything hot until computed; the superblock goes last, ACTIVE. */
-		side_pointers(r, (uint8_t *)r->side.base);
-		for (uint64_t g = 0; g < r->nsegs; g++)
-			set_hot_bits(r, g, true, false);
-		r->sb_copy = 1;
-		return sb_write(r);
-	}
-	if ((rc = sb_read((uint8_t *)r->side.base, slen, r->side_path, &r->sb, &r->sb_copy)) != KR_OK)
+	int rc = kr_side_sb_new(&sb, (uint64_t)st->st_size, (uint64_t)st->st_dev, (uint64_t)st->st_ino,
+				o->stripe_pages, o->batch_pages, o->segment_pages);
+	if (rc == KR_OK)
+		rc = kr_side_open(&r->sc, r->side_path, ro, !(r->flags & (KR_REGION_NO_CREATE | KR_REGION_READONLY)),
+				  r->flags & KR_REGION_FORCE_PMEM, &sb, fresh);
+	if (rc != KR_OK || *fresh)
 		return rc;
-	if (r->sb.data_size != (uint64_t)st->st_size)
+	const struct kr_side_sb *cur = &r->sc.sb;
+	if (cur->data_size != (uint64_t)st->st_size)
 		return kr_err_set(KR_E_FORMAT_MISMATCH, "%s is %lld bytes but its sidecar describes "
 				  "%" PRIu64 " bytes: the file changed size (delete the sidecar to "
-				  "protect it anew)", r->path, (long long)st->st_size, r->sb.data_size);
-	if (r->sb.data_ino != (uint64_t)st->st_ino || r->sb.data_dev != (uint64_t)st->st_dev)
+				  "protect it anew)", r->path, (long long)st->st_size, cur->data_size);
+	if (cur->data_ino != (uint64_t)st->st_ino || cur->data_dev != (uint64_t)st->st_dev)
 		return kr_err_set(KR_E_FORMAT_MISMATCH, "sidecar %s was made for another file "
 				  "(inode %" PRIu64 ", %s is inode %llu)", r->side_path,
-				  r->sb.data_ino, r->path, (unsigned long long)st->st_ino);
-	if ((o->stripe_pages && o->stripe_pages != r->sb.stripe_pages) ||
-	    (o->segment_pages && o->segment_pages != r->sb.segment_pages) ||
-	    (o->batch_pages && o->batch_pages != r->sb.batch_pages))
+				  cur->data_ino, r->path, (unsigned long long)st->st_ino);
+	if ((o->stripe_pages && o->stripe_pages != cur->stripe_pages) ||
+	    (o->segment_pages && o->segment_pages != cur->segment_pages) ||
+	    (o->batch_pages && o->batch_pages != cur->batch_pages))
 		return kr_err_set(KR_E_FORMAT_MISMATCH, "sidecar %s has another geometry (stripe %u, "
-				  "segment %u, batch %u pages)", r->side_path, r->sb.stripe_pages,
-				  r->sb.segment_pages, r->sb.batch_pages);
-	side_pointers(r, (uint8_t *)r->side.base);
+				  "segment %u, batch %u pages)", r->side_path, cur->stripe_pages,
+				  cur->segment_pages, cur->batch_pages);
 	return KR_OK;
 }
 
@@ -1095,9 +844,9 @@ static int side_open(struct kr_region *r, const struct kr_region_opts *o, const 
  * data); any mismatch sends it through recovery, which says what it rebuilds. */
 static bool clean_damaged(struct kr_region *r)
 {
-	bool bad = kr_crc32c(r->meta, r->ncrcpages * 4) != r->sb.meta_crc;
-	for (uint64_t cp = 0; !bad && cp < r->ncrcpages; cp++)
-		bad = kr_crc32c((const uint8_t *)r->crcs + cp * P, P) != r->meta[cp];
+	bool bad = kr_side_meta_crc(&r->sc) != r->sc.sb.meta_crc;
+	for (uint64_t cp = 0; !bad && cp < r->sc.ncrcpages; cp++)
+		bad = !kr_side_meta_ok(&r->sc, cp);
 	if (bad)
 		fprintf(stderr, "keratin: %s: sidecar checksum area damaged; verifying\n", r->side_path);
 	return bad;
@@ -1107,14 +856,7 @@ static void *region_thread(void *arg);
 
 static void region_free(struct kr_region *r)
 {
-	if (r->side.base) {
-		if (r->flags & KR_REGION_READONLY)
-			munmap(r->side.base, r->side.size);
-		else
-			kr_pm_unmap(&r->side);
-	}
-	if (r->side.fd >= 0)
-		close(r->side.fd);
+	kr_side_close(&r->sc);
 	if (r->own_map && r->base)
 		munmap(r->base, r->len);
 	if (r->fd >= 0)
@@ -1135,11 +877,11 @@ static void region_free(struct kr_region *r)
 }
 
 /* Undoes a partly done attach. */
-static void region_abort(struct kr_region *r, bool watched)
+static void region_abort(struct kr_region *r)
 {
 	if (tracking(r))
 		kr_track_detach(&r->track);
-	if (watched) {
+	if (r->watched) {
 		if (r->seal && !r->own_map)
 			mprotect(r->base, r->len, PROT_READ | PROT_WRITE);
 		kr_media_unwatch(r->base);
@@ -1147,22 +889,14 @@ static void region_abort(struct kr_region *r, bool watched)
 	region_free(r);
 }
 
-static int region_setup(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
-			kr_region **out, bool own)
+/* A handle with its options and paths, nothing opened yet. */
+static struct kr_region *region_new(const char *path, const struct kr_region_opts *o)
 {
-	static const struct kr_region_opts defaults;
-	const struct kr_region_opts *o = opts ? opts : &defaults;
-	if (!path || !out)
-		return kr_err_set(KR_E_MISUSE_ARG, "region: NULL path or output");
-	*out = NULL;
-	int rc = opts_check(o);
-	if (rc != KR_OK)
-		return rc;
 	struct kr_region *r = calloc(1, sizeof(*r));
 	if (!r)
-		return kr_err_set(KR_E_NOMEM, "region: no memory");
+		return NULL;
 	r->fd = -1;
-	r->side.fd = -1;
+	r->sc.pm.fd = -1;
 	r->flags = o->flags;
 	r->period_ms = o->period_ms ? o->period_ms : 1000;
 	r->scrub_kib = o->scrub_kib_per_s;
@@ -1183,121 +917,135 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 	r->side_path = o->sidecar ? strdup(o->sidecar) : malloc(sl);
 	if (!r->path || !r->side_path) {
 		region_free(r);
-		return kr_err_set(KR_E_NOMEM, "region: no memory");
+		return NULL;
 	}
 	if (!o->sidecar)
 		snprintf(r->side_path, sl, "%s.krs", path);
+	return r;
+}
+
+/* Opens the data file and maps it (own) or checks the caller's mapping (attach). */
+static int open_data(struct kr_region *r, void *base, size_t len, bool own, struct stat *st)
+{
 	bool offline = r->flags & KR_REGION_OFFLINE, ro = r->flags & KR_REGION_READONLY;
-
-	r->fd = open(path, (offline ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (offline && !ro && r->fd >= 0) { /* repairs write through the file */
-		close(r->fd);
-		r->fd = open(path, O_RDWR | O_CLOEXEC);
-	}
-	struct stat st;
-	if (r->fd < 0 || fstat(r->fd, &st) != 0) {
-		rc = kr_err_errno(KR_E_IO_OPEN, "region: cannot open %s", path);
-		region_free(r);
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % P) {
-		region_free(r);
+	/* Offline repairs write through the file; only a read-only check opens it read-only. */
+	r->fd = open(r->path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (r->fd < 0 || fstat(r->fd, st) != 0)
+		return kr_err_errno(KR_E_IO_OPEN, "region: cannot open %s", r->path);
+	if (!S_ISREG(st->st_mode) || st->st_size <= 0 || st->st_size % P)
 		return kr_err_set(KR_E_MISUSE_ARG, "region: %s is not a regular file whose size is a "
-				  "nonzero multiple of 4096 (%lld bytes)", path, (long long)st.st_size);
-	}
-	r->len = (size_t)st.st_size;
-	if (own || offline) {
-		r->base = mmap(NULL, r->len, offline ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-			       r->fd, 0);
-		if (r->base == MAP_FAILED) {
-			r->base = NULL;
-			rc = kr_err_errno(KR_E_IO_MAP, "region: mmap %s", path);
-			region_free(r);
-			return rc;
-		}
-		r->own_map = true;
-	} else {
+				  "nonzero multiple of 4096 (%lld bytes)", r->path, (long long)st->st_size);
+	r->len = (size_t)st->st_size;
+	if (!own && !offline) {
+		int rc = KR_OK;
 		if (!base || len != r->len ||
-		    (rc = check_mapping((uintptr_t)base, len, st.st_dev, st.st_ino)) != KR_OK) {
-			if (rc == KR_OK)
-				rc = kr_err_set(KR_E_MISUSE_ARG, "region: attach needs the mapping of the "
-						"whole file (%zu bytes, got %zu)", r->len, len);
-			region_free(r);
-			return rc;
-		}
+		    (rc = check_mapping((uintptr_t)base, len, st->st_dev, st->st_ino)) != KR_OK)
+			return rc != KR_OK ? rc : kr_err_set(KR_E_MISUSE_ARG, "region: attach needs the "
+							     "mapping of the whole file (%zu bytes, got %zu)",
+							     r->len, len);
 		r->base = base;
+		return KR_OK;
 	}
+	void *m = mmap(NULL, r->len, offline ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	if (m == MAP_FAILED)
+		return kr_err_errno(KR_E_IO_MAP, "region: mmap %s", r->path);
+	r->base = m;
+	r->own_map = true;
+	return KR_OK;
+}
 
-	bool fresh = false;
-	if ((rc = side_open(r, o, &st, &fresh)) != KR_OK) {
-		region_free(r);
-		return rc;
-	}
-	size_t batch = r->B > r->G ? r->B : r->G;
-	r->sealed = calloc(r->nsegs, 1);
-	r->idle = calloc(r->nsegs, 1);
-	r->seg_written = calloc(r->nsegs, 1);
+/* The per-segment state and the work buffers, once the geometry is known. */
+static int alloc_state(struct kr_region *r)
+{
+	size_t batch = r->sc.B > r->sc.G ? r->sc.B : r->sc.G;
+	r->sealed = calloc(r->sc.nsegs, 1);
+	r->idle = calloc(r->sc.nsegs, 1);
+	r->seg_written = calloc(r->sc.nsegs, 1);
 	r->pages = malloc(batch * sizeof(uint64_t));
-	r->wbits = malloc((r->G + 63) / 64 * 8);
+	r->wbits = malloc((r->sc.G + 63) / 64 * 8);
 	r->rbuf = aligned_alloc(64, P);
 	r->tbuf = aligned_alloc(64, P);
-	if (!r->sealed || !r->idle || !r->seg_written || !r->pages || !r->wbits || !r->rbuf || !r->tbuf) {
-		region_free(r);
+	if (!r->sealed || !r->idle || !r->seg_written || !r->pages || !r->wbits || !r->rbuf || !r->tbuf)
 		return kr_err_set(KR_E_NOMEM, "region: no memory");
+	return KR_OK;
+}
+
+/* The session starts: ACTIVE, durably, before anything can make redundancy stale. */
+static int session_begin(struct kr_region *r)
+{
+	if (r->flags & KR_REGION_READONLY)
+		return KR_OK;
+	r->sc.sb.state = KR_SIDE_ACTIVE;
+	r->sc.sb.epoch++;
+	if (!(r->flags & KR_REGION_OFFLINE)) /* tools' offline sessions keep the program's setting */
+		r->sc.sb.flags = r->seal ? KR_SIDE_F_SEAL : 0;
+	return kr_side_sb_write(&r->sc);
+}
+
+/* Online: the fault handler, the tracker (userfaultfd, or mprotect where it is missing),
+ * and every segment sealed. */
+static int arm(struct kr_region *r)
+{
+	int rc = kr_media_watch(r->base, r->len, region_fault, r);
+	if (rc != KR_OK)
+		return rc;
+	r->watched = true;
+	unsigned tf = (r->flags & KR_REGION_MPROTECT) ? KR_TRACK_FLAG_MPROTECT : 0;
+	rc = kr_track_attach(&r->track, r->base, r->len, tf);
+	if (rc == KR_E_IO && !tf && !(r->flags & KR_REGION_NO_FALLBACK)) {
+		fprintf(stderr, "keratin: %s; tracking %s with mprotect instead\n", kr_errmsg(), r->path);
+		rc = kr_track_attach(&r->track, r->base, r->len, KR_TRACK_FLAG_MPROTECT);
 	}
-	bool was_clean = !fresh && r->sb.state == KR_SIDE_CLEAN;
+	if (rc != KR_OK || !r->seal)
+		return rc;
+	for (uint64_t g = 0; g < r->sc.nsegs; g++)
+		atomic_store(&r->sealed[g], 1);
+	if (mprotect(r->base, r->len, PROT_READ) != 0)
+		return kr_err_errno(KR_E_IO, "region: mprotect (seal) failed");
+	/* Stores between arming and sealing were tracked: rebuild, not judge, their segments
+	 * (only the caller's other threads can have made any). */
+	for (uint64_t g = 0; rc == KR_OK && g < r->sc.nsegs; g++) {
+		size_t n;
+		rc = kr_track_harvest_span(&r->track, g * r->sc.G, kr_side_seg_pages(&r->sc, g), r->pages, &n);
+		if (rc == KR_OK && n)
+			rc = kr_side_set_hot(&r->sc, g, true, false);
+	}
+	return rc;
+}
+
+static int region_setup(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
+			kr_region **out, bool own)
+{
+	static const struct kr_region_opts defaults;
+	const struct kr_region_opts *o = opts ? opts : &defaults;
+	if (!path || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "region: NULL path or output");
+	*out = NULL;
+	int rc = opts_check(o);
+	if (rc != KR_OK)
+		return rc;
+	struct kr_region *r = region_new(path, o);
+	if (!r)
+		return kr_err_set(KR_E_NOMEM, "region: no memory");
+	bool offline = r->flags & KR_REGION_OFFLINE, fresh = false;
 	r->seal = !offline && !(r->flags & KR_REGION_NO_SEAL);
-
-	/* The session starts: ACTIVE, durably, before anything can make redundancy stale. */
-	if (!ro) {
-		r->sb.state = KR_SIDE_ACTIVE;
-		r->sb.epoch++;
-		if (!offline) /* tools' offline sessions keep the program's setting on show */
-			r->sb.flags = r->seal ? KR_SIDE_F_SEAL : 0;
-		if ((rc = sb_write(r)) != KR_OK) {
-			region_free(r);
-			return rc;
-		}
+	struct stat st;
+	if ((rc = open_data(r, base, len, own, &st)) != KR_OK ||
+	    (rc = sidecar_open(r, o, &st, &fresh)) != KR_OK || (rc = alloc_state(r)) != KR_OK) {
+		region_free(r);
+		return rc;
 	}
-
-	bool watched = false;
-	if (!offline) {
-		if ((rc = kr_media_watch(r->base, r->len, region_fault, r)) != KR_OK) {
-			region_free(r);
-			return rc;
-		}
-		watched = true;
-		unsigned tf = (r->flags & KR_REGION_MPROTECT) ? KR_TRACK_FLAG_MPROTECT : 0;
-		rc = kr_track_attach(&r->track, r->base, r->len, tf);
-		if (rc == KR_E_IO && !tf && !(r->flags & KR_REGION_NO_FALLBACK)) {
-			fprintf(stderr, "keratin: %s; tracking %s with mprotect instead\n", kr_errmsg(), path);
-			rc = kr_track_attach(&r->track, r->base, r->len, KR_TRACK_FLAG_MPROTECT);
-		}
-		if (rc == KR_OK && r->seal) { /* every segment starts sealed */
-			for (uint64_t g = 0; g < r->nsegs; g++)
-				atomic_store(&r->sealed[g], 1);
-			if (mprotect(r->base, r->len, PROT_READ) != 0)
-				rc = kr_err_errno(KR_E_IO, "region: mprotect (seal) failed");
-		}
-		/* Stores between arming and sealing were tracked: rebuild, not judge, their
-		 * segments (only the caller's other threads can have made any). */
-		for (uint64_t g = 0; rc == KR_OK && r->seal && g < r->nsegs; g++) {
-			size_t n;
-			rc = kr_track_harvest_span(&r->track, g * r->G, seg_count(r, g), r->pages, &n);
-			if (rc == KR_OK && n)
-				rc = set_hot_bits(r, g, true, false);
-		}
-		if (rc != KR_OK) {
-			region_abort(r, watched);
-			return rc;
-		}
+	bool was_clean = !fresh && r->sc.sb.state == KR_SIDE_CLEAN;
+	if ((rc = session_begin(r)) != KR_OK || (!offline && (rc = arm(r)) != KR_OK)) {
+		region_abort(r);
+		return rc;
 	}
 
 	struct kr_region_report rep = {0};
-	if (!was_clean || (!ro && clean_damaged(r)))
+	if (!was_clean || (!(r->flags & KR_REGION_READONLY) && clean_damaged(r)))
 		rc = recover(r, fresh, &rep);
 	if (rc != KR_OK && rc != KR_E_CORRUPT_REGION) {
-		region_abort(r, watched);
+		region_abort(r);
 		return rc;
 	}
 	if (r->st.stale_at_recovery)
@@ -1307,8 +1055,8 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 			path, r->st.stale_at_recovery);
 	int corrupt = rc;
 	if (level1(r)) /* everything hot for the whole session */
-		for (uint64_t g = 0; g < r->nsegs; g++)
-			set_hot_bits(r, g, true, false);
+		for (uint64_t g = 0; g < r->sc.nsegs; g++)
+			kr_side_set_hot(&r->sc, g, true, false);
 	r->minflt_mark = minor_faults();
 	if (!offline) {
 		list_add(r);
@@ -1316,7 +1064,7 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 			r->thread_on = pthread_create(&r->thread, NULL, region_thread, r) == 0;
 			if (!r->thread_on) {
 				list_remove(r);
-				region_abort(r, watched);
+				region_abort(r);
 				return kr_err_set(KR_E_NOMEM, "region: cannot start the background thread");
 			}
 		}
@@ -1402,17 +1150,17 @@ int kr_region_close(kr_region *r)
 		}
 		if (!r->failed) /* no sealing: every hot bit is cleared below anyway */
 			rc = region_pass(r, false);
-		if (rc == KR_OK && r->side.mode == KR_MODE_PAGECACHE && fdatasync(r->fd) != 0)
+		if (rc == KR_OK && r->sc.pm.mode == KR_MODE_PAGECACHE && fdatasync(r->fd) != 0)
 			rc = kr_err_errno(KR_E_IO_SYNC, "region: fdatasync %s", r->path);
 	}
 	if (rc == KR_OK && !r->failed && !(r->flags & KR_REGION_READONLY)) {
-		for (uint64_t g = 0; g < r->nsegs && rc == KR_OK; g++)
-			if (is_hot(r, g))
-				rc = set_hot_bits(r, g, false, false);
+		for (uint64_t g = 0; g < r->sc.nsegs && rc == KR_OK; g++)
+			if (kr_side_hot(&r->sc, g))
+				rc = kr_side_set_hot(&r->sc, g, false, false);
 		if (rc == KR_OK) {
-			r->sb.meta_crc = kr_crc32c(r->meta, r->ncrcpages * 4);
-			r->sb.state = KR_SIDE_CLEAN;
-			rc = sb_write(r);
+			r->sc.sb.meta_crc = kr_side_meta_crc(&r->sc);
+			r->sc.sb.state = KR_SIDE_CLEAN;
+			rc = kr_side_sb_write(&r->sc);
 		}
 	}
 	pthread_mutex_unlock(&r->work);
@@ -1437,7 +1185,7 @@ int kr_region_sync(kr_region *r)
 	pthread_mutex_lock(&r->work);
 	int rc = region_pass(r, true);
 	if (rc == KR_OK)
-		rc = kr_pm_fence(&r->side);
+		rc = kr_pm_fence(&r->sc.pm);
 	pthread_mutex_unlock(&r->work);
 	return rc;
 }
@@ -1449,13 +1197,13 @@ int kr_region_check(kr_region *r, uint64_t first, uint64_t count, unsigned flags
 	if (!rep)
 		rep = &local;
 	memset(rep, 0, sizeof(*rep));
-	if (!r || first >= r->npages || first + count > r->npages ||
+	if (!r || first >= r->sc.npages || first + count > r->sc.npages ||
 	    (flags & ~(KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY)))
 		return kr_err_set(KR_E_MISUSE_ARG, "region: bad check range or flags");
 	if ((flags & KR_REGION_CHECK_REPAIR) && (r->flags & KR_REGION_READONLY))
 		return kr_err_set(KR_E_MISUSE_ARG, "region: opened READONLY, cannot repair");
 	if (count == 0)
-		count = r->npages - first;
+		count = r->sc.npages - first;
 	pthread_mutex_lock(&r->work);
 	int rc = KR_OK;
 	/* In slices, for progress reports. */
@@ -1482,21 +1230,21 @@ int kr_region_stats(kr_region *r, struct kr_region_stats *st)
 	*st = r->st;
 	st->unseals = atomic_load(&r->unseals);
 	st->repaired_pages += atomic_load(&r->poison_repairs);
-	st->npages = r->npages;
-	st->nstripes = r->nstripes;
-	st->nsegments = r->nsegs;
-	st->stripe_pages = r->W;
-	st->segment_pages = r->G;
-	st->batch_pages = r->B;
+	st->npages = r->sc.npages;
+	st->nstripes = r->sc.nstripes;
+	st->nsegments = r->sc.nsegs;
+	st->stripe_pages = r->sc.W;
+	st->segment_pages = r->sc.G;
+	st->batch_pages = r->sc.B;
 	st->period_ms = r->period_ms;
 	st->tracking = r->track.mode;
 	st->failed = r->failed;
 	st->hot_segments = 0;
-	for (uint64_t g = 0; g < r->nsegs; g++)
-		st->hot_segments += is_hot(r, g);
+	for (uint64_t g = 0; g < r->sc.nsegs; g++)
+		st->hot_segments += kr_side_hot(&r->sc, g);
 	st->window_pages = 0;
-	for (uint64_t at = 0; tracking(r) && at < r->npages; at += r->G) {
-		uint64_t n = r->npages - at < r->G ? r->npages - at : r->G;
+	for (uint64_t at = 0; tracking(r) && at < r->sc.npages; at += r->sc.G) {
+		uint64_t n = r->sc.npages - at < r->sc.G ? r->sc.npages - at : r->sc.G;
 		if (window_bits(r, at, n, r->wbits) != KR_OK)
 			break;
 		for (uint64_t w = 0; w < (n + 63) / 64; w++)
@@ -1512,30 +1260,20 @@ int kr_region_inject_poison(kr_region *r, uint64_t off)
 		return kr_err_set(KR_E_MISUSE_ARG, "region: poison needs an attached region and an "
 				  "offset inside it");
 	uint64_t p = off / P;
-	int slot = -1;
-	for (int i = 0; i < MAX_POISON && slot < 0; i++) {
-		uint64_t expect = 0;
-		if (atomic_compare_exchange_strong(&r->poison[i], &expect, p + 1))
-			slot = i;
-	}
+	int slot = kr_media_claim_slot(r->poison, MAX_POISON, p + 1);
 	if (slot < 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "region: too many poisoned pages at once");
-	/* As for pools (media.c): inaccessible first, then the content is lost through the
-	 * file, under the lock so a fault in between waits for the loss. Fault injection goes
-	 * around pmem.c on purpose. */
-	uint8_t junk[P];
-	for (size_t i = 0; i < P; i++)
-		junk[i] = (uint8_t)(i * 131 + p);
-	if (!region_lock(r))
-		return kr_err_set(KR_E_MISUSE_STATE, "region: busy");
-	int ok = mprotect(r->base + p * P, P, PROT_NONE) == 0;
-	int wrote = ok && pwrite(r->fd, junk, P, (off_t)(p * P)) == (ssize_t)P;
-	region_unlock(r);
-	if (!ok || !wrote) {
+	/* Under the lock, so that a fault in between waits for the loss to be complete. */
+	if (!region_lock(r)) {
 		atomic_store(&r->poison[slot], 0);
-		return kr_err_errno(KR_E_IO, "region: poison injection failed");
+		return kr_err_set(KR_E_MISUSE_STATE, "region: busy");
 	}
-	return KR_OK;
+	bool hidden;
+	int rc = kr_media_lose_page(r->fd, r->base + p * P, p * P, &hidden);
+	region_unlock(r);
+	if (!hidden)
+		atomic_store(&r->poison[slot], 0);
+	return rc;
 }
 
 int kr_region_info(const char *path, const char *sidecar, struct kr_region_info *info)
@@ -1558,27 +1296,26 @@ int kr_region_info(const char *path, const char *sidecar, struct kr_region_info 
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar", sidecar);
 	else if ((m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
 		rc = kr_err_errno(KR_E_IO_MAP, "region: mmap %s", sidecar);
-	struct kr_region r = {0};
-	if (rc == KR_OK && (rc = sb_read(m, (size_t)st.st_size, sidecar, &r.sb, &r.sb_copy)) == KR_OK) {
-		side_pointers(&r, m);
-		info->state = r.sb.state;
-		info->sealed = !!(r.sb.flags & KR_SIDE_F_SEAL);
-		info->data_size = r.sb.data_size;
-		info->npages = r.npages;
-		info->nstripes = r.nstripes;
-		info->nsegments = r.nsegs;
-		info->epoch = r.sb.epoch;
-		info->stripe_pages = r.W;
-		info->segment_pages = r.G;
-		info->batch_pages = r.B;
-		for (uint64_t g = 0; g < r.nsegs; g++)
-			if (is_hot(&r, g))
+	struct kr_sidecar sc = {0};
+	if (rc == KR_OK && (rc = kr_side_load(&sc, m, (size_t)st.st_size, sidecar)) == KR_OK) {
+		info->state = sc.sb.state;
+		info->sealed = !!(sc.sb.flags & KR_SIDE_F_SEAL);
+		info->data_size = sc.sb.data_size;
+		info->npages = sc.npages;
+		info->nstripes = sc.nstripes;
+		info->nsegments = sc.nsegs;
+		info->epoch = sc.sb.epoch;
+		info->stripe_pages = sc.W;
+		info->segment_pages = sc.G;
+		info->batch_pages = sc.B;
+		for (uint64_t g = 0; g < sc.nsegs; g++)
+			if (kr_side_hot(&sc, g))
 				info->hot_segments++;
 			else
-				info->covered_pages += seg_count(&r, g);
-		if (r.sb.state == KR_SIDE_CLEAN)
-			info->covered_pages = r.npages;
-		const struct kr_side_passrec *pr = r.passrec;
+				info->covered_pages += kr_side_seg_pages(&sc, g);
+		if (sc.sb.state == KR_SIDE_CLEAN)
+			info->covered_pages = sc.npages;
+		const struct kr_side_passrec *pr = sc.passrec;
 		if (pr->crc == kr_crc32c(pr, offsetof(struct kr_side_passrec, crc))) {
 			info->passes = pr->passes;
 			info->last_pass_end_ns = pr->pass_end_ns;
