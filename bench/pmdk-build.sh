@@ -142,19 +142,20 @@ else
 	say "cannot build the map abstraction ($why): every structure is unavailable"
 fi
 
-# keratin's protected regions (--config regionMS) when the library is built next door.
+# keratin's protected regions (--config regionMS) when the library is built next door and
+# links as it is (a sanitizer build's library does not: then pmdk-bench goes without).
+# $out/pmdk-bench.region marks a pmdk-bench that has them (bench/run.py looks).
 kr_lib=$(dirname "$out")/libkeratin.a
-if [[ -f $kr_lib ]]; then
-	defs+=(-DKR_HAVE_REGION=1)
-	incs+=(-I"$repo/include")
-	objs+=("$kr_lib")
-	libs+=(-lisal)
+rm -f "$out/pmdk-bench.region"
+if [[ -f $kr_lib ]] && "$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" -DKR_HAVE_REGION=1 \
+	"${incs[@]}" -I"$repo/include" -o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" \
+	"$kr_lib" "${libs[@]}" -lisal 2>"$out/obj/region-link.log"; then
+	touch "$out/pmdk-bench.region"
 else
-	say "no $kr_lib: pmdk-bench without --config regionMS"
+	say "pmdk-bench without --config regionMS (no usable $kr_lib; see $out/obj/region-link.log)"
+	"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" \
+		-o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" "${libs[@]}"
 fi
-
-"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" \
-	-o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" "${libs[@]}"
 
 ver=$(dpkg-query -W -f='${Version}' libpmemobj-dev 2>/dev/null || echo unknown)
 echo "pmdk-build: built $out/pmdk-bench (libpmemobj-dev $ver, $cc ${cflags[*]}," \

@@ -645,8 +645,11 @@ def main():
     args = ap.parse_args()
     args.contenders = ([tuple(c.split(":", 1)) for c in args.contenders.split(",")]
                        if args.contenders else CONTENDERS)
-    # The maps of a full run also measure libpmemobj's pool attached as a protected region.
-    args.map_contenders = args.contenders if args.maps_only else CONTENDERS + REGION_CONTENDERS
+    # The maps of a full run also measure libpmemobj's pool attached as a protected region,
+    # when pmdk-bench was built with keratin (bench/pmdk-build.sh leaves a marker).
+    regions = os.path.exists(os.path.join(args.build, "pmdk", "pmdk-bench.region"))
+    args.map_contenders = (args.contenders if args.maps_only
+                           else CONTENDERS + (REGION_CONTENDERS if regions else []))
     args.region_modes = REGION_MODES
     for c in args.contenders:
         if c not in CONTENDERS + REGION_CONTENDERS:
