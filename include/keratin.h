@@ -552,6 +552,73 @@ struct kr_region_info {
 };
 int kr_region_info(const char *path, const char *sidecar, struct kr_region_info *info);
 
+/* ---------------------------------------------------------------------------------------
+ * Single-trip hash map (STPS): a persistent key-value map whose every update costs one
+ * persist round trip (one fence), from Cohen, Friedman and Larus (OOPSLA'17).
+ *
+ * The map is a file of its own holding a log of fixed-size entries reused in place; the
+ * index is in DRAM and is rebuilt by scanning the log when the map is opened (recovery
+ * time grows with the file's size: kr_hmap_stats reports it). Keys of 1 to 128 bytes and
+ * values of 0 bytes and up, as long as key + value fit the entry size chosen at creation
+ * (lines * 56 - 8 bytes: 48 for 1 line, 1784 for 32). A put, a delete and a transaction
+ * of up to 255 changes (all or nothing) are each durable on return, after one fence.
+ *
+ * Thread safety: none yet; one thread per map handle (calls must be serialised).
+ * ------------------------------------------------------------------------------------- */
+typedef struct kr_hmap kr_hmap;
+
+struct kr_hmap_opts {
+	uint64_t size;         /* file size in bytes, >= 64 KiB */
+	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
+	unsigned flags;        /* KR_OPEN_FORCE_PMEM */
+};
+
+/* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
+ * KR_E_IO_EXISTS, KR_E_IO_*. */
+int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
+/* Opens a map, rebuilding its index from the log: the newest complete version of each key
+ * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,
+ * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM. */
+int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
+/* Frees the handle; everything acknowledged is already durable. */
+int kr_hmap_close(kr_hmap *map);
+
+/* Inserts or replaces. KR_E_TOO_BIG if key + value do not fit an entry, KR_E_MISUSE_ARG for
+ * a key of 0 or over 128 bytes, KR_E_NOSPACE when a new key would take one of the last
+ * entries, which are kept (1/8 of the map, at most 256) so that updates and deletes always
+ * find room. Every change writes a new entry and frees the old one. */
+int kr_hmap_put(kr_hmap *map, const void *key, size_t klen, const void *val, size_t vlen);
+/* Deletes: 1 if the key was there, 0 if not (nothing written), or an error. */
+int kr_hmap_del(kr_hmap *map, const void *key, size_t klen);
+/* Looks up: 1 and the value (up to cap bytes copied, its length in *vlen), 0 if absent. */
+int kr_hmap_get(kr_hmap *map, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+uint64_t kr_hmap_count(kr_hmap *map);
+/* Calls fn for every key in no particular order; a nonzero return stops and is returned.
+ * Do not change the map from fn. */
+int kr_hmap_foreach(kr_hmap *map,
+		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
+		    void *ctx);
+
+/* Transactions: up to 255 puts and deletes of distinct keys, all or nothing, one fence. */
+typedef struct kr_hmap_tx kr_hmap_tx;
+int kr_hmap_tx_begin(kr_hmap *map, kr_hmap_tx **tx);
+int kr_hmap_tx_put(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen);
+int kr_hmap_tx_del(kr_hmap_tx *tx, const void *key, size_t klen);
+/* Writes every change (one fence) and frees tx; on error nothing changed. */
+int kr_hmap_tx_commit(kr_hmap_tx *tx);
+void kr_hmap_tx_abort(kr_hmap_tx *tx);
+
+struct kr_hmap_stats {
+	uint64_t nslots, entry_lines, live, free_slots, dead_slots;
+	uint64_t recovery_ns;      /* the last open's log scan and index rebuild */
+	uint64_t recovered_torn;   /* entries found torn by a crash */
+	uint64_t recovered_dropped;/* entries of incomplete transactions dropped */
+	uint64_t extra_fences;     /* operations that needed a second fence (a transaction
+				    * reusing both a tombstone and an entry it cancels) */
+	uint64_t next_version;
+};
+int kr_hmap_stats(kr_hmap *map, struct kr_hmap_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -345,6 +345,16 @@ static noreturn void child_main(const struct mapping *m, const struct crashsim_i
 		if (write_image(m, img, orig) != 0)
 			_exit(3);
 	}
+	if (sim.o.check_path) {
+		int bad = sim.o.check_path(sim.ctx, img);
+		if (!bad || !sim.o.keep_failed) {
+			char orig[300];
+			snprintf(orig, sizeof(orig), "%s.orig", img->path);
+			unlink(img->path);
+			unlink(orig);
+		}
+		_exit(bad ? 1 : 0);
+	}
 	kr_pool *pool = NULL;
 	int rc = kr_pool_open(img->path, sim.o.open_flags, &pool);
 	if (rc != KR_OK) {
@@ -573,7 +583,7 @@ static void cb_fence(void *ctx)
 		report_suspects(m);
 		if (m->npending > sim.st.max_pending_lines)
 			sim.st.max_pending_lines = m->npending;
-		if (sim.checks_on && sim.check)
+		if (sim.checks_on && (sim.check || sim.o.check_path))
 			check_images(m);
 		apply_fence(m);
 	}

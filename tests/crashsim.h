@@ -53,7 +53,12 @@ struct crashsim_image {
  * otherwise. Runs in a forked child. */
 typedef int (*crashsim_check_fn)(void *ctx, kr_pool *pool, const struct crashsim_image *img);
 
+/* For files that are not pools (a single-trip hash map): the check opens the image itself
+ * (img->path) and returns as crashsim_check_fn does. Runs in a forked child. */
+typedef int (*crashsim_path_check_fn)(void *ctx, const struct crashsim_image *img);
+
 struct crashsim_opts {
+	crashsim_path_check_fn check_path; /* set: images are not pools; check is not called */
 	unsigned random_images; /* R: random images per fence (default 2) */
 	uint64_t seed;          /* seed of the random images */
 	unsigned jobs;          /* checking children alive at once (default 2) */

@@ -1,0 +1,916 @@
+/*
+ * hmap.c - the single-trip persistent hash map (STPS; Cohen, Friedman and Larus, OOPSLA'17):
+ * every put, delete or small transaction is durable after one fence.
+ *
+ * The idea
+ *
+ *   The only durable state is a log of fixed-size entries (layout.h, "Single-trip
+ *   persistent hash map"). An update writes a whole new entry into a free or dead slot,
+ *   flushes its lines and fences once; nothing else is written durably. The index (key ->
+ *   slot) is in DRAM. At open, the log is scanned and the newest complete version of each
+ *   key wins, so an entry needs no link and no "live" flag: validity bits say whether an
+ *   entry was written completely, versions say which entry of a key is newest, a tombstone
+ *   entry says a key was deleted.
+ *
+ * Validity: every line starts with a word holding a busy bit and the entry's version. The
+ *   writer sets every line's busy bit, writes the payload, then stores every line's final
+ *   word (busy clear, new version; line 0's with the transaction count too), one 8-byte
+ *   store each. Stores to one cache line persist in program order, so a line whose busy bit
+ *   is clear holds the payload that its version names. An entry is whole iff every line is
+ *   not busy and carries the same version: a line caught before its payload began still has
+ *   the old version, one caught in the middle is busy. (The paper's two alternating bits per
+ *   line cannot tell a line's state before a rewrite from its state after one when a slot
+ *   was left torn, with lines of both polarities; versions are never reused, so they can.)
+ *
+ * What may be reused, and when (the paper's gaps, fixed)
+ *
+ *   - A dead entry (superseded, or a tombstone) stays valid until its slot is reused; at
+ *     recovery it loses to the newer version. Reuse goes through ONE queue in death order,
+ *     so the entries a tombstone cancels are overwritten before the tombstone is. That is
+ *     why all entries of a map have one size: per-size queues would lose the order.
+ *   - The order only helps if those overwrites are durable before a tombstone's slot is
+ *     rewritten. Superseded entries may be reused in any order (nothing older depends on
+ *     them), so they and tombstones wait in two queues: a tombstone is taken only when no
+ *     older superseded entry is left, and if this very operation took one of them, its
+ *     entries are written in two steps with a fence between (counted in extra_fences;
+ *     it needs a transaction that exhausts the dead queue).
+ *   - Transactions: all entries share one version and carry the entry count; recovery
+ *     drops a version with fewer valid entries. Reuse would break that count for committed
+ *     transactions, so a durable watermark W says "every version <= W is complete" (fix B
+ *     of the reference): stored right after a transaction's fence, durable with the next
+ *     fence, which comes before any of its entries can be reused. Entries of a dropped
+ *     transaction are invalidated durably at open, so that a later, larger W never blesses
+ *     them.
+ *   - Never-used slots have txncount 0. The version counter restarts above the largest
+ *     version found. The reuse queue is rebuilt in death order: entries sorted by version,
+ *     each superseded one dying when its successor was written, a tombstone right after its
+ *     victim.
+ *
+ * Not yet: several threads on one map (a handle is single-threaded), redundancy for the
+ * map's pages (a protected region over the file), benchmarks.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "csum.h"
+#include "err.h"
+#include "layout.h"
+#include "pmem.h"
+
+#define P KR_PAGE_SIZE
+#define LINE 64u
+#define MIN_SIZE (64u << 10)
+
+struct ixent {
+	uint64_t hash;
+	uint64_t slot1; /* slot + 1; 0 = empty */
+};
+
+/* Dead entries in death order, with their death numbers. */
+struct ring {
+	struct dead {
+		uint64_t slot, seq;
+	} *v;
+	uint64_t head, len, cap;
+};
+
+struct kr_hmap {
+	char *path;
+	struct kr_pm pm;
+	uint8_t *entries;
+	uint64_t nslots;
+	uint32_t L;
+	size_t esize, capacity; /* bytes of key + value an entry holds */
+
+	struct ixent *ix; /* open addressing, linear probing, power-of-two capacity */
+	uint64_t ixcap, count;
+
+	uint64_t *free; /* never used, torn or dropped: reusable in any order */
+	uint64_t nfree;
+	struct ring dead;  /* superseded entries: reusable in any order, taken oldest first */
+	struct ring tombs; /* tombstones: reusable once every older dead entry is overwritten */
+	uint64_t dseq;     /* next death number */
+
+	uint64_t next_version, watermark;
+	unsigned reserve; /* slots new keys may not take */
+	uint64_t op_min_seq; /* oldest dead entry the operation being built took */
+	struct kr_hmap_stats st;
+};
+
+struct change {
+	const void *key;
+	size_t klen;
+	const void *val; /* NULL: delete */
+	size_t vlen;
+	uint64_t hash, slot; /* the slot the new entry goes to */
+	uint64_t seq;        /* its death number, if it came from a queue */
+	int from;            /* where slot came from: FROM_* */
+};
+
+enum { FROM_FREE, FROM_DEAD, FROM_TOMBS };
+
+
+struct kr_hmap_tx {
+	kr_hmap *map;
+	unsigned n;
+	struct change c[KR_HMAP_MAX_TX];
+	uint8_t *copies; /* keys and values, copied at tx_put */
+	size_t used, cap;
+	int err;
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Entries
+ * ------------------------------------------------------------------------------------- */
+static uint8_t *entry(const kr_hmap *m, uint64_t slot) { return m->entries + slot * m->esize; }
+static uint64_t *word(const kr_hmap *m, uint64_t slot, unsigned line)
+{
+	return (uint64_t *)(entry(m, slot) + line * LINE);
+}
+
+/* Where payload byte off lives: line 0 has 48 bytes after its two words, later lines 56
+ * after their one. */
+static uint8_t *payload_at(const kr_hmap *m, uint64_t slot, size_t off, size_t *room)
+{
+	if (off < KR_HMAP_LINE0_PAYLOAD) {
+		*room = KR_HMAP_LINE0_PAYLOAD - off;
+		return entry(m, slot) + 16 + off;
+	}
+	off -= KR_HMAP_LINE0_PAYLOAD;
+	*room = KR_HMAP_LINE_PAYLOAD - off % KR_HMAP_LINE_PAYLOAD;
+	return entry(m, slot) + (1 + off / KR_HMAP_LINE_PAYLOAD) * LINE + 8 + off % KR_HMAP_LINE_PAYLOAD;
+}
+
+static void payload_read(const kr_hmap *m, uint64_t slot, size_t off, void *dst, size_t n)
+{
+	uint8_t *d = dst;
+	while (n) {
+		size_t room, k;
+		const uint8_t *src = payload_at(m, slot, off, &room);
+		k = n < room ? n : room;
+		memcpy(d, src, k);
+		d += k, off += k, n -= k;
+	}
+}
+
+static void payload_write(kr_hmap *m, uint64_t slot, size_t off, const void *src, size_t n)
+{
+	const uint8_t *s = src;
+	while (n) {
+		size_t room, k;
+		uint8_t *dst = payload_at(m, slot, off, &room);
+		k = n < room ? n : room;
+		kr_pm_copy(&m->pm, dst, s, k);
+		s += k, off += k, n -= k;
+	}
+}
+
+static bool payload_eq(const kr_hmap *m, uint64_t slot, const void *key, size_t n)
+{
+	const uint8_t *k = key;
+	size_t off = 0;
+	while (n) {
+		size_t room, c;
+		const uint8_t *src = payload_at(m, slot, off, &room);
+		c = n < room ? n : room;
+		if (memcmp(src, k, c))
+			return false;
+		k += c, off += c, n -= c;
+	}
+	return true;
+}
+
+static uint64_t meta_of(const kr_hmap *m, uint64_t slot) { return *word(m, slot, 0); }
+static size_t klen_of(const kr_hmap *m, uint64_t slot) { return word(m, slot, 0)[1] & 0xffff; }
+static size_t vlen_of(const kr_hmap *m, uint64_t slot) { return (word(m, slot, 0)[1] >> 16) & 0xffff; }
+static unsigned txn_of(uint64_t meta) { return (unsigned)((meta & KR_HMAP_TXN_MASK) >> KR_HMAP_TXN_SHIFT); }
+static uint64_t ver_of(uint64_t meta) { return meta >> KR_HMAP_VER_SHIFT; }
+
+/* Whole: no line busy, every line's version that of line 0. */
+static bool entry_whole(const kr_hmap *m, uint64_t slot)
+{
+	uint64_t v = ver_of(meta_of(m, slot));
+	for (unsigned i = 0; i < m->L; i++) {
+		uint64_t w = *word(m, slot, i);
+		if ((w & KR_HMAP_BUSY) || ver_of(w) != v)
+			return false;
+	}
+	return true;
+}
+
+/* Writes a whole entry into slot, whatever it held; flushed, not fenced. */
+static void entry_write(kr_hmap *m, uint64_t slot, uint64_t version, unsigned txncount,
+			const struct change *c)
+{
+	/* 1. Every line busy before any of its payload changes. */
+	for (unsigned i = 0; i < m->L; i++) {
+		uint64_t *w = word(m, slot, i);
+		kr_pm_store64(&m->pm, w, *w | KR_HMAP_BUSY);
+	}
+	/* 2. The payload (the calls order the stores, and x86 keeps their order). */
+	uint64_t lens = (uint64_t)c->klen | (c->val ? (uint64_t)c->vlen << 16 : 0);
+	kr_pm_store64(&m->pm, word(m, slot, 0) + 1, lens);
+	payload_write(m, slot, 0, c->key, c->klen);
+	if (c->val && c->vlen)
+		payload_write(m, slot, c->klen, c->val, c->vlen);
+	/* 3. Every line's final word: not busy, the new version (line 0: and the rest). */
+	for (unsigned i = 1; i < m->L; i++)
+		kr_pm_store64(&m->pm, word(m, slot, i), version << KR_HMAP_VER_SHIFT);
+	uint64_t meta = ((uint64_t)txncount << KR_HMAP_TXN_SHIFT) | (c->val ? 0 : KR_HMAP_TOMB) |
+			(version << KR_HMAP_VER_SHIFT);
+	kr_pm_store64(&m->pm, word(m, slot, 0), meta);
+	kr_pm_flush(&m->pm, entry(m, slot), m->esize);
+}
+
+/* Makes a whole entry torn for good (one store: line 0 busy), flushed. */
+static void entry_invalidate(kr_hmap *m, uint64_t slot)
+{
+	uint64_t *w = word(m, slot, 0);
+	kr_pm_store64(&m->pm, w, *w | KR_HMAP_BUSY);
+	kr_pm_flush(&m->pm, w, 8);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The DRAM index
+ * ------------------------------------------------------------------------------------- */
+static uint64_t key_hash(const void *key, size_t klen)
+{
+	uint64_t h = kr_crc64(key, klen);
+	return h ? h : 1;
+}
+
+/* The index position of key, or of the empty place where it would go. */
+static uint64_t ix_find(const kr_hmap *m, uint64_t h, const void *key, size_t klen)
+{
+	uint64_t mask = m->ixcap - 1, i = h & mask;
+	for (;; i = (i + 1) & mask) {
+		const struct ixent *e = &m->ix[i];
+		if (!e->slot1)
+			return i;
+		if (e->hash == h && klen_of(m, e->slot1 - 1) == klen && payload_eq(m, e->slot1 - 1, key, klen))
+			return i;
+	}
+}
+
+static int ix_grow(kr_hmap *m)
+{
+	uint64_t cap = m->ixcap ? m->ixcap * 2 : 1024;
+	struct ixent *n = calloc(cap, sizeof(*n)), *old = m->ix;
+	if (!n)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory for the index");
+	for (uint64_t i = 0; i < m->ixcap; i++)
+		if (old[i].slot1) {
+			uint64_t j = old[i].hash & (cap - 1);
+			while (n[j].slot1)
+				j = (j + 1) & (cap - 1);
+			n[j] = old[i];
+		}
+	m->ix = n;
+	m->ixcap = cap;
+	free(old);
+	return KR_OK;
+}
+
+/* Removes position i (backward-shift deletion keeps probe chains whole). */
+static void ix_remove(kr_hmap *m, uint64_t i)
+{
+	uint64_t mask = m->ixcap - 1, j = i;
+	m->ix[i].slot1 = 0;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!m->ix[j].slot1)
+			break;
+		uint64_t home = m->ix[j].hash & mask;
+		/* Move j back to i if i lies on j's path from home. */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			m->ix[i] = m->ix[j];
+			m->ix[j].slot1 = 0;
+			i = j;
+		}
+	}
+	m->count--;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Slots: free stack and the reuse queue
+ * ------------------------------------------------------------------------------------- */
+static void ring_push(kr_hmap *m, struct ring *r, uint64_t slot)
+{
+	r->v[(r->head + r->len) % r->cap] = (struct dead){slot, m->dseq++};
+	r->len++;
+}
+
+static struct dead ring_pop(struct ring *r)
+{
+	struct dead d = r->v[r->head];
+	r->head = (r->head + 1) % r->cap;
+	r->len--;
+	return d;
+}
+
+static void ring_unpop(struct ring *r, struct dead d)
+{
+	r->head = (r->head + r->cap - 1) % r->cap;
+	r->v[r->head] = d;
+	r->len++;
+}
+
+/* The slot for change i of the operation being built: a free one, else the oldest dead
+ * entry, else the oldest tombstone. A tombstone's slot is safe to rewrite only once the
+ * entries it cancels are overwritten durably; all of them are older dead entries, already
+ * taken (the dead queue is empty), but maybe by this very operation: then *split says
+ * from which change on the entries must wait for a fence of their own. */
+static int slot_take(kr_hmap *m, struct change *c, unsigned i, unsigned *split)
+{
+	struct dead d;
+	if (m->nfree) {
+		c->slot = m->free[--m->nfree];
+		c->from = FROM_FREE;
+		return KR_OK;
+	}
+	if (m->dead.len) {
+		d = ring_pop(&m->dead);
+		c->from = FROM_DEAD;
+		if (d.seq < m->op_min_seq)
+			m->op_min_seq = d.seq;
+	} else if (m->tombs.len) {
+		d = ring_pop(&m->tombs);
+		c->from = FROM_TOMBS;
+		if (m->op_min_seq < d.seq && i < *split)
+			*split = i;
+	} else {
+		return kr_err_set(KR_E_NOSPACE, "hmap: no free entry (%" PRIu64 " live of %" PRIu64 ")",
+				  m->count, m->nslots);
+	}
+	c->slot = d.slot;
+	c->seq = d.seq;
+	return KR_OK;
+}
+
+/* Gives back the slots of changes c[0..n), taken by an operation that failed before
+ * writing anything, to where they came from, in reverse. */
+static void slots_return(kr_hmap *m, struct change *c, unsigned n)
+{
+	for (unsigned i = n; i-- > 0;) {
+		struct dead d = {c[i].slot, c[i].seq};
+		if (c[i].from == FROM_DEAD)
+			ring_unpop(&m->dead, d);
+		else if (c[i].from == FROM_TOMBS)
+			ring_unpop(&m->tombs, d);
+		else
+			m->free[m->nfree++] = c[i].slot;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Operations
+ * ------------------------------------------------------------------------------------- */
+static int check_kv(const kr_hmap *m, size_t klen, const void *val, size_t vlen)
+{
+	if (klen == 0 || klen > KR_HMAP_MAX_KEY)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: key length %zu (1..%u)", klen, KR_HMAP_MAX_KEY);
+	if (klen + (val ? vlen : 0) > m->capacity)
+		return kr_err_set(KR_E_TOO_BIG, "hmap: %zu bytes of key and value, an entry holds %zu",
+				  klen + (val ? vlen : 0), m->capacity);
+	return KR_OK;
+}
+
+/* The watermark word: W in bits 0-52, 11 check bits above, so that one 8-byte store
+ * replaces it whole (a value and its complement in two words could be caught half
+ * written in both copies at once). */
+static uint64_t watermark_word(uint64_t w)
+{
+	return w | (uint64_t)(kr_crc32c(&w, sizeof(w)) & 0x7ff) << 53;
+}
+
+static void watermark_store(kr_hmap *m, uint64_t w)
+{
+	for (int c = 0; c < 2; c++) {
+		uint64_t *word = (uint64_t *)(m->pm.base + (size_t)c * P + KR_HMAP_WM_OFF);
+		kr_pm_store64(&m->pm, word, watermark_word(w));
+		kr_pm_flush(&m->pm, word, 8);
+	}
+	m->watermark = w;
+}
+
+/* Writes changes c[0..n) as one operation (one version, one fence) and applies them to the
+ * index and the queues. Deletes of absent keys must already be removed. */
+static int apply(kr_hmap *m, struct change *c, unsigned n)
+{
+	if (m->next_version > KR_HMAP_VER_MAX)
+		return kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
+	/* Room in the index first: nothing may fail after the fence. */
+	while ((m->count + n) * 10 >= m->ixcap * 7) {
+		int rc = ix_grow(m);
+		if (rc != KR_OK)
+			return rc;
+	}
+	/* New keys may not take the last few slots: updates and deletes need one each (before
+	 * they free the old one), and must never be refused for lack of room. */
+	unsigned fresh = 0;
+	for (unsigned i = 0; i < n; i++)
+		fresh += c[i].val && !m->ix[ix_find(m, c[i].hash, c[i].key, c[i].klen)].slot1;
+	if (fresh && m->nfree + m->dead.len + m->tombs.len < (uint64_t)n + m->reserve)
+		return kr_err_set(KR_E_NOSPACE, "hmap: full (%" PRIu64 " live of %" PRIu64 " entries; "
+				  "the last %u are kept for updates and deletes)", m->count, m->nslots,
+				  m->reserve);
+	m->op_min_seq = UINT64_MAX;
+	unsigned split = n;
+	for (unsigned i = 0; i < n; i++) {
+		int rc = slot_take(m, &c[i], i, &split);
+		if (rc != KR_OK) {
+			slots_return(m, c, i);
+			return rc;
+		}
+	}
+	uint64_t version = m->next_version++;
+	int rc = KR_OK;
+	for (unsigned i = 0; i < n; i++) {
+		if (i == split) { /* rare: see slot_take; a crash between the two fences drops
+				   * the whole transaction, its entry count being short */
+			rc = kr_pm_fence(&m->pm);
+			m->st.extra_fences++;
+		}
+		entry_write(m, c[i].slot, version, n, &c[i]);
+	}
+	int rc2 = kr_pm_fence(&m->pm); /* the one round trip */
+	rc = rc != KR_OK ? rc : rc2;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t pos = ix_find(m, c[i].hash, c[i].key, c[i].klen);
+		/* The old entry dies now; a tombstone right after its victim. */
+		if (m->ix[pos].slot1) {
+			ring_push(m, &m->dead, m->ix[pos].slot1 - 1);
+			if (c[i].val) {
+				m->ix[pos].slot1 = c[i].slot + 1;
+			} else {
+				ix_remove(m, pos);
+				ring_push(m, &m->tombs, c[i].slot);
+			}
+		} else if (c[i].val) {
+			m->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
+			m->count++;
+		} else {
+			ring_push(m, &m->tombs, c[i].slot); /* a delete whose victim went meanwhile */
+		}
+	}
+	if (n > 1)
+		watermark_store(m, version); /* durable with the next fence */
+	return rc;
+}
+
+int kr_hmap_put(kr_hmap *m, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!m || !key || (!val && vlen))
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	int rc = check_kv(m, klen, val ? val : "", vlen);
+	if (rc != KR_OK)
+		return rc;
+	struct change c = {.key = key, .klen = klen, .val = val ? val : "", .vlen = vlen,
+			   .hash = key_hash(key, klen)};
+	return apply(m, &c, 1);
+}
+
+int kr_hmap_del(kr_hmap *m, const void *key, size_t klen)
+{
+	if (!m || !key)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	int rc = check_kv(m, klen, NULL, 0);
+	if (rc != KR_OK)
+		return rc;
+	uint64_t h = key_hash(key, klen);
+	if (!m->ix[ix_find(m, h, key, klen)].slot1)
+		return 0;
+	struct change c = {.key = key, .klen = klen, .hash = h};
+	rc = apply(m, &c, 1);
+	return rc == KR_OK ? 1 : rc;
+}
+
+int kr_hmap_get(kr_hmap *m, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	if (!m || !key || klen == 0 || klen > KR_HMAP_MAX_KEY || (!val && cap))
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: bad get arguments");
+	uint64_t pos = ix_find(m, key_hash(key, klen), key, klen);
+	if (!m->ix[pos].slot1)
+		return 0;
+	uint64_t s = m->ix[pos].slot1 - 1;
+	size_t n = vlen_of(m, s);
+	if (vlen)
+		*vlen = n;
+	payload_read(m, s, klen, val, n < cap ? n : cap);
+	return 1;
+}
+
+uint64_t kr_hmap_count(kr_hmap *m) { return m ? m->count : 0; }
+
+int kr_hmap_foreach(kr_hmap *m,
+		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
+		    void *ctx)
+{
+	if (!m || !fn)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	uint8_t buf[KR_HMAP_MAX_LINES * LINE];
+	for (uint64_t i = 0; i < m->ixcap; i++) {
+		if (!m->ix[i].slot1)
+			continue;
+		uint64_t s = m->ix[i].slot1 - 1;
+		size_t kl = klen_of(m, s), vl = vlen_of(m, s);
+		payload_read(m, s, 0, buf, kl + vl);
+		int rc = fn(ctx, buf, kl, buf + kl, vl);
+		if (rc)
+			return rc;
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Transactions
+ * ------------------------------------------------------------------------------------- */
+int kr_hmap_tx_begin(kr_hmap *m, kr_hmap_tx **tx)
+{
+	if (!m || !tx)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	*tx = calloc(1, sizeof(**tx));
+	if (!*tx)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory for a transaction");
+	(*tx)->map = m;
+	return KR_OK;
+}
+
+static int tx_add(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (!tx || !key || (!val && vlen))
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	if (tx->err)
+		return tx->err;
+	int rc = check_kv(tx->map, klen, val, vlen);
+	if (rc == KR_OK && tx->n == KR_HMAP_MAX_TX)
+		rc = kr_err_set(KR_E_MISUSE_ARG, "hmap: more than %u changes in a transaction", KR_HMAP_MAX_TX);
+	uint64_t h = key_hash(key, klen);
+	for (unsigned i = 0; rc == KR_OK && i < tx->n; i++)
+		if (tx->c[i].hash == h && tx->c[i].klen == klen && !memcmp(tx->c[i].key, key, klen))
+			rc = kr_err_set(KR_E_MISUSE_ARG, "hmap: a key changed twice in one transaction");
+	size_t need = klen + (val ? vlen : 0);
+	if (rc == KR_OK && tx->used + need > tx->cap) {
+		/* Keys and values are copied; pointers into the old buffer move with it. */
+		size_t cap = (tx->cap + need) * 2;
+		uint8_t *b = realloc(tx->copies, cap);
+		if (!b) {
+			rc = kr_err_set(KR_E_NOMEM, "hmap: no memory for a transaction");
+		} else {
+			for (unsigned i = 0; i < tx->n; i++) {
+				tx->c[i].key = b + ((const uint8_t *)tx->c[i].key - tx->copies);
+				if (tx->c[i].val)
+					tx->c[i].val = b + ((const uint8_t *)tx->c[i].val - tx->copies);
+			}
+			tx->copies = b;
+			tx->cap = cap;
+		}
+	}
+	if (rc != KR_OK)
+		return tx->err = rc;
+	struct change *c = &tx->c[tx->n++];
+	memcpy(tx->copies + tx->used, key, klen);
+	*c = (struct change){.key = tx->copies + tx->used, .klen = klen, .hash = h};
+	tx->used += klen;
+	if (val) {
+		memcpy(tx->copies + tx->used, val, vlen);
+		c->val = tx->copies + tx->used;
+		c->vlen = vlen;
+		tx->used += vlen;
+	}
+	return KR_OK;
+}
+
+int kr_hmap_tx_put(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	return tx_add(tx, key, klen, val ? val : "", vlen);
+}
+
+int kr_hmap_tx_del(kr_hmap_tx *tx, const void *key, size_t klen)
+{
+	return tx_add(tx, key, klen, NULL, 0);
+}
+
+void kr_hmap_tx_abort(kr_hmap_tx *tx)
+{
+	if (tx)
+		free(tx->copies);
+	free(tx);
+}
+
+int kr_hmap_tx_commit(kr_hmap_tx *tx)
+{
+	if (!tx)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL transaction");
+	int rc = tx->err;
+	kr_hmap *m = tx->map;
+	/* Deletes of absent keys change nothing and are left out. */
+	unsigned n = 0;
+	for (unsigned i = 0; rc == KR_OK && i < tx->n; i++)
+		if (tx->c[i].val || m->ix[ix_find(m, tx->c[i].hash, tx->c[i].key, tx->c[i].klen)].slot1)
+			tx->c[n++] = tx->c[i];
+	if (rc == KR_OK && n)
+		rc = apply(m, tx->c, n);
+	kr_hmap_tx_abort(tx);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Create, open (recovery), close
+ * ------------------------------------------------------------------------------------- */
+static uint32_t hdr_crc(const struct kr_hmap_hdr *h)
+{
+	return kr_crc32c(h, offsetof(struct kr_hmap_hdr, crc));
+}
+
+static int hmap_map(kr_hmap *m, int fd, size_t size, unsigned flags)
+{
+	int rc = kr_pm_map(&m->pm, fd, size, flags & KR_OPEN_FORCE_PMEM, m->path);
+	if (rc == KR_OK)
+		m->entries = (uint8_t *)m->pm.base + 2 * P;
+	return rc;
+}
+
+static void hmap_free(kr_hmap *m)
+{
+	if (!m)
+		return;
+	if (m->pm.base)
+		kr_pm_unmap(&m->pm);
+	if (m->pm.fd >= 0)
+		close(m->pm.fd);
+	free(m->ix);
+	free(m->free);
+	free(m->dead.v);
+	free(m->tombs.v);
+	free(m->path);
+	free(m);
+}
+
+static kr_hmap *hmap_new(const char *path)
+{
+	kr_hmap *m = calloc(1, sizeof(*m));
+	if (m) {
+		m->pm.fd = -1;
+		m->path = strdup(path);
+	}
+	if (m && !m->path) {
+		free(m);
+		m = NULL;
+	}
+	return m;
+}
+
+static int hmap_alloc(kr_hmap *m)
+{
+	m->esize = (size_t)m->L * LINE;
+	m->capacity = KR_HMAP_LINE0_PAYLOAD + (size_t)(m->L - 1) * KR_HMAP_LINE_PAYLOAD;
+	m->reserve = (unsigned)(m->nslots / 8 < KR_HMAP_MAX_TX + 1 ? m->nslots / 8 : KR_HMAP_MAX_TX + 1);
+	m->free = malloc(m->nslots * sizeof(uint64_t));
+	m->dead.v = malloc(m->nslots * sizeof(struct dead));
+	m->tombs.v = malloc(m->nslots * sizeof(struct dead));
+	m->dead.cap = m->tombs.cap = m->nslots;
+	if (!m->free || !m->dead.v || !m->tombs.v)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory for %" PRIu64 " slots", m->nslots);
+	return ix_grow(m);
+}
+
+int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out)
+{
+	if (!path || !o || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	*out = NULL;
+	uint32_t L = o->entry_lines ? o->entry_lines : 4;
+	uint64_t size = o->size & ~(uint64_t)(P - 1);
+	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~KR_OPEN_FORCE_PMEM))
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: entry_lines 1..%u, size >= %u, flags "
+				  "FORCE_PMEM only", KR_HMAP_MAX_LINES, MIN_SIZE);
+	kr_hmap *m = hmap_new(path);
+	if (!m)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	m->pm.fd = fd;
+	int rc;
+	if (fd < 0) {
+		rc = kr_err_errno(errno == EEXIST ? KR_E_IO_EXISTS : KR_E_IO_OPEN, "hmap: create %s", path);
+		hmap_free(m);
+		return rc;
+	}
+	m->L = L;
+	m->nslots = (size - 2 * P) / ((uint64_t)L * LINE);
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0) {
+		rc = kr_err_errno(KR_E_IO, "hmap: size %s", path);
+	} else if ((rc = hmap_map(m, fd, size, o->flags)) == KR_OK && (rc = hmap_alloc(m)) == KR_OK) {
+		struct kr_hmap_hdr h = {.magic = KR_HMAP_MAGIC, .version = KR_HMAP_VERSION,
+					.hdr_size = sizeof(h), .file_size = size, .nslots = m->nslots,
+					.entry_lines = L};
+		h.crc = hdr_crc(&h);
+		for (int c = 0; c < 2; c++) {
+			kr_pm_copy(&m->pm, m->pm.base + (size_t)c * P, &h, sizeof(h));
+			kr_pm_flush(&m->pm, m->pm.base + (size_t)c * P, sizeof(h));
+		}
+		watermark_store(m, 0);
+		rc = kr_pm_fence(&m->pm); /* a zeroed file: every slot never used */
+		for (uint64_t s = m->nslots; s-- > 0;)
+			m->free[m->nfree++] = s;
+		m->next_version = 1;
+	}
+	if (rc != KR_OK) {
+		unlink(path);
+		hmap_free(m);
+		return rc;
+	}
+	*out = m;
+	return KR_OK;
+}
+
+struct found {
+	uint64_t version, slot, hash;
+};
+
+static int by_version(const void *a, const void *b)
+{
+	const struct found *x = a, *y = b;
+	return x->version < y->version ? -1 : x->version > y->version ? 1 : (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+static uint64_t watermark_read(const kr_hmap *m)
+{
+	uint64_t w = 0;
+	for (int c = 0; c < 2; c++) {
+		uint64_t word = *(const uint64_t *)(m->pm.base + (size_t)c * P + KR_HMAP_WM_OFF);
+		uint64_t v = word & KR_HMAP_VER_MAX;
+		if (word == watermark_word(v) && v > w)
+			w = v;
+	}
+	return w;
+}
+
+/* Scans the log and rebuilds everything in DRAM; invalidates dropped transactions. */
+static int recover(kr_hmap *m)
+{
+	struct timespec ts0, ts1;
+	clock_gettime(CLOCK_MONOTONIC, &ts0);
+	struct found *f = malloc(m->nslots * sizeof(*f));
+	if (!f)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory to recover");
+	uint64_t nf = 0, maxv = 0;
+	m->watermark = watermark_read(m);
+	for (uint64_t s = 0; s < m->nslots; s++) {
+		uint64_t meta = meta_of(m, s);
+		if (!entry_whole(m, s)) {
+			m->st.recovered_torn++;
+			m->free[m->nfree++] = s;
+		} else if (txn_of(meta) == 0) {
+			m->free[m->nfree++] = s; /* never used */
+		} else {
+			f[nf++] = (struct found){ver_of(meta), s, 0};
+			if (ver_of(meta) > maxv)
+				maxv = ver_of(meta);
+		}
+	}
+	qsort(f, nf, sizeof(*f), by_version);
+	/* Transactions above the watermark must be whole; the rest is dropped for good. */
+	uint64_t kept = 0;
+	int rc = KR_OK;
+	for (uint64_t i = 0; i < nf;) {
+		uint64_t j = i;
+		while (j < nf && f[j].version == f[i].version)
+			j++;
+		unsigned want = txn_of(meta_of(m, f[i].slot));
+		bool whole = f[i].version <= m->watermark || j - i == want;
+		for (uint64_t k = i; k < j; k++) {
+			if (whole) {
+				f[kept++] = f[k];
+			} else {
+				entry_invalidate(m, f[k].slot);
+				m->free[m->nfree++] = f[k].slot;
+				m->st.recovered_dropped++;
+			}
+		}
+		i = j;
+	}
+	if (m->st.recovered_dropped)
+		rc = kr_pm_fence(&m->pm);
+	nf = kept;
+	/* Newest version wins; everything it supersedes dies in this (version) order. */
+	uint8_t key[KR_HMAP_MAX_KEY];
+	for (uint64_t i = 0; rc == KR_OK && i < nf; i++) {
+		uint64_t s = f[i].slot;
+		size_t kl = klen_of(m, s);
+		if (kl == 0 || kl > KR_HMAP_MAX_KEY || kl + vlen_of(m, s) > m->capacity) {
+			rc = KR_CORRUPT(KR_E_CORRUPT, (uint64_t)(entry(m, s) - (uint8_t *)m->pm.base),
+					"hmap: entry %" PRIu64 " has impossible lengths", s);
+			break;
+		}
+		payload_read(m, s, 0, key, kl);
+		uint64_t h = key_hash(key, kl);
+		while ((m->count + 1) * 10 >= m->ixcap * 7 && (rc = ix_grow(m)) == KR_OK)
+			;
+		if (rc != KR_OK)
+			break;
+		uint64_t pos = ix_find(m, h, key, kl);
+		bool tomb = meta_of(m, s) & KR_HMAP_TOMB;
+		if (m->ix[pos].slot1) {
+			ring_push(m, &m->dead, m->ix[pos].slot1 - 1);
+			if (tomb)
+				ix_remove(m, pos);
+			else
+				m->ix[pos].slot1 = s + 1;
+		} else if (!tomb) {
+			m->ix[pos] = (struct ixent){h, s + 1};
+			m->count++;
+		}
+		if (tomb)
+			ring_push(m, &m->tombs, s);
+	}
+	free(f);
+	m->next_version = maxv + 1;
+	/* Every version up to maxv is now whole or gone: say so, durably. */
+	if (rc == KR_OK && maxv > m->watermark) {
+		watermark_store(m, maxv);
+		rc = kr_pm_fence(&m->pm);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts1);
+	m->st.recovery_ns = (uint64_t)(ts1.tv_sec - ts0.tv_sec) * 1000000000ull +
+			    (uint64_t)(ts1.tv_nsec - ts0.tv_nsec);
+	return rc;
+}
+
+int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
+{
+	if (!path || !out || (flags & ~KR_OPEN_FORCE_PMEM))
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument or unknown flags");
+	*out = NULL;
+	kr_hmap *m = hmap_new(path);
+	if (!m)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
+	int rc = KR_OK;
+	struct stat st;
+	m->pm.fd = open(path, O_RDWR | O_CLOEXEC);
+	if (m->pm.fd < 0 || fstat(m->pm.fd, &st) != 0)
+		rc = kr_err_errno(KR_E_IO_OPEN, "hmap: open %s", path);
+	else if (flock(m->pm.fd, LOCK_EX | LOCK_NB) != 0)
+		rc = kr_err_set(KR_E_IO_BUSY, "hmap: %s is open elsewhere", path);
+	else if ((uint64_t)st.st_size < 2 * P)
+		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is too short to be a map", path);
+	else
+		rc = hmap_map(m, m->pm.fd, (size_t)st.st_size, flags);
+	if (rc == KR_OK) {
+		const struct kr_hmap_hdr *a = (const void *)m->pm.base, *b = (const void *)(m->pm.base + P);
+		bool va = a->magic == KR_HMAP_MAGIC && a->crc == hdr_crc(a);
+		bool vb = b->magic == KR_HMAP_MAGIC && b->crc == hdr_crc(b);
+		const struct kr_hmap_hdr *h = va ? a : b;
+		if (!va && !vb)
+			rc = a->magic == KR_HMAP_MAGIC || b->magic == KR_HMAP_MAGIC
+				     ? kr_err_set(KR_E_CORRUPT_HEADER, "hmap: both headers of %s damaged", path)
+				     : kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is not a keratin map", path);
+		else if (h->version != KR_HMAP_VERSION)
+			rc = kr_err_set(KR_E_FORMAT_VERSION, "hmap: %s has map format %u", path, h->version);
+		else if (h->entry_lines == 0 || h->entry_lines > KR_HMAP_MAX_LINES ||
+			 h->file_size != (uint64_t)st.st_size ||
+			 h->nslots != (h->file_size - 2 * P) / ((uint64_t)h->entry_lines * LINE))
+			rc = kr_err_set(KR_E_FORMAT_GEOMETRY, "hmap: %s: header disagrees with the file", path);
+		if (rc == KR_OK) {
+			m->L = h->entry_lines;
+			m->nslots = h->nslots;
+			if ((rc = hmap_alloc(m)) == KR_OK)
+				rc = recover(m);
+		}
+	}
+	if (rc != KR_OK) {
+		hmap_free(m);
+		return rc;
+	}
+	*out = m;
+	return KR_OK;
+}
+
+int kr_hmap_close(kr_hmap *m)
+{
+	hmap_free(m);
+	return KR_OK;
+}
+
+int kr_hmap_stats(kr_hmap *m, struct kr_hmap_stats *st)
+{
+	if (!m || !st)
+		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	*st = m->st;
+	st->nslots = m->nslots;
+	st->entry_lines = m->L;
+	st->live = m->count;
+	st->free_slots = m->nfree;
+	st->dead_slots = m->dead.len + m->tombs.len;
+	st->next_version = m->next_version;
+	return KR_OK;
+}

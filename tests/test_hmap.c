@@ -1,0 +1,439 @@
+/*
+ * test_hmap.c - the single-trip hash map (src/hmap.c) against a model.
+ *
+ *   model   random puts, deletes, lookups and transactions (keys up to 100 bytes, values up
+ *           to 1 KiB, 20-line entries) against a model, verified every 500 operations and
+ *           across 20 close/reopen cycles; every update costs exactly one fence.
+ *   txreuse the reference's transactions-versus-reuse scenario: a transaction writes k1 and
+ *           k2, k1 is updated, the map is churned until every dead entry was reused, then
+ *           reopened: k2 must still hold the transaction's value (the paper's count rule
+ *           alone drops it). Also a deleted key must stay deleted across churn and reopens.
+ *   full    a full map refuses new keys with KR_E_NOSPACE, still takes updates and deletes,
+ *           and takes new keys again after deletes.
+ *   crash   the crash simulator over a small map under heavy reuse: at every fence, with
+ *           nothing, everything and random subsets of the pending lines persisted (torn
+ *           multi-line entries included), the recovered map is the state after every
+ *           acknowledged operation, or after that and the one in flight; transactions all
+ *           or nothing.
+ *   bad     bad arguments, a foreign file, damaged headers.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crashsim.h"
+#include "layout.h"
+#include "testutil.h"
+
+#define MAXV 1800
+
+struct mkey {
+	bool present;
+	uint16_t len;
+	uint64_t seed;
+};
+
+struct model {
+	unsigned nkeys;
+	struct mkey *k;
+};
+
+static size_t key_of(unsigned id, char *buf)
+{
+	/* Lengths 9 to 100: some keys span two lines of an entry. */
+	size_t n = 9 + (id * 37) % 92;
+	char head[16];
+	snprintf(head, sizeof(head), "k%07u#", id % 10000000u);
+	memset(buf, 'a' + id % 26, n);
+	memcpy(buf, head, 9);
+	return n;
+}
+
+static void model_init(struct model *m, unsigned nkeys)
+{
+	m->nkeys = nkeys;
+	m->k = calloc(nkeys, sizeof(*m->k));
+	TU_ASSERT(m->k, "calloc");
+}
+
+static void model_copy(struct model *dst, const struct model *src)
+{
+	memcpy(dst->k, src->k, src->nkeys * sizeof(*src->k));
+}
+
+/* The map must hold exactly the model. Returns 0, or 1 with why in buf. */
+static int model_check(kr_hmap *h, const struct model *m, char *why, size_t n)
+{
+	uint8_t want[MAXV], got[MAXV];
+	char key[128];
+	uint64_t present = 0;
+	for (unsigned id = 0; id < m->nkeys; id++) {
+		size_t kl = key_of(id, key), vl = 0;
+		int rc = kr_hmap_get(h, key, kl, got, sizeof(got), &vl);
+		if (rc < 0) {
+			snprintf(why, n, "get key %u: %s", id, kr_errmsg());
+			return 1;
+		}
+		if (rc != m->k[id].present) {
+			snprintf(why, n, "key %u: %s, model says %s", id, rc ? "present" : "absent",
+				 m->k[id].present ? "present" : "absent");
+			return 1;
+		}
+		if (!rc)
+			continue;
+		present++;
+		tu_fill(want, m->k[id].len, m->k[id].seed);
+		if (vl != m->k[id].len || memcmp(want, got, vl)) {
+			snprintf(why, n, "key %u: value of %zu bytes differs (model %u bytes)", id, vl,
+				 m->k[id].len);
+			return 1;
+		}
+	}
+	if (kr_hmap_count(h) != present) {
+		snprintf(why, n, "count %llu, model %llu", (unsigned long long)kr_hmap_count(h),
+			 (unsigned long long)present);
+		return 1;
+	}
+	return 0;
+}
+
+/* One operation: a list of changes (len < 0: delete). */
+struct op {
+	unsigned n;
+	unsigned id[8];
+	int len[8];
+	uint64_t seed[8];
+};
+
+static void op_apply_model(struct model *m, const struct op *o)
+{
+	for (unsigned i = 0; i < o->n; i++) {
+		struct mkey *k = &m->k[o->id[i]];
+		k->present = o->len[i] >= 0;
+		k->len = o->len[i] >= 0 ? (uint16_t)o->len[i] : 0;
+		k->seed = o->seed[i];
+	}
+}
+
+static int op_run(kr_hmap *h, const struct op *o)
+{
+	char key[128];
+	uint8_t val[MAXV];
+	if (o->n == 1) {
+		size_t kl = key_of(o->id[0], key);
+		if (o->len[0] < 0)
+			return kr_hmap_del(h, key, kl) < 0 ? -1 : 0;
+		tu_fill(val, (size_t)o->len[0], o->seed[0]);
+		return kr_hmap_put(h, key, kl, val, (size_t)o->len[0]);
+	}
+	kr_hmap_tx *tx;
+	TU_OK(kr_hmap_tx_begin(h, &tx));
+	for (unsigned i = 0; i < o->n; i++) {
+		size_t kl = key_of(o->id[i], key);
+		if (o->len[i] < 0) {
+			TU_OK(kr_hmap_tx_del(tx, key, kl));
+		} else {
+			tu_fill(val, (size_t)o->len[i], o->seed[i]);
+			TU_OK(kr_hmap_tx_put(tx, key, kl, val, (size_t)o->len[i]));
+		}
+	}
+	return kr_hmap_tx_commit(tx);
+}
+
+static void op_random(struct tu_rng *r, const struct model *m, unsigned maxlen, struct op *o)
+{
+	unsigned kind = (unsigned)tu_rng_below(r, 10);
+	o->n = kind < 8 ? 1 : (unsigned)tu_rng_range(r, 2, 6);
+	for (unsigned i = 0; i < o->n; i++) {
+		unsigned id;
+		bool dup;
+		do { /* distinct keys within a transaction */
+			id = (unsigned)tu_rng_below(r, m->nkeys);
+			dup = false;
+			for (unsigned j = 0; j < i; j++)
+				dup |= o->id[j] == id;
+		} while (dup);
+		char key[128];
+		size_t room = maxlen - key_of(id, key);
+		o->id[i] = id;
+		o->len[i] = (kind == 6 || tu_rng_chance(r, 1, 5)) ? -1 : (int)tu_rng_below(r, room + 1);
+		o->seed[i] = tu_rng_next(r);
+	}
+}
+
+static void case_model(void)
+{
+	char path[128], why[256];
+	tu_pool_path(path, sizeof(path), "hmap-model");
+	struct kr_hmap_opts o = {.size = 32ull << 20, .entry_lines = 20, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct model m;
+	model_init(&m, 2000);
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("hmap-model", 3));
+	unsigned ops = tu_scaled(20000, 4000), reopens = 0;
+	uint64_t fences = 0, updates = 0;
+	for (unsigned i = 1; i <= ops; i++) {
+		struct op op;
+		op_random(&r, &m, 48 + 19 * 56, &op);
+		bool noop = true; /* only deletes of absent keys: nothing to write */
+		for (unsigned k = 0; k < op.n; k++)
+			noop &= op.len[k] < 0 && !m.k[op.id[k]].present;
+		struct kr_hmap_stats s0, s1;
+		TU_OK(kr_hmap_stats(h, &s0));
+		kr_counters_reset();
+		TU_ASSERT(op_run(h, &op) == KR_OK, "op %u: %s", i, kr_errmsg());
+		struct kr_counters c;
+		kr_counters_get(&c);
+		TU_OK(kr_hmap_stats(h, &s1));
+		op_apply_model(&m, &op);
+		if (!noop) {
+			uint64_t extra = s1.extra_fences - s0.extra_fences;
+			TU_ASSERT(c.fences == 1 + extra && extra <= 1, "op %u (%u changes): %llu fences",
+				  i, op.n, (unsigned long long)c.fences);
+			fences += c.fences;
+			updates++;
+		}
+		if (i % 500 == 0 || getenv("HMAP_CHECK_ALL"))
+			TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after op %u: %s", i, why);
+		if (i % (ops / 20) == 0) {
+			TU_OK(kr_hmap_close(h));
+			TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+			TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after reopen %u: %s", reopens, why);
+			reopens++;
+		}
+	}
+	struct kr_hmap_stats st;
+	TU_OK(kr_hmap_stats(h, &st));
+	printf("hmap model: %u operations, %llu updates at %.4f fences each (%llu with two), %u "
+	       "reopens; %llu live, %llu dead, %llu free of %llu slots; last recovery %.2f ms\n",
+	       ops, (unsigned long long)updates, (double)fences / (double)updates,
+	       (unsigned long long)(fences - updates), reopens,
+	       (unsigned long long)st.live, (unsigned long long)st.dead_slots,
+	       (unsigned long long)st.free_slots, (unsigned long long)st.nslots, st.recovery_ns / 1e6);
+	TU_OK(kr_hmap_close(h));
+	free(m.k);
+}
+
+static void case_txreuse(void)
+{
+	char path[128], why[256];
+	tu_pool_path(path, sizeof(path), "hmap-txreuse");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct kr_hmap_stats st;
+	TU_OK(kr_hmap_stats(h, &st));
+	struct model m;
+	model_init(&m, 40);
+	/* A transaction writes keys 0 and 1; key 0 is then updated, and key 2 deleted after
+	 * two versions. */
+	struct op t = {2, {0, 1}, {10, 20}, {1, 2}};
+	TU_OK(op_run(h, &t));
+	op_apply_model(&m, &t);
+	struct op u = {1, {0}, {30}, {3}};
+	TU_OK(op_run(h, &u));
+	op_apply_model(&m, &u);
+	struct op v[3] = {{1, {2}, {5}, {4}}, {1, {2}, {6}, {5}}, {1, {2}, {-1}, {0}}};
+	for (int i = 0; i < 3; i++) {
+		TU_OK(op_run(h, &v[i]));
+		op_apply_model(&m, &v[i]);
+	}
+	/* Churn through every slot several times (keys 3..39), reopening now and then. */
+	for (uint64_t i = 0; i < 4 * st.nslots; i++) {
+		struct op c = {1, {3 + (unsigned)(i % 37)}, {(int)(i % 7)}, {100 + i}};
+		TU_OK(op_run(h, &c));
+		op_apply_model(&m, &c);
+		if (i % st.nslots == st.nslots - 1) {
+			TU_OK(kr_hmap_close(h));
+			TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+			TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "churn %llu: %s",
+				  (unsigned long long)i, why);
+		}
+	}
+	TU_OK(kr_hmap_stats(h, &st));
+	TU_ASSERT(st.next_version > 4 * st.nslots, "churned");
+	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after churn: %s", why);
+	TU_OK(kr_hmap_close(h));
+	free(m.k);
+	printf("hmap txreuse: ok (%llu slots churned 4 times)\n", (unsigned long long)st.nslots);
+}
+
+static void case_full(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "hmap-full");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 1, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct kr_hmap_stats st;
+	TU_OK(kr_hmap_stats(h, &st));
+	char key[16];
+	uint64_t i = 0;
+	int rc;
+	for (;; i++) {
+		snprintf(key, sizeof(key), "f%llu", (unsigned long long)i);
+		rc = kr_hmap_put(h, key, strlen(key), "v", 1);
+		if (rc != KR_OK)
+			break;
+	}
+	uint64_t reserve = st.nslots / 8 < 256 ? st.nslots / 8 : 256;
+	TU_ASSERT(rc == KR_E_NOSPACE && i == st.nslots - reserve, "full after %llu of %llu: %d",
+		  (unsigned long long)i, (unsigned long long)st.nslots, rc);
+	/* Updates and deletes still work in a full map, and deletes make room again. */
+	for (unsigned k = 0; k < 3 * reserve; k++)
+		TU_OK(kr_hmap_put(h, "f0", 2, &k, sizeof(k) > 4 ? 4 : sizeof(k)));
+	for (unsigned k = 1; k <= 10; k++) {
+		snprintf(key, sizeof(key), "f%u", k);
+		TU_ASSERT(kr_hmap_del(h, key, strlen(key)) == 1, "delete in a full map");
+	}
+	for (unsigned k = 0; k < 10; k++) {
+		snprintf(key, sizeof(key), "g%u", k);
+		TU_OK(kr_hmap_put(h, key, strlen(key), "v", 1));
+	}
+	TU_ASSERT(kr_hmap_put(h, "x", 1, "012345678901234567890123456789012345678901234567", 48) ==
+		  KR_E_TOO_BIG, "49 bytes: too big for one line");
+	uint64_t live = kr_hmap_count(h);
+	TU_OK(kr_hmap_close(h));
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+	TU_ASSERT(kr_hmap_count(h) == live, "all there after reopen");
+	TU_OK(kr_hmap_close(h));
+	printf("hmap full: %llu entries, then KR_E_NOSPACE; updates and deletes still work\n",
+	       (unsigned long long)i);
+}
+
+/* ---- crash ------------------------------------------------------------------------------ */
+static struct model g_acked, g_next;
+static struct op g_inflight;
+static bool g_have_inflight;
+
+static int crash_check(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	kr_hmap *h;
+	int rc = kr_hmap_open(img->path, KR_OPEN_FORCE_PMEM, &h);
+	if (rc != KR_OK) {
+		fprintf(stderr, "fence %llu: open failed: %s\n", (unsigned long long)img->fence, kr_errmsg());
+		return 1;
+	}
+	char why[256], why2[256] = "no operation in flight";
+	if (!model_check(h, &g_acked, why, sizeof(why)))
+		return 0;
+	if (g_have_inflight) {
+		model_copy(&g_next, &g_acked);
+		op_apply_model(&g_next, &g_inflight);
+		if (!model_check(h, &g_next, why2, sizeof(why2)))
+			return 0;
+	}
+	fprintf(stderr, "fence %llu (%s image): neither the acknowledged state (%s) nor it plus the "
+		"operation in flight (%s)\n", (unsigned long long)img->fence,
+		img->kind == CRASHSIM_NONE ? "none" : img->kind == CRASHSIM_ALL ? "all" : "random", why, why2);
+	return 1;
+}
+
+static void case_crash(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "hmap-crash");
+	model_init(&g_acked, 30);
+	model_init(&g_next, 30);
+	struct crashsim_opts co;
+	crashsim_opts_init(&co);
+	co.check_path = crash_check;
+	co.random_images = 3;
+	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	crashsim_enable_checks(false); /* a map whose creation did not return need not open */
+	TU_OK(kr_hmap_create(path, &o, &h));
+	crashsim_enable_checks(true);
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("hmap-crash", 7));
+	unsigned ops = tu_scaled(700, 200);
+	for (unsigned i = 0; i < ops; i++) {
+		op_random(&r, &g_acked, 48 + 3 * 56, &g_inflight);
+		g_have_inflight = true;
+		TU_ASSERT(op_run(h, &g_inflight) == KR_OK, "op %u: %s", i, kr_errmsg());
+		op_apply_model(&g_acked, &g_inflight);
+		g_have_inflight = false;
+		if (i % 150 == 149) { /* recovery's own writes are checked too */
+			TU_OK(kr_hmap_close(h));
+			crashsim_drain(); /* checking children share the file's lock */
+			TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+		}
+	}
+	TU_OK(kr_hmap_close(h));
+	struct crashsim_stats st;
+	crashsim_stop(&st);
+	printf("hmap crash: %u operations, %llu fences, %llu crash images checked, %llu failed\n", ops,
+	       (unsigned long long)st.fences, (unsigned long long)st.images,
+	       (unsigned long long)st.failures);
+	TU_ASSERT(st.failures == 0, "%llu crash images recovered wrongly", (unsigned long long)st.failures);
+	TU_ASSERT(st.images >= ops, "too few images");
+}
+
+static void case_bad(void)
+{
+	char path[128];
+	int rc;
+	tu_pool_path(path, sizeof(path), "hmap-bad");
+	kr_hmap *h;
+	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	TU_ASSERT(kr_hmap_create(path, NULL, &h) == KR_E_MISUSE_ARG, "NULL opts");
+	struct kr_hmap_opts bad = o;
+	bad.entry_lines = 33;
+	TU_ASSERT(kr_hmap_create(path, &bad, &h) == KR_E_MISUSE_ARG, "33 lines");
+	bad = o;
+	bad.size = 4096;
+	TU_ASSERT(kr_hmap_create(path, &bad, &h) == KR_E_MISUSE_ARG, "too small");
+	TU_OK(kr_hmap_create(path, &o, &h));
+	kr_hmap *h2;
+	TU_ASSERT(kr_hmap_create(path, &o, &h2) == KR_E_IO_EXISTS && !h2, "exists");
+	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h2) == KR_E_IO_BUSY, "open twice");
+	char big[200] = {0};
+	TU_ASSERT(kr_hmap_put(h, big, 0, "v", 1) == KR_E_MISUSE_ARG, "empty key");
+	TU_ASSERT(kr_hmap_put(h, big, 129, "v", 1) == KR_E_MISUSE_ARG, "key over 128");
+	TU_ASSERT(kr_hmap_put(h, "k", 1, NULL, 5) == KR_E_MISUSE_ARG, "NULL value with a length");
+	rc = kr_hmap_del(h, "nope", 4);
+	TU_ASSERT(rc == 0, "delete of an absent key: %d %s", rc, kr_errmsg());
+	kr_hmap_tx *tx;
+	TU_OK(kr_hmap_tx_begin(h, &tx));
+	TU_OK(kr_hmap_tx_put(tx, "a", 1, "1", 1));
+	TU_ASSERT(kr_hmap_tx_put(tx, "a", 1, "2", 1) == KR_E_MISUSE_ARG, "a key twice");
+	TU_ASSERT(kr_hmap_tx_commit(tx) == KR_E_MISUSE_ARG, "a failed transaction stays failed");
+	TU_ASSERT(kr_hmap_count(h) == 0, "nothing written");
+	TU_OK(kr_hmap_close(h));
+	/* One header damaged: the other serves; both: refused; not a map at all: refused. */
+	uint8_t b = 0x55;
+	tu_pwrite(path, &b, 1, 20);
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+	TU_OK(kr_hmap_close(h));
+	tu_pwrite(path, &b, 1, 4096 + 20);
+	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h) == KR_E_CORRUPT_HEADER, "both headers");
+	char junk[128];
+	tu_pool_path(junk, sizeof(junk), "hmap-junk");
+	tu_write_file(junk, path, 100);
+	TU_ASSERT(kr_hmap_open(junk, KR_OPEN_FORCE_PMEM, &h) == KR_E_FORMAT_NOT_POOL, "short file");
+	printf("hmap bad: ok\n");
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "all";
+	bool all = !strcmp(what, "all");
+	if (all || !strcmp(what, "model"))
+		case_model();
+	if (all || !strcmp(what, "txreuse"))
+		case_txreuse();
+	if (all || !strcmp(what, "full"))
+		case_full();
+	if (all || !strcmp(what, "crash"))
+		case_crash();
+	if (all || !strcmp(what, "bad"))
+		case_bad();
+	printf("test_hmap: ok\n");
+	return 0;
+}
