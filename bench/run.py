@@ -47,6 +47,11 @@ LABEL = {("keratin", "none"): "keratin-none", ("keratin", "ml"): "keratin-ML",
 REGION_PATTERNS = ["write", "zipf", "read"]
 REGION_MODES = [("none", 0), ("sync", 0), ("lazy", 1000), ("lazy", 5000), ("lazy", 10000),
                 ("lazy", 30000)]
+HMAP_COLUMNS = ["library", "config", "workload", "param", "entries", "ops", "seconds",
+                "ops_per_s", "fences_per_op", "recovery_s_per_gib"]
+HMAP_LINES = [1, 2, 4, 8, 16]
+HMAP_SIZES = [1000, 65536, 1048576, 4194304]
+HMAP_MAX_FILE = 3 << 30  # bytes of map file in /dev/shm; larger combinations are skipped
 REGION_COLUMNS = ["pattern", "mode", "period_ms", "size_mib", "seconds", "ops", "ops_per_s",
                   "passes", "dirty_per_pass", "stripes_per_pass", "pass_ms_mean", "pass_ms_max",
                   "bg_cpu_pct", "faults_per_pass", "unseals"]
@@ -462,8 +467,8 @@ def report(args, summ, outdir, plots, notes):
       "cost per transaction](#persistence-cost-per-transaction-keratins-counters), [two "
       "threads](#two-threads-random-overwrites-of-distinct-objects), [key-value "
       "structures](#key-value-structures), [creation, repair, scrub](#pool-creation-repair-"
-      "scrub), [protected regions](#protected-regions-lazy-redundancy), [against the "
-      "targets](#against-the-targets).\n")
+      "scrub), [protected regions](#protected-regions-lazy-redundancy), [single-trip hash "
+      "map](#single-trip-hash-map), [against the targets](#against-the-targets).\n")
     for p in plots:
         w("![%s](%s)\n" % (p, p))
     if notes:
@@ -598,6 +603,7 @@ def report(args, summ, outdir, plots, notes):
               args.create_mib, s["ops_per_s"] / 1e9))
     w("")
     regions_section(w, outdir, summ)
+    hmap_section(w, outdir)
     w("## Against the targets\n")
     if misses or fence_misses:
         w("Misses, measured in this run (the targets are in issue 4; a miss is reported, never "
@@ -640,6 +646,10 @@ def main():
                     help="region benchmark file size (default 1024 MiB)")
     ap.add_argument("--region-seconds", type=float, default=3.0,
                     help="seconds per region run, plus one period for lazy runs (default 3)")
+    ap.add_argument("--hmap-only", action="store_true",
+                    help="only the single-trip map benchmarks; rows go to OUT/hmap.csv, then "
+                         "the report is rewritten")
+    ap.add_argument("--hmap-runs", type=int, default=1, help="map rounds (default 1)")
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--out", default="docs/bench", help="where results and plots go")
     args = ap.parse_args()
@@ -669,16 +679,23 @@ def main():
     args.command = command_args()
     exes = {"keratin": os.path.join(args.build, "bench", "keratin-bench"),
             "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench"),
-            "region": os.path.join(args.build, "bench", "region-bench")}
+            "region": os.path.join(args.build, "bench", "region-bench"),
+            "hmap": os.path.join(args.build, "bench", "hmap-bench")}
     for lib, exe in exes.items():
         if not os.access(exe, os.X_OK):
             sys.exit("run.py: %s not built (%s); run `make bench`" % (lib, exe))
-    region_rows = first = None
-    if not args.maps_only and not args.no_regions:
+    args.hmap_sizes = [1000, 20000] if args.quick else HMAP_SIZES
+    region_rows = first = hmap_rows = None
+    if args.hmap_only or not (args.maps_only or args.regions_only):
+        hmap_rows = measure_hmap(args, exes)
+    if not (args.maps_only or args.no_regions or args.hmap_only):
         region_rows, first = measure_regions(args, exes["region"])
-    if args.regions_only:
+    if args.regions_only or args.hmap_only:
         os.makedirs(args.out, exist_ok=True)
-        write_region_csvs(args.out, region_rows, first)
+        if region_rows:
+            write_region_csvs(args.out, region_rows, first)
+        if hmap_rows:
+            write_csv(os.path.join(args.out, "hmap.csv"), HMAP_COLUMNS, hmap_rows)
         if os.path.exists(os.path.join(args.out, "results.csv")):
             with open(os.path.join(args.out, "run.json")) as f:
                 for k, v in json.load(f).items():
@@ -687,12 +704,15 @@ def main():
         return
     rows = measure(args, exes)
     if args.no_report:
-        print("run.py: %d rows, every workload measured%s" %
-              (len(rows), ", %d region rows" % len(region_rows) if region_rows else ""))
+        print("run.py: %d rows, every workload measured%s%s" %
+              (len(rows), ", %d region rows" % len(region_rows) if region_rows else "",
+               ", %d map rows" % len(hmap_rows) if hmap_rows else ""))
         return
     os.makedirs(args.out, exist_ok=True)
     if region_rows:
         write_region_csvs(args.out, region_rows, first)
+    if hmap_rows:
+        write_csv(os.path.join(args.out, "hmap.csv"), HMAP_COLUMNS, hmap_rows)
     # A maps-only run with libpmemobj attached as a region feeds the regions section.
     tag = "maps-regions" if any(c in REGION_CONTENDERS for c in args.contenders) else "maps"
     name = "%s-%d.csv" % (tag, args.keys) if args.maps_only else "results.csv"
@@ -708,6 +728,109 @@ def main():
         json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
                                                  "repairs", "create_mib", "command")}, f)
     write_report(args, rows)
+
+
+def measure_hmap(args, exes):
+    """The single-trip map (one and two fences, every entry size and map size) and, at the
+    same key counts, keratin's transactional hashmap and PMDK's hashmap_tx, in one run."""
+    rows = []
+    for rnd in range(args.hmap_runs):
+        for n in args.hmap_sizes:
+            for lines in HMAP_LINES:
+                if n * lines * 64 * 1.25 > HMAP_MAX_FILE:
+                    continue
+                for mode in ("one", "two"):
+                    cmd = [exes["hmap"], "--lines", str(lines), "--entries", str(n), "--mode", mode]
+                    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    if p.returncode != 0:
+                        sys.exit("run.py: %s failed: %s" % (" ".join(cmd), p.stderr.strip()))
+                    for line in p.stdout.splitlines():
+                        r = dict(zip(HMAP_COLUMNS, line.split(",")))
+                        r["round"] = str(rnd)
+                        rows.append(r)
+            for lib, cfg in (("keratin", "full"), ("pmdk", "plain")):
+                for r in run_driver(lib, exes[lib], cfg, "map", "hashmap", n):
+                    rows.append({"library": lib, "config": cfg, "workload": r["workload"],
+                                 "param": "hashmap", "entries": str(n), "ops": r["ops"],
+                                 "seconds": r["seconds"], "ops_per_s": r["ops_per_s"],
+                                 "fences_per_op": r["fences"], "recovery_s_per_gib": "",
+                                 "round": str(rnd)})
+            if sys.stderr.isatty():
+                print("\r  map round %d: %d entries done" % (rnd + 1, n), end="", file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return rows
+
+
+def hmap_section(w, outdir):
+    path = os.path.join(outdir, "hmap.csv")
+    if not os.path.exists(path):
+        return
+    rows = read_rows(path)
+    g = {}
+    for r in rows:
+        g.setdefault((r["library"], r["config"], r["workload"], r["param"], int(r["entries"])),
+                     []).append(r)
+
+    def med(key, col="ops_per_s"):
+        rs = [float(r[col]) for r in g.get(key, []) if r[col] not in ("", None)]
+        return statistics.median(rs) if rs else None
+
+    rounds = max(int(r["round"]) for r in rows) + 1
+    sizes = sorted({k[4] for k in g})
+    w("## Single-trip hash map\n")
+    w("`bench/hmap-bench` (`kr_hmap`, 8-byte keys, the value filling the entry) against the same "
+      "map committing the classic way (payload, fence, marks, fence: `KR_HMAP_TWO_FENCES`), "
+      "and, at the same key counts, keratin's transactional hashmap (libkeratin-map, full "
+      "protection) and PMDK's hashmap_tx example, 8-byte keys and values. Phases: insert "
+      "every key, update every key (random order), look every key up, delete every key. "
+      "Median of %d round%s; thousand operations per second. Map files above %d GiB are "
+      "skipped (tmpfs).\n" % (rounds, "" if rounds == 1 else "s", HMAP_MAX_FILE >> 30))
+    big = max(sizes)
+    for n in sizes:
+        lines = [l for l in HMAP_LINES if ("stps", "one", "insert", str(l), n) in g]
+        if not lines:
+            continue
+        w("**%d entries.** One fence over two fences (the single-trip gain), by entry size:\n" % n)
+        w("| op | " + " | ".join("%d line%s: 1 / 2 fences" % (l, "" if l == 1 else "s") for l in lines) + " |")
+        w("|---|" + "---:|" * len(lines))
+        for op in ("insert", "update", "lookup", "delete"):
+            cells = []
+            for l in lines:
+                a, b = med(("stps", "one", op, str(l), n)), med(("stps", "two", op, str(l), n))
+                cells.append("%.0f / %.0f (%+.0f%%)" % (a / 1e3, b / 1e3, (a / b - 1) * 100) if a and b else "-")
+            w("| %s | %s |" % (op, " | ".join(cells)))
+        w("")
+    w("Against the transactional maps (single-trip map with 1-line entries; ratios: the "
+      "single-trip map over each):\n")
+    w("| entries | op | single-trip | keratin hashmap (full) | PMDK hashmap_tx | over keratin | over PMDK |")
+    w("|---:|---|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        for op, kop in (("insert", "insert"), ("delete", "remove"), ("lookup", "lookup")):
+            a = med(("stps", "one", op, "1", n))
+            k = med(("keratin", "full", kop, "hashmap", n))
+            p = med(("pmdk", "plain", kop, "hashmap", n))
+            f = lambda x: "%.0f" % (x / 1e3) if x else "-"
+            r = lambda x: "%.2f" % (a / x) if a and x else "-"
+            w("| %d | %s | %s | %s | %s | %s | %s |" % (n, op, f(a), f(k), f(p), r(k), r(p)))
+    w("")
+    w("Fences per update, as keratin's counters count them: single-trip %s, two fences %s, "
+      "keratin hashmap insert %s. Recovery (open of a full map, index rebuilt by a scan), "
+      "seconds per GiB of map file at %d entries: %s.\n" % (
+          "/".join("%.2f" % med(("stps", "one", "insert", "1", n), "fences_per_op") for n in sizes[:1]),
+          "/".join("%.2f" % med(("stps", "two", "insert", "1", n), "fences_per_op") for n in sizes[:1]),
+          "%.2f" % (med(("keratin", "full", "insert", "hashmap", big), "fences_per_op") or 0),
+          big, ", ".join("%d line%s %.2f" % (l, "" if l == 1 else "s",
+                                               med(("stps", "one", "update", str(l), big),
+                                                   "recovery_s_per_gib"))
+                         for l in HMAP_LINES if ("stps", "one", "update", str(l), big) in g)))
+
+
+def write_csv(path, columns, rows):
+    with open(path, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=columns + ["round"])
+        wr.writeheader()
+        wr.writerows(rows)
 
 
 def write_region_csvs(outdir, rows, first):

@@ -570,8 +570,11 @@ typedef struct kr_hmap kr_hmap;
 struct kr_hmap_opts {
 	uint64_t size;         /* file size in bytes, >= 64 KiB */
 	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
-	unsigned flags;        /* KR_OPEN_FORCE_PMEM */
+	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_HMAP_TWO_FENCES */
 };
+/* Benchmarks only: commit the classic way, payload then a fence then the marks then a
+ * second fence (the comparison the single-trip design is measured against). Same format. */
+#define KR_HMAP_TWO_FENCES 0x100u
 
 /* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
  * KR_E_IO_EXISTS, KR_E_IO_*. */

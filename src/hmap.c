@@ -103,6 +103,7 @@ struct kr_hmap {
 	uint64_t next_version, watermark;
 	unsigned reserve; /* slots new keys may not take */
 	uint64_t op_min_seq; /* oldest dead entry the operation being built took */
+	bool two_fences;     /* KR_HMAP_TWO_FENCES */
 	struct kr_hmap_stats st;
 };
 
@@ -207,9 +208,9 @@ static bool entry_whole(const kr_hmap *m, uint64_t slot)
 	return true;
 }
 
-/* Writes a whole entry into slot, whatever it held; flushed, not fenced. */
-static void entry_write(kr_hmap *m, uint64_t slot, uint64_t version, unsigned txncount,
-			const struct change *c)
+/* Writes a whole entry into slot, whatever it held: busy bits and payload (entry_begin),
+ * then the final words (entry_end); flushed, not fenced. */
+static void entry_begin(kr_hmap *m, uint64_t slot, const struct change *c)
 {
 	/* 1. Every line busy before any of its payload changes. */
 	for (unsigned i = 0; i < m->L; i++) {
@@ -222,6 +223,11 @@ static void entry_write(kr_hmap *m, uint64_t slot, uint64_t version, unsigned tx
 	payload_write(m, slot, 0, c->key, c->klen);
 	if (c->val && c->vlen)
 		payload_write(m, slot, c->klen, c->val, c->vlen);
+}
+
+static void entry_end(kr_hmap *m, uint64_t slot, uint64_t version, unsigned txncount,
+		      const struct change *c)
+{
 	/* 3. Every line's final word: not busy, the new version (line 0: and the rest). */
 	for (unsigned i = 1; i < m->L; i++)
 		kr_pm_store64(&m->pm, word(m, slot, i), version << KR_HMAP_VER_SHIFT);
@@ -434,13 +440,23 @@ static int apply(kr_hmap *m, struct change *c, unsigned n)
 	}
 	uint64_t version = m->next_version++;
 	int rc = KR_OK;
+	if (m->two_fences) { /* the classic commit, for comparison: data, fence, marks */
+		for (unsigned i = 0; i < n; i++) {
+			entry_begin(m, c[i].slot, &c[i]);
+			kr_pm_flush(&m->pm, entry(m, c[i].slot), m->esize);
+		}
+		rc = kr_pm_fence(&m->pm);
+		split = 0;
+	}
 	for (unsigned i = 0; i < n; i++) {
-		if (i == split) { /* rare: see slot_take; a crash between the two fences drops
-				   * the whole transaction, its entry count being short */
+		if (i == split && !m->two_fences) { /* rare: see slot_take; a crash between the
+						     * two fences drops the whole transaction */
 			rc = kr_pm_fence(&m->pm);
 			m->st.extra_fences++;
 		}
-		entry_write(m, c[i].slot, version, n, &c[i]);
+		if (!m->two_fences)
+			entry_begin(m, c[i].slot, &c[i]);
+		entry_end(m, c[i].slot, version, n, &c[i]);
 	}
 	int rc2 = kr_pm_fence(&m->pm); /* the one round trip */
 	rc = rc != KR_OK ? rc : rc2;
@@ -691,9 +707,9 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	*out = NULL;
 	uint32_t L = o->entry_lines ? o->entry_lines : 4;
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
-	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~KR_OPEN_FORCE_PMEM))
+	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~(KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES)))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: entry_lines 1..%u, size >= %u, flags "
-				  "FORCE_PMEM only", KR_HMAP_MAX_LINES, MIN_SIZE);
+				  "FORCE_PMEM and TWO_FENCES only", KR_HMAP_MAX_LINES, MIN_SIZE);
 	kr_hmap *m = hmap_new(path);
 	if (!m)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
@@ -706,6 +722,7 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 		return rc;
 	}
 	m->L = L;
+	m->two_fences = o->flags & KR_HMAP_TWO_FENCES;
 	m->nslots = (size - 2 * P) / ((uint64_t)L * LINE);
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0) {
 		rc = kr_err_errno(KR_E_IO, "hmap: size %s", path);
@@ -848,12 +865,13 @@ static int recover(kr_hmap *m)
 
 int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
 {
-	if (!path || !out || (flags & ~KR_OPEN_FORCE_PMEM))
+	if (!path || !out || (flags & ~(KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES)))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument or unknown flags");
 	*out = NULL;
 	kr_hmap *m = hmap_new(path);
 	if (!m)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
+	m->two_fences = flags & KR_HMAP_TWO_FENCES;
 	int rc = KR_OK;
 	struct stat st;
 	m->pm.fd = open(path, O_RDWR | O_CLOEXEC);
