@@ -315,6 +315,19 @@ def maps_table(w, path):
     w("")
 
 
+def grouped(rows, key):
+    """Rows by key(row), and the median of a column over one group (None: no such group
+    or no values)."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(key(r), []).append(r)
+
+    def med(k, col):
+        vals = [float(r[col]) for r in groups.get(k, []) if r[col] not in ("", None)]
+        return statistics.median(vals) if vals else None
+    return groups, med
+
+
 def regions_section(w, outdir, summ):
     """Protected regions: region-bench's rows (regions.csv, firststore.csv) and the maps
     of libpmemobj with its pool attached as a region (results.csv)."""
@@ -322,13 +335,7 @@ def regions_section(w, outdir, summ):
     if not os.path.exists(path):
         return
     rows = read_rows(path)
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["pattern"], r["mode"], int(r["period_ms"])), []).append(r)
-
-    def med(key, col):
-        rs = groups.get(key)
-        return statistics.median(float(r[col]) for r in rs) if rs else None
+    groups, med = grouped(rows, lambda r: (r["pattern"], r["mode"], int(r["period_ms"])))
 
     rounds = max(int(r["round"]) for r in rows) + 1
     lazy = sorted({k[2] for k in groups if k[1] == "lazy"})
@@ -716,10 +723,7 @@ def main():
     # A maps-only run with libpmemobj attached as a region feeds the regions section.
     tag = "maps-regions" if any(c in REGION_CONTENDERS for c in args.contenders) else "maps"
     name = "%s-%d.csv" % (tag, args.keys) if args.maps_only else "results.csv"
-    with open(os.path.join(args.out, name), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=COLUMNS + ["round"])
-        wr.writeheader()
-        wr.writerows(rows)
+    write_csv(os.path.join(args.out, name), COLUMNS, rows)
     if args.maps_only:
         print("run.py: %d rows in %s; `bench/run.py --report-only` puts them in the report" %
               (len(rows), os.path.join(args.out, name)))
@@ -767,14 +771,9 @@ def hmap_section(w, outdir):
     if not os.path.exists(path):
         return
     rows = read_rows(path)
-    g = {}
-    for r in rows:
-        g.setdefault((r["library"], r["config"], r["workload"], r["param"], int(r["entries"])),
-                     []).append(r)
-
-    def med(key, col="ops_per_s"):
-        rs = [float(r[col]) for r in g.get(key, []) if r[col] not in ("", None)]
-        return statistics.median(rs) if rs else None
+    g, med_col = grouped(rows, lambda r: (r["library"], r["config"], r["workload"], r["param"],
+                                          int(r["entries"])))
+    med = lambda key, col="ops_per_s": med_col(key, col)
 
     rounds = max(int(r["round"]) for r in rows) + 1
     sizes = sorted({k[4] for k in g})
@@ -834,10 +833,7 @@ def write_csv(path, columns, rows):
 
 
 def write_region_csvs(outdir, rows, first):
-    with open(os.path.join(outdir, "regions.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=REGION_COLUMNS + ["round"])
-        wr.writeheader()
-        wr.writerows(rows)
+    write_csv(os.path.join(outdir, "regions.csv"), REGION_COLUMNS, rows)
     with open(os.path.join(outdir, "firststore.csv"), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=["kind", "ns_per_page"])
         wr.writeheader()

@@ -751,7 +751,7 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 }
 
 struct found {
-	uint64_t version, slot, hash;
+	uint64_t version, slot;
 };
 
 static int by_version(const void *a, const void *b)
@@ -790,7 +790,7 @@ static int recover(kr_hmap *m)
 		} else if (txn_of(meta) == 0) {
 			m->free[m->nfree++] = s; /* never used */
 		} else {
-			f[nf++] = (struct found){ver_of(meta), s, 0};
+			f[nf++] = (struct found){ver_of(meta), s};
 			if (ver_of(meta) > maxv)
 				maxv = ver_of(meta);
 		}

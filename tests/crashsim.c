@@ -326,6 +326,19 @@ fail:
 	return -1;
 }
 
+/* The checking child's end: it removes its own image (the parent does too, but may be gone
+ * by now), unless a failing one is to be kept, and exits with the verdict. */
+static _Noreturn void child_exit(const struct crashsim_image *img, int bad)
+{
+	if (!bad || !sim.o.keep_failed) {
+		char orig[300];
+		snprintf(orig, sizeof(orig), "%s.orig", img->path);
+		unlink(img->path);
+		unlink(orig);
+	}
+	_exit(bad ? 1 : 0);
+}
+
 static noreturn void child_main(const struct mapping *m, const struct crashsim_image *img)
 {
 	/* From here on the library must not call back into the simulator: the parent's copy of
@@ -345,16 +358,8 @@ static noreturn void child_main(const struct mapping *m, const struct crashsim_i
 		if (write_image(m, img, orig) != 0)
 			_exit(3);
 	}
-	if (sim.o.check_path) {
-		int bad = sim.o.check_path(sim.ctx, img);
-		if (!bad || !sim.o.keep_failed) {
-			char orig[300];
-			snprintf(orig, sizeof(orig), "%s.orig", img->path);
-			unlink(img->path);
-			unlink(orig);
-		}
-		_exit(bad ? 1 : 0);
-	}
+	if (sim.o.check_path)
+		child_exit(img, sim.o.check_path(sim.ctx, img));
 	kr_pool *pool = NULL;
 	int rc = kr_pool_open(img->path, sim.o.open_flags, &pool);
 	if (rc != KR_OK) {
@@ -365,16 +370,8 @@ static noreturn void child_main(const struct mapping *m, const struct crashsim_i
 			kr_strerror(rc), kr_errmsg());
 		_exit(2);
 	}
-	int bad = sim.check(sim.ctx, pool, img);
-	/* No kr_pool_close: the pool is thrown away, and a close would only add work. The
-	 * child removes its own image (the parent does too, but may be gone by now). */
-	if (!bad || !sim.o.keep_failed) {
-		char orig[300];
-		snprintf(orig, sizeof(orig), "%s.orig", img->path);
-		unlink(img->path);
-		unlink(orig);
-	}
-	_exit(bad ? 1 : 0);
+	/* No kr_pool_close: the pool is thrown away, and a close would only add work. */
+	child_exit(img, sim.check(sim.ctx, pool, img));
 }
 
 static void reap_kid(unsigned i)
