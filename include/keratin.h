@@ -563,7 +563,10 @@ int kr_region_info(const char *path, const char *sidecar, struct kr_region_info 
  * (lines * 56 - 8 bytes: 48 for 1 line, 1784 for 32). A put, a delete and a transaction
  * of up to 255 changes (all or nothing) are each durable on return, after one fence.
  *
- * Thread safety: none yet; one thread per map handle (calls must be serialised).
+ * Thread safety: every call may be made from any number of threads at once, except
+ * kr_hmap_close. Changes to different keys run in parallel (the fences too); changes to
+ * one key are serialised in call order. kr_hmap_get and kr_hmap_foreach copy values out
+ * under a read lock that only the index updates of writers wait for.
  * ------------------------------------------------------------------------------------- */
 typedef struct kr_hmap kr_hmap;
 
@@ -597,7 +600,8 @@ int kr_hmap_del(kr_hmap *map, const void *key, size_t klen);
 int kr_hmap_get(kr_hmap *map, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 uint64_t kr_hmap_count(kr_hmap *map);
 /* Calls fn for every key in no particular order; a nonzero return stops and is returned.
- * Do not change the map from fn. */
+ * Writers of other threads wait meanwhile. fn may call kr_hmap_get; a change of the map
+ * from fn, or a nested foreach, fails with KR_E_MISUSE_STATE. */
 int kr_hmap_foreach(kr_hmap *map,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		    void *ctx);
@@ -616,8 +620,11 @@ struct kr_hmap_stats {
 	uint64_t recovery_ns;      /* the last open's log scan and index rebuild */
 	uint64_t recovered_torn;   /* entries found torn by a crash */
 	uint64_t recovered_dropped;/* entries of incomplete transactions dropped */
-	uint64_t extra_fences;     /* operations that needed a second fence (a transaction
-				    * reusing both a tombstone and an entry it cancels) */
+	uint64_t extra_fences;     /* fences beyond one per operation: a transaction reusing
+				    * both a tombstone and an entry it cancels, or an entry of a
+				    * transaction whose watermark another thread stored */
+	uint64_t waits;            /* operations that waited for another thread's fence before
+				    * reusing a slot (tombstone and watermark rules) */
 	uint64_t next_version;
 };
 int kr_hmap_stats(kr_hmap *map, struct kr_hmap_stats *st);

@@ -53,6 +53,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,13 +77,26 @@ struct ixent {
 	uint64_t slot1; /* slot + 1; 0 = empty */
 };
 
-/* Dead entries in death order, with their death numbers. */
+/* Dead entries in death order, with their death numbers and, for a member of a
+ * transaction of 2+ entries, its version (0 otherwise): its slot may be rewritten only once
+ * a durable watermark covers that version. */
 struct ring {
 	struct dead {
-		uint64_t slot, seq;
+		uint64_t slot, seq, txver;
 	} *v;
 	uint64_t head, len, cap;
 };
+
+/* An operation between taking its slots and publishing them (kr_hmap.lock). */
+struct inflight {
+	struct inflight *next;
+	uint64_t min_dead; /* death number of the oldest dead entry it took; UINT64_MAX: none */
+	uint64_t txver;    /* its version if it is a transaction of 2+ entries, else 0 */
+	uint64_t wm_flushed; /* watermark it flushed before its fence (0: none) */
+	unsigned n;
+};
+
+#define NSTRIPES 1024u
 
 struct kr_hmap {
 	char *path;
@@ -90,22 +105,36 @@ struct kr_hmap {
 	uint64_t nslots;
 	uint32_t L;
 	size_t esize, capacity; /* bytes of key + value an entry holds */
+	unsigned reserve;       /* slots new keys may not take */
+	bool two_fences;        /* KR_HMAP_TWO_FENCES */
 
-	struct ixent *ix; /* open addressing, linear probing, power-of-two capacity */
-	uint64_t ixcap, count;
+	/* Lock order: stripes (ascending), then lock, then ixlock. No lock is held across a
+	 * fence except stripes. */
+	pthread_mutex_t stripes[NSTRIPES]; /* writers of the keys hashing to a stripe */
 
+	pthread_rwlock_t ixlock; /* the index; readers copy values out under it */
+	struct ixent *ix;        /* open addressing, linear probing, power-of-two capacity */
+	uint64_t ixcap;
+	_Atomic uint64_t count;
+
+	pthread_mutex_t lock; /* everything below */
+	pthread_cond_t moved; /* an operation published: blocked slot takers retry */
+	unsigned waiting;
 	uint64_t *free; /* never used, torn or dropped: reusable in any order */
 	uint64_t nfree;
 	struct ring dead;  /* superseded entries: reusable in any order, taken oldest first */
 	struct ring tombs; /* tombstones: reusable once every older dead entry is overwritten */
 	uint64_t dseq;     /* next death number */
-
-	uint64_t next_version, watermark;
-	unsigned reserve; /* slots new keys may not take */
-	uint64_t op_min_seq; /* oldest dead entry the operation being built took */
-	bool two_fences;     /* KR_HMAP_TWO_FENCES */
+	struct inflight *inflight;
+	uint64_t ix_reserved; /* index places in-flight operations may still fill */
+	uint64_t next_version;
+	uint64_t wm_stored;  /* the watermark word's value (stores are ordered by lock) */
+	uint64_t wm_durable; /* a value the watermark word is known to hold durably */
 	struct kr_hmap_stats st;
 };
+
+/* Set while this thread runs a kr_hmap_foreach callback on that map. */
+static _Thread_local const kr_hmap *iterating;
 
 struct change {
 	const void *key;
@@ -113,7 +142,7 @@ struct change {
 	const void *val; /* NULL: delete */
 	size_t vlen;
 	uint64_t hash, slot; /* the slot the new entry goes to */
-	uint64_t seq;        /* its death number, if it came from a queue */
+	uint64_t seq, txver; /* its death record, if it came from a queue */
 	int from;            /* where slot came from: FROM_* */
 };
 
@@ -303,15 +332,17 @@ static void ix_remove(kr_hmap *m, uint64_t i)
 			i = j;
 		}
 	}
-	m->count--;
 }
 
 /* ---------------------------------------------------------------------------------------
- * Slots: free stack and the reuse queue
+ * Slots: free stack and the reuse queues (kr_hmap.lock held)
  * ------------------------------------------------------------------------------------- */
+/* The death record of the entry in slot: a member of a transaction carries its version. */
 static void ring_push(kr_hmap *m, struct ring *r, uint64_t slot)
 {
-	r->v[(r->head + r->len) % r->cap] = (struct dead){slot, m->dseq++};
+	uint64_t meta = meta_of(m, slot);
+	uint64_t txver = txn_of(meta) > 1 ? ver_of(meta) : 0;
+	r->v[(r->head + r->len) % r->cap] = (struct dead){slot, m->dseq++, txver};
 	r->len++;
 }
 
@@ -330,44 +361,64 @@ static void ring_unpop(struct ring *r, struct dead d)
 	r->len++;
 }
 
-/* The slot for change i of the operation being built: a free one, else the oldest dead
- * entry, else the oldest tombstone. A tombstone's slot is safe to rewrite only once the
- * entries it cancels are overwritten durably; all of them are older dead entries, already
- * taken (the dead queue is empty), but maybe by this very operation: then *split says
- * from which change on the entries must wait for a fence of their own. */
-static int slot_take(kr_hmap *m, struct change *c, unsigned i, unsigned *split)
+/* The oldest dead entry any operation other than me has taken and not yet published. */
+static uint64_t others_min_dead(const kr_hmap *m, const struct inflight *me)
+{
+	uint64_t min = UINT64_MAX;
+	for (const struct inflight *o = m->inflight; o; o = o->next)
+		if (o != me && o->min_dead < min)
+			min = o->min_dead;
+	return min;
+}
+
+/* The slot for change i of operation me: a free one, else the oldest dead entry, else the
+ * oldest tombstone. A tombstone's slot is safe to rewrite only once the entries it cancels
+ * are overwritten durably. All of them are older dead entries, already taken (the dead
+ * queue is empty): by a published operation (durable), by another one still in flight
+ * (then *wait: its fence is not ours), or by me (then *split says from which change on my
+ * entries must wait for a fence of their own). */
+static int slot_take(kr_hmap *m, struct inflight *me, struct change *c, unsigned i,
+		     unsigned *split, bool *wait)
 {
 	struct dead d;
 	if (m->nfree) {
 		c->slot = m->free[--m->nfree];
 		c->from = FROM_FREE;
+		c->txver = 0;
 		return KR_OK;
 	}
 	if (m->dead.len) {
 		d = ring_pop(&m->dead);
 		c->from = FROM_DEAD;
-		if (d.seq < m->op_min_seq)
-			m->op_min_seq = d.seq;
+		if (d.seq < me->min_dead)
+			me->min_dead = d.seq;
 	} else if (m->tombs.len) {
 		d = ring_pop(&m->tombs);
 		c->from = FROM_TOMBS;
-		if (m->op_min_seq < d.seq && i < *split)
+		if (others_min_dead(m, me) < d.seq)
+			*wait = true;
+		if (me->min_dead < d.seq && i < *split)
 			*split = i;
 	} else {
 		return kr_err_set(KR_E_NOSPACE, "hmap: no free entry (%" PRIu64 " live of %" PRIu64 ")",
-				  m->count, m->nslots);
+				  atomic_load(&m->count), m->nslots);
 	}
+	/* A transaction's member: no watermark covers it while an older transaction is still
+	 * in flight, and rewriting it then could break that transaction's count. */
+	if (d.txver > m->wm_stored)
+		*wait = true;
 	c->slot = d.slot;
 	c->seq = d.seq;
+	c->txver = d.txver;
 	return KR_OK;
 }
 
-/* Gives back the slots of changes c[0..n), taken by an operation that failed before
- * writing anything, to where they came from, in reverse. */
+/* Gives back the slots of changes c[0..n), taken by an operation that failed or must wait
+ * before writing anything, to where they came from, in reverse. */
 static void slots_return(kr_hmap *m, struct change *c, unsigned n)
 {
 	for (unsigned i = n; i-- > 0;) {
-		struct dead d = {c[i].slot, c[i].seq};
+		struct dead d = {c[i].slot, c[i].seq, c[i].txver};
 		if (c[i].from == FROM_DEAD)
 			ring_unpop(&m->dead, d);
 		else if (c[i].from == FROM_TOMBS)
@@ -378,7 +429,52 @@ static void slots_return(kr_hmap *m, struct change *c, unsigned n)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The watermark
+ * ------------------------------------------------------------------------------------- */
+/* The watermark word: W in bits 0-52, 11 check bits above, so that one 8-byte store
+ * replaces it whole (a value and its complement in two words could be caught half
+ * written in both copies at once). */
+static uint64_t watermark_word(uint64_t w)
+{
+	return w | (uint64_t)(kr_crc32c(&w, sizeof(w)) & 0x7ff) << 53;
+}
+
+static uint64_t *watermark_at(const kr_hmap *m, int copy)
+{
+	return (uint64_t *)(m->pm.base + (size_t)copy * P + KR_HMAP_WM_OFF);
+}
+
+/* Stores W in both copies, not flushed (kr_hmap.lock held: the stores stay monotonic). */
+static void watermark_store(kr_hmap *m, uint64_t w)
+{
+	for (int c = 0; c < 2; c++)
+		kr_pm_store64(&m->pm, watermark_at(m, c), watermark_word(w));
+	m->wm_stored = w;
+}
+
+/* Writes back both copies, whoever stored them: a write-back carries the line as it is,
+ * so after this thread's next fence the word durably holds what was stored before. */
+static void watermark_flush(kr_hmap *m)
+{
+	for (int c = 0; c < 2; c++)
+		kr_pm_flush(&m->pm, watermark_at(m, c), 8);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Operations
+ *
+ * One operation (a put, a delete, a transaction) in four steps:
+ *   1. lock the stripes of its keys (ascending), so that the changes of one key are
+ *      written and published in version order;
+ *   2. reserve (kr_hmap.lock): index room, slots, a version, an in-flight record;
+ *   3. write the entries and fence, holding only the stripes;
+ *   4. publish: the index (ixlock), then the deaths, the watermark and the in-flight
+ *      record (kr_hmap.lock); unlock the stripes.
+ * The watermark W says "every version <= W is complete". A transaction's publish raises it
+ * to just below the oldest transaction still in flight; a store of W becomes durable when
+ * the next operation of any thread flushes it before its fence, so a member of a
+ * transaction is reused only once W covers it durably (else that operation fences W first,
+ * counted in extra_fences; a single thread never needs to).
  * ------------------------------------------------------------------------------------- */
 static int check_kv(const kr_hmap *m, size_t klen, const void *val, size_t vlen)
 {
@@ -390,69 +486,117 @@ static int check_kv(const kr_hmap *m, size_t klen, const void *val, size_t vlen)
 	return KR_OK;
 }
 
-/* The watermark word: W in bits 0-52, 11 check bits above, so that one 8-byte store
- * replaces it whole (a value and its complement in two words could be caught half
- * written in both copies at once). */
-static uint64_t watermark_word(uint64_t w)
+static unsigned stripe_of(uint64_t hash) { return (unsigned)(hash >> 40) & (NSTRIPES - 1); }
+
+static int by_stripe(const void *a, const void *b)
 {
-	return w | (uint64_t)(kr_crc32c(&w, sizeof(w)) & 0x7ff) << 53;
+	return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
 }
 
-static void watermark_store(kr_hmap *m, uint64_t w)
+/* The distinct stripes of c[0..n), ascending (the lock order). */
+static unsigned stripes_of(const struct change *c, unsigned n, uint16_t *s)
 {
-	for (int c = 0; c < 2; c++) {
-		uint64_t *word = (uint64_t *)(m->pm.base + (size_t)c * P + KR_HMAP_WM_OFF);
-		kr_pm_store64(&m->pm, word, watermark_word(w));
-		kr_pm_flush(&m->pm, word, 8);
-	}
-	m->watermark = w;
-}
-
-/* Writes changes c[0..n) as one operation (one version, one fence) and applies them to the
- * index and the queues. Deletes of absent keys must already be removed. */
-static int apply(kr_hmap *m, struct change *c, unsigned n)
-{
-	if (m->next_version > KR_HMAP_VER_MAX)
-		return kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
-	/* Room in the index first: nothing may fail after the fence. */
-	while ((m->count + n) * 10 >= m->ixcap * 7) {
-		int rc = ix_grow(m);
-		if (rc != KR_OK)
-			return rc;
-	}
-	/* New keys may not take the last few slots: updates and deletes need one each (before
-	 * they free the old one), and must never be refused for lack of room. */
-	unsigned fresh = 0;
 	for (unsigned i = 0; i < n; i++)
-		fresh += c[i].val && !m->ix[ix_find(m, c[i].hash, c[i].key, c[i].klen)].slot1;
-	if (fresh && m->nfree + m->dead.len + m->tombs.len < (uint64_t)n + m->reserve)
-		return kr_err_set(KR_E_NOSPACE, "hmap: full (%" PRIu64 " live of %" PRIu64 " entries; "
-				  "the last %u are kept for updates and deletes)", m->count, m->nslots,
-				  m->reserve);
-	m->op_min_seq = UINT64_MAX;
-	unsigned split = n;
-	for (unsigned i = 0; i < n; i++) {
-		int rc = slot_take(m, &c[i], i, &split);
-		if (rc != KR_OK) {
-			slots_return(m, c, i);
-			return rc;
-		}
-	}
-	uint64_t version = m->next_version++;
+		s[i] = (uint16_t)stripe_of(c[i].hash);
+	qsort(s, n, sizeof(*s), by_stripe);
+	unsigned k = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (k == 0 || s[i] != s[k - 1])
+			s[k++] = s[i];
+	return k;
+}
+
+static bool present(const kr_hmap *m, const struct change *c)
+{
+	return m->ix[ix_find(m, c->hash, c->key, c->klen)].slot1 != 0;
+}
+
+/* Step 2. Fails (changing nothing) or fills in every c[i].slot, the version and me. */
+static int reserve(kr_hmap *m, struct change *c, unsigned n, unsigned fresh,
+		   struct inflight *me, uint64_t *version, unsigned *split, bool *wm_fence)
+{
 	int rc = KR_OK;
+	pthread_mutex_lock(&m->lock);
+	for (;;) {
+		if (m->next_version > KR_HMAP_VER_MAX) {
+			rc = kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
+			break;
+		}
+		/* Room in the index first: nothing may fail after the fence. */
+		while (rc == KR_OK && (atomic_load(&m->count) + m->ix_reserved + n) * 10 >= m->ixcap * 7) {
+			pthread_rwlock_wrlock(&m->ixlock);
+			rc = ix_grow(m);
+			pthread_rwlock_unlock(&m->ixlock);
+		}
+		if (rc != KR_OK)
+			break;
+		/* New keys may not take the last few slots: updates and deletes need one each
+		 * (before they free the old one), and must never be refused for lack of room. */
+		if (fresh && m->nfree + m->dead.len + m->tombs.len < (uint64_t)n + m->reserve) {
+			rc = kr_err_set(KR_E_NOSPACE, "hmap: full (%" PRIu64 " live of %" PRIu64
+					" entries; the last %u are kept for updates and deletes)",
+					atomic_load(&m->count), m->nslots, m->reserve);
+			break;
+		}
+		*me = (struct inflight){.min_dead = UINT64_MAX, .n = n};
+		*split = n;
+		bool wait = false;
+		unsigned i;
+		for (i = 0; rc == KR_OK && i < n; i++)
+			rc = slot_take(m, me, &c[i], i, split, &wait);
+		if (rc == KR_OK && !wait)
+			break;
+		slots_return(m, c, rc == KR_OK ? n : i - 1);
+		if (rc != KR_OK)
+			break;
+		m->waiting++;
+		m->st.waits++;
+		pthread_cond_wait(&m->moved, &m->lock);
+		m->waiting--;
+	}
+	if (rc == KR_OK) {
+		*wm_fence = false;
+		for (unsigned i = 0; i < n; i++)
+			*wm_fence |= c[i].txver > m->wm_durable;
+		if (m->wm_stored > m->wm_durable)
+			me->wm_flushed = m->wm_stored;
+		*version = m->next_version++;
+		me->txver = n > 1 ? *version : 0;
+		me->next = m->inflight;
+		m->inflight = me;
+		m->ix_reserved += n;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+/* Step 3: the entries, one fence (two for KR_HMAP_TWO_FENCES, and in the rare cases of
+ * reserve's split and wm_fence). Returns the number of extra fences, or an error. */
+static int write_entries(kr_hmap *m, struct change *c, unsigned n, uint64_t version,
+			 unsigned split, bool wm_fence, struct inflight *me)
+{
+	int rc = KR_OK, extra = 0;
+	if (me->wm_flushed)
+		watermark_flush(m);
+	if (wm_fence) {
+		rc = kr_pm_fence(&m->pm);
+		extra++;
+	}
 	if (m->two_fences) { /* the classic commit, for comparison: data, fence, marks */
 		for (unsigned i = 0; i < n; i++) {
 			entry_begin(m, c[i].slot, &c[i]);
 			kr_pm_flush(&m->pm, entry(m, c[i].slot), m->esize);
 		}
-		rc = kr_pm_fence(&m->pm);
+		int rc2 = kr_pm_fence(&m->pm);
+		rc = rc != KR_OK ? rc : rc2;
 		split = 0;
 	}
 	for (unsigned i = 0; i < n; i++) {
-		if (i == split && !m->two_fences) { /* rare: see slot_take; a crash between the
-						     * two fences drops the whole transaction */
-			rc = kr_pm_fence(&m->pm);
-			m->st.extra_fences++;
+		if (i == split && !m->two_fences) { /* see slot_take; a crash between the two
+						     * fences drops the whole transaction */
+			int rc2 = kr_pm_fence(&m->pm);
+			rc = rc != KR_OK ? rc : rc2;
+			extra++;
 		}
 		if (!m->two_fences)
 			entry_begin(m, c[i].slot, &c[i]);
@@ -460,26 +604,98 @@ static int apply(kr_hmap *m, struct change *c, unsigned n)
 	}
 	int rc2 = kr_pm_fence(&m->pm); /* the one round trip */
 	rc = rc != KR_OK ? rc : rc2;
+	return rc != KR_OK ? rc : extra;
+}
+
+/* Step 4. The old entries die now (a tombstone right after its victim). */
+static void publish(kr_hmap *m, struct change *c, unsigned n, struct inflight *me, int extra)
+{
+	uint64_t died[2 * KR_HMAP_MAX_TX]; /* slot + 1, negated for a tombstone */
+	unsigned nd = 0;
+	pthread_rwlock_wrlock(&m->ixlock);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t pos = ix_find(m, c[i].hash, c[i].key, c[i].klen);
-		/* The old entry dies now; a tombstone right after its victim. */
 		if (m->ix[pos].slot1) {
-			ring_push(m, &m->dead, m->ix[pos].slot1 - 1);
+			died[nd++] = m->ix[pos].slot1;
 			if (c[i].val) {
 				m->ix[pos].slot1 = c[i].slot + 1;
 			} else {
 				ix_remove(m, pos);
-				ring_push(m, &m->tombs, c[i].slot);
+				atomic_fetch_sub(&m->count, 1);
+				died[nd++] = -(c[i].slot + 1);
 			}
-		} else if (c[i].val) {
-			m->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
-			m->count++;
 		} else {
-			ring_push(m, &m->tombs, c[i].slot); /* a delete whose victim went meanwhile */
+			/* the stripes keep a key's presence from changing since step 1 */
+			m->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
+			atomic_fetch_add(&m->count, 1);
 		}
 	}
-	if (n > 1)
-		watermark_store(m, version); /* durable with the next fence */
+	pthread_rwlock_unlock(&m->ixlock);
+
+	pthread_mutex_lock(&m->lock);
+	for (unsigned i = 0; i < nd; i++) {
+		bool tomb = died[i] > UINT64_MAX / 2;
+		ring_push(m, tomb ? &m->tombs : &m->dead, (tomb ? -died[i] : died[i]) - 1);
+	}
+	struct inflight **p = &m->inflight;
+	while (*p != me)
+		p = &(*p)->next;
+	*p = me->next;
+	m->ix_reserved -= n;
+	if (me->wm_flushed > m->wm_durable)
+		m->wm_durable = me->wm_flushed;
+	if (n > 1) {
+		uint64_t w = m->next_version - 1;
+		for (const struct inflight *o = m->inflight; o; o = o->next)
+			if (o->txver && o->txver - 1 < w)
+				w = o->txver - 1;
+		if (w > m->wm_stored)
+			watermark_store(m, w);
+	}
+	m->st.extra_fences += (uint64_t)extra;
+	if (m->waiting)
+		pthread_cond_broadcast(&m->moved);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Applies c[0..n) as one operation; deletes of absent keys are dropped first (from c).
+ * Returns the number of changes written, or an error (then nothing changed). */
+static int apply(kr_hmap *m, struct change *c, unsigned n)
+{
+	if (iterating == m)
+		return kr_err_set(KR_E_MISUSE_STATE, "hmap: a change from inside kr_hmap_foreach");
+	uint16_t s[KR_HMAP_MAX_TX];
+	unsigned ns = stripes_of(c, n, s);
+	for (unsigned i = 0; i < ns; i++)
+		pthread_mutex_lock(&m->stripes[s[i]]);
+
+	unsigned k = 0, fresh = 0;
+	pthread_rwlock_rdlock(&m->ixlock);
+	for (unsigned i = 0; i < n; i++) {
+		bool there = present(m, &c[i]);
+		if (c[i].val || there) {
+			fresh += c[i].val && !there;
+			c[k++] = c[i];
+		}
+	}
+	pthread_rwlock_unlock(&m->ixlock);
+	n = k;
+
+	int rc = KR_OK;
+	if (n) {
+		struct inflight me;
+		uint64_t version;
+		unsigned split = n;
+		bool wm_fence = false;
+		rc = reserve(m, c, n, fresh, &me, &version, &split, &wm_fence);
+		if (rc == KR_OK) {
+			rc = write_entries(m, c, n, version, split, wm_fence, &me);
+			publish(m, c, n, &me, rc > 0 ? rc : 0);
+			rc = rc < 0 ? rc : (int)n;
+		}
+	}
+	for (unsigned i = ns; i-- > 0;)
+		pthread_mutex_unlock(&m->stripes[s[i]]);
 	return rc;
 }
 
@@ -492,7 +708,8 @@ int kr_hmap_put(kr_hmap *m, const void *key, size_t klen, const void *val, size_
 		return rc;
 	struct change c = {.key = key, .klen = klen, .val = val ? val : "", .vlen = vlen,
 			   .hash = key_hash(key, klen)};
-	return apply(m, &c, 1);
+	rc = apply(m, &c, 1);
+	return rc < 0 ? rc : KR_OK;
 }
 
 int kr_hmap_del(kr_hmap *m, const void *key, size_t klen)
@@ -502,30 +719,28 @@ int kr_hmap_del(kr_hmap *m, const void *key, size_t klen)
 	int rc = check_kv(m, klen, NULL, 0);
 	if (rc != KR_OK)
 		return rc;
-	uint64_t h = key_hash(key, klen);
-	if (!m->ix[ix_find(m, h, key, klen)].slot1)
-		return 0;
-	struct change c = {.key = key, .klen = klen, .hash = h};
-	rc = apply(m, &c, 1);
-	return rc == KR_OK ? 1 : rc;
+	struct change c = {.key = key, .klen = klen, .hash = key_hash(key, klen)};
+	return apply(m, &c, 1);
 }
 
 int kr_hmap_get(kr_hmap *m, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
 {
 	if (!m || !key || klen == 0 || klen > KR_HMAP_MAX_KEY || (!val && cap))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: bad get arguments");
-	uint64_t pos = ix_find(m, key_hash(key, klen), key, klen);
-	if (!m->ix[pos].slot1)
-		return 0;
-	uint64_t s = m->ix[pos].slot1 - 1;
-	size_t n = vlen_of(m, s);
-	if (vlen)
-		*vlen = n;
-	payload_read(m, s, klen, val, n < cap ? n : cap);
-	return 1;
+	/* Under the read lock no entry of the index can die, so none can be rewritten. */
+	pthread_rwlock_rdlock(&m->ixlock);
+	uint64_t s1 = m->ix[ix_find(m, key_hash(key, klen), key, klen)].slot1;
+	if (s1) {
+		size_t n = vlen_of(m, s1 - 1);
+		if (vlen)
+			*vlen = n;
+		payload_read(m, s1 - 1, klen, val, n < cap ? n : cap);
+	}
+	pthread_rwlock_unlock(&m->ixlock);
+	return s1 != 0;
 }
 
-uint64_t kr_hmap_count(kr_hmap *m) { return m ? m->count : 0; }
+uint64_t kr_hmap_count(kr_hmap *m) { return m ? atomic_load(&m->count) : 0; }
 
 int kr_hmap_foreach(kr_hmap *m,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
@@ -533,18 +748,23 @@ int kr_hmap_foreach(kr_hmap *m,
 {
 	if (!m || !fn)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	if (iterating)
+		return kr_err_set(KR_E_MISUSE_STATE, "hmap: kr_hmap_foreach inside kr_hmap_foreach");
 	uint8_t buf[KR_HMAP_MAX_LINES * LINE];
-	for (uint64_t i = 0; i < m->ixcap; i++) {
+	int rc = KR_OK;
+	pthread_rwlock_rdlock(&m->ixlock);
+	iterating = m;
+	for (uint64_t i = 0; rc == KR_OK && i < m->ixcap; i++) {
 		if (!m->ix[i].slot1)
 			continue;
 		uint64_t s = m->ix[i].slot1 - 1;
 		size_t kl = klen_of(m, s), vl = vlen_of(m, s);
 		payload_read(m, s, 0, buf, kl + vl);
-		int rc = fn(ctx, buf, kl, buf + kl, vl);
-		if (rc)
-			return rc;
+		rc = fn(ctx, buf, kl, buf + kl, vl);
 	}
-	return KR_OK;
+	iterating = NULL;
+	pthread_rwlock_unlock(&m->ixlock);
+	return rc;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -628,16 +848,10 @@ int kr_hmap_tx_commit(kr_hmap_tx *tx)
 	if (!tx)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL transaction");
 	int rc = tx->err;
-	kr_hmap *m = tx->map;
-	/* Deletes of absent keys change nothing and are left out. */
-	unsigned n = 0;
-	for (unsigned i = 0; rc == KR_OK && i < tx->n; i++)
-		if (tx->c[i].val || m->ix[ix_find(m, tx->c[i].hash, tx->c[i].key, tx->c[i].klen)].slot1)
-			tx->c[n++] = tx->c[i];
-	if (rc == KR_OK && n)
-		rc = apply(m, tx->c, n);
+	if (rc == KR_OK && tx->n)
+		rc = apply(tx->map, tx->c, tx->n); /* deletes of absent keys are left out */
 	kr_hmap_tx_abort(tx);
-	return rc;
+	return rc < 0 ? rc : KR_OK;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -669,6 +883,11 @@ static void hmap_free(kr_hmap *m)
 	free(m->dead.v);
 	free(m->tombs.v);
 	free(m->path);
+	for (unsigned i = 0; i < NSTRIPES; i++)
+		pthread_mutex_destroy(&m->stripes[i]);
+	pthread_rwlock_destroy(&m->ixlock);
+	pthread_mutex_destroy(&m->lock);
+	pthread_cond_destroy(&m->moved);
 	free(m);
 }
 
@@ -678,9 +897,14 @@ static kr_hmap *hmap_new(const char *path)
 	if (m) {
 		m->pm.fd = -1;
 		m->path = strdup(path);
+		for (unsigned i = 0; i < NSTRIPES; i++)
+			pthread_mutex_init(&m->stripes[i], NULL);
+		pthread_rwlock_init(&m->ixlock, NULL);
+		pthread_mutex_init(&m->lock, NULL);
+		pthread_cond_init(&m->moved, NULL);
 	}
 	if (m && !m->path) {
-		free(m);
+		hmap_free(m);
 		m = NULL;
 	}
 	return m;
@@ -736,6 +960,7 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 			kr_pm_flush(&m->pm, m->pm.base + (size_t)c * P, sizeof(h));
 		}
 		watermark_store(m, 0);
+		watermark_flush(m);
 		rc = kr_pm_fence(&m->pm); /* a zeroed file: every slot never used */
 		for (uint64_t s = m->nslots; s-- > 0;)
 			m->free[m->nfree++] = s;
@@ -764,7 +989,7 @@ static uint64_t watermark_read(const kr_hmap *m)
 {
 	uint64_t w = 0;
 	for (int c = 0; c < 2; c++) {
-		uint64_t word = *(const uint64_t *)(m->pm.base + (size_t)c * P + KR_HMAP_WM_OFF);
+		uint64_t word = *watermark_at(m, c);
 		uint64_t v = word & KR_HMAP_VER_MAX;
 		if (word == watermark_word(v) && v > w)
 			w = v;
@@ -781,7 +1006,7 @@ static int recover(kr_hmap *m)
 	if (!f)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory to recover");
 	uint64_t nf = 0, maxv = 0;
-	m->watermark = watermark_read(m);
+	m->wm_stored = m->wm_durable = watermark_read(m);
 	for (uint64_t s = 0; s < m->nslots; s++) {
 		uint64_t meta = meta_of(m, s);
 		if (!entry_whole(m, s)) {
@@ -804,7 +1029,7 @@ static int recover(kr_hmap *m)
 		while (j < nf && f[j].version == f[i].version)
 			j++;
 		unsigned want = txn_of(meta_of(m, f[i].slot));
-		bool whole = f[i].version <= m->watermark || j - i == want;
+		bool whole = f[i].version <= m->wm_stored || j - i == want;
 		for (uint64_t k = i; k < j; k++) {
 			if (whole) {
 				f[kept++] = f[k];
@@ -839,9 +1064,10 @@ static int recover(kr_hmap *m)
 		bool tomb = meta_of(m, s) & KR_HMAP_TOMB;
 		if (m->ix[pos].slot1) {
 			ring_push(m, &m->dead, m->ix[pos].slot1 - 1);
-			if (tomb)
+			if (tomb) {
 				ix_remove(m, pos);
-			else
+				m->count--;
+			} else
 				m->ix[pos].slot1 = s + 1;
 		} else if (!tomb) {
 			m->ix[pos] = (struct ixent){h, s + 1};
@@ -853,9 +1079,11 @@ static int recover(kr_hmap *m)
 	free(f);
 	m->next_version = maxv + 1;
 	/* Every version up to maxv is now whole or gone: say so, durably. */
-	if (rc == KR_OK && maxv > m->watermark) {
+	if (rc == KR_OK && maxv > m->wm_stored) {
 		watermark_store(m, maxv);
+		watermark_flush(m);
 		rc = kr_pm_fence(&m->pm);
+		m->wm_durable = maxv;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &ts1);
 	m->st.recovery_ns = (uint64_t)(ts1.tv_sec - ts0.tv_sec) * 1000000000ull +
@@ -915,20 +1143,27 @@ int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
 
 int kr_hmap_close(kr_hmap *m)
 {
+	int rc = KR_OK;
+	if (m && m->wm_stored > m->wm_durable) { /* leave nothing unflushed behind */
+		watermark_flush(m);
+		rc = kr_pm_fence(&m->pm);
+	}
 	hmap_free(m);
-	return KR_OK;
+	return rc;
 }
 
 int kr_hmap_stats(kr_hmap *m, struct kr_hmap_stats *st)
 {
 	if (!m || !st)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	pthread_mutex_lock(&m->lock);
 	*st = m->st;
 	st->nslots = m->nslots;
 	st->entry_lines = m->L;
-	st->live = m->count;
+	st->live = atomic_load(&m->count);
 	st->free_slots = m->nfree;
 	st->dead_slots = m->dead.len + m->tombs.len;
 	st->next_version = m->next_version;
+	pthread_mutex_unlock(&m->lock);
 	return KR_OK;
 }

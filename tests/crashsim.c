@@ -5,8 +5,8 @@
  * per-page "may be non-zero" byte (so image files can be written sparsely), and a table
  * indexed by line number of `struct line` records for lines with pending versions; those
  * lines are also kept in a dense `pending` list so a fence visits only them. All recorder
- * callbacks take one mutex: the simulator supports one writing thread, the lock only keeps
- * a stray second thread from corrupting the tables.
+ * callbacks take one mutex. Several threads may write (up to MAX_THREADS): each line keeps
+ * one "flushed up to" mark per thread, and a fence makes durable only its own thread's.
  *
  * Images are built in the child from its copy-on-write view of these tables, so the
  * parent spends only a fork() per image; up to `jobs` children check images while the
@@ -30,10 +30,14 @@
 #define LINE 64u
 #define PAGE 4096u
 #define MAX_VERSIONS 512u /* per line; older unflushed versions are merged beyond this */
+#define MAX_THREADS 8u    /* threads that may write during one simulation */
 
 struct line {
 	uint32_t nver, cap;
-	uint32_t flushed; /* versions [0, flushed) are written back: flushed-1 is durable at fence */
+	/* Per thread: versions [0, flushed[t]) are written back by thread t, so version
+	 * flushed[t]-1 is durable at t's next fence (a fence orders its own thread's flushes
+	 * only; a later write-back always carries a later version of the line). */
+	uint32_t flushed[MAX_THREADS];
 	uint32_t pidx;    /* index in mapping.pending */
 	uint32_t suspect; /* changed without a store hook (seen at a flush), not yet reported */
 	uint8_t (*ver)[LINE];
@@ -69,6 +73,8 @@ static struct {
 	crashsim_check_fn check;
 	void *ctx;
 	pthread_mutex_t lock;
+	uint64_t gen;      /* simulations started: thread numbers are per simulation */
+	unsigned nthreads; /* threads that wrote in this one */
 	struct mapping *maps;
 	struct crashsim_stats st;
 	bool checks_on;
@@ -140,6 +146,14 @@ static void pending_remove(struct mapping *m, struct line *l)
 	}
 }
 
+static bool flushed_by_any(const struct line *l, uint32_t mark)
+{
+	for (unsigned t = 0; t < MAX_THREADS; t++)
+		if (l->flushed[t] == mark)
+			return true;
+	return false;
+}
+
 /* Appends a snapshot of the live line as a new pending version. */
 static void push_version(struct mapping *m, size_t li)
 {
@@ -152,13 +166,16 @@ static void push_version(struct mapping *m, size_t li)
 	if (l->nver == 0)
 		pending_add(m, li, l);
 	if (l->nver == MAX_VERSIONS) {
-		/* Forget one old version that is not the flushed one: the images then explore
-		 * fewer intermediate states of this line, all of which stay valid. */
-		uint32_t drop = l->flushed == 1 ? 1 : 0;
+		/* Forget one old version that no thread flushed: the images then explore fewer
+		 * intermediate states of this line, all of which stay valid. */
+		uint32_t drop = 0;
+		while (flushed_by_any(l, drop + 1))
+			drop++;
 		memmove(l->ver[drop], l->ver[drop + 1], (l->nver - drop - 1) * LINE);
 		l->nver--;
-		if (l->flushed > 1)
-			l->flushed--;
+		for (unsigned t = 0; t < MAX_THREADS; t++)
+			if (l->flushed[t] > drop + 1)
+				l->flushed[t]--;
 	}
 	if (l->nver == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 2;
@@ -183,6 +200,29 @@ static void record_store(struct mapping *m, size_t li)
 		m->lines[li]->suspect = 0;
 }
 
+/* The calling thread's number in this simulation. */
+static unsigned my_thread(void)
+{
+	static _Thread_local struct {
+		uint64_t gen;
+		unsigned t;
+	} me;
+	if (me.gen != sim.gen) {
+		TU_ASSERT(sim.nthreads < MAX_THREADS, "crashsim: more than %u writing threads",
+			  MAX_THREADS);
+		me.gen = sim.gen;
+		me.t = sim.nthreads++;
+	}
+	return me.t;
+}
+
+static void mark_flushed(struct mapping *m, size_t li)
+{
+	struct line *l = m->lines[li];
+	if (l && l->nver)
+		l->flushed[my_thread()] = l->nver;
+}
+
 /* A write-back of line li. If the live bytes differ from the last version we know of, the
  * library changed the line without calling the store hook first: take the snapshot the
  * hardware would write back, and suspect the line. If no store or nt hook covers it before
@@ -204,9 +244,7 @@ static void record_flush(struct mapping *m, size_t li)
 			m->suspects[m->nsuspects++] = (uint32_t)li;
 		}
 	}
-	struct line *l = m->lines[li];
-	if (l && l->nver)
-		l->flushed = l->nver;
+	mark_flushed(m, li);
 }
 
 /* At a fence: lines still suspect were changed without any store hook. */
@@ -248,20 +286,24 @@ static void for_lines(const void *addr, size_t len, line_fn fn1, line_fn fn2)
 
 /* ---- fences: applying them and checking images before them -------------------------------- */
 
+/* The calling thread's fence: what it flushed becomes durable. */
 static void apply_fence(struct mapping *m)
 {
+	unsigned t = my_thread();
 	for (size_t i = 0; i < m->npending;) {
 		size_t li = m->pending[i];
 		struct line *l = m->lines[li];
-		if (!l->flushed) {
+		uint32_t k = l->flushed[t];
+		if (!k) {
 			i++;
 			continue;
 		}
-		memcpy(m->durable + li * LINE, l->ver[l->flushed - 1], line_bytes(m, li));
+		memcpy(m->durable + li * LINE, l->ver[k - 1], line_bytes(m, li));
 		m->page_nz[li * LINE / PAGE] = 1;
-		memmove(l->ver[0], l->ver[l->flushed], (l->nver - l->flushed) * LINE);
-		l->nver -= l->flushed;
-		l->flushed = 0;
+		memmove(l->ver[0], l->ver[k], (l->nver - k) * LINE);
+		l->nver -= k;
+		for (unsigned u = 0; u < MAX_THREADS; u++)
+			l->flushed[u] = l->flushed[u] > k ? l->flushed[u] - k : 0;
 		if (l->nver == 0) {
 			/* swap-remove puts another line at index i: visit it next */
 			pending_remove(m, l);
@@ -557,18 +599,12 @@ static void cb_flush(void *ctx, const void *addr, size_t len)
 	pthread_mutex_unlock(&sim.lock);
 }
 
-static void nt_flush(struct mapping *m, size_t li)
-{
-	struct line *l = m->lines[li];
-	if (l && l->nver)
-		l->flushed = l->nver;
-}
 
 static void cb_nt(void *ctx, const void *addr, size_t len)
 {
 	pthread_mutex_lock(&sim.lock);
 	sim.st.nts++;
-	for_lines(addr, len, record_store, nt_flush);
+	for_lines(addr, len, record_store, mark_flushed);
 	pthread_mutex_unlock(&sim.lock);
 }
 
@@ -618,6 +654,8 @@ int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, vo
 	}
 	sim.active = true;
 	sim.parent = getpid();
+	sim.gen++;
+	sim.nthreads = 0;
 	if (!sim.atexit_done) {
 		atexit(at_exit);
 		sim.atexit_done = true;

@@ -20,7 +20,13 @@
  * recorder, writes the image to a new file, kr_pool_open()s it (recovery runs), calls the
  * user's check callback and exits with its verdict. The parent counts images and failures.
  *
- * Use: crashsim_start() before opening the pool, run the workload on ONE thread, close the
+ * Threads: a flush and a fence act per thread, as on x86 (a fence orders only the flushes
+ * of its own thread); images are taken before every thread's fences. The other threads
+ * run on meanwhile, but the model knows only what the recorder's lock has let them report,
+ * so no fence of theirs completes while an image is taken: a workload that updates its
+ * model after each fence returns sees, in the child, no acknowledgement the image lacks.
+ *
+ * Use: crashsim_start() before opening the pool, run the workload, close the
  * pool, crashsim_stop(). The check callback runs in the child with the memory of the
  * parent as it was at the fence, so it can consult the workload's model directly; it must
  * report through stderr (stdout is not flushed by the child).

@@ -18,6 +18,8 @@
  *   bad     bad arguments, a foreign file, damaged headers.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,13 +65,38 @@ static void model_copy(struct model *dst, const struct model *src)
 	memcpy(dst->k, src->k, src->nkeys * sizeof(*src->k));
 }
 
-/* The map must hold exactly the model. Returns 0, or 1 with why in buf. */
-static int model_check(kr_hmap *h, const struct model *m, char *why, size_t n)
+/* A value that proves itself: its first 8 bytes are the seed of the rest (shorter values
+ * are all filler), so a reader can tell a torn or foreign value without the model. */
+static void value_make(uint8_t *v, size_t len, uint64_t seed)
+{
+	if (len < 8) {
+		tu_fill(v, len, seed);
+		return;
+	}
+	memcpy(v, &seed, 8);
+	tu_fill(v + 8, len - 8, seed);
+}
+
+static bool value_ok(const uint8_t *v, size_t len)
+{
+	uint8_t want[MAXV];
+	uint64_t seed;
+	if (len < 8)
+		return true;
+	memcpy(&seed, v, 8);
+	value_make(want, len, seed);
+	return !memcmp(want, v, len);
+}
+
+/* The keys first, first + stride, ... of the map must hold exactly the model's (and the
+ * map's count its count, if all keys are checked). Returns 0, or 1 with why in buf. */
+static int model_check_of(kr_hmap *h, const struct model *m, unsigned first, unsigned stride,
+			  char *why, size_t n)
 {
 	uint8_t want[MAXV], got[MAXV];
 	char key[128];
 	uint64_t present = 0;
-	for (unsigned id = 0; id < m->nkeys; id++) {
+	for (unsigned id = first; id < m->nkeys; id += stride) {
 		size_t kl = key_of(id, key), vl = 0;
 		int rc = kr_hmap_get(h, key, kl, got, sizeof(got), &vl);
 		if (rc < 0) {
@@ -84,19 +111,24 @@ static int model_check(kr_hmap *h, const struct model *m, char *why, size_t n)
 		if (!rc)
 			continue;
 		present++;
-		tu_fill(want, m->k[id].len, m->k[id].seed);
+		value_make(want, m->k[id].len, m->k[id].seed);
 		if (vl != m->k[id].len || memcmp(want, got, vl)) {
 			snprintf(why, n, "key %u: value of %zu bytes differs (model %u bytes)", id, vl,
 				 m->k[id].len);
 			return 1;
 		}
 	}
-	if (kr_hmap_count(h) != present) {
+	if (stride == 1 && kr_hmap_count(h) != present) {
 		snprintf(why, n, "count %llu, model %llu", (unsigned long long)kr_hmap_count(h),
 			 (unsigned long long)present);
 		return 1;
 	}
 	return 0;
+}
+
+static int model_check(kr_hmap *h, const struct model *m, char *why, size_t n)
+{
+	return model_check_of(h, m, 0, 1, why, n);
 }
 
 /* One operation: a list of changes (len < 0: delete). */
@@ -125,7 +157,7 @@ static int op_run(kr_hmap *h, const struct op *o)
 		size_t kl = key_of(o->id[0], key);
 		if (o->len[0] < 0)
 			return kr_hmap_del(h, key, kl) < 0 ? -1 : 0;
-		tu_fill(val, (size_t)o->len[0], o->seed[0]);
+		value_make(val, (size_t)o->len[0], o->seed[0]);
 		return kr_hmap_put(h, key, kl, val, (size_t)o->len[0]);
 	}
 	kr_hmap_tx *tx;
@@ -135,14 +167,16 @@ static int op_run(kr_hmap *h, const struct op *o)
 		if (o->len[i] < 0) {
 			TU_OK(kr_hmap_tx_del(tx, key, kl));
 		} else {
-			tu_fill(val, (size_t)o->len[i], o->seed[i]);
+			value_make(val, (size_t)o->len[i], o->seed[i]);
 			TU_OK(kr_hmap_tx_put(tx, key, kl, val, (size_t)o->len[i]));
 		}
 	}
 	return kr_hmap_tx_commit(tx);
 }
 
-static void op_random(struct tu_rng *r, const struct model *m, unsigned maxlen, struct op *o)
+/* A random operation on keys first, first + stride, ... below m->nkeys. */
+static void op_random_of(struct tu_rng *r, const struct model *m, unsigned first, unsigned stride,
+			 unsigned maxlen, struct op *o)
 {
 	unsigned kind = (unsigned)tu_rng_below(r, 10);
 	o->n = kind < 8 ? 1 : (unsigned)tu_rng_range(r, 2, 6);
@@ -150,7 +184,7 @@ static void op_random(struct tu_rng *r, const struct model *m, unsigned maxlen, 
 		unsigned id;
 		bool dup;
 		do { /* distinct keys within a transaction */
-			id = (unsigned)tu_rng_below(r, m->nkeys);
+			id = first + stride * (unsigned)tu_rng_below(r, (m->nkeys - first + stride - 1) / stride);
 			dup = false;
 			for (unsigned j = 0; j < i; j++)
 				dup |= o->id[j] == id;
@@ -161,6 +195,11 @@ static void op_random(struct tu_rng *r, const struct model *m, unsigned maxlen, 
 		o->len[i] = (kind == 6 || tu_rng_chance(r, 1, 5)) ? -1 : (int)tu_rng_below(r, room + 1);
 		o->seed[i] = tu_rng_next(r);
 	}
+}
+
+static void op_random(struct tu_rng *r, const struct model *m, unsigned maxlen, struct op *o)
+{
+	op_random_of(r, m, 0, 1, maxlen, o);
 }
 
 static void case_model(void)
@@ -375,6 +414,326 @@ static void case_crash(void)
 	TU_ASSERT(st.images >= ops, "too few images");
 }
 
+/* ---- threads ---------------------------------------------------------------------------- */
+/* Writer t of n changes only keys t, t + n, ... (so that its model is exact) but shares
+ * everything else with the others: slots, reuse queues, versions, the watermark, the index.
+ * Its model is double-buffered so that a crash image's child, forked by another thread at
+ * any instant, finds a consistent one: acked[cur] is the state after every operation that
+ * returned, and op (while have_op) the one in flight. */
+struct writer {
+	pthread_t th;
+	kr_hmap *h;
+	unsigned t, n, ops, maxlen;
+	uint64_t seed;
+	struct model acked[2];
+	_Atomic unsigned cur, have_op;
+	struct op op;
+	uint64_t updates, fences;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	struct tu_rng r;
+	tu_rng_seed(&r, w->seed);
+	char why[256];
+	for (unsigned i = 1; i <= w->ops; i++) {
+		unsigned cur = atomic_load(&w->cur);
+		struct model *m = &w->acked[cur], *next = &w->acked[1 - cur];
+		struct op op;
+		op_random_of(&r, m, w->t, w->n, w->maxlen, &op);
+		bool noop = true;
+		for (unsigned k = 0; k < op.n; k++)
+			noop &= op.len[k] < 0 && !m->k[op.id[k]].present;
+		w->op = op;
+		atomic_store(&w->have_op, 1);
+		kr_counters_reset();
+		TU_ASSERT(op_run(w->h, &op) == KR_OK, "thread %u op %u: %s", w->t, i, kr_errmsg());
+		struct kr_counters c;
+		kr_counters_get(&c);
+		if (!noop) {
+			w->fences += c.fences;
+			w->updates++;
+		}
+		model_copy(next, m);
+		op_apply_model(next, &op);
+		atomic_store(&w->cur, 1 - cur);
+		atomic_store(&w->have_op, 0);
+		if (i % 64 == 0)
+			TU_ASSERT(!model_check_of(w->h, next, w->t, w->n, why, sizeof(why)),
+				  "thread %u after op %u: %s", w->t, i, why);
+	}
+	return NULL;
+}
+
+struct reader {
+	pthread_t th;
+	kr_hmap *h;
+	unsigned nkeys;
+	_Atomic bool stop;
+	uint64_t gets, found, walks;
+};
+
+static int walk_one(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	(void)key, (void)klen;
+	TU_ASSERT(value_ok(val, vlen), "foreach: a torn value of %zu bytes", vlen);
+	++*(uint64_t *)ctx;
+	return 0;
+}
+
+/* Looks up random keys while the writers run: every value found must be whole. */
+static void *reader_main(void *arg)
+{
+	struct reader *rd = arg;
+	struct tu_rng r;
+	tu_rng_seed(&r, 99);
+	uint8_t val[MAXV];
+	char key[128];
+	while (!atomic_load(&rd->stop)) {
+		unsigned id = (unsigned)tu_rng_below(&r, rd->nkeys);
+		size_t kl = key_of(id, key), vl = 0;
+		int rc = kr_hmap_get(rd->h, key, kl, val, sizeof(val), &vl);
+		TU_ASSERT(rc >= 0, "get: %s", kr_errmsg());
+		TU_ASSERT(!rc || value_ok(val, vl), "key %u: a torn value of %zu bytes", id, vl);
+		rd->found += (unsigned)rc;
+		if (++rd->gets % 4096 == 0) {
+			uint64_t seen = 0;
+			TU_OK(kr_hmap_foreach(rd->h, walk_one, &seen));
+			rd->walks++;
+		}
+	}
+	return NULL;
+}
+
+/* The union of the writers' models (each owns its keys) after op in flight of those in
+ * mask: the state a crash may leave if exactly those operations reached the media. */
+static void writers_state(struct writer *w, unsigned n, unsigned mask, struct model *out)
+{
+	for (unsigned t = 0; t < n; t++) {
+		const struct model *m = &w[t].acked[atomic_load(&w[t].cur)];
+		for (unsigned id = t; id < out->nkeys; id += n)
+			out->k[id] = m->k[id];
+	}
+	for (unsigned t = 0; t < n; t++)
+		if (mask >> t & 1)
+			op_apply_model(out, &w[t].op);
+}
+
+static void writers_start(struct writer *w, unsigned n, kr_hmap *h, unsigned nkeys, unsigned ops,
+			  unsigned maxlen, uint64_t seed)
+{
+	for (unsigned t = 0; t < n; t++) {
+		w[t].h = h;
+		w[t].t = t;
+		w[t].n = n;
+		w[t].ops = ops;
+		w[t].maxlen = maxlen;
+		w[t].seed = seed + t;
+		if (!w[t].acked[0].k) {
+			model_init(&w[t].acked[0], nkeys);
+			model_init(&w[t].acked[1], nkeys);
+		}
+		TU_ASSERT(!pthread_create(&w[t].th, NULL, writer_main, &w[t]), "pthread_create");
+	}
+}
+
+/* Two writers and a reader on one map: the small map makes every slot churn through the
+ * reuse queues (tombstones and transaction members included, so the cross-thread rules are
+ * exercised), the large one grows the index while the reader probes it. */
+static void threads_run(const char *name, uint64_t size, unsigned nkeys, unsigned ops)
+{
+	char path[128], why[256];
+	tu_pool_path(path, sizeof(path), name);
+	struct kr_hmap_opts o = {.size = size, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct writer w[2] = {0};
+	struct reader rd = {.h = h, .nkeys = nkeys};
+	TU_ASSERT(!pthread_create(&rd.th, NULL, reader_main, &rd), "pthread_create");
+	writers_start(w, 2, h, nkeys, ops, 48 + 3 * 56, tu_seed(name, 11));
+	for (unsigned t = 0; t < 2; t++)
+		pthread_join(w[t].th, NULL);
+	atomic_store(&rd.stop, true);
+	pthread_join(rd.th, NULL);
+
+	struct model all;
+	model_init(&all, nkeys);
+	writers_state(w, 2, 0, &all);
+	TU_ASSERT(!model_check(h, &all, why, sizeof(why)), "%s after the threads: %s", name, why);
+	struct kr_hmap_stats st;
+	TU_OK(kr_hmap_stats(h, &st));
+	uint64_t updates = w[0].updates + w[1].updates, fences = w[0].fences + w[1].fences;
+	TU_ASSERT(fences == updates + st.extra_fences, "%llu fences for %llu updates, %llu extra",
+		  (unsigned long long)fences, (unsigned long long)updates,
+		  (unsigned long long)st.extra_fences);
+	TU_OK(kr_hmap_close(h));
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+	TU_ASSERT(!model_check(h, &all, why, sizeof(why)), "%s after reopen: %s", name, why);
+	TU_OK(kr_hmap_close(h));
+	printf("hmap %s: 2 writers x %u operations (%llu updates, %.4f fences each, %llu extra; "
+	       "%llu waited for another thread), a reader: %llu gets, %llu walks; %llu slots, "
+	       "versions to %llu\n", name, ops, (unsigned long long)updates,
+	       (double)fences / (double)updates, (unsigned long long)st.extra_fences,
+	       (unsigned long long)st.waits, (unsigned long long)rd.gets,
+	       (unsigned long long)rd.walks, (unsigned long long)st.nslots,
+	       (unsigned long long)st.next_version);
+	for (unsigned t = 0; t < 2; t++)
+		free(w[t].acked[0].k), free(w[t].acked[1].k);
+	free(all.k);
+}
+
+struct sharer {
+	pthread_t th;
+	kr_hmap *h;
+	struct model keys; /* only its size is used */
+	unsigned ops;
+	uint64_t seed;
+};
+
+static void *sharer_main(void *arg)
+{
+	struct sharer *sh = arg;
+	struct tu_rng r;
+	tu_rng_seed(&r, sh->seed);
+	for (unsigned i = 0; i < sh->ops; i++) {
+		struct op op;
+		op_random(&r, &sh->keys, 48 + 3 * 56, &op);
+		TU_ASSERT(op_run(sh->h, &op) == KR_OK, "op %u: %s", i, kr_errmsg());
+	}
+	return NULL;
+}
+
+/* What the index says of keys [0, n), as a model; values too short to carry their seed
+ * are deleted (the comparison could not tell them apart). */
+static void index_state(kr_hmap *h, struct model *seen)
+{
+	for (unsigned id = 0; id < seen->nkeys; id++) {
+		char key[128];
+		uint8_t val[MAXV];
+		size_t kl = key_of(id, key), vl = 0;
+		int rc = kr_hmap_get(h, key, kl, val, sizeof(val), &vl);
+		TU_ASSERT(rc >= 0 && (!rc || value_ok(val, vl)), "key %u", id);
+		seen->k[id] = (struct mkey){.present = rc == 1, .len = (uint16_t)vl};
+		if (rc && vl >= 8)
+			memcpy(&seen->k[id].seed, val, 8);
+		else if (rc) {
+			seen->k[id].present = false;
+			TU_ASSERT(kr_hmap_del(h, key, kl) == 1, "del");
+		}
+	}
+}
+
+/* Both threads change the same 12 keys, in short rounds: each key's changes must be
+ * published in the order of their versions, so that the index and a reopen (newest
+ * version wins) agree at the end of every round. */
+static void threads_shared(unsigned rounds, unsigned ops)
+{
+	char path[128], why[256];
+	tu_pool_path(path, sizeof(path), "hmap-threads-shared");
+	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct sharer sh[2];
+	struct model seen;
+	model_init(&seen, 12);
+	uint64_t seed = tu_seed("hmap-threads-shared", 13);
+	for (unsigned round = 0; round < rounds; round++) {
+		for (unsigned t = 0; t < 2; t++) {
+			sh[t] = (struct sharer){.h = h, .ops = ops, .seed = seed + 2 * round + t};
+			model_init(&sh[t].keys, 12);
+			TU_ASSERT(!pthread_create(&sh[t].th, NULL, sharer_main, &sh[t]), "pthread_create");
+		}
+		for (unsigned t = 0; t < 2; t++) {
+			pthread_join(sh[t].th, NULL);
+			free(sh[t].keys.k);
+		}
+		index_state(h, &seen);
+		TU_OK(kr_hmap_close(h));
+		TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+		TU_ASSERT(!model_check(h, &seen, why, sizeof(why)), "round %u, after reopen: %s", round, why);
+	}
+	TU_OK(kr_hmap_close(h));
+	printf("hmap threads-shared: %u rounds of 2 threads x %u operations on 12 keys; every "
+	       "reopen agrees with the index\n", rounds, ops);
+	free(seen.k);
+}
+
+static void case_threads(void)
+{
+	threads_shared(tu_scaled(400, 60), 60);
+	threads_run("hmap-threads-small", 64 << 10, 60, tu_scaled(20000, 3000));
+	threads_run("hmap-threads-large", 8 << 20, 3000, tu_scaled(20000, 3000));
+}
+
+/* ---- crash with two threads ------------------------------------------------------------- */
+static struct writer g_w[2];
+
+/* The recovered map must be the writers' acknowledged state plus any subset of their
+ * operations in flight, each whole or absent. */
+static int crash_check_threads(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	kr_hmap *h;
+	if (kr_hmap_open(img->path, KR_OPEN_FORCE_PMEM, &h) != KR_OK) {
+		fprintf(stderr, "fence %llu: open failed: %s\n", (unsigned long long)img->fence, kr_errmsg());
+		return 1;
+	}
+	char why[4][256];
+	for (unsigned mask = 0; mask < 4; mask++) {
+		snprintf(why[mask], sizeof(why[mask]), "not in flight");
+		if ((mask & 1 && !atomic_load(&g_w[0].have_op)) || (mask & 2 && !atomic_load(&g_w[1].have_op)))
+			continue;
+		writers_state(g_w, 2, mask, &g_next);
+		if (!model_check(h, &g_next, why[mask], sizeof(why[mask])))
+			return 0;
+	}
+	fprintf(stderr, "fence %llu (%s image): no prefix of the two threads' operations: acked (%s), "
+		"+ thread 0's (%s), + thread 1's (%s), + both (%s)\n", (unsigned long long)img->fence,
+		img->kind == CRASHSIM_NONE ? "none" : img->kind == CRASHSIM_ALL ? "all" : "random",
+		why[0], why[1], why[2], why[3]);
+	return 1;
+}
+
+static void case_crash_threads(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "hmap-crash-threads");
+	unsigned nkeys = 30;
+	model_init(&g_next, nkeys);
+	struct crashsim_opts co;
+	crashsim_opts_init(&co);
+	co.check_path = crash_check_threads;
+	co.random_images = 3;
+	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	crashsim_enable_checks(false);
+	TU_OK(kr_hmap_create(path, &o, &h));
+	crashsim_enable_checks(true);
+	unsigned ops = tu_scaled(400, 100), rounds = 3;
+	for (unsigned round = 0; round < rounds; round++) {
+		writers_start(g_w, 2, h, nkeys, ops, 48 + 3 * 56, tu_seed("hmap-crash-threads", 5) + 10 * round);
+		for (unsigned t = 0; t < 2; t++)
+			pthread_join(g_w[t].th, NULL);
+		TU_OK(kr_hmap_close(h)); /* and recovery's own writes are checked too */
+		crashsim_drain();
+		TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h));
+	}
+	struct kr_hmap_stats hs;
+	TU_OK(kr_hmap_stats(h, &hs));
+	TU_OK(kr_hmap_close(h));
+	struct crashsim_stats st;
+	crashsim_stop(&st);
+	printf("hmap crash, 2 threads: %u rounds of 2 x %u operations, %llu fences, %llu crash images "
+	       "checked, %llu failed\n", rounds, ops, (unsigned long long)st.fences,
+	       (unsigned long long)st.images, (unsigned long long)st.failures);
+	TU_ASSERT(st.failures == 0, "%llu crash images recovered wrongly", (unsigned long long)st.failures);
+	TU_ASSERT(st.images >= 2 * ops, "too few images");
+	for (unsigned t = 0; t < 2; t++)
+		free(g_w[t].acked[0].k), free(g_w[t].acked[1].k);
+}
+
 static void case_bad(void)
 {
 	char path[128];
@@ -432,6 +791,10 @@ int main(int argc, char **argv)
 		case_full();
 	if (all || !strcmp(what, "crash"))
 		case_crash();
+	if (all || !strcmp(what, "threads"))
+		case_threads();
+	if (all || !strcmp(what, "crashthreads"))
+		case_crash_threads();
 	if (all || !strcmp(what, "bad"))
 		case_bad();
 	printf("test_hmap: ok\n");
