@@ -7,8 +7,10 @@
  * (random order), delete every key. Keys are 8 bytes; the value fills the entry (48 + 56 *
  * (lines - 1) - 8 bytes), so an entry of L lines writes L lines. --mode one is the
  * single-trip commit (one fence per operation); --mode two the classic two-round-trip
- * commit on the same code and format (KR_HMAP_TWO_FENCES). Fences per operation come from
- * keratin's counters. Recovery (an open that rebuilds the index) is timed too, per GiB.
+ * commit on the same code and format (KR_HMAP_TWO_FENCES). --threads T splits every
+ * phase's keys into T runs done at once by T threads (config "one-2t" and so on). Fences
+ * per operation come from keratin's counters (summed over the threads). Recovery (an open
+ * that rebuilds the index) is timed too, per GiB.
  *
  * Columns: library,config,workload,param,entries,ops,seconds,ops_per_s,fences_per_op,
  *          recovery_s_per_gib
@@ -16,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,16 +43,84 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void row(const char *mode, const char *wl, unsigned lines, uint64_t n, double secs,
+static void row(const char *config, const char *wl, unsigned lines, uint64_t n, double secs,
 		uint64_t fences, double rec)
 {
-	printf("stps,%s,%s,%u,%" PRIu64 ",%" PRIu64 ",%.6f,%.1f,%.3f,%.4f\n", mode, wl, lines, n, n,
+	printf("stps,%s,%s,%u,%" PRIu64 ",%" PRIu64 ",%.6f,%.1f,%.3f,%.4f\n", config, wl, lines, n, n,
 	       secs, (double)n / secs, (double)fences / (double)n, rec);
+}
+
+static const char *phase[] = {"insert", "update", "lookup", "delete"};
+
+/* One thread's run of a phase: keys order[from, to) (insert: from..to-1 in order). */
+struct worker {
+	pthread_t th;
+	kr_hmap *h;
+	int ph;
+	const uint64_t *order;
+	uint64_t from, to;
+	size_t vlen;
+	pthread_barrier_t *start;
+	uint64_t fences;
+	int failed;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t val[2048] = {0};
+	pthread_barrier_wait(w->start);
+	kr_counters_reset();
+	for (uint64_t i = w->from; i < w->to && !w->failed; i++) {
+		uint64_t k = w->ph == 0 ? i : w->order[i];
+		if (w->ph == 0 || w->ph == 1) {
+			memcpy(val, &i, sizeof(i));
+			w->failed = kr_hmap_put(w->h, &k, sizeof(k), val, w->vlen) != KR_OK;
+		} else if (w->ph == 2) {
+			size_t got;
+			w->failed = kr_hmap_get(w->h, &k, sizeof(k), val, w->vlen, &got) != 1;
+		} else {
+			w->failed = kr_hmap_del(w->h, &k, sizeof(k)) != 1;
+		}
+	}
+	struct kr_counters c;
+	kr_counters_get(&c);
+	w->fences = c.fences;
+	return NULL;
+}
+
+/* Runs phase ph on nthreads threads; returns its wall time and sets *fences. */
+static double run_phase(kr_hmap *h, int ph, const uint64_t *order, uint64_t n, size_t vlen,
+			unsigned nthreads, uint64_t *fences)
+{
+	struct worker w[64];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, nthreads + 1);
+	for (unsigned t = 0; t < nthreads; t++) {
+		w[t] = (struct worker){.h = h, .ph = ph, .order = order, .from = n * t / nthreads,
+				       .to = n * (t + 1) / nthreads, .vlen = vlen, .start = &start};
+		if (pthread_create(&w[t].th, NULL, worker_main, &w[t]))
+			die("pthread_create");
+	}
+	pthread_barrier_wait(&start);
+	double t0 = now();
+	*fences = 0;
+	int failed = 0;
+	for (unsigned t = 0; t < nthreads; t++) {
+		pthread_join(w[t].th, NULL);
+		*fences += w[t].fences;
+		failed |= w[t].failed;
+	}
+	double secs = now() - t0;
+	pthread_barrier_destroy(&start);
+	if (failed)
+		die(phase[ph]);
+	return secs;
 }
 
 int main(int argc, char **argv)
 {
-	unsigned lines = 1;
+	unsigned lines = 1, nthreads = 1;
 	uint64_t n = 100000;
 	const char *mode = "one", *dir = "/dev/shm";
 	for (int i = 1; i < argc; i++) {
@@ -61,13 +132,16 @@ int main(int argc, char **argv)
 			mode = argv[++i];
 		else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
 			dir = argv[++i];
+		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			nthreads = (unsigned)atoi(argv[++i]);
 		else {
 			fprintf(stderr, "usage: hmap-bench [--lines 1..32] [--entries N] [--mode one|two] "
-					"[--dir DIR]\n");
+					"[--threads 1..64] [--dir DIR]\n");
 			return 2;
 		}
 	}
-	if (lines < 1 || lines > 32 || n < 1 || (strcmp(mode, "one") && strcmp(mode, "two"))) {
+	if (lines < 1 || lines > 32 || n < 1 || nthreads < 1 || nthreads > 64 ||
+	    (strcmp(mode, "one") && strcmp(mode, "two"))) {
 		fprintf(stderr, "hmap-bench: bad arguments\n");
 		return 2;
 	}
@@ -81,9 +155,8 @@ int main(int argc, char **argv)
 	if (kr_hmap_create(path, &o, &h) != KR_OK)
 		die("create");
 	size_t vlen = 48 + 56 * (lines - 1) - 8;
-	uint8_t *val = calloc(1, vlen + 1);
 	uint64_t *order = malloc(n * sizeof(uint64_t));
-	if (!val || !order)
+	if (!order)
 		die("malloc");
 	for (uint64_t i = 0; i < n; i++)
 		order[i] = i;
@@ -94,29 +167,12 @@ int main(int argc, char **argv)
 		order[i] = order[j];
 		order[j] = t;
 	}
-	struct kr_counters c;
-	const char *phase[] = {"insert", "update", "lookup", "delete"};
+	char config[32];
+	snprintf(config, sizeof(config), nthreads > 1 ? "%s-%ut" : "%s", mode, nthreads);
 	double rec = 0;
 	for (int ph = 0; ph < 4; ph++) {
-		kr_counters_reset();
-		double t0 = now();
-		for (uint64_t i = 0; i < n; i++) {
-			uint64_t k = ph == 0 ? i : order[i];
-			int rc;
-			if (ph == 0 || ph == 1) {
-				memcpy(val, &i, sizeof(i));
-				rc = kr_hmap_put(h, &k, sizeof(k), val, vlen);
-			} else if (ph == 2) {
-				size_t got;
-				rc = kr_hmap_get(h, &k, sizeof(k), val, vlen, &got) == 1 ? KR_OK : -1;
-			} else {
-				rc = kr_hmap_del(h, &k, sizeof(k)) == 1 ? KR_OK : -1;
-			}
-			if (rc != KR_OK)
-				die(phase[ph]);
-		}
-		double secs = now() - t0;
-		kr_counters_get(&c);
+		uint64_t fences;
+		double secs = run_phase(h, ph, order, n, vlen, nthreads, &fences);
 		if (ph == 1) { /* recovery of the full map, between update and lookup */
 			kr_hmap_close(h);
 			double r0 = now();
@@ -126,11 +182,10 @@ int main(int argc, char **argv)
 			if (kr_hmap_count(h) != n)
 				die("recovered count");
 		}
-		row(mode, phase[ph], lines, n, secs, c.fences, rec);
+		row(config, phase[ph], lines, n, secs, fences, rec);
 	}
 	kr_hmap_close(h);
 	unlink(path);
-	free(val);
 	free(order);
 	return 0;
 }

@@ -96,9 +96,21 @@ struct inflight {
 	unsigned n;
 };
 
-#define NSTRIPES 1024u
+#define NSHARDS 256u
+
+/* A part of the index, by key hash. Its writer lock is held by an operation on its keys
+ * from its start to its publish: a key's changes are then written and published in version
+ * order, and only the holder changes this part of the index. Its read-write lock keeps
+ * lookups out of the holder's publish. */
+struct shard {
+	pthread_mutex_t writer;
+	pthread_rwlock_t ixlock;
+	struct ixent *ix; /* open addressing, linear probing, power-of-two capacity */
+	uint64_t ixcap, count;
+} __attribute__((aligned(64)));
 
 struct kr_hmap {
+	struct shard shards[NSHARDS];
 	char *path;
 	struct kr_pm pm;
 	uint8_t *entries;
@@ -108,16 +120,9 @@ struct kr_hmap {
 	unsigned reserve;       /* slots new keys may not take */
 	bool two_fences;        /* KR_HMAP_TWO_FENCES */
 
-	/* Lock order: stripes (ascending), then lock, then ixlock. No lock is held across a
-	 * fence except stripes. */
-	pthread_mutex_t stripes[NSTRIPES]; /* writers of the keys hashing to a stripe */
-
-	pthread_rwlock_t ixlock; /* the index; readers copy values out under it */
-	struct ixent *ix;        /* open addressing, linear probing, power-of-two capacity */
-	uint64_t ixcap;
-	_Atomic uint64_t count;
-
-	pthread_mutex_t lock; /* everything below */
+	/* Lock order: shard writers (ascending), then lock or a shard's ixlock (never both).
+	 * Only shard writers are held across a fence. */
+	pthread_mutex_t lock; /* everything below: a few dozen instructions at a time */
 	pthread_cond_t moved; /* an operation published: blocked slot takers retry */
 	unsigned waiting;
 	uint64_t *free; /* never used, torn or dropped: reusable in any order */
@@ -126,7 +131,7 @@ struct kr_hmap {
 	struct ring tombs; /* tombstones: reusable once every older dead entry is overwritten */
 	uint64_t dseq;     /* next death number */
 	struct inflight *inflight;
-	uint64_t ix_reserved; /* index places in-flight operations may still fill */
+	_Atomic uint64_t count; /* live keys (written under lock) */
 	uint64_t next_version;
 	uint64_t wm_stored;  /* the watermark word's value (stores are ordered by lock) */
 	uint64_t wm_durable; /* a value the watermark word is known to hold durably */
@@ -283,12 +288,15 @@ static uint64_t key_hash(const void *key, size_t klen)
 	return h ? h : 1;
 }
 
-/* The index position of key, or of the empty place where it would go. */
-static uint64_t ix_find(const kr_hmap *m, uint64_t h, const void *key, size_t klen)
+static struct shard *shard_of(kr_hmap *m, uint64_t h) { return &m->shards[h >> 56]; }
+
+/* The position of key in its shard's index, or of the empty place where it would go. */
+static uint64_t ix_find(const kr_hmap *m, const struct shard *sh, uint64_t h, const void *key,
+			size_t klen)
 {
-	uint64_t mask = m->ixcap - 1, i = h & mask;
+	uint64_t mask = sh->ixcap - 1, i = h & mask;
 	for (;; i = (i + 1) & mask) {
-		const struct ixent *e = &m->ix[i];
+		const struct ixent *e = &sh->ix[i];
 		if (!e->slot1)
 			return i;
 		if (e->hash == h && klen_of(m, e->slot1 - 1) == klen && payload_eq(m, e->slot1 - 1, key, klen))
@@ -296,42 +304,48 @@ static uint64_t ix_find(const kr_hmap *m, uint64_t h, const void *key, size_t kl
 	}
 }
 
-static int ix_grow(kr_hmap *m)
+/* Room for k more keys in the shard's index (kept under 70% full). */
+static int ix_make_room(struct shard *sh, uint64_t k)
 {
-	uint64_t cap = m->ixcap ? m->ixcap * 2 : 1024;
-	struct ixent *n = calloc(cap, sizeof(*n)), *old = m->ix;
+	if ((sh->count + k) * 10 < sh->ixcap * 7)
+		return KR_OK;
+	uint64_t cap = sh->ixcap ? sh->ixcap : 64;
+	while ((sh->count + k) * 10 >= cap * 7)
+		cap *= 2;
+	struct ixent *n = calloc(cap, sizeof(*n)), *old = sh->ix;
 	if (!n)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for the index");
-	for (uint64_t i = 0; i < m->ixcap; i++)
+	for (uint64_t i = 0; i < sh->ixcap; i++)
 		if (old[i].slot1) {
 			uint64_t j = old[i].hash & (cap - 1);
 			while (n[j].slot1)
 				j = (j + 1) & (cap - 1);
 			n[j] = old[i];
 		}
-	m->ix = n;
-	m->ixcap = cap;
+	sh->ix = n;
+	sh->ixcap = cap;
 	free(old);
 	return KR_OK;
 }
 
 /* Removes position i (backward-shift deletion keeps probe chains whole). */
-static void ix_remove(kr_hmap *m, uint64_t i)
+static void ix_remove(struct shard *sh, uint64_t i)
 {
-	uint64_t mask = m->ixcap - 1, j = i;
-	m->ix[i].slot1 = 0;
+	uint64_t mask = sh->ixcap - 1, j = i;
+	sh->ix[i].slot1 = 0;
 	for (;;) {
 		j = (j + 1) & mask;
-		if (!m->ix[j].slot1)
+		if (!sh->ix[j].slot1)
 			break;
-		uint64_t home = m->ix[j].hash & mask;
+		uint64_t home = sh->ix[j].hash & mask;
 		/* Move j back to i if i lies on j's path from home. */
 		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-			m->ix[i] = m->ix[j];
-			m->ix[j].slot1 = 0;
+			sh->ix[i] = sh->ix[j];
+			sh->ix[j].slot1 = 0;
 			i = j;
 		}
 	}
+	sh->count--;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -486,29 +500,23 @@ static int check_kv(const kr_hmap *m, size_t klen, const void *val, size_t vlen)
 	return KR_OK;
 }
 
-static unsigned stripe_of(uint64_t hash) { return (unsigned)(hash >> 40) & (NSTRIPES - 1); }
-
-static int by_stripe(const void *a, const void *b)
+static int by_shard(const void *a, const void *b)
 {
 	return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
 }
 
-/* The distinct stripes of c[0..n), ascending (the lock order). */
-static unsigned stripes_of(const struct change *c, unsigned n, uint16_t *s)
+/* The distinct shards of c[0..n), ascending (the lock order). */
+static unsigned shards_of(const struct change *c, unsigned n, uint16_t *s)
 {
 	for (unsigned i = 0; i < n; i++)
-		s[i] = (uint16_t)stripe_of(c[i].hash);
-	qsort(s, n, sizeof(*s), by_stripe);
+		s[i] = (uint16_t)(c[i].hash >> 56);
+	if (n > 1)
+		qsort(s, n, sizeof(*s), by_shard);
 	unsigned k = 0;
 	for (unsigned i = 0; i < n; i++)
 		if (k == 0 || s[i] != s[k - 1])
 			s[k++] = s[i];
 	return k;
-}
-
-static bool present(const kr_hmap *m, const struct change *c)
-{
-	return m->ix[ix_find(m, c->hash, c->key, c->klen)].slot1 != 0;
 }
 
 /* Step 2. Fails (changing nothing) or fills in every c[i].slot, the version and me. */
@@ -522,14 +530,6 @@ static int reserve(kr_hmap *m, struct change *c, unsigned n, unsigned fresh,
 			rc = kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
 			break;
 		}
-		/* Room in the index first: nothing may fail after the fence. */
-		while (rc == KR_OK && (atomic_load(&m->count) + m->ix_reserved + n) * 10 >= m->ixcap * 7) {
-			pthread_rwlock_wrlock(&m->ixlock);
-			rc = ix_grow(m);
-			pthread_rwlock_unlock(&m->ixlock);
-		}
-		if (rc != KR_OK)
-			break;
 		/* New keys may not take the last few slots: updates and deletes need one each
 		 * (before they free the old one), and must never be refused for lack of room. */
 		if (fresh && m->nfree + m->dead.len + m->tombs.len < (uint64_t)n + m->reserve) {
@@ -564,7 +564,6 @@ static int reserve(kr_hmap *m, struct change *c, unsigned n, unsigned fresh,
 		me->txver = n > 1 ? *version : 0;
 		me->next = m->inflight;
 		m->inflight = me;
-		m->ix_reserved += n;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return rc;
@@ -612,36 +611,39 @@ static void publish(kr_hmap *m, struct change *c, unsigned n, struct inflight *m
 {
 	uint64_t died[2 * KR_HMAP_MAX_TX]; /* slot + 1, negated for a tombstone */
 	unsigned nd = 0;
-	pthread_rwlock_wrlock(&m->ixlock);
+	int64_t delta = 0;
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t pos = ix_find(m, c[i].hash, c[i].key, c[i].klen);
-		if (m->ix[pos].slot1) {
-			died[nd++] = m->ix[pos].slot1;
+		struct shard *sh = shard_of(m, c[i].hash);
+		pthread_rwlock_wrlock(&sh->ixlock);
+		uint64_t pos = ix_find(m, sh, c[i].hash, c[i].key, c[i].klen);
+		if (sh->ix[pos].slot1) {
+			died[nd++] = sh->ix[pos].slot1;
 			if (c[i].val) {
-				m->ix[pos].slot1 = c[i].slot + 1;
+				sh->ix[pos].slot1 = c[i].slot + 1;
 			} else {
-				ix_remove(m, pos);
-				atomic_fetch_sub(&m->count, 1);
+				ix_remove(sh, pos);
+				delta--;
 				died[nd++] = -(c[i].slot + 1);
 			}
 		} else {
-			/* the stripes keep a key's presence from changing since step 1 */
-			m->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
-			atomic_fetch_add(&m->count, 1);
+			/* the shard's writer lock kept the key's presence since step 1 */
+			sh->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
+			sh->count++;
+			delta++;
 		}
+		pthread_rwlock_unlock(&sh->ixlock);
 	}
-	pthread_rwlock_unlock(&m->ixlock);
 
 	pthread_mutex_lock(&m->lock);
 	for (unsigned i = 0; i < nd; i++) {
 		bool tomb = died[i] > UINT64_MAX / 2;
 		ring_push(m, tomb ? &m->tombs : &m->dead, (tomb ? -died[i] : died[i]) - 1);
 	}
+	atomic_store(&m->count, atomic_load(&m->count) + (uint64_t)delta);
 	struct inflight **p = &m->inflight;
 	while (*p != me)
 		p = &(*p)->next;
 	*p = me->next;
-	m->ix_reserved -= n;
 	if (me->wm_flushed > m->wm_durable)
 		m->wm_durable = me->wm_flushed;
 	if (n > 1) {
@@ -658,6 +660,33 @@ static void publish(kr_hmap *m, struct change *c, unsigned n, struct inflight *m
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* Step 1 after the locks: drops deletes of absent keys (from c), counts new keys, and makes
+ * room for them in the index. Returns the changes left, or an error. */
+static int prepare(kr_hmap *m, struct change *c, unsigned n, unsigned *fresh)
+{
+	unsigned k = 0;
+	*fresh = 0;
+	for (unsigned i = 0; i < n; i++) {
+		struct shard *sh = shard_of(m, c[i].hash);
+		bool there = sh->ix[ix_find(m, sh, c[i].hash, c[i].key, c[i].klen)].slot1 != 0;
+		if (c[i].val || there) {
+			if (c[i].val && !there) {
+				++*fresh;
+				uint64_t here = 1; /* new keys of this operation in this shard */
+				for (unsigned j = 0; j < k; j++)
+					here += c[j].hash >> 56 == c[i].hash >> 56 && c[j].val;
+				pthread_rwlock_wrlock(&sh->ixlock);
+				int rc = ix_make_room(sh, here);
+				pthread_rwlock_unlock(&sh->ixlock);
+				if (rc != KR_OK)
+					return rc;
+			}
+			c[k++] = c[i];
+		}
+	}
+	return (int)k;
+}
+
 /* Applies c[0..n) as one operation; deletes of absent keys are dropped first (from c).
  * Returns the number of changes written, or an error (then nothing changed). */
 static int apply(kr_hmap *m, struct change *c, unsigned n)
@@ -665,24 +694,13 @@ static int apply(kr_hmap *m, struct change *c, unsigned n)
 	if (iterating == m)
 		return kr_err_set(KR_E_MISUSE_STATE, "hmap: a change from inside kr_hmap_foreach");
 	uint16_t s[KR_HMAP_MAX_TX];
-	unsigned ns = stripes_of(c, n, s);
+	unsigned ns = shards_of(c, n, s);
 	for (unsigned i = 0; i < ns; i++)
-		pthread_mutex_lock(&m->stripes[s[i]]);
-
-	unsigned k = 0, fresh = 0;
-	pthread_rwlock_rdlock(&m->ixlock);
-	for (unsigned i = 0; i < n; i++) {
-		bool there = present(m, &c[i]);
-		if (c[i].val || there) {
-			fresh += c[i].val && !there;
-			c[k++] = c[i];
-		}
-	}
-	pthread_rwlock_unlock(&m->ixlock);
-	n = k;
-
-	int rc = KR_OK;
-	if (n) {
+		pthread_mutex_lock(&m->shards[s[i]].writer);
+	unsigned fresh;
+	int rc = prepare(m, c, n, &fresh);
+	if (rc > 0) {
+		n = (unsigned)rc;
 		struct inflight me;
 		uint64_t version;
 		unsigned split = n;
@@ -695,7 +713,7 @@ static int apply(kr_hmap *m, struct change *c, unsigned n)
 		}
 	}
 	for (unsigned i = ns; i-- > 0;)
-		pthread_mutex_unlock(&m->stripes[s[i]]);
+		pthread_mutex_unlock(&m->shards[s[i]].writer);
 	return rc;
 }
 
@@ -727,16 +745,18 @@ int kr_hmap_get(kr_hmap *m, const void *key, size_t klen, void *val, size_t cap,
 {
 	if (!m || !key || klen == 0 || klen > KR_HMAP_MAX_KEY || (!val && cap))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: bad get arguments");
-	/* Under the read lock no entry of the index can die, so none can be rewritten. */
-	pthread_rwlock_rdlock(&m->ixlock);
-	uint64_t s1 = m->ix[ix_find(m, key_hash(key, klen), key, klen)].slot1;
+	/* Under the read lock no entry of the shard's index can die, so none can be rewritten. */
+	uint64_t h = key_hash(key, klen);
+	struct shard *sh = shard_of(m, h);
+	pthread_rwlock_rdlock(&sh->ixlock);
+	uint64_t s1 = sh->ix[ix_find(m, sh, h, key, klen)].slot1;
 	if (s1) {
 		size_t n = vlen_of(m, s1 - 1);
 		if (vlen)
 			*vlen = n;
 		payload_read(m, s1 - 1, klen, val, n < cap ? n : cap);
 	}
-	pthread_rwlock_unlock(&m->ixlock);
+	pthread_rwlock_unlock(&sh->ixlock);
 	return s1 != 0;
 }
 
@@ -752,18 +772,21 @@ int kr_hmap_foreach(kr_hmap *m,
 		return kr_err_set(KR_E_MISUSE_STATE, "hmap: kr_hmap_foreach inside kr_hmap_foreach");
 	uint8_t buf[KR_HMAP_MAX_LINES * LINE];
 	int rc = KR_OK;
-	pthread_rwlock_rdlock(&m->ixlock);
 	iterating = m;
-	for (uint64_t i = 0; rc == KR_OK && i < m->ixcap; i++) {
-		if (!m->ix[i].slot1)
-			continue;
-		uint64_t s = m->ix[i].slot1 - 1;
-		size_t kl = klen_of(m, s), vl = vlen_of(m, s);
-		payload_read(m, s, 0, buf, kl + vl);
-		rc = fn(ctx, buf, kl, buf + kl, vl);
+	for (unsigned k = 0; rc == KR_OK && k < NSHARDS; k++) {
+		struct shard *sh = &m->shards[k];
+		pthread_rwlock_rdlock(&sh->ixlock);
+		for (uint64_t i = 0; rc == KR_OK && i < sh->ixcap; i++) {
+			if (!sh->ix[i].slot1)
+				continue;
+			uint64_t s = sh->ix[i].slot1 - 1;
+			size_t kl = klen_of(m, s), vl = vlen_of(m, s);
+			payload_read(m, s, 0, buf, kl + vl);
+			rc = fn(ctx, buf, kl, buf + kl, vl);
+		}
+		pthread_rwlock_unlock(&sh->ixlock);
 	}
 	iterating = NULL;
-	pthread_rwlock_unlock(&m->ixlock);
 	return rc;
 }
 
@@ -878,14 +901,15 @@ static void hmap_free(kr_hmap *m)
 		kr_pm_unmap(&m->pm);
 	if (m->pm.fd >= 0)
 		close(m->pm.fd);
-	free(m->ix);
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		free(m->shards[i].ix);
+		pthread_mutex_destroy(&m->shards[i].writer);
+		pthread_rwlock_destroy(&m->shards[i].ixlock);
+	}
 	free(m->free);
 	free(m->dead.v);
 	free(m->tombs.v);
 	free(m->path);
-	for (unsigned i = 0; i < NSTRIPES; i++)
-		pthread_mutex_destroy(&m->stripes[i]);
-	pthread_rwlock_destroy(&m->ixlock);
 	pthread_mutex_destroy(&m->lock);
 	pthread_cond_destroy(&m->moved);
 	free(m);
@@ -893,17 +917,24 @@ static void hmap_free(kr_hmap *m)
 
 static kr_hmap *hmap_new(const char *path)
 {
-	kr_hmap *m = calloc(1, sizeof(*m));
-	if (m) {
-		m->pm.fd = -1;
-		m->path = strdup(path);
-		for (unsigned i = 0; i < NSTRIPES; i++)
-			pthread_mutex_init(&m->stripes[i], NULL);
-		pthread_rwlock_init(&m->ixlock, NULL);
-		pthread_mutex_init(&m->lock, NULL);
-		pthread_cond_init(&m->moved, NULL);
+	kr_hmap *m = NULL;
+	if (posix_memalign((void **)&m, 64, sizeof(*m)) != 0)
+		return NULL;
+	memset(m, 0, sizeof(*m));
+	m->pm.fd = -1;
+	m->path = strdup(path);
+	for (unsigned i = 0; i < NSHARDS; i++) {
+		pthread_mutex_init(&m->shards[i].writer, NULL);
+		pthread_rwlock_init(&m->shards[i].ixlock, NULL);
 	}
-	if (m && !m->path) {
+	/* Held for a few dozen instructions at a time: spin a little before sleeping. */
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(&m->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	pthread_cond_init(&m->moved, NULL);
+	if (!m->path) {
 		hmap_free(m);
 		m = NULL;
 	}
@@ -921,7 +952,10 @@ static int hmap_alloc(kr_hmap *m)
 	m->dead.cap = m->tombs.cap = m->nslots;
 	if (!m->free || !m->dead.v || !m->tombs.v)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for %" PRIu64 " slots", m->nslots);
-	return ix_grow(m);
+	int rc = KR_OK;
+	for (unsigned i = 0; rc == KR_OK && i < NSHARDS; i++)
+		rc = ix_make_room(&m->shards[i], 0);
+	return rc;
 }
 
 int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out)
@@ -1056,21 +1090,21 @@ static int recover(kr_hmap *m)
 		}
 		payload_read(m, s, 0, key, kl);
 		uint64_t h = key_hash(key, kl);
-		while ((m->count + 1) * 10 >= m->ixcap * 7 && (rc = ix_grow(m)) == KR_OK)
-			;
-		if (rc != KR_OK)
+		struct shard *sh = shard_of(m, h);
+		if ((rc = ix_make_room(sh, 1)) != KR_OK)
 			break;
-		uint64_t pos = ix_find(m, h, key, kl);
+		uint64_t pos = ix_find(m, sh, h, key, kl);
 		bool tomb = meta_of(m, s) & KR_HMAP_TOMB;
-		if (m->ix[pos].slot1) {
-			ring_push(m, &m->dead, m->ix[pos].slot1 - 1);
+		if (sh->ix[pos].slot1) {
+			ring_push(m, &m->dead, sh->ix[pos].slot1 - 1);
 			if (tomb) {
-				ix_remove(m, pos);
+				ix_remove(sh, pos);
 				m->count--;
 			} else
-				m->ix[pos].slot1 = s + 1;
+				sh->ix[pos].slot1 = s + 1;
 		} else if (!tomb) {
-			m->ix[pos] = (struct ixent){h, s + 1};
+			sh->ix[pos] = (struct ixent){h, s + 1};
+			sh->count++;
 			m->count++;
 		}
 		if (tomb)
