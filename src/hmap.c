@@ -77,26 +77,29 @@ struct ixent {
 	uint64_t slot1; /* slot + 1; 0 = empty */
 };
 
-/* Dead entries in death order, with their death numbers and, for a member of a
- * transaction of 2+ entries, its version (0 otherwise): its slot may be rewritten only once
- * a durable watermark covers that version. */
+/* A dead entry: its slot, its death version (that of the operation that superseded it,
+ * or its own for a tombstone) and, for a member of a transaction of 2+ entries, its own
+ * version (else 0): that slot may be rewritten only once a durable watermark covers it. */
+struct dead {
+	uint64_t slot, dver, txver;
+};
+
+/* Dead entries in death order (a growable circular queue). */
 struct ring {
-	struct dead {
-		uint64_t slot, seq, txver;
-	} *v;
+	struct dead *v;
 	uint64_t head, len, cap;
 };
 
-/* An operation between taking its slots and publishing them (kr_hmap.lock). */
+/* A transaction of 2+ entries between taking its version and publishing (kr_hmap.lock):
+ * the watermark stays below it. */
 struct inflight {
 	struct inflight *next;
-	uint64_t min_dead; /* death number of the oldest dead entry it took; UINT64_MAX: none */
-	uint64_t txver;    /* its version if it is a transaction of 2+ entries, else 0 */
-	uint64_t wm_flushed; /* watermark it flushed before its fence (0: none) */
-	unsigned n;
+	uint64_t version;
 };
 
 #define NSHARDS 256u
+#define NLANES 16u
+#define STASH 64u
 
 /* A part of the index, by key hash. Its writer lock is held by an operation on its keys
  * from its start to its publish: a key's changes are then written and published in version
@@ -109,8 +112,25 @@ struct shard {
 	uint64_t ixcap, count;
 } __attribute__((aligned(64)));
 
+/* Where operations find slots. A thread holds a lane for a whole operation, and threads
+ * keep to their own lanes, so that slots cost no shared lock: a stash of never-used slots
+ * refilled from the map's pool, and the entries the lane's operations killed, in death
+ * order. */
+struct lane {
+	pthread_mutex_t lock;
+	uint64_t stash[STASH];
+	unsigned nstash;
+	struct ring dead;  /* superseded entries: reusable in any order, taken oldest first */
+	struct ring tombs; /* tombstones: see tomb_ready */
+	/* Death version of the oldest dead entry this lane has not overwritten durably (queued,
+	 * or taken by its operation in flight); UINT64_MAX: none. Never above the truth. */
+	_Atomic uint64_t oldest_dead;
+	_Atomic int64_t live; /* keys its operations added, minus those they removed */
+} __attribute__((aligned(64)));
+
 struct kr_hmap {
 	struct shard shards[NSHARDS];
+	struct lane lanes[NLANES];
 	char *path;
 	struct kr_pm pm;
 	uint8_t *entries;
@@ -119,23 +139,21 @@ struct kr_hmap {
 	size_t esize, capacity; /* bytes of key + value an entry holds */
 	unsigned reserve;       /* slots new keys may not take */
 	bool two_fences;        /* KR_HMAP_TWO_FENCES */
+	_Atomic uint64_t next_version;
+	_Atomic uint64_t wm_stored;  /* the watermark word's value (stored under lock) */
+	_Atomic uint64_t wm_durable; /* a value the watermark word is known to hold durably */
+	_Atomic uint64_t npool_seen; /* npool, read without the lock */
+	_Atomic unsigned waiting;    /* operations waiting in wait_for_slots */
+	_Atomic uint64_t extra_fences, waits;
+	_Atomic unsigned next_lane;
 
-	/* Lock order: shard writers (ascending), then lock or a shard's ixlock (never both).
-	 * Only shard writers are held across a fence. */
-	pthread_mutex_t lock; /* everything below: a few dozen instructions at a time */
-	pthread_cond_t moved; /* an operation published: blocked slot takers retry */
-	unsigned waiting;
-	uint64_t *free; /* never used, torn or dropped: reusable in any order */
-	uint64_t nfree;
-	struct ring dead;  /* superseded entries: reusable in any order, taken oldest first */
-	struct ring tombs; /* tombstones: reusable once every older dead entry is overwritten */
-	uint64_t dseq;     /* next death number */
-	struct inflight *inflight;
-	_Atomic uint64_t count; /* live keys (written under lock) */
-	uint64_t next_version;
-	uint64_t wm_stored;  /* the watermark word's value (stores are ordered by lock) */
-	uint64_t wm_durable; /* a value the watermark word is known to hold durably */
-	struct kr_hmap_stats st;
+	/* Lock order: shard writers (ascending), a lane, then lock or one shard's ixlock
+	 * (never both). Only shard writers and a lane are held across a fence. */
+	pthread_mutex_t lock; /* everything below */
+	pthread_cond_t moved; /* an operation published: waiting slot takers retry */
+	uint64_t *pool, npool; /* never used, torn or dropped slots */
+	struct inflight *txns;
+	struct kr_hmap_stats st; /* the recovery counts */
 };
 
 /* Set while this thread runs a kr_hmap_foreach callback on that map. */
@@ -146,12 +164,12 @@ struct change {
 	size_t klen;
 	const void *val; /* NULL: delete */
 	size_t vlen;
-	uint64_t hash, slot; /* the slot the new entry goes to */
-	uint64_t seq, txver; /* its death record, if it came from a queue */
-	int from;            /* where slot came from: FROM_* */
+	uint64_t hash;
+	struct dead d; /* the slot the new entry goes to, and its record if it was dead */
+	int from;      /* where the slot came from: FROM_* */
 };
 
-enum { FROM_FREE, FROM_DEAD, FROM_TOMBS };
+enum { FROM_STASH, FROM_DEAD, FROM_TOMBS };
 
 
 struct kr_hmap_tx {
@@ -349,14 +367,33 @@ static void ix_remove(struct shard *sh, uint64_t i)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Slots: free stack and the reuse queues (kr_hmap.lock held)
+ * Slots: lanes, the pool, reuse in death order
  * ------------------------------------------------------------------------------------- */
-/* The death record of the entry in slot: a member of a transaction carries its version. */
-static void ring_push(kr_hmap *m, struct ring *r, uint64_t slot)
+/* Room for k more records (grown before an operation's fence: nothing may fail after). */
+static int ring_reserve(struct ring *r, uint64_t k)
+{
+	if (r->len + k <= r->cap)
+		return KR_OK;
+	uint64_t cap = r->cap ? r->cap : 64;
+	while (cap < r->len + k)
+		cap *= 2;
+	struct dead *v = malloc(cap * sizeof(*v));
+	if (!v)
+		return kr_err_set(KR_E_NOMEM, "hmap: no memory for the reuse queues");
+	for (uint64_t i = 0; i < r->len; i++)
+		v[i] = r->v[(r->head + i) % r->cap];
+	free(r->v);
+	r->v = v;
+	r->head = 0;
+	r->cap = cap;
+	return KR_OK;
+}
+
+/* Appends the entry in slot, which died at version dver (room reserved). */
+static void ring_push(const kr_hmap *m, struct ring *r, uint64_t slot, uint64_t dver)
 {
 	uint64_t meta = meta_of(m, slot);
-	uint64_t txver = txn_of(meta) > 1 ? ver_of(meta) : 0;
-	r->v[(r->head + r->len) % r->cap] = (struct dead){slot, m->dseq++, txver};
+	r->v[(r->head + r->len) % r->cap] = (struct dead){slot, dver, txn_of(meta) > 1 ? ver_of(meta) : 0};
 	r->len++;
 }
 
@@ -375,71 +412,159 @@ static void ring_unpop(struct ring *r, struct dead d)
 	r->len++;
 }
 
-/* The oldest dead entry any operation other than me has taken and not yet published. */
-static uint64_t others_min_dead(const kr_hmap *m, const struct inflight *me)
+static void lane_refresh(struct lane *l)
 {
-	uint64_t min = UINT64_MAX;
-	for (const struct inflight *o = m->inflight; o; o = o->next)
-		if (o != me && o->min_dead < min)
-			min = o->min_dead;
-	return min;
+	atomic_store(&l->oldest_dead, l->dead.len ? l->dead.v[l->dead.head].dver : UINT64_MAX);
 }
 
-/* The slot for change i of operation me: a free one, else the oldest dead entry, else the
- * oldest tombstone. A tombstone's slot is safe to rewrite only once the entries it cancels
- * are overwritten durably. All of them are older dead entries, already taken (the dead
- * queue is empty): by a published operation (durable), by another one still in flight
- * (then *wait: its fence is not ours), or by me (then *split says from which change on my
- * entries must wait for a fence of their own). */
-static int slot_take(kr_hmap *m, struct inflight *me, struct change *c, unsigned i,
-		     unsigned *split, bool *wait)
+/* The calling thread's lane, locked: its own if free, else any free one, else its own. */
+static struct lane *lane_acquire(kr_hmap *m)
 {
-	struct dead d;
-	if (m->nfree) {
-		c->slot = m->free[--m->nfree];
-		c->from = FROM_FREE;
-		c->txver = 0;
-		return KR_OK;
+	static _Thread_local unsigned mine = UINT32_MAX;
+	if (mine == UINT32_MAX)
+		mine = atomic_fetch_add(&m->next_lane, 1) % NLANES;
+	for (unsigned k = 0; k < NLANES; k++) {
+		struct lane *l = &m->lanes[(mine + k) % NLANES];
+		if (pthread_mutex_trylock(&l->lock) == 0)
+			return l;
 	}
-	if (m->dead.len) {
-		d = ring_pop(&m->dead);
+	pthread_mutex_lock(&m->lanes[mine].lock);
+	return &m->lanes[mine];
+}
+
+static void pool_refill(kr_hmap *m, struct lane *l)
+{
+	if (!atomic_load(&m->npool_seen))
+		return;
+	pthread_mutex_lock(&m->lock);
+	while (l->nstash < STASH && m->npool)
+		l->stash[l->nstash++] = m->pool[--m->npool];
+	atomic_store(&m->npool_seen, m->npool);
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* Moves the oldest half of another lane's dead entries (or tombstones) into l's, which is
+ * empty, so death order holds. The entries count for l before they stop counting for the
+ * other lane: oldest_dead never runs ahead of the truth. Only lanes not in use are taken
+ * from (trylock); *busy says some were in use. */
+static bool steal(kr_hmap *m, struct lane *l, bool tombs, bool *busy)
+{
+	for (unsigned k = 0; k < NLANES; k++) {
+		struct lane *o = &m->lanes[k];
+		if (o == l)
+			continue;
+		if (pthread_mutex_trylock(&o->lock) != 0) {
+			*busy = true;
+			continue;
+		}
+		struct ring *from = tombs ? &o->tombs : &o->dead, *to = tombs ? &l->tombs : &l->dead;
+		uint64_t n = (from->len + 1) / 2;
+		bool got = n && ring_reserve(to, n) == KR_OK;
+		if (got) {
+			if (!tombs && from->v[from->head].dver < atomic_load(&l->oldest_dead))
+				atomic_store(&l->oldest_dead, from->v[from->head].dver);
+			for (uint64_t i = 0; i < n; i++)
+				to->v[(to->head + to->len++) % to->cap] = ring_pop(from);
+		}
+		lane_refresh(o); /* also forgets what a failed operation of o left behind */
+		pthread_mutex_unlock(&o->lock);
+		if (got)
+			return true;
+	}
+	return false;
+}
+
+/* A tombstone that died at dver may be rewritten once every entry it cancels is overwritten
+ * durably. Those died at dver or before; l's own are all taken (its dead queue is empty:
+ * by published operations, or by the one being built, see slot_take's split), and every
+ * other lane's must be gone too. */
+static bool tomb_ready(kr_hmap *m, const struct lane *l, uint64_t dver)
+{
+	for (unsigned k = 0; k < NLANES; k++)
+		if (&m->lanes[k] != l && atomic_load(&m->lanes[k].oldest_dead) <= dver)
+			return false;
+	return true;
+}
+
+enum { TAKEN, RETRY, NONE };
+
+/* The slot for change i of an operation holding lane l: a never-used one, else the oldest
+ * dead entry (the lane's own, or taken over from an idle lane), else the oldest tombstone
+ * that is ready. *min_dead is the oldest death version the operation took; if a tombstone
+ * is newer, *split says from which change on its entries wait for a fence of their own.
+ * RETRY: nothing usable now, but operations in flight will change that. */
+static int slot_take(kr_hmap *m, struct lane *l, struct change *c, unsigned i,
+		     uint64_t *min_dead, unsigned *split)
+{
+	bool busy = false;
+	if (!l->nstash)
+		pool_refill(m, l);
+	if (l->nstash) {
+		c->d = (struct dead){l->stash[--l->nstash], 0, 0};
+		c->from = FROM_STASH;
+		return TAKEN;
+	}
+	if (l->dead.len || steal(m, l, false, &busy)) {
+		c->d = ring_pop(&l->dead);
 		c->from = FROM_DEAD;
-		if (d.seq < me->min_dead)
-			me->min_dead = d.seq;
-	} else if (m->tombs.len) {
-		d = ring_pop(&m->tombs);
+		if (c->d.dver < *min_dead)
+			*min_dead = c->d.dver;
+	} else if ((l->tombs.len || steal(m, l, true, &busy)) &&
+		   tomb_ready(m, l, l->tombs.v[l->tombs.head].dver)) {
+		c->d = ring_pop(&l->tombs);
 		c->from = FROM_TOMBS;
-		if (others_min_dead(m, me) < d.seq)
-			*wait = true;
-		if (me->min_dead < d.seq && i < *split)
+		if (*min_dead <= c->d.dver && i < *split)
 			*split = i;
 	} else {
-		return kr_err_set(KR_E_NOSPACE, "hmap: no free entry (%" PRIu64 " live of %" PRIu64 ")",
-				  atomic_load(&m->count), m->nslots);
+		return busy || l->tombs.len || atomic_load(&m->npool_seen) ? RETRY : NONE;
 	}
 	/* A transaction's member: no watermark covers it while an older transaction is still
 	 * in flight, and rewriting it then could break that transaction's count. */
-	if (d.txver > m->wm_stored)
-		*wait = true;
-	c->slot = d.slot;
-	c->seq = d.seq;
-	c->txver = d.txver;
-	return KR_OK;
+	if (c->d.txver > atomic_load(&m->wm_stored)) {
+		ring_unpop(c->from == FROM_DEAD ? &l->dead : &l->tombs, c->d);
+		return RETRY;
+	}
+	return TAKEN;
 }
 
-/* Gives back the slots of changes c[0..n), taken by an operation that failed or must wait
- * before writing anything, to where they came from, in reverse. */
-static void slots_return(kr_hmap *m, struct change *c, unsigned n)
+/* Gives back the slots of changes c[0..n) to lane l, in reverse. */
+static void slots_return(struct lane *l, struct change *c, unsigned n)
 {
 	for (unsigned i = n; i-- > 0;) {
-		struct dead d = {c[i].slot, c[i].seq, c[i].txver};
 		if (c[i].from == FROM_DEAD)
-			ring_unpop(&m->dead, d);
+			ring_unpop(&l->dead, c[i].d);
 		else if (c[i].from == FROM_TOMBS)
-			ring_unpop(&m->tombs, d);
+			ring_unpop(&l->tombs, c[i].d);
 		else
-			m->free[m->nfree++] = c[i].slot;
+			l->stash[l->nstash++] = c[i].d.slot;
 	}
+}
+
+/* Sleeps until an operation publishes (or a millisecond: a wakeup may be missed). */
+static void wait_for_slots(kr_hmap *m)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_nsec += 1000000;
+	if (t.tv_nsec >= 1000000000) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&m->lock);
+	atomic_fetch_add(&m->waiting, 1);
+	pthread_cond_timedwait(&m->moved, &m->lock, &t);
+	atomic_fetch_sub(&m->waiting, 1);
+	pthread_mutex_unlock(&m->lock);
+	atomic_fetch_add(&m->waits, 1);
+}
+
+/* Live keys: the lanes' counts summed. */
+static uint64_t live_keys(kr_hmap *m)
+{
+	int64_t n = 0;
+	for (unsigned k = 0; k < NLANES; k++)
+		n += atomic_load(&m->lanes[k].live);
+	return n > 0 ? (uint64_t)n : 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -463,7 +588,7 @@ static void watermark_store(kr_hmap *m, uint64_t w)
 {
 	for (int c = 0; c < 2; c++)
 		kr_pm_store64(&m->pm, watermark_at(m, c), watermark_word(w));
-	m->wm_stored = w;
+	atomic_store(&m->wm_stored, w);
 }
 
 /* Writes back both copies, whoever stored them: a write-back carries the line as it is,
@@ -474,16 +599,24 @@ static void watermark_flush(kr_hmap *m)
 		kr_pm_flush(&m->pm, watermark_at(m, c), 8);
 }
 
+static void watermark_durable(kr_hmap *m, uint64_t w)
+{
+	uint64_t d = atomic_load(&m->wm_durable);
+	while (d < w && !atomic_compare_exchange_weak(&m->wm_durable, &d, w))
+		;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Operations
  *
  * One operation (a put, a delete, a transaction) in four steps:
- *   1. lock the stripes of its keys (ascending), so that the changes of one key are
- *      written and published in version order;
- *   2. reserve (kr_hmap.lock): index room, slots, a version, an in-flight record;
- *   3. write the entries and fence, holding only the stripes;
- *   4. publish: the index (ixlock), then the deaths, the watermark and the in-flight
- *      record (kr_hmap.lock); unlock the stripes.
+ *   1. lock the shards of its keys (ascending), so that the changes of one key are written
+ *      and published in version order; drop deletes of absent keys; make index room;
+ *   2. reserve: a lane, slots from it, a version (a transaction also registers, under
+ *      kr_hmap.lock);
+ *   3. write the entries and fence, holding only the shards and the lane;
+ *   4. publish: the index (each shard's ixlock), the deaths into the lane; a transaction
+ *      raises the watermark (kr_hmap.lock); unlock.
  * The watermark W says "every version <= W is complete". A transaction's publish raises it
  * to just below the oldest transaction still in flight; a store of W becomes durable when
  * the next operation of any thread flushes it before its fence, so a member of a
@@ -519,72 +652,93 @@ static unsigned shards_of(const struct change *c, unsigned n, uint16_t *s)
 	return k;
 }
 
-/* Step 2. Fails (changing nothing) or fills in every c[i].slot, the version and me. */
-static int reserve(kr_hmap *m, struct change *c, unsigned n, unsigned fresh,
-		   struct inflight *me, uint64_t *version, unsigned *split, bool *wm_fence)
+/* An operation being applied. */
+struct op {
+	struct change *c;
+	unsigned n, fresh; /* changes; new keys among them */
+	struct lane *lane;
+	uint64_t version;
+	unsigned split;      /* from this change on, entries wait for an extra fence */
+	bool wm_fence;       /* fence the watermark before any entry */
+	uint64_t wm_flushed; /* the watermark value this operation's fence makes durable */
+	struct inflight txn;
+};
+
+/* Step 2. Fails (changing nothing, the lane released) or fills in every slot and op. */
+static int reserve(kr_hmap *m, struct op *op)
 {
-	int rc = KR_OK;
-	pthread_mutex_lock(&m->lock);
+	struct change *c = op->c;
+	unsigned n = op->n;
+	/* New keys may not take the last few slots: updates and deletes need one each
+	 * (before they free the old one), and must never be refused for lack of room. The
+	 * count is exact with one thread, and may overshoot by the changes in flight. */
+	if (op->fresh && atomic_load(&m->npool_seen) < (uint64_t)n + m->reserve &&
+	    live_keys(m) + op->fresh + m->reserve > m->nslots)
+		return kr_err_set(KR_E_NOSPACE, "hmap: full (%" PRIu64 " live of %" PRIu64
+				  " entries; the last %u are kept for updates and deletes)",
+				  live_keys(m), m->nslots, m->reserve);
 	for (;;) {
-		if (m->next_version > KR_HMAP_VER_MAX) {
-			rc = kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
-			break;
-		}
-		/* New keys may not take the last few slots: updates and deletes need one each
-		 * (before they free the old one), and must never be refused for lack of room. */
-		if (fresh && m->nfree + m->dead.len + m->tombs.len < (uint64_t)n + m->reserve) {
-			rc = kr_err_set(KR_E_NOSPACE, "hmap: full (%" PRIu64 " live of %" PRIu64
-					" entries; the last %u are kept for updates and deletes)",
-					atomic_load(&m->count), m->nslots, m->reserve);
-			break;
-		}
-		*me = (struct inflight){.min_dead = UINT64_MAX, .n = n};
-		*split = n;
-		bool wait = false;
+		op->lane = lane_acquire(m);
+		struct lane *l = op->lane;
+		int rc = ring_reserve(&l->dead, 2 * (uint64_t)n);
+		if (rc == KR_OK)
+			rc = ring_reserve(&l->tombs, n);
+		uint64_t min_dead = UINT64_MAX;
+		int got = TAKEN;
 		unsigned i;
-		for (i = 0; rc == KR_OK && i < n; i++)
-			rc = slot_take(m, me, &c[i], i, split, &wait);
-		if (rc == KR_OK && !wait)
+		op->split = n;
+		for (i = 0; rc == KR_OK && got == TAKEN && i < n; i++)
+			got = slot_take(m, l, &c[i], i, &min_dead, &op->split);
+		if (rc == KR_OK && got == TAKEN)
 			break;
-		slots_return(m, c, rc == KR_OK ? n : i - 1);
+		slots_return(l, c, got == TAKEN ? i : i - 1);
+		pthread_mutex_unlock(&l->lock);
 		if (rc != KR_OK)
-			break;
-		m->waiting++;
-		m->st.waits++;
-		pthread_cond_wait(&m->moved, &m->lock);
-		m->waiting--;
+			return rc;
+		if (got == NONE)
+			return kr_err_set(KR_E_NOSPACE, "hmap: no free entry (%" PRIu64 " live of %"
+					  PRIu64 ")", live_keys(m), m->nslots);
+		wait_for_slots(m); /* without the lane: others may take from it */
 	}
-	if (rc == KR_OK) {
-		*wm_fence = false;
-		for (unsigned i = 0; i < n; i++)
-			*wm_fence |= c[i].txver > m->wm_durable;
-		if (m->wm_stored > m->wm_durable)
-			me->wm_flushed = m->wm_stored;
-		*version = m->next_version++;
-		me->txver = n > 1 ? *version : 0;
-		me->next = m->inflight;
-		m->inflight = me;
+	op->wm_fence = false;
+	uint64_t durable = atomic_load(&m->wm_durable), stored = atomic_load(&m->wm_stored);
+	for (unsigned i = 0; i < n; i++)
+		op->wm_fence |= c[i].d.txver > durable;
+	op->wm_flushed = stored > durable ? stored : 0; /* wm_fence implies it */
+	if (n == 1) {
+		op->version = atomic_fetch_add(&m->next_version, 1);
+	} else { /* with its registration, so that no watermark passes it meanwhile */
+		pthread_mutex_lock(&m->lock);
+		op->version = atomic_fetch_add(&m->next_version, 1);
+		op->txn = (struct inflight){m->txns, op->version};
+		m->txns = &op->txn;
+		pthread_mutex_unlock(&m->lock);
 	}
-	pthread_mutex_unlock(&m->lock);
-	return rc;
+	if (op->version > KR_HMAP_VER_MAX) { /* 2^53: not in this universe, but refused */
+		slots_return(op->lane, c, n);
+		pthread_mutex_unlock(&op->lane->lock);
+		return kr_err_set(KR_E_NOSPACE, "hmap: versions exhausted");
+	}
+	return KR_OK;
 }
 
 /* Step 3: the entries, one fence (two for KR_HMAP_TWO_FENCES, and in the rare cases of
- * reserve's split and wm_fence). Returns the number of extra fences, or an error. */
-static int write_entries(kr_hmap *m, struct change *c, unsigned n, uint64_t version,
-			 unsigned split, bool wm_fence, struct inflight *me)
+ * split and wm_fence). Returns the number of extra fences, or an error. */
+static int write_entries(kr_hmap *m, const struct op *op)
 {
+	const struct change *c = op->c;
+	unsigned n = op->n, split = op->split;
 	int rc = KR_OK, extra = 0;
-	if (me->wm_flushed)
+	if (op->wm_flushed)
 		watermark_flush(m);
-	if (wm_fence) {
+	if (op->wm_fence) {
 		rc = kr_pm_fence(&m->pm);
 		extra++;
 	}
 	if (m->two_fences) { /* the classic commit, for comparison: data, fence, marks */
 		for (unsigned i = 0; i < n; i++) {
-			entry_begin(m, c[i].slot, &c[i]);
-			kr_pm_flush(&m->pm, entry(m, c[i].slot), m->esize);
+			entry_begin(m, c[i].d.slot, &c[i]);
+			kr_pm_flush(&m->pm, entry(m, c[i].d.slot), m->esize);
 		}
 		int rc2 = kr_pm_fence(&m->pm);
 		rc = rc != KR_OK ? rc : rc2;
@@ -598,8 +752,8 @@ static int write_entries(kr_hmap *m, struct change *c, unsigned n, uint64_t vers
 			extra++;
 		}
 		if (!m->two_fences)
-			entry_begin(m, c[i].slot, &c[i]);
-		entry_end(m, c[i].slot, version, n, &c[i]);
+			entry_begin(m, c[i].d.slot, &c[i]);
+		entry_end(m, c[i].d.slot, op->version, n, &c[i]);
 	}
 	int rc2 = kr_pm_fence(&m->pm); /* the one round trip */
 	rc = rc != KR_OK ? rc : rc2;
@@ -607,57 +761,56 @@ static int write_entries(kr_hmap *m, struct change *c, unsigned n, uint64_t vers
 }
 
 /* Step 4. The old entries die now (a tombstone right after its victim). */
-static void publish(kr_hmap *m, struct change *c, unsigned n, struct inflight *me, int extra)
+static void publish(kr_hmap *m, struct op *op, int extra)
 {
-	uint64_t died[2 * KR_HMAP_MAX_TX]; /* slot + 1, negated for a tombstone */
-	unsigned nd = 0;
+	struct lane *l = op->lane;
 	int64_t delta = 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct shard *sh = shard_of(m, c[i].hash);
+	for (unsigned i = 0; i < op->n; i++) {
+		const struct change *c = &op->c[i];
+		struct shard *sh = shard_of(m, c->hash);
 		pthread_rwlock_wrlock(&sh->ixlock);
-		uint64_t pos = ix_find(m, sh, c[i].hash, c[i].key, c[i].klen);
-		if (sh->ix[pos].slot1) {
-			died[nd++] = sh->ix[pos].slot1;
-			if (c[i].val) {
-				sh->ix[pos].slot1 = c[i].slot + 1;
-			} else {
-				ix_remove(sh, pos);
-				delta--;
-				died[nd++] = -(c[i].slot + 1);
-			}
-		} else {
-			/* the shard's writer lock kept the key's presence since step 1 */
-			sh->ix[pos] = (struct ixent){c[i].hash, c[i].slot + 1};
+		uint64_t pos = ix_find(m, sh, c->hash, c->key, c->klen);
+		uint64_t old1 = sh->ix[pos].slot1;
+		if (old1 && c->val) {
+			sh->ix[pos].slot1 = c->d.slot + 1;
+		} else if (old1) {
+			ix_remove(sh, pos);
+			delta--;
+		} else { /* the shard's writer lock kept the key's presence since step 1 */
+			sh->ix[pos] = (struct ixent){c->hash, c->d.slot + 1};
 			sh->count++;
 			delta++;
 		}
 		pthread_rwlock_unlock(&sh->ixlock);
+		if (old1)
+			ring_push(m, &l->dead, old1 - 1, op->version);
+		if (!c->val)
+			ring_push(m, &l->tombs, c->d.slot, op->version);
 	}
-
-	pthread_mutex_lock(&m->lock);
-	for (unsigned i = 0; i < nd; i++) {
-		bool tomb = died[i] > UINT64_MAX / 2;
-		ring_push(m, tomb ? &m->tombs : &m->dead, (tomb ? -died[i] : died[i]) - 1);
-	}
-	atomic_store(&m->count, atomic_load(&m->count) + (uint64_t)delta);
-	struct inflight **p = &m->inflight;
-	while (*p != me)
-		p = &(*p)->next;
-	*p = me->next;
-	if (me->wm_flushed > m->wm_durable)
-		m->wm_durable = me->wm_flushed;
-	if (n > 1) {
-		uint64_t w = m->next_version - 1;
-		for (const struct inflight *o = m->inflight; o; o = o->next)
-			if (o->txver && o->txver - 1 < w)
-				w = o->txver - 1;
-		if (w > m->wm_stored)
-			watermark_store(m, w);
-	}
-	m->st.extra_fences += (uint64_t)extra;
-	if (m->waiting)
+	atomic_fetch_add(&l->live, delta);
+	lane_refresh(l);
+	if (op->wm_flushed)
+		watermark_durable(m, op->wm_flushed);
+	if (extra)
+		atomic_fetch_add(&m->extra_fences, (uint64_t)extra);
+	if (op->n > 1 || atomic_load(&m->waiting)) {
+		pthread_mutex_lock(&m->lock);
+		if (op->n > 1) {
+			struct inflight **p = &m->txns;
+			while (*p != &op->txn)
+				p = &(*p)->next;
+			*p = op->txn.next;
+			uint64_t w = atomic_load(&m->next_version) - 1;
+			for (const struct inflight *o = m->txns; o; o = o->next)
+				if (o->version - 1 < w)
+					w = o->version - 1;
+			if (w > atomic_load(&m->wm_stored))
+				watermark_store(m, w);
+		}
 		pthread_cond_broadcast(&m->moved);
-	pthread_mutex_unlock(&m->lock);
+		pthread_mutex_unlock(&m->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* Step 1 after the locks: drops deletes of absent keys (from c), counts new keys, and makes
@@ -669,20 +822,20 @@ static int prepare(kr_hmap *m, struct change *c, unsigned n, unsigned *fresh)
 	for (unsigned i = 0; i < n; i++) {
 		struct shard *sh = shard_of(m, c[i].hash);
 		bool there = sh->ix[ix_find(m, sh, c[i].hash, c[i].key, c[i].klen)].slot1 != 0;
-		if (c[i].val || there) {
-			if (c[i].val && !there) {
-				++*fresh;
-				uint64_t here = 1; /* new keys of this operation in this shard */
-				for (unsigned j = 0; j < k; j++)
-					here += c[j].hash >> 56 == c[i].hash >> 56 && c[j].val;
-				pthread_rwlock_wrlock(&sh->ixlock);
-				int rc = ix_make_room(sh, here);
-				pthread_rwlock_unlock(&sh->ixlock);
-				if (rc != KR_OK)
-					return rc;
-			}
-			c[k++] = c[i];
+		if (!c[i].val && !there)
+			continue;
+		if (c[i].val && !there) {
+			++*fresh;
+			uint64_t here = 1; /* new keys of this operation in this shard */
+			for (unsigned j = 0; j < k; j++)
+				here += c[j].hash >> 56 == c[i].hash >> 56 && c[j].val;
+			pthread_rwlock_wrlock(&sh->ixlock);
+			int rc = ix_make_room(sh, here);
+			pthread_rwlock_unlock(&sh->ixlock);
+			if (rc != KR_OK)
+				return rc;
 		}
+		c[k++] = c[i];
 	}
 	return (int)k;
 }
@@ -697,19 +850,15 @@ static int apply(kr_hmap *m, struct change *c, unsigned n)
 	unsigned ns = shards_of(c, n, s);
 	for (unsigned i = 0; i < ns; i++)
 		pthread_mutex_lock(&m->shards[s[i]].writer);
-	unsigned fresh;
-	int rc = prepare(m, c, n, &fresh);
+	struct op op = {.c = c};
+	int rc = prepare(m, c, n, &op.fresh);
 	if (rc > 0) {
-		n = (unsigned)rc;
-		struct inflight me;
-		uint64_t version;
-		unsigned split = n;
-		bool wm_fence = false;
-		rc = reserve(m, c, n, fresh, &me, &version, &split, &wm_fence);
+		op.n = (unsigned)rc;
+		rc = reserve(m, &op);
 		if (rc == KR_OK) {
-			rc = write_entries(m, c, n, version, split, wm_fence, &me);
-			publish(m, c, n, &me, rc > 0 ? rc : 0);
-			rc = rc < 0 ? rc : (int)n;
+			rc = write_entries(m, &op);
+			publish(m, &op, rc > 0 ? rc : 0);
+			rc = rc < 0 ? rc : (int)op.n;
 		}
 	}
 	for (unsigned i = ns; i-- > 0;)
@@ -760,7 +909,7 @@ int kr_hmap_get(kr_hmap *m, const void *key, size_t klen, void *val, size_t cap,
 	return s1 != 0;
 }
 
-uint64_t kr_hmap_count(kr_hmap *m) { return m ? atomic_load(&m->count) : 0; }
+uint64_t kr_hmap_count(kr_hmap *m) { return m ? live_keys(m) : 0; }
 
 int kr_hmap_foreach(kr_hmap *m,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
@@ -906,9 +1055,12 @@ static void hmap_free(kr_hmap *m)
 		pthread_mutex_destroy(&m->shards[i].writer);
 		pthread_rwlock_destroy(&m->shards[i].ixlock);
 	}
-	free(m->free);
-	free(m->dead.v);
-	free(m->tombs.v);
+	for (unsigned i = 0; i < NLANES; i++) {
+		free(m->lanes[i].dead.v);
+		free(m->lanes[i].tombs.v);
+		pthread_mutex_destroy(&m->lanes[i].lock);
+	}
+	free(m->pool);
 	free(m->path);
 	pthread_mutex_destroy(&m->lock);
 	pthread_cond_destroy(&m->moved);
@@ -927,12 +1079,11 @@ static kr_hmap *hmap_new(const char *path)
 		pthread_mutex_init(&m->shards[i].writer, NULL);
 		pthread_rwlock_init(&m->shards[i].ixlock, NULL);
 	}
-	/* Held for a few dozen instructions at a time: spin a little before sleeping. */
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-	pthread_mutex_init(&m->lock, &a);
-	pthread_mutexattr_destroy(&a);
+	for (unsigned i = 0; i < NLANES; i++) {
+		pthread_mutex_init(&m->lanes[i].lock, NULL);
+		m->lanes[i].oldest_dead = UINT64_MAX;
+	}
+	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->moved, NULL);
 	if (!m->path) {
 		hmap_free(m);
@@ -946,11 +1097,8 @@ static int hmap_alloc(kr_hmap *m)
 	m->esize = (size_t)m->L * LINE;
 	m->capacity = KR_HMAP_LINE0_PAYLOAD + (size_t)(m->L - 1) * KR_HMAP_LINE_PAYLOAD;
 	m->reserve = (unsigned)(m->nslots / 8 < KR_HMAP_MAX_TX + 1 ? m->nslots / 8 : KR_HMAP_MAX_TX + 1);
-	m->free = malloc(m->nslots * sizeof(uint64_t));
-	m->dead.v = malloc(m->nslots * sizeof(struct dead));
-	m->tombs.v = malloc(m->nslots * sizeof(struct dead));
-	m->dead.cap = m->tombs.cap = m->nslots;
-	if (!m->free || !m->dead.v || !m->tombs.v)
+	m->pool = malloc(m->nslots * sizeof(uint64_t));
+	if (!m->pool)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for %" PRIu64 " slots", m->nslots);
 	int rc = KR_OK;
 	for (unsigned i = 0; rc == KR_OK && i < NSHARDS; i++)
@@ -997,7 +1145,8 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 		watermark_flush(m);
 		rc = kr_pm_fence(&m->pm); /* a zeroed file: every slot never used */
 		for (uint64_t s = m->nslots; s-- > 0;)
-			m->free[m->nfree++] = s;
+			m->pool[m->npool++] = s;
+		m->npool_seen = m->npool;
 		m->next_version = 1;
 	}
 	if (rc != KR_OK) {
@@ -1045,9 +1194,9 @@ static int recover(kr_hmap *m)
 		uint64_t meta = meta_of(m, s);
 		if (!entry_whole(m, s)) {
 			m->st.recovered_torn++;
-			m->free[m->nfree++] = s;
+			m->pool[m->npool++] = s;
 		} else if (txn_of(meta) == 0) {
-			m->free[m->nfree++] = s; /* never used */
+			m->pool[m->npool++] = s; /* never used */
 		} else {
 			f[nf++] = (struct found){ver_of(meta), s};
 			if (ver_of(meta) > maxv)
@@ -1069,7 +1218,7 @@ static int recover(kr_hmap *m)
 				f[kept++] = f[k];
 			} else {
 				entry_invalidate(m, f[k].slot);
-				m->free[m->nfree++] = f[k].slot;
+				m->pool[m->npool++] = f[k].slot;
 				m->st.recovered_dropped++;
 			}
 		}
@@ -1078,8 +1227,13 @@ static int recover(kr_hmap *m)
 	if (m->st.recovered_dropped)
 		rc = kr_pm_fence(&m->pm);
 	nf = kept;
-	/* Newest version wins; everything it supersedes dies in this (version) order. */
+	/* Newest version wins; everything it supersedes dies in this (version) order, all
+	 * into the first lane. */
+	struct lane *l = &m->lanes[0];
 	uint8_t key[KR_HMAP_MAX_KEY];
+	int64_t live = 0;
+	if (rc == KR_OK && (rc = ring_reserve(&l->dead, nf)) == KR_OK)
+		rc = ring_reserve(&l->tombs, nf);
 	for (uint64_t i = 0; rc == KR_OK && i < nf; i++) {
 		uint64_t s = f[i].slot;
 		size_t kl = klen_of(m, s);
@@ -1096,21 +1250,24 @@ static int recover(kr_hmap *m)
 		uint64_t pos = ix_find(m, sh, h, key, kl);
 		bool tomb = meta_of(m, s) & KR_HMAP_TOMB;
 		if (sh->ix[pos].slot1) {
-			ring_push(m, &m->dead, sh->ix[pos].slot1 - 1);
+			ring_push(m, &l->dead, sh->ix[pos].slot1 - 1, f[i].version);
 			if (tomb) {
 				ix_remove(sh, pos);
-				m->count--;
+				live--;
 			} else
 				sh->ix[pos].slot1 = s + 1;
 		} else if (!tomb) {
 			sh->ix[pos] = (struct ixent){h, s + 1};
 			sh->count++;
-			m->count++;
+			live++;
 		}
 		if (tomb)
-			ring_push(m, &m->tombs, s);
+			ring_push(m, &l->tombs, s, f[i].version);
 	}
 	free(f);
+	l->live = live;
+	lane_refresh(l);
+	m->npool_seen = m->npool;
 	m->next_version = maxv + 1;
 	/* Every version up to maxv is now whole or gone: say so, durably. */
 	if (rc == KR_OK && maxv > m->wm_stored) {
@@ -1192,12 +1349,21 @@ int kr_hmap_stats(kr_hmap *m, struct kr_hmap_stats *st)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
 	pthread_mutex_lock(&m->lock);
 	*st = m->st;
+	st->free_slots = m->npool;
+	pthread_mutex_unlock(&m->lock);
+	st->dead_slots = 0;
+	for (unsigned k = 0; k < NLANES; k++) {
+		struct lane *l = &m->lanes[k];
+		pthread_mutex_lock(&l->lock);
+		st->free_slots += l->nstash;
+		st->dead_slots += l->dead.len + l->tombs.len;
+		pthread_mutex_unlock(&l->lock);
+	}
 	st->nslots = m->nslots;
 	st->entry_lines = m->L;
-	st->live = atomic_load(&m->count);
-	st->free_slots = m->nfree;
-	st->dead_slots = m->dead.len + m->tombs.len;
-	st->next_version = m->next_version;
-	pthread_mutex_unlock(&m->lock);
+	st->live = live_keys(m);
+	st->next_version = atomic_load(&m->next_version);
+	st->extra_fences = atomic_load(&m->extra_fences);
+	st->waits = atomic_load(&m->waits);
 	return KR_OK;
 }
