@@ -573,11 +573,19 @@ typedef struct kr_hmap kr_hmap;
 struct kr_hmap_opts {
 	uint64_t size;         /* file size in bytes, >= 64 KiB */
 	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
-	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_HMAP_TWO_FENCES */
+	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_HMAP_TWO_FENCES, KR_HMAP_PROTECT */
 };
 /* Benchmarks only: commit the classic way, payload then a fence then the marks then a
  * second fence (the comparison the single-trip design is measured against). Same format. */
 #define KR_HMAP_TWO_FENCES 0x100u
+/* Protects the map's pages with CRCs and parity kept lazily in a sidecar (path + ".krs"):
+ * the map's mapping is attached as a protected region (see "Protected regions" below, with
+ * its defaults: 1 s period, 4+1 stripes, sealing) before the map is read, so a damaged or
+ * poisoned page is repaired at open, at its next access or by kr_region_check on
+ * kr_hmap_region(map); a crash leaves nothing stale trusted. Give it at every open (an open
+ * without it leaves the sidecar stale, and the next protected open refuses it). Create
+ * deletes a sidecar already at that path. */
+#define KR_HMAP_PROTECT 0x200u
 
 /* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
  * KR_E_IO_EXISTS, KR_E_IO_*. */
@@ -586,8 +594,12 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **
  * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,
  * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM. */
 int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
-/* Frees the handle; everything acknowledged is already durable. */
+/* Frees the handle; everything acknowledged is already durable. With KR_HMAP_PROTECT, the
+ * region's final pass brings the redundancy up to date first. */
 int kr_hmap_close(kr_hmap *map);
+/* The protected region of a map opened with KR_HMAP_PROTECT (NULL otherwise), for
+ * kr_region_check, _sync, _stats and _inject_poison. Do not close it. */
+struct kr_region *kr_hmap_region(kr_hmap *map);
 
 /* Inserts or replaces. KR_E_TOO_BIG if key + value do not fit an entry, KR_E_MISUSE_ARG for
  * a key of 0 or over 128 bytes, KR_E_NOSPACE when a new key would take one of the last

@@ -56,6 +56,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -71,6 +72,8 @@
 #define P KR_PAGE_SIZE
 #define LINE 64u
 #define MIN_SIZE (64u << 10)
+#define HMAP_FLAGS (KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES | KR_HMAP_PROTECT)
+#define HMAP_SCRUB_KIB_PER_S (16u << 10) /* background verification of a protected map */
 
 struct ixent {
 	uint64_t hash;
@@ -139,6 +142,7 @@ struct kr_hmap {
 	size_t esize, capacity; /* bytes of key + value an entry holds */
 	unsigned reserve;       /* slots new keys may not take */
 	bool two_fences;        /* KR_HMAP_TWO_FENCES */
+	kr_region *region;      /* KR_HMAP_PROTECT */
 	_Atomic uint64_t next_version;
 	_Atomic uint64_t wm_stored;  /* the watermark word's value (stored under lock) */
 	_Atomic uint64_t wm_durable; /* a value the watermark word is known to hold durably */
@@ -1034,6 +1038,37 @@ static uint32_t hdr_crc(const struct kr_hmap_hdr *h)
 	return kr_crc32c(h, offsetof(struct kr_hmap_hdr, crc));
 }
 
+static const struct kr_hmap_hdr *hdr_copy(const kr_hmap *m, int c)
+{
+	return (const struct kr_hmap_hdr *)(m->pm.base + (size_t)c * P);
+}
+
+/* The first sound header copy, or NULL. */
+static const struct kr_hmap_hdr *hdr_valid(const kr_hmap *m)
+{
+	for (int c = 0; c < 2; c++)
+		if (hdr_copy(m, c)->magic == KR_HMAP_MAGIC && hdr_copy(m, c)->crc == hdr_crc(hdr_copy(m, c)))
+			return hdr_copy(m, c);
+	return NULL;
+}
+
+static bool hdr_magic(const kr_hmap *m)
+{
+	return hdr_copy(m, 0)->magic == KR_HMAP_MAGIC || hdr_copy(m, 1)->magic == KR_HMAP_MAGIC;
+}
+
+/* A protected map opened without KR_HMAP_PROTECT would be written untracked, and its
+ * sidecar would then take the new data for damage; an unprotected one has no sidecar. */
+static int protection_matches(const kr_hmap *m, unsigned flags)
+{
+	const struct kr_hmap_hdr *h = hdr_valid(m);
+	if (!h || !(h->flags & KR_HMAP_HDR_PROTECTED) == !(flags & KR_HMAP_PROTECT))
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_ARG, h->flags & KR_HMAP_HDR_PROTECTED
+			  ? "hmap: %s is protected: open it with KR_HMAP_PROTECT"
+			  : "hmap: %s was created without KR_HMAP_PROTECT", m->path);
+}
+
 static int hmap_map(kr_hmap *m, int fd, size_t size, unsigned flags)
 {
 	int rc = kr_pm_map(&m->pm, fd, size, flags & KR_OPEN_FORCE_PMEM, m->path);
@@ -1042,10 +1077,39 @@ static int hmap_map(kr_hmap *m, int fd, size_t size, unsigned flags)
 	return rc;
 }
 
+/* With KR_HMAP_PROTECT, attaches the mapping as a protected region before the map is
+ * read: damage in pages covered by sound redundancy is repaired, the segments that were
+ * being written at a crash are rebuilt from the data. */
+static int hmap_protect(kr_hmap *m, size_t size, unsigned flags, bool verify)
+{
+	int rc = KR_OK;
+	if (flags & KR_HMAP_PROTECT) {
+		struct kr_region_opts ro = {.flags = flags & KR_OPEN_FORCE_PMEM ? KR_REGION_FORCE_PMEM : 0,
+					    .scrub_kib_per_s = HMAP_SCRUB_KIB_PER_S};
+		rc = kr_region_attach(m->path, m->pm.base, size, &ro, &m->region);
+		/* Entries carry no checksums of their own: verify every page the redundancy
+		 * covers before recovery reads them (about a tenth of recovery's own scan). */
+		if (rc == KR_OK && verify)
+			rc = kr_region_check(m->region, 0, 0, KR_REGION_CHECK_REPAIR, NULL);
+		if (rc == KR_E_CORRUPT_REGION) { /* attached anyway: a map is not opened so */
+			char msg[256];
+			snprintf(msg, sizeof(msg), "%s", kr_errmsg());
+			kr_region_close(m->region);
+			m->region = NULL;
+			rc = kr_err_set(KR_E_CORRUPT_REGION, "hmap: %s", msg);
+		}
+	}
+	return rc;
+}
+
+kr_region *kr_hmap_region(kr_hmap *m) { return m ? m->region : NULL; }
+
 static void hmap_free(kr_hmap *m)
 {
 	if (!m)
 		return;
+	if (m->region)
+		kr_region_close(m->region);
 	if (m->pm.base)
 		kr_pm_unmap(&m->pm);
 	if (m->pm.fd >= 0)
@@ -1113,9 +1177,9 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	*out = NULL;
 	uint32_t L = o->entry_lines ? o->entry_lines : 4;
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
-	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~(KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES)))
+	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~HMAP_FLAGS))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: entry_lines 1..%u, size >= %u, flags "
-				  "FORCE_PMEM and TWO_FENCES only", KR_HMAP_MAX_LINES, MIN_SIZE);
+				  "FORCE_PMEM, TWO_FENCES and PROTECT only", KR_HMAP_MAX_LINES, MIN_SIZE);
 	kr_hmap *m = hmap_new(path);
 	if (!m)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
@@ -1130,12 +1194,18 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	m->L = L;
 	m->two_fences = o->flags & KR_HMAP_TWO_FENCES;
 	m->nslots = (size - 2 * P) / ((uint64_t)L * LINE);
+	char sidecar[4096];
+	snprintf(sidecar, sizeof(sidecar), "%s.krs", path);
+	if (o->flags & KR_HMAP_PROTECT) /* the map is new: a sidecar left there is an old map's */
+		unlink(sidecar);
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0) {
 		rc = kr_err_errno(KR_E_IO, "hmap: size %s", path);
-	} else if ((rc = hmap_map(m, fd, size, o->flags)) == KR_OK && (rc = hmap_alloc(m)) == KR_OK) {
+	} else if ((rc = hmap_map(m, fd, size, o->flags)) == KR_OK &&
+		   (rc = hmap_protect(m, size, o->flags, false)) == KR_OK && (rc = hmap_alloc(m)) == KR_OK) {
 		struct kr_hmap_hdr h = {.magic = KR_HMAP_MAGIC, .version = KR_HMAP_VERSION,
 					.hdr_size = sizeof(h), .file_size = size, .nslots = m->nslots,
-					.entry_lines = L};
+					.entry_lines = L,
+					.flags = o->flags & KR_HMAP_PROTECT ? KR_HMAP_HDR_PROTECTED : 0};
 		h.crc = hdr_crc(&h);
 		for (int c = 0; c < 2; c++) {
 			kr_pm_copy(&m->pm, m->pm.base + (size_t)c * P, &h, sizeof(h));
@@ -1150,8 +1220,10 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 		m->next_version = 1;
 	}
 	if (rc != KR_OK) {
-		unlink(path);
 		hmap_free(m);
+		unlink(path);
+		if (o->flags & KR_HMAP_PROTECT)
+			unlink(sidecar);
 		return rc;
 	}
 	*out = m;
@@ -1284,7 +1356,7 @@ static int recover(kr_hmap *m)
 
 int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
 {
-	if (!path || !out || (flags & ~(KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES)))
+	if (!path || !out || (flags & ~HMAP_FLAGS))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument or unknown flags");
 	*out = NULL;
 	kr_hmap *m = hmap_new(path);
@@ -1302,15 +1374,15 @@ int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is too short to be a map", path);
 	else
 		rc = hmap_map(m, m->pm.fd, (size_t)st.st_size, flags);
-	if (rc == KR_OK) {
-		const struct kr_hmap_hdr *a = (const void *)m->pm.base, *b = (const void *)(m->pm.base + P);
-		bool va = a->magic == KR_HMAP_MAGIC && a->crc == hdr_crc(a);
-		bool vb = b->magic == KR_HMAP_MAGIC && b->crc == hdr_crc(b);
-		const struct kr_hmap_hdr *h = va ? a : b;
-		if (!va && !vb)
-			rc = a->magic == KR_HMAP_MAGIC || b->magic == KR_HMAP_MAGIC
-				     ? kr_err_set(KR_E_CORRUPT_HEADER, "hmap: both headers of %s damaged", path)
-				     : kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is not a keratin map", path);
+	/* Protection is a property of the map, checked before the region is attached (which
+	 * would create a sidecar) and again after (a header repaired by it). */
+	if (rc == KR_OK && (rc = protection_matches(m, flags)) == KR_OK)
+		rc = hmap_protect(m, (size_t)st.st_size, flags, true);
+	if (rc == KR_OK && (rc = protection_matches(m, flags)) == KR_OK) {
+		const struct kr_hmap_hdr *h = hdr_valid(m);
+		if (!h)
+			rc = hdr_magic(m) ? kr_err_set(KR_E_CORRUPT_HEADER, "hmap: both headers of %s damaged", path)
+					  : kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is not a keratin map", path);
 		else if (h->version != KR_HMAP_VERSION)
 			rc = kr_err_set(KR_E_FORMAT_VERSION, "hmap: %s has map format %u", path, h->version);
 		else if (h->entry_lines == 0 || h->entry_lines > KR_HMAP_MAX_LINES ||
@@ -1338,6 +1410,11 @@ int kr_hmap_close(kr_hmap *m)
 	if (m && m->wm_stored > m->wm_durable) { /* leave nothing unflushed behind */
 		watermark_flush(m);
 		rc = kr_pm_fence(&m->pm);
+	}
+	if (m && m->region) { /* its final pass covers everything: CLEAN */
+		int rc2 = kr_region_close(m->region);
+		m->region = NULL;
+		rc = rc != KR_OK ? rc : rc2;
 	}
 	hmap_free(m);
 	return rc;

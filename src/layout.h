@@ -565,11 +565,14 @@ struct kr_hmap_hdr {
 	uint64_t file_size;
 	uint64_t nslots;
 	uint32_t entry_lines;
-	uint8_t reserved[216];
+	uint32_t flags; /* KR_HMAP_HDR_* */
+	uint8_t reserved[212];
 	uint32_t crc;
 };
+#define KR_HMAP_HDR_PROTECTED 0x1u /* created with KR_HMAP_PROTECT: a sidecar covers it */
 _Static_assert(sizeof(struct kr_hmap_hdr) == 256, "map header is 256 bytes");
 _Static_assert(offsetof(struct kr_hmap_hdr, entry_lines) == 32, "entry_lines at 32");
+_Static_assert(offsetof(struct kr_hmap_hdr, flags) == 36, "flags at 36");
 _Static_assert(offsetof(struct kr_hmap_hdr, crc) == 252, "crc is the last word");
 
 #endif

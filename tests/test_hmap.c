@@ -15,14 +15,26 @@
  *           multi-line entries included), the recovered map is the state after every
  *           acknowledged operation, or after that and the one in flight; transactions all
  *           or nothing.
- *   bad     bad arguments, a foreign file, damaged headers.
+ *   threads two writers and a reader (values prove themselves whole), index growth, both
+ *           threads changing the same keys (the index and a reopen must agree).
+ *   crashthreads  the crash simulator over two writers (per-thread flushes and fences):
+ *           the recovered map is the acknowledged state plus any subset of the operations
+ *           in flight, each whole; keys change hands between rounds (and lanes).
+ *   protect KR_HMAP_PROTECT: a scribble, emulated poison, damage while closed repaired;
+ *           two bad pages of a stripe refused; protection must match the map.
+ *   protectkill  SIGKILL of a child working on a protected map, then recovery of the map
+ *           and of its redundancy (every page and stripe verifies after).
+ *   bad     bad arguments, a foreign file, damaged headers, changes from inside foreach.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "crashsim.h"
@@ -754,6 +766,175 @@ static void case_crash_threads(void)
 	free(state.k);
 }
 
+/* ---- protection ------------------------------------------------------------------------- */
+#define PROT_FLAGS (KR_OPEN_FORCE_PMEM | KR_HMAP_PROTECT)
+
+static void flip_byte(const char *path, uint64_t off)
+{
+	uint8_t b;
+	tu_pread(path, &b, 1, off);
+	b ^= 0x5a;
+	tu_pwrite(path, &b, 1, off);
+}
+
+/* A map under KR_HMAP_PROTECT: a page changed behind its back (a scribble through the
+ * file), emulated poison, damage while closed are all repaired, byte for byte; two damaged
+ * pages of one stripe are refused with a clear error; protection must match the map. */
+static void case_protect(void)
+{
+	char path[128], side[160], why[256];
+	tu_pool_path(path, sizeof(path), "hmap-protect");
+	snprintf(side, sizeof(side), "%s.krs", path);
+	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	kr_region *r = kr_hmap_region(h);
+	TU_ASSERT(r, "a protected map has a region");
+	struct model m;
+	model_init(&m, 500);
+	struct tu_rng rng;
+	tu_rng_seed(&rng, tu_seed("hmap-protect", 17));
+	for (unsigned id = 0; id < m.nkeys; id++) {
+		char key[128];
+		size_t room = 48 + 3 * 56 - key_of(id, key);
+		struct op op = {1, {id}, {(int)(8 + tu_rng_below(&rng, room - 7))}, {tu_rng_next(&rng)}};
+		TU_OK(op_run(h, &op));
+		op_apply_model(&m, &op);
+	}
+	TU_OK(kr_region_sync(r));
+
+	/* Online: a byte changed through the file (not the mapping) in a page of entries. */
+	const uint64_t P = 4096;
+	flip_byte(path, 10 * P + 100);
+	struct kr_region_report rep;
+	TU_ASSERT(kr_region_check(r, 0, 0, KR_REGION_CHECK_REPAIR, &rep) == KR_OK &&
+		  rep.pages_bad == 1 && rep.pages_repaired == 1, "scribble: %llu bad, %llu repaired",
+		  (unsigned long long)rep.pages_bad, (unsigned long long)rep.pages_repaired);
+	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after the scribble: %s", why);
+	/* Emulated poison: the page's content is lost; the lookups that touch it repair it. */
+	TU_OK(kr_region_inject_poison(r, 12 * P));
+	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after poison: %s", why);
+	struct kr_region_stats rs;
+	TU_OK(kr_region_stats(r, &rs));
+	TU_ASSERT(rs.repaired_pages == 2, "two repairs (%llu)", (unsigned long long)rs.repaired_pages);
+	/* Changes go on, covered by the next pass. */
+	for (unsigned id = 0; id < m.nkeys; id += 3) {
+		struct op op = {1, {id}, {id % 7 ? 40 : -1}, {tu_rng_next(&rng)}};
+		TU_OK(op_run(h, &op));
+		op_apply_model(&m, &op);
+	}
+	TU_OK(kr_hmap_close(h));
+
+	/* Offline: a byte of a closed map, repaired when it is opened. */
+	flip_byte(path, 14 * P + 300);
+	TU_OK(kr_hmap_open(path, PROT_FLAGS, &h));
+	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after damage while closed: %s", why);
+	TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, 0, &rep));
+	TU_ASSERT(rep.pages_bad == 0, "all sound after open");
+	TU_OK(kr_hmap_close(h));
+
+	/* Protection is the map's: both mismatches are refused, and change nothing. */
+	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h) == KR_E_MISUSE_ARG &&
+		  strstr(kr_errmsg(), "KR_HMAP_PROTECT"), "a protected map opened without it");
+	char plain[128];
+	tu_pool_path(plain, sizeof(plain), "hmap-plain");
+	o.flags = KR_OPEN_FORCE_PMEM;
+	TU_OK(kr_hmap_create(plain, &o, &h));
+	TU_ASSERT(!kr_hmap_region(h), "no region without protection");
+	TU_OK(kr_hmap_close(h));
+	TU_ASSERT(kr_hmap_open(plain, PROT_FLAGS, &h) == KR_E_MISUSE_ARG, "unprotected map with it");
+	char plain_side[160];
+	snprintf(plain_side, sizeof(plain_side), "%s.krs", plain);
+	TU_ASSERT(access(plain_side, F_OK) != 0, "no sidecar left behind");
+
+	/* Two damaged pages of one stripe (4 data pages): not repairable, a clear error. */
+	flip_byte(path, 16 * P + 8);
+	flip_byte(path, 17 * P + 8);
+	int rc = kr_hmap_open(path, PROT_FLAGS, &h);
+	TU_ASSERT(rc == KR_E_CORRUPT_REGION, "two pages of a stripe: %d %s", rc, kr_errmsg());
+	printf("hmap protect: scribble and poison repaired online, damage repaired at open, two bad "
+	       "pages of a stripe refused (%s)\n", kr_errmsg());
+	free(m.k);
+}
+
+/* Kills a child working on a protected map at random times: every reopen recovers both the
+ * redundancy (segments hot at the crash rebuilt, never trusted) and the map (the state
+ * after every acknowledged operation, maybe plus the one in flight); after it, every page
+ * verifies against its redundancy. */
+static void case_protect_kill(void)
+{
+	char path[128], why[256];
+	tu_pool_path(path, sizeof(path), "hmap-protect-kill");
+	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	TU_OK(kr_hmap_close(h));
+	/* The child's model lives in shared memory, double-buffered as the writers' are. */
+	struct writer *w = mmap(NULL, sizeof(*w), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	TU_ASSERT(w != MAP_FAILED, "mmap");
+	memset(w, 0, sizeof(*w));
+	for (int b = 0; b < 2; b++) {
+		w->acked[b].nkeys = 200;
+		w->acked[b].k = mmap(NULL, 200 * sizeof(struct mkey), PROT_READ | PROT_WRITE,
+				     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		TU_ASSERT(w->acked[b].k != MAP_FAILED, "mmap");
+		memset(w->acked[b].k, 0, 200 * sizeof(struct mkey));
+	}
+	struct tu_rng rng;
+	tu_rng_seed(&rng, tu_seed("hmap-protect-kill", 19));
+	unsigned kills = tu_scaled(12, 4);
+	for (unsigned k = 0; k < kills; k++) {
+		pid_t pid = fork();
+		TU_ASSERT(pid >= 0, "fork");
+		if (pid == 0) {
+			if (kr_hmap_open(path, PROT_FLAGS, &w->h) != KR_OK)
+				_exit(20);
+			w->t = 0, w->n = 1, w->ops = 1u << 30, w->maxlen = 48 + 3 * 56;
+			w->seed = 1000 + k;
+			writer_main(w); /* until killed */
+			_exit(21);
+		}
+		usleep((useconds_t)(2000 + tu_rng_below(&rng, 60000)));
+		kill(pid, SIGKILL);
+		int status;
+		waitpid(pid, &status, 0);
+		TU_ASSERT(WIFSIGNALED(status), "child %u ended by itself (%#x)", k, status);
+		TU_OK(kr_hmap_open(path, PROT_FLAGS, &h));
+		struct model *acked = &w->acked[atomic_load(&w->cur)], next;
+		model_init(&next, 200);
+		model_copy(&next, acked);
+		if (atomic_load(&w->have_op))
+			op_apply_model(&next, &w->op);
+		char why2[256] = "no operation in flight";
+		TU_ASSERT(!model_check(h, acked, why, sizeof(why)) ||
+			  (atomic_load(&w->have_op) && !model_check(h, &next, why2, sizeof(why2))),
+			  "kill %u: neither acknowledged (%s) nor with the one in flight (%s)", k, why, why2);
+		/* Whatever the map holds now is the starting point of the next child. */
+		if (model_check(h, acked, why, sizeof(why)))
+			model_copy(acked, &next);
+		atomic_store(&w->have_op, 0);
+		struct kr_region_report rep;
+		TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, KR_REGION_CHECK_PARITY, &rep));
+		TU_ASSERT(rep.pages_bad == 0 && rep.parity_rebuilt == 0, "kill %u: stale redundancy", k);
+		TU_OK(kr_hmap_close(h));
+		free(next.k);
+	}
+	printf("hmap protect kill: %u kills, every reopen recovered the map and left every page and "
+	       "stripe verifying\n", kills);
+}
+
+static int change_inside(void *ctx, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	(void)val, (void)vlen;
+	kr_hmap *h = ctx;
+	char v[8];
+	TU_ASSERT(kr_hmap_get(h, key, klen, v, sizeof(v), NULL) == 1, "get inside foreach");
+	TU_ASSERT(kr_hmap_put(h, "b", 1, "2", 1) == KR_E_MISUSE_STATE, "put inside foreach");
+	TU_ASSERT(kr_hmap_del(h, key, klen) == KR_E_MISUSE_STATE, "del inside foreach");
+	TU_ASSERT(kr_hmap_foreach(h, change_inside, h) == KR_E_MISUSE_STATE, "nested foreach");
+	return 7;
+}
+
 static void case_bad(void)
 {
 	char path[128];
@@ -784,6 +965,10 @@ static void case_bad(void)
 	TU_ASSERT(kr_hmap_tx_put(tx, "a", 1, "2", 1) == KR_E_MISUSE_ARG, "a key twice");
 	TU_ASSERT(kr_hmap_tx_commit(tx) == KR_E_MISUSE_ARG, "a failed transaction stays failed");
 	TU_ASSERT(kr_hmap_count(h) == 0, "nothing written");
+	/* From inside foreach: lookups work, changes and a nested walk are refused. */
+	TU_OK(kr_hmap_put(h, "a", 1, "1", 1));
+	TU_ASSERT(kr_hmap_foreach(h, change_inside, h) == 7, "foreach callback ran");
+	TU_ASSERT(kr_hmap_count(h) == 1, "nothing changed from inside foreach");
 	TU_OK(kr_hmap_close(h));
 	/* One header damaged: the other serves; both: refused; not a map at all: refused. */
 	uint8_t b = 0x55;
@@ -815,6 +1000,10 @@ int main(int argc, char **argv)
 		case_threads();
 	if (all || !strcmp(what, "crashthreads"))
 		case_crash_threads();
+	if (all || !strcmp(what, "protect"))
+		case_protect();
+	if (all || !strcmp(what, "protectkill"))
+		case_protect_kill();
 	if (all || !strcmp(what, "bad"))
 		case_bad();
 	printf("test_hmap: ok\n");
