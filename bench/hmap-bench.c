@@ -8,7 +8,9 @@
  * (lines - 1) - 8 bytes), so an entry of L lines writes L lines. --mode one is the
  * single-trip commit (one fence per operation); --mode two the classic two-round-trip
  * commit on the same code and format (KR_HMAP_TWO_FENCES). --threads T splits every
- * phase's keys into T runs done at once by T threads (config "one-2t" and so on). Fences
+ * phase's keys into T runs done at once by T threads (config "one-2t" and so on);
+ * --protect opens the map with KR_HMAP_PROTECT (config "one-prot": CRCs and parity kept by
+ * the lazy protected region, 1 s period, its recovery time includes verifying every page). Fences
  * per operation come from keratin's counters (summed over the threads). Recovery (an open
  * that rebuilds the index) is timed too, per GiB.
  *
@@ -120,7 +122,7 @@ static double run_phase(kr_hmap *h, int ph, const uint64_t *order, uint64_t n, s
 
 int main(int argc, char **argv)
 {
-	unsigned lines = 1, nthreads = 1;
+	unsigned lines = 1, nthreads = 1, protect = 0;
 	uint64_t n = 100000;
 	const char *mode = "one", *dir = "/dev/shm";
 	for (int i = 1; i < argc; i++) {
@@ -134,9 +136,11 @@ int main(int argc, char **argv)
 			dir = argv[++i];
 		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
 			nthreads = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--protect"))
+			protect = KR_HMAP_PROTECT;
 		else {
 			fprintf(stderr, "usage: hmap-bench [--lines 1..32] [--entries N] [--mode one|two] "
-					"[--threads 1..64] [--dir DIR]\n");
+					"[--threads 1..64] [--protect] [--dir DIR]\n");
 			return 2;
 		}
 	}
@@ -147,7 +151,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(path, sizeof(path), "%s/hmap-bench-%ld.map", dir, (long)getpid());
 	unlink(path);
-	unsigned flags = KR_OPEN_FORCE_PMEM | (strcmp(mode, "two") ? 0 : KR_HMAP_TWO_FENCES);
+	unsigned flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | (strcmp(mode, "two") ? 0 : KR_HMAP_TWO_FENCES) | protect;
 	/* Room for every key, a dead entry per key while updating, and the reserve. */
 	uint64_t slots = n + n / 4 + 512;
 	struct kr_hmap_opts o = {.size = 8192 + slots * lines * 64, .entry_lines = lines, .flags = flags};
@@ -168,7 +172,9 @@ int main(int argc, char **argv)
 		order[j] = t;
 	}
 	char config[32];
-	snprintf(config, sizeof(config), nthreads > 1 ? "%s-%ut" : "%s", mode, nthreads);
+	snprintf(config, sizeof(config), "%s%s", mode, protect ? "-prot" : "");
+	if (nthreads > 1)
+		snprintf(config + strlen(config), sizeof(config) - strlen(config), "-%ut", nthreads);
 	double rec = 0;
 	for (int ph = 0; ph < 4; ph++) {
 		uint64_t fences;
@@ -186,6 +192,9 @@ int main(int argc, char **argv)
 	}
 	kr_hmap_close(h);
 	unlink(path);
+	char side[600];
+	snprintf(side, sizeof(side), "%s.krs", path);
+	unlink(side);
 	free(order);
 	return 0;
 }

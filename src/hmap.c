@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,7 +73,7 @@
 #define P KR_PAGE_SIZE
 #define LINE 64u
 #define MIN_SIZE (64u << 10)
-#define HMAP_FLAGS (KR_OPEN_FORCE_PMEM | KR_HMAP_TWO_FENCES | KR_HMAP_PROTECT)
+#define HMAP_FLAGS (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | KR_HMAP_TWO_FENCES | KR_HMAP_PROTECT)
 #define HMAP_SCRUB_KIB_PER_S (16u << 10) /* background verification of a protected map */
 
 struct ixent {
@@ -326,6 +327,29 @@ static uint64_t ix_find(const kr_hmap *m, const struct shard *sh, uint64_t h, co
 	}
 }
 
+/* A zeroed index table. Large ones are mapped already populated: pages of a fresh
+ * allocation that are read before they are written map the shared zero page, and the
+ * write that follows then costs every other CPU running the process a TLB shootdown (an
+ * interrupt each, the cost that kept inserts from scaling with threads). */
+#define IX_MAP_BYTES (16u << 10)
+static struct ixent *ix_alloc(uint64_t cap)
+{
+	size_t bytes = cap * sizeof(struct ixent);
+	if (bytes < IX_MAP_BYTES)
+		return calloc(cap, sizeof(struct ixent));
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		       -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void ix_free(struct ixent *ix, uint64_t cap)
+{
+	if (cap * sizeof(struct ixent) < IX_MAP_BYTES)
+		free(ix);
+	else
+		munmap(ix, cap * sizeof(struct ixent));
+}
+
 /* Room for k more keys in the shard's index (kept under 70% full). */
 static int ix_make_room(struct shard *sh, uint64_t k)
 {
@@ -334,7 +358,7 @@ static int ix_make_room(struct shard *sh, uint64_t k)
 	uint64_t cap = sh->ixcap ? sh->ixcap : 64;
 	while ((sh->count + k) * 10 >= cap * 7)
 		cap *= 2;
-	struct ixent *n = calloc(cap, sizeof(*n)), *old = sh->ix;
+	struct ixent *n = ix_alloc(cap), *old = sh->ix;
 	if (!n)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for the index");
 	for (uint64_t i = 0; i < sh->ixcap; i++)
@@ -344,9 +368,9 @@ static int ix_make_room(struct shard *sh, uint64_t k)
 				j = (j + 1) & (cap - 1);
 			n[j] = old[i];
 		}
+	ix_free(old, sh->ixcap);
 	sh->ix = n;
 	sh->ixcap = cap;
-	free(old);
 	return KR_OK;
 }
 
@@ -833,11 +857,13 @@ static int prepare(kr_hmap *m, struct change *c, unsigned n, unsigned *fresh)
 			uint64_t here = 1; /* new keys of this operation in this shard */
 			for (unsigned j = 0; j < k; j++)
 				here += c[j].hash >> 56 == c[i].hash >> 56 && c[j].val;
-			pthread_rwlock_wrlock(&sh->ixlock);
-			int rc = ix_make_room(sh, here);
-			pthread_rwlock_unlock(&sh->ixlock);
-			if (rc != KR_OK)
-				return rc;
+			if ((sh->count + here) * 10 >= sh->ixcap * 7) { /* only the writer changes them */
+				pthread_rwlock_wrlock(&sh->ixlock);
+				int rc = ix_make_room(sh, here);
+				pthread_rwlock_unlock(&sh->ixlock);
+				if (rc != KR_OK)
+					return rc;
+			}
 		}
 		c[k++] = c[i];
 	}
@@ -1071,7 +1097,7 @@ static int protection_matches(const kr_hmap *m, unsigned flags)
 
 static int hmap_map(kr_hmap *m, int fd, size_t size, unsigned flags)
 {
-	int rc = kr_pm_map(&m->pm, fd, size, flags & KR_OPEN_FORCE_PMEM, m->path);
+	int rc = kr_pm_map(&m->pm, fd, size, flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT), m->path);
 	if (rc == KR_OK)
 		m->entries = (uint8_t *)m->pm.base + 2 * P;
 	return rc;
@@ -1115,7 +1141,7 @@ static void hmap_free(kr_hmap *m)
 	if (m->pm.fd >= 0)
 		close(m->pm.fd);
 	for (unsigned i = 0; i < NSHARDS; i++) {
-		free(m->shards[i].ix);
+		ix_free(m->shards[i].ix, m->shards[i].ixcap);
 		pthread_mutex_destroy(&m->shards[i].writer);
 		pthread_rwlock_destroy(&m->shards[i].ixlock);
 	}
