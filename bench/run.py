@@ -52,6 +52,11 @@ HMAP_COLUMNS = ["library", "config", "workload", "param", "entries", "ops", "sec
 HMAP_LINES = [1, 2, 4, 8, 16]
 HMAP_SIZES = [1000, 65536, 1048576, 4194304]
 HMAP_MAX_FILE = 3 << 30  # bytes of map file in /dev/shm; larger combinations are skipped
+# Variants of the single-trip map measured at one size: two threads (both commits), and
+# protection (KR_HMAP_PROTECT), one thread and two.
+HMAP_VARIANT_LINES = [1, 4, 16]
+HMAP_VARIANTS = [("one", ["--threads", "2"]), ("two", ["--threads", "2"]),
+                 ("one", ["--protect"]), ("one", ["--protect", "--threads", "2"])]
 REGION_COLUMNS = ["pattern", "mode", "period_ms", "size_mib", "seconds", "ops", "ops_per_s",
                   "passes", "dirty_per_pass", "stripes_per_pass", "pass_ms_mean", "pass_ms_max",
                   "bg_cpu_pct", "faults_per_pass", "unseals"]
@@ -692,6 +697,7 @@ def main():
         if not os.access(exe, os.X_OK):
             sys.exit("run.py: %s not built (%s); run `make bench`" % (lib, exe))
     args.hmap_sizes = [1000, 20000] if args.quick else HMAP_SIZES
+    args.hmap_variant_size = args.hmap_sizes[-2]
     region_rows = first = hmap_rows = None
     if args.hmap_only or not (args.maps_only or args.regions_only):
         hmap_rows = measure_hmap(args, exes)
@@ -743,8 +749,12 @@ def measure_hmap(args, exes):
             for lines in HMAP_LINES:
                 if n * lines * 64 * 1.25 > HMAP_MAX_FILE:
                     continue
-                for mode in ("one", "two"):
-                    cmd = [exes["hmap"], "--lines", str(lines), "--entries", str(n), "--mode", mode]
+                runs = [("one", []), ("two", [])]
+                if n == args.hmap_variant_size and lines in HMAP_VARIANT_LINES:
+                    runs += HMAP_VARIANTS
+                for mode, extra in runs:
+                    cmd = [exes["hmap"], "--lines", str(lines), "--entries", str(n), "--mode",
+                           mode] + extra
                     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                     if p.returncode != 0:
                         sys.exit("run.py: %s failed: %s" % (" ".join(cmd), p.stderr.strip()))
@@ -813,6 +823,46 @@ def hmap_section(w, outdir):
             r = lambda x: "%.2f" % (a / x) if a and x else "-"
             w("| %d | %s | %s | %s | %s | %s | %s |" % (n, op, f(a), f(k), f(p), r(k), r(p)))
     w("")
+    vn = max((k[4] for k in g if k[1] in ("one-2t", "one-prot")), default=None)
+    vlines = [l for l in HMAP_VARIANT_LINES if ("stps", "one-2t", "insert", str(l), vn) in g]
+    if vn and vlines:
+        w("**Two threads** (`--threads 2`: each phase's keys split in two runs done at once; "
+          "2 vCPUs), %d entries: thousand operations per second with 1 / 2 threads, and "
+          "the speedup:\n" % vn)
+        w("| op | " + " | ".join("%d line%s, one fence" % (l, "" if l == 1 else "s") for l in vlines)
+          + " | " + " | ".join("%d line%s, two fences" % (l, "" if l == 1 else "s") for l in vlines) + " |")
+        w("|---|" + "---:|" * (2 * len(vlines)))
+        for op in ("insert", "update", "lookup", "delete"):
+            cells = []
+            for mode in ("one", "two"):
+                for l in vlines:
+                    a, b = med(("stps", mode, op, str(l), vn)), med(("stps", mode + "-2t", op, str(l), vn))
+                    cells.append("%.0f / %.0f (%.2fx)" % (a / 1e3, b / 1e3, b / a) if a and b else "-")
+            w("| %s | %s |" % (op, " | ".join(cells)))
+        w("")
+        w("**Protected** (`KR_HMAP_PROTECT`: the map's pages under a lazily protected region, "
+          "1 s period, sealing, 16 MiB/s scrub), %d entries: thousand operations per second "
+          "unprotected / protected, one thread; and protected with two threads:\n" % vn)
+        w("| op | " + " | ".join("%d line%s" % (l, "" if l == 1 else "s") for l in vlines) +
+          " | " + " | ".join("%d line%s, 2 threads" % (l, "" if l == 1 else "s") for l in vlines) + " |")
+        w("|---|" + "---:|" * (2 * len(vlines)))
+        for op in ("insert", "update", "lookup", "delete"):
+            cells = []
+            for l in vlines:
+                a, b = med(("stps", "one", op, str(l), vn)), med(("stps", "one-prot", op, str(l), vn))
+                cells.append("%.0f / %.0f (%.2f)" % (a / 1e3, b / 1e3, b / a) if a and b else "-")
+            for l in vlines:
+                b = med(("stps", "one-prot-2t", op, str(l), vn))
+                cells.append("%.0f" % (b / 1e3) if b else "-")
+            w("| %s | %s |" % (op, " | ".join(cells)))
+        w("")
+        w("Recovery of a protected map (region attach, every page verified, then the log scan), "
+          "seconds per GiB: %s (unprotected: %s).\n" % (
+              ", ".join("%d line%s %.2f" % (l, "" if l == 1 else "s",
+                                            med(("stps", "one-prot", "update", str(l), vn), "recovery_s_per_gib"))
+                        for l in vlines),
+              ", ".join("%.2f" % med(("stps", "one", "update", str(l), vn), "recovery_s_per_gib")
+                        for l in vlines)))
     w("Fences per update, as keratin's counters count them: single-trip %s, two fences %s, "
       "keratin hashmap insert %s. Recovery (open of a full map, index rebuilt by a scan), "
       "seconds per GiB of map file at %d entries: %s.\n" % (
