@@ -25,29 +25,49 @@
  * What may be reused, and when (the paper's gaps, fixed)
  *
  *   - A dead entry (superseded, or a tombstone) stays valid until its slot is reused; at
- *     recovery it loses to the newer version. Reuse goes through ONE queue in death order,
- *     so the entries a tombstone cancels are overwritten before the tombstone is. That is
- *     why all entries of a map have one size: per-size queues would lose the order.
- *   - The order only helps if those overwrites are durable before a tombstone's slot is
- *     rewritten. Superseded entries may be reused in any order (nothing older depends on
- *     them), so they and tombstones wait in two queues: a tombstone is taken only when no
- *     older superseded entry is left, and if this very operation took one of them, its
- *     entries are written in two steps with a fence between (counted in extra_fences;
- *     it needs a transaction that exhausts the dead queue).
+ *     recovery it loses to the newer version. A tombstone's slot may be rewritten only once
+ *     every entry it cancels (older versions of its key) is overwritten durably, or the
+ *     key would come back. Dead entries are therefore reused in death order (the version
+ *     of the operation that killed them), superseded ones before tombstones: a tombstone
+ *     is taken only when no older dead entry is left anywhere (tomb_ready), and if this
+ *     very operation took one, its entries are written in two steps with a fence between
+ *     (counted in extra_fences). Death order is why all entries of a map have one size.
  *   - Transactions: all entries share one version and carry the entry count; recovery
  *     drops a version with fewer valid entries. Reuse would break that count for committed
  *     transactions, so a durable watermark W says "every version <= W is complete" (fix B
- *     of the reference): stored right after a transaction's fence, durable with the next
- *     fence, which comes before any of its entries can be reused. Entries of a dropped
- *     transaction are invalidated durably at open, so that a later, larger W never blesses
- *     them.
+ *     of the reference): raised when a transaction publishes, made durable by the next
+ *     fence of any operation (which flushes it first), and a member of a transaction is
+ *     rewritten only once a durable W covers it. Entries of a dropped transaction are
+ *     invalidated durably at open, so that a later, larger W never blesses them.
  *   - Never-used slots have txncount 0. The version counter restarts above the largest
- *     version found. The reuse queue is rebuilt in death order: entries sorted by version,
- *     each superseded one dying when its successor was written, a tombstone right after its
- *     victim.
+ *     version found. The reuse queues are rebuilt in death order: entries sorted by
+ *     version, each superseded one dying when its successor was written, a tombstone right
+ *     after its victim.
  *
- * Not yet: several threads on one map (a handle is single-threaded), redundancy for the
- * map's pages (a protected region over the file), benchmarks.
+ * Threads (the paper has one)
+ *
+ *   - The index is cut into 256 shards by key hash. An operation holds the writer locks of
+ *     its keys' shards from start to publish, so one key's changes get versions, reach the
+ *     media and reach the index in one order; changes to other keys run in parallel, their
+ *     fences included. Lookups take only a shard's read lock, which writers take just to
+ *     publish.
+ *   - Slots come from lanes: a thread keeps to its own lane (16 of them), which holds a
+ *     stash of never-used slots and the entries its operations killed. A lane whose queues
+ *     are empty takes over half of an idle lane's, oldest first, so death order holds per
+ *     lane; each lane publishes the death version of its oldest entry not yet overwritten
+ *     durably, and tomb_ready reads them all. Versions come from one atomic counter; the
+ *     shared lock (kr_hmap.lock) is taken only by transactions (to raise W past the ones
+ *     still in flight), to refill a stash, and to wait.
+ *   - W is stored under that lock (so it only grows) but flushed by whichever operation
+ *     fences next, on any thread: an sfence orders only its own thread's flushes, so a
+ *     thread that reuses a member of a transaction whose W no fence of its own covered
+ *     fences W first (extra_fences). The crash simulator models fences per thread.
+ *
+ * Protection (KR_HMAP_PROTECT): the map's own mapping is attached as a protected region
+ *   (region.c, through the public API): CRCs and parity per page in a sidecar, kept by a
+ *   background pass, with sealed segments so that a crash leaves no stale redundancy
+ *   trusted. At open the region is attached before the map is read and every page is
+ *   verified (entries have no checksums of their own); poison is repaired at the access.
  */
 #define _GNU_SOURCE
 #include <errno.h>
