@@ -171,6 +171,8 @@ struct kr_hmap {
 	_Atomic unsigned waiting;    /* operations waiting in wait_for_slots */
 	_Atomic uint64_t extra_fences, waits;
 	_Atomic unsigned next_lane;
+	_Atomic unsigned stealing; /* steals under way */
+	_Atomic uint64_t steals;   /* steals done */
 
 	/* Lock order: shard writers (ascending), a lane, then lock or one shard's ixlock
 	 * (never both). Only shard writers and a lane are held across a fence. */
@@ -491,11 +493,14 @@ static void pool_refill(kr_hmap *m, struct lane *l)
 	pthread_mutex_unlock(&m->lock);
 }
 
-/* Moves the oldest half of another lane's dead entries (or tombstones) into l's, which is
- * empty, so death order holds. The entries count for l before they stop counting for the
- * other lane: oldest_dead never runs ahead of the truth. Only lanes not in use are taken
- * from (trylock); *busy says some were in use. */
-static bool steal(kr_hmap *m, struct lane *l, bool tombs, bool *busy)
+enum steal_kind { STEAL_STASH, STEAL_DEAD, STEAL_TOMBS };
+
+/* Takes slots over from another lane that is not in use (trylock; *busy says some were):
+ * all of its never-used stash into l's (empty) stash, or the oldest half of its dead
+ * entries or tombstones into l's (empty) queue, so death order holds. Dead entries count
+ * for l before they stop counting for the other lane: oldest_dead never runs ahead of the
+ * truth. */
+static bool steal(kr_hmap *m, struct lane *l, enum steal_kind kind, bool *busy)
 {
 	for (unsigned k = 0; k < NLANES; k++) {
 		struct lane *o = &m->lanes[k];
@@ -505,16 +510,25 @@ static bool steal(kr_hmap *m, struct lane *l, bool tombs, bool *busy)
 			*busy = true;
 			continue;
 		}
-		struct ring *from = tombs ? &o->tombs : &o->dead, *to = tombs ? &l->tombs : &l->dead;
-		uint64_t n = (from->len + 1) / 2;
-		bool got = n && ring_reserve(to, n) == KR_OK;
-		if (got) {
-			if (!tombs && from->v[from->head].dver < atomic_load(&l->oldest_dead))
+		bool got;
+		atomic_fetch_add(&m->stealing, 1); /* see tomb_ready */
+		if (kind == STEAL_STASH) {
+			got = o->nstash != 0;
+			while (o->nstash)
+				l->stash[l->nstash++] = o->stash[--o->nstash];
+		} else {
+			struct ring *from = kind == STEAL_TOMBS ? &o->tombs : &o->dead;
+			struct ring *to = kind == STEAL_TOMBS ? &l->tombs : &l->dead;
+			uint64_t n = (from->len + 1) / 2;
+			got = n && ring_reserve(to, n) == KR_OK;
+			if (got && kind == STEAL_DEAD && from->v[from->head].dver < atomic_load(&l->oldest_dead))
 				atomic_store(&l->oldest_dead, from->v[from->head].dver);
-			for (uint64_t i = 0; i < n; i++)
+			for (uint64_t i = 0; got && i < n; i++)
 				to->v[(to->head + to->len++) % to->cap] = ring_pop(from);
 		}
 		lane_refresh(o); /* also forgets what a failed operation of o left behind */
+		atomic_fetch_add(&m->steals, 1);
+		atomic_fetch_sub(&m->stealing, 1);
 		pthread_mutex_unlock(&o->lock);
 		if (got)
 			return true;
@@ -525,20 +539,24 @@ static bool steal(kr_hmap *m, struct lane *l, bool tombs, bool *busy)
 /* A tombstone that died at dver may be rewritten once every entry it cancels is overwritten
  * durably. Those died at dver or before; l's own are all taken (its dead queue is empty:
  * by published operations, or by the one being built, see slot_take's split), and every
- * other lane's must be gone too. */
+ * other lane's must be gone too. An entry being moved by a steal may be seen in neither
+ * lane, so a steal during the reading makes the answer "not now". */
 static bool tomb_ready(kr_hmap *m, const struct lane *l, uint64_t dver)
 {
+	uint64_t steals = atomic_load(&m->steals);
+	if (atomic_load(&m->stealing))
+		return false;
 	for (unsigned k = 0; k < NLANES; k++)
 		if (&m->lanes[k] != l && atomic_load(&m->lanes[k].oldest_dead) <= dver)
 			return false;
-	return true;
+	return !atomic_load(&m->stealing) && atomic_load(&m->steals) == steals;
 }
 
 enum { TAKEN, RETRY, NONE };
 
-/* The slot for change i of an operation holding lane l: a never-used one, else the oldest
- * dead entry (the lane's own, or taken over from an idle lane), else the oldest tombstone
- * that is ready. *min_dead is the oldest death version the operation took; if a tombstone
+/* The slot for change i of an operation holding lane l: a never-used one (the lane's, the
+ * pool's), else the oldest dead entry of the lane, else never-used slots or the oldest dead
+ * entries taken over from an idle lane, else the oldest tombstone that is ready. *min_dead is the oldest death version the operation took; if a tombstone
  * is newer, *split says from which change on its entries wait for a fence of their own.
  * RETRY: nothing usable now, but operations in flight will change that. */
 static int slot_take(kr_hmap *m, struct lane *l, struct change *c, unsigned i,
@@ -547,17 +565,19 @@ static int slot_take(kr_hmap *m, struct lane *l, struct change *c, unsigned i,
 	bool busy = false;
 	if (!l->nstash)
 		pool_refill(m, l);
+	if (!l->nstash && !l->dead.len)
+		steal(m, l, STEAL_STASH, &busy);
 	if (l->nstash) {
 		c->d = (struct dead){l->stash[--l->nstash], 0, 0};
 		c->from = FROM_STASH;
 		return TAKEN;
 	}
-	if (l->dead.len || steal(m, l, false, &busy)) {
+	if (l->dead.len || steal(m, l, STEAL_DEAD, &busy)) {
 		c->d = ring_pop(&l->dead);
 		c->from = FROM_DEAD;
 		if (c->d.dver < *min_dead)
 			*min_dead = c->d.dver;
-	} else if ((l->tombs.len || steal(m, l, true, &busy)) &&
+	} else if ((l->tombs.len || steal(m, l, STEAL_TOMBS, &busy)) &&
 		   tomb_ready(m, l, l->tombs.v[l->tombs.head].dver)) {
 		c->d = ring_pop(&l->tombs);
 		c->from = FROM_TOMBS;
@@ -816,9 +836,15 @@ static void publish(kr_hmap *m, struct op *op, int extra)
 	for (unsigned i = 0; i < op->n; i++) {
 		const struct change *c = &op->c[i];
 		struct shard *sh = shard_of(m, c->hash);
-		pthread_rwlock_wrlock(&sh->ixlock);
+		/* Only the holder of the shard's writer lock changes its index: finding the
+		 * place needs no lock, changing it excludes the lookups. */
 		uint64_t pos = ix_find(m, sh, c->hash, c->key, c->klen);
 		uint64_t old1 = sh->ix[pos].slot1;
+		if (old1)
+			ring_push(m, &l->dead, old1 - 1, op->version);
+		if (!c->val)
+			ring_push(m, &l->tombs, c->d.slot, op->version);
+		pthread_rwlock_wrlock(&sh->ixlock);
 		if (old1 && c->val) {
 			sh->ix[pos].slot1 = c->d.slot + 1;
 		} else if (old1) {
@@ -830,12 +856,9 @@ static void publish(kr_hmap *m, struct op *op, int extra)
 			delta++;
 		}
 		pthread_rwlock_unlock(&sh->ixlock);
-		if (old1)
-			ring_push(m, &l->dead, old1 - 1, op->version);
-		if (!c->val)
-			ring_push(m, &l->tombs, c->d.slot, op->version);
 	}
-	atomic_fetch_add(&l->live, delta);
+	if (delta)
+		atomic_fetch_add(&l->live, delta);
 	lane_refresh(l);
 	if (op->wm_flushed)
 		watermark_durable(m, op->wm_flushed);

@@ -10,6 +10,7 @@
  *           alone drops it). Also a deleted key must stay deleted across churn and reopens.
  *   full    a full map refuses new keys with KR_E_NOSPACE, still takes updates and deletes,
  *           and takes new keys again after deletes.
+ *   lanes   slots stashed by one thread serve the others (no false "full").
  *   crash   the crash simulator over a small map under heavy reuse: at every fence, with
  *           nothing, everything and random subsets of the pending lines persisted (torn
  *           multi-line entries included), the recovered map is the state after every
@@ -354,6 +355,65 @@ static void case_full(void)
 	TU_OK(kr_hmap_close(h));
 	printf("hmap full: %llu entries, then KR_E_NOSPACE; updates and deletes still work\n",
 	       (unsigned long long)i);
+}
+
+/* Slots stashed by one thread's lane must serve the others: a thread that took every
+ * never-used slot of a small map and left, then another thread filling the map to its
+ * limit, then a third updating and deleting in the full map. */
+struct putjob {
+	kr_hmap *h;
+	const char *prefix;
+	unsigned count; /* keys to put (until refused if 0) */
+	bool del;       /* delete them instead */
+	unsigned done;
+	int rc;
+};
+
+static void *put_job(void *arg)
+{
+	struct putjob *j = arg;
+	char key[32];
+	for (unsigned i = 0; !j->count || i < j->count; i++) {
+		snprintf(key, sizeof(key), "%s%u", j->prefix, i);
+		j->rc = j->del ? kr_hmap_del(j->h, key, strlen(key)) : kr_hmap_put(j->h, key, strlen(key), "v", 1);
+		if (j->rc < 0)
+			break;
+		j->done++;
+	}
+	return NULL;
+}
+
+static void run_job(struct putjob *j)
+{
+	pthread_t th; /* a new thread: a lane of its own */
+	TU_ASSERT(!pthread_create(&th, NULL, put_job, j), "pthread_create");
+	pthread_join(th, NULL);
+}
+
+static void case_lanes(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "hmap-lanes");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 16, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *h;
+	TU_OK(kr_hmap_create(path, &o, &h));
+	struct kr_hmap_stats st;
+	TU_OK(kr_hmap_stats(h, &st));
+	uint64_t limit = st.nslots - (st.nslots / 8 < 256 ? st.nslots / 8 : 256);
+	struct putjob a = {h, "a", 1, false, 0, 0}, b = {h, "b", 0, false, 0, 0};
+	run_job(&a);
+	run_job(&b);
+	TU_ASSERT(b.rc == KR_E_NOSPACE && 1 + b.done == limit, "second thread: %u keys then %d "
+		  "(limit %llu of %llu slots)", b.done, b.rc, (unsigned long long)limit,
+		  (unsigned long long)st.nslots);
+	struct putjob c = {h, "b", b.done, false, 0, 0}, d = {h, "b", b.done, true, 0, 0};
+	run_job(&c);
+	TU_ASSERT(c.rc == KR_OK && c.done == b.done, "updates in a full map: %d", c.rc);
+	run_job(&d);
+	TU_ASSERT(d.rc == 1 && kr_hmap_count(h) == 1, "deletes in a full map: %d", d.rc);
+	TU_OK(kr_hmap_close(h));
+	printf("hmap lanes: %llu slots; one thread stashed them, another filled the map (%u keys), "
+	       "a third updated and deleted them\n", (unsigned long long)st.nslots, b.done);
 }
 
 /* ---- crash ------------------------------------------------------------------------------ */
@@ -994,6 +1054,8 @@ int main(int argc, char **argv)
 		case_txreuse();
 	if (all || !strcmp(what, "full"))
 		case_full();
+	if (all || !strcmp(what, "lanes"))
+		case_lanes();
 	if (all || !strcmp(what, "crash"))
 		case_crash();
 	if (all || !strcmp(what, "threads"))
