@@ -829,14 +829,6 @@ static void case_crash_threads(void)
 /* ---- protection ------------------------------------------------------------------------- */
 #define PROT_FLAGS (KR_OPEN_FORCE_PMEM | KR_HMAP_PROTECT)
 
-static void flip_byte(const char *path, uint64_t off)
-{
-	uint8_t b;
-	tu_pread(path, &b, 1, off);
-	b ^= 0x5a;
-	tu_pwrite(path, &b, 1, off);
-}
-
 /* A map under KR_HMAP_PROTECT: a page changed behind its back (a scribble through the
  * file), emulated poison, damage while closed are all repaired, byte for byte; two damaged
  * pages of one stripe are refused with a clear error; protection must match the map. */
@@ -849,7 +841,7 @@ static void case_protect(void)
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	kr_region *r = kr_hmap_region(h);
-	TU_ASSERT(r, "a protected map has a region");
+	TU_ASSERT(r && access(side, F_OK) == 0, "a protected map has a region and a sidecar");
 	struct model m;
 	model_init(&m, 500);
 	struct tu_rng rng;
@@ -865,7 +857,7 @@ static void case_protect(void)
 
 	/* Online: a byte changed through the file (not the mapping) in a page of entries. */
 	const uint64_t P = 4096;
-	flip_byte(path, 10 * P + 100);
+	tu_flip_byte(path, 10 * P + 100);
 	struct kr_region_report rep;
 	TU_ASSERT(kr_region_check(r, 0, 0, KR_REGION_CHECK_REPAIR, &rep) == KR_OK &&
 		  rep.pages_bad == 1 && rep.pages_repaired == 1, "scribble: %llu bad, %llu repaired",
@@ -886,7 +878,7 @@ static void case_protect(void)
 	TU_OK(kr_hmap_close(h));
 
 	/* Offline: a byte of a closed map, repaired when it is opened. */
-	flip_byte(path, 14 * P + 300);
+	tu_flip_byte(path, 14 * P + 300);
 	TU_OK(kr_hmap_open(path, PROT_FLAGS, &h));
 	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after damage while closed: %s", why);
 	TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, 0, &rep));
@@ -908,8 +900,8 @@ static void case_protect(void)
 	TU_ASSERT(access(plain_side, F_OK) != 0, "no sidecar left behind");
 
 	/* Two damaged pages of one stripe (4 data pages): not repairable, a clear error. */
-	flip_byte(path, 16 * P + 8);
-	flip_byte(path, 17 * P + 8);
+	tu_flip_byte(path, 16 * P + 8);
+	tu_flip_byte(path, 17 * P + 8);
 	int rc = kr_hmap_open(path, PROT_FLAGS, &h);
 	TU_ASSERT(rc == KR_E_CORRUPT_REGION, "two pages of a stripe: %d %s", rc, kr_errmsg());
 	printf("hmap protect: scribble and poison repaired online, damage repaired at open, two bad "

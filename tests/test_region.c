@@ -252,14 +252,6 @@ static void case_thread(void)
 /* ---------------------------------------------------------------------------------------
  * corrupt
  * ------------------------------------------------------------------------------------- */
-static void flip(const char *path, uint64_t off)
-{
-	uint8_t b;
-	tu_pread(path, &b, 1, off);
-	b ^= 0x5a;
-	tu_pwrite(path, &b, 1, off);
-}
-
 static void case_corrupt(void)
 {
 	struct rfix f;
@@ -271,7 +263,7 @@ static void case_corrupt(void)
 	struct kr_region_report rep;
 
 	/* A cold page: found and repaired online. */
-	flip(f.path, 100 * P + 17);
+	tu_flip_byte(f.path, 100 * P + 17);
 	TU_ASSERT(kr_region_check(f.r, 0, 0, KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY, &rep) == KR_OK,
 		  "repair: %s", kr_errmsg());
 	TU_ASSERT(rep.pages_bad == 1 && rep.pages_repaired == 1 && rep.pages_checked == f.npages,
@@ -282,9 +274,9 @@ static void case_corrupt(void)
 	/* In the window: a store, then the page damaged behind the tracker's back. */
 	f.base[200 * P] ^= 1;
 	orig[200 * P] ^= 1;
-	flip(f.path, 200 * P + 9);
+	tu_flip_byte(f.path, 200 * P + 9);
 	orig[200 * P + 9] ^= 0x5a; /* in the window, damage cannot be told from a store */
-	flip(f.path, 201 * P + 9); /* its stripe-mate: bad, but its stripe is not covered */
+	tu_flip_byte(f.path, 201 * P + 9); /* its stripe-mate: bad, but its stripe is not covered */
 	int rc = kr_region_check(f.r, 0, 0, KR_REGION_CHECK_REPAIR, &rep);
 	TU_ASSERT(rc == KR_E_CORRUPT_REGION && rep.pages_unverifiable == 1 && rep.pages_bad == 1 &&
 		  rep.pages_repaired == 0 && rep.first_bad_page == 201,
@@ -293,22 +285,22 @@ static void case_corrupt(void)
 		  (unsigned long long)rep.pages_repaired, (unsigned long long)rep.first_bad_page);
 	TU_ASSERT(f.base[201 * P + 9] == (orig[201 * P + 9] ^ 0x5a), "refused repair wrote nothing");
 	/* Put 201 back by hand and cover 200: then all is sound again. */
-	flip(f.path, 201 * P + 9);
+	tu_flip_byte(f.path, 201 * P + 9);
 	TU_OK(kr_region_sync(f.r));
 	require_all_sound(f.r, "after the window closed");
 
 	/* Two bad pages in one stripe: reported, nothing written. */
-	flip(f.path, 300 * P + 1);
-	flip(f.path, 301 * P + 2);
+	tu_flip_byte(f.path, 300 * P + 1);
+	tu_flip_byte(f.path, 301 * P + 2);
 	rc = kr_region_check(f.r, 296, 8, KR_REGION_CHECK_REPAIR, &rep);
 	TU_ASSERT(rc == KR_E_CORRUPT_REGION && rep.pages_bad == 2 && rep.pages_repaired == 0,
 		  "two in a stripe: rc %d, %llu bad", rc, (unsigned long long)rep.pages_bad);
-	flip(f.path, 300 * P + 1);
-	flip(f.path, 301 * P + 2);
+	tu_flip_byte(f.path, 300 * P + 1);
+	tu_flip_byte(f.path, 301 * P + 2);
 	TU_OK(kr_region_close(f.r));
 
 	/* Offline (the CLI's path): read-only check reports, repair repairs. */
-	flip(f.path, 500 * P + 4000);
+	tu_flip_byte(f.path, 500 * P + 4000);
 	o.flags = KR_REGION_OFFLINE | KR_REGION_READONLY;
 	TU_OK(rfix_open(&f, &o));
 	rc = kr_region_check(f.r, 0, 0, KR_REGION_CHECK_PARITY, &rep);
@@ -331,7 +323,7 @@ static void case_corrupt(void)
 	/* Damaged parity (the sidecar's): rebuilt from sound data by a parity check. */
 	struct kr_side_sb sb;
 	tu_pread(f.side, &sb, sizeof(sb), 0);
-	flip(f.side, sb.parity_off + 3 * P + 100);
+	tu_flip_byte(f.side, sb.parity_off + 3 * P + 100);
 	o.flags = KR_REGION_OFFLINE;
 	TU_OK(rfix_open(&f, &o));
 	TU_OK(kr_region_check(f.r, 0, 0, KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY, &rep));
@@ -341,7 +333,7 @@ static void case_corrupt(void)
 	ru_require_sound(f.path, f.side, "after parity rebuild");
 
 	/* Damaged checksums in a CLEAN sidecar: seen at open, rebuilt, said. */
-	flip(f.side, sb.crc_off + 4 * 700);
+	tu_flip_byte(f.side, sb.crc_off + 4 * 700);
 	o = manual_opts(0);
 	TU_OK(rfix_open(&f, &o));
 	struct kr_region_stats st;
@@ -356,7 +348,7 @@ static void case_corrupt(void)
 	o.period_ms = 10;
 	o.scrub_kib_per_s = 1u << 20;
 	TU_OK(rfix_open(&f, &o));
-	flip(f.path, 700 * P + 1234);
+	tu_flip_byte(f.path, 700 * P + 1234);
 	for (int i = 0; i < 300; i++) {
 		TU_OK(kr_region_stats(f.r, &st));
 		if (st.repaired_pages)

@@ -305,6 +305,14 @@ void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off)
 	close(fd);
 }
 
+void tu_flip_byte(const char *path, uint64_t off)
+{
+	uint8_t b;
+	tu_pread(path, &b, 1, off);
+	b ^= 0x5a;
+	tu_pwrite(path, &b, 1, off);
+}
+
 uint64_t tu_file_size(const char *path)
 {
 	struct stat st;

@@ -94,6 +94,8 @@ void *tu_read_file(const char *path, size_t *len);
 void tu_write_file(const char *path, const void *buf, size_t len);
 void tu_pread(const char *path, void *buf, size_t len, uint64_t off);
 void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off);
+/* Changes one byte of a file through write(2): damage no mapping of it sees being made. */
+void tu_flip_byte(const char *path, uint64_t off);
 uint64_t tu_file_size(const char *path);
 
 /* Monotonic seconds, for printing how long phases took (never asserted on). */
