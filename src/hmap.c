@@ -2,7 +2,7 @@
  * hmap.c - the single-trip persistent hash map (STPS; Cohen, Friedman and Larus, OOPSLA'17):
  * every put, delete or small transaction is durable after one fence. This file: entries,
  * the DRAM index, the watermark, operations and transactions; hmap_slots.c finds slots,
- * hmap_open.c creates, opens (recovery) and closes; hmap.h holds what they share.
+ * hmap_open.c creates, opens (recovery) and closes; stps.h holds what they share.
  *
  * The idea
  *
@@ -79,7 +79,7 @@
 
 #include "csum.h"
 #include "err.h"
-#include "hmap.h"
+#include "stps.h"
 
 /* Set while this thread runs a kr_hmap_foreach callback on that map. */
 static _Thread_local const kr_hmap *iterating;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "err.h"
-#include "hmap.h"
+#include "stps.h"
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>

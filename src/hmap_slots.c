@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "err.h"
-#include "hmap.h"
+#include "stps.h"
 #include <time.h>
 
 /* Room for k more records (grown before an operation's fence: nothing may fail after). */

@@ -1,11 +1,11 @@
 /*
- * hmap.h - the single-trip hash map's insides, shared by its three files: hmap.c (entries,
+ * stps.h - the single-trip hash map's insides, shared by its three files: hmap.c (entries,
  * the index, the watermark, operations), hmap_slots.c (where an operation's slots come
  * from: lanes and reuse in death order) and hmap_open.c (create, open and recovery,
  * protection, close). The design is told at the top of hmap.c.
  */
-#ifndef KR_HMAP_H
-#define KR_HMAP_H
+#ifndef KR_STPS_H
+#define KR_STPS_H
 
 #include <pthread.h>
 #include <stdatomic.h>
