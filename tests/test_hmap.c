@@ -11,6 +11,7 @@
  *   full    a full map refuses new keys with KR_E_NOSPACE, still takes updates and deletes,
  *           and takes new keys again after deletes.
  *   lanes   slots stashed by one thread serve the others (no false "full").
+ *   rules   hmap_slot_take on lanes set up by hand: each reuse rule across lanes.
  *   crash   the crash simulator over a small map under heavy reuse: at every fence, with
  *           nothing, everything and random subsets of the pending lines persisted (torn
  *           multi-line entries included), the recovered map is the state after every
@@ -40,6 +41,7 @@
 
 #include "crashsim.h"
 #include "layout.h"
+#include "stps.h"
 #include "testutil.h"
 
 #define MAXV 1800
@@ -414,6 +416,101 @@ static void case_lanes(void)
 	TU_OK(kr_hmap_close(h));
 	printf("hmap lanes: %llu slots; one thread stashed them, another filled the map (%u keys), "
 	       "a third updated and deleted them\n", (unsigned long long)st.nslots, b.done);
+}
+
+/* ---- the reuse rules, one by one ----------------------------------------------------------- */
+static void queue(struct ring *r, uint64_t slot, uint64_t dver, uint64_t txver)
+{
+	TU_OK(hmap_ring_reserve(r, 1));
+	r->v[(r->head + r->len++) % r->cap] = (struct dead){slot, dver, txver};
+}
+
+/* Takes the slot of one change from lane a; returns TAKEN, RETRY or NONE. */
+static int take(kr_hmap *m, struct lane *a, struct change *c, uint64_t *min_dead, unsigned *split)
+{
+	*c = (struct change){0};
+	return hmap_slot_take(m, a, c, 0, min_dead, split);
+}
+
+/* hmap_slot_take on lanes set up by hand (a map whose pool is emptied): the tombstone rule
+ * across lanes, taking over an idle lane's slots, the watermark rule for a transaction's
+ * members, and the split of an operation that takes an entry and then a tombstone. */
+static void case_rules(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "hmap-rules");
+	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	kr_hmap *m;
+	TU_OK(kr_hmap_create(path, &o, &m));
+	m->npool = 0;
+	atomic_store(&m->npool_seen, 0);
+	struct lane *a = &m->lanes[0], *b = &m->lanes[1];
+	struct change c;
+	uint64_t min_dead = UINT64_MAX;
+	unsigned split = 1;
+
+	/* Nothing anywhere: "full", not "wait". */
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == NONE, "nothing to take");
+
+	/* A tombstone that died at 10 waits while lane b (in use) holds an entry that died at 5:
+	 * it may be an older version of the tombstone's key, not yet overwritten. */
+	queue(&a->tombs, 7, 10, 0);
+	pthread_mutex_lock(&b->lock);
+	atomic_store(&b->oldest_dead, 5);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == RETRY && a->tombs.len == 1,
+		  "a tombstone must wait for an older entry another lane holds");
+	/* ... and while a steal is moving entries between lanes (they are in neither). */
+	atomic_store(&b->oldest_dead, UINT64_MAX);
+	atomic_store(&m->stealing, 1);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == RETRY, "no tombstone during a steal");
+	atomic_store(&m->stealing, 0);
+	/* Once b's entry is overwritten (its oldest is newer), the tombstone is taken. */
+	atomic_store(&b->oldest_dead, 11);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.from == FROM_TOMBS && c.d.slot == 7,
+		  "the tombstone, once ready");
+	pthread_mutex_unlock(&b->lock);
+	atomic_store(&b->oldest_dead, UINT64_MAX);
+
+	/* An idle lane's dead entries are taken over before a tombstone (oldest first), and
+	 * count for the taker meanwhile. */
+	queue(&a->tombs, 8, 20, 0);
+	queue(&b->dead, 3, 12, 0);
+	queue(&b->dead, 4, 14, 0);
+	atomic_store(&b->oldest_dead, 12);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.from == FROM_DEAD && c.d.slot == 3,
+		  "an idle lane's oldest dead entry");
+	TU_ASSERT(atomic_load(&a->oldest_dead) <= 12 && atomic_load(&b->oldest_dead) == 14,
+		  "moved entries count for the taker (a %llu, b %llu)",
+		  (unsigned long long)atomic_load(&a->oldest_dead),
+		  (unsigned long long)atomic_load(&b->oldest_dead));
+	/* The same operation (it took an entry that died at 12) now takes a tombstone that
+	 * died at 13: its entries from this change on wait for a fence of their own. */
+	a->tombs.len = 0;
+	b->dead.len = 0;
+	atomic_store(&b->oldest_dead, UINT64_MAX);
+	queue(&a->tombs, 9, 13, 0);
+	split = 1;
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.d.slot == 9 && split == 0,
+		  "a tombstone after the operation's own older entry splits it (split %u)", split);
+
+	/* An idle lane's never-used slots serve before anything else. */
+	b->stash[b->nstash++] = 40;
+	queue(&a->tombs, 10, 30, 0);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.from == FROM_STASH && c.d.slot == 40,
+		  "an idle lane's never-used slot");
+
+	/* A member of the transaction with version 50 waits until the watermark covers it. */
+	a->tombs.len = 0;
+	queue(&a->dead, 11, 31, 50);
+	atomic_store(&m->wm_stored, 40);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == RETRY && a->dead.len == 1,
+		  "a transaction's member above the watermark waits");
+	atomic_store(&m->wm_stored, 50);
+	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.d.slot == 11, "covered: taken");
+
+	TU_OK(kr_hmap_close(m));
+	printf("hmap rules: tombstones wait for other lanes and steals, idle lanes' slots are "
+	       "taken over, members wait for the watermark, split\n");
 }
 
 /* ---- crash ------------------------------------------------------------------------------ */
@@ -856,15 +953,15 @@ static void case_protect(void)
 	TU_OK(kr_region_sync(r));
 
 	/* Online: a byte changed through the file (not the mapping) in a page of entries. */
-	const uint64_t P = 4096;
-	tu_flip_byte(path, 10 * P + 100);
+	const uint64_t pg = KR_PAGE_SIZE;
+	tu_flip_byte(path, 10 * pg + 100);
 	struct kr_region_report rep;
 	TU_ASSERT(kr_region_check(r, 0, 0, KR_REGION_CHECK_REPAIR, &rep) == KR_OK &&
 		  rep.pages_bad == 1 && rep.pages_repaired == 1, "scribble: %llu bad, %llu repaired",
 		  (unsigned long long)rep.pages_bad, (unsigned long long)rep.pages_repaired);
 	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after the scribble: %s", why);
 	/* Emulated poison: the page's content is lost; the lookups that touch it repair it. */
-	TU_OK(kr_region_inject_poison(r, 12 * P));
+	TU_OK(kr_region_inject_poison(r, 12 * pg));
 	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after poison: %s", why);
 	struct kr_region_stats rs;
 	TU_OK(kr_region_stats(r, &rs));
@@ -878,7 +975,7 @@ static void case_protect(void)
 	TU_OK(kr_hmap_close(h));
 
 	/* Offline: a byte of a closed map, repaired when it is opened. */
-	tu_flip_byte(path, 14 * P + 300);
+	tu_flip_byte(path, 14 * pg + 300);
 	TU_OK(kr_hmap_open(path, PROT_FLAGS, &h));
 	TU_ASSERT(!model_check(h, &m, why, sizeof(why)), "after damage while closed: %s", why);
 	TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, 0, &rep));
@@ -900,8 +997,8 @@ static void case_protect(void)
 	TU_ASSERT(access(plain_side, F_OK) != 0, "no sidecar left behind");
 
 	/* Two damaged pages of one stripe (4 data pages): not repairable, a clear error. */
-	tu_flip_byte(path, 16 * P + 8);
-	tu_flip_byte(path, 17 * P + 8);
+	tu_flip_byte(path, 16 * pg + 8);
+	tu_flip_byte(path, 17 * pg + 8);
 	int rc = kr_hmap_open(path, PROT_FLAGS, &h);
 	TU_ASSERT(rc == KR_E_CORRUPT_REGION, "two pages of a stripe: %d %s", rc, kr_errmsg());
 	printf("hmap protect: scribble and poison repaired online, damage repaired at open, two bad "
@@ -1048,6 +1145,8 @@ int main(int argc, char **argv)
 		case_full();
 	if (all || !strcmp(what, "lanes"))
 		case_lanes();
+	if (all || !strcmp(what, "rules"))
+		case_rules();
 	if (all || !strcmp(what, "crash"))
 		case_crash();
 	if (all || !strcmp(what, "threads"))
