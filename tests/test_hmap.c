@@ -509,8 +509,36 @@ static void case_rules(void)
 	TU_ASSERT(take(m, a, &c, &min_dead, &split) == TAKEN && c.d.slot == 11, "covered: taken");
 
 	TU_OK(kr_hmap_close(m));
+
+	/* A member of a transaction whose watermark is stored but not known durable (another
+	 * thread stored it, no fence of this one covered it): the operation that rewrites it
+	 * fences the watermark first, one extra fence. */
+	char path2[128];
+	tu_pool_path(path2, sizeof(path2), "hmap-rules-wm");
+	TU_OK(kr_hmap_create(path2, &o, &m));
+	struct op t = {2, {0, 1}, {10, 20}, {1, 2}}, u = {1, {0}, {30}, {3}}, v = {1, {2}, {8}, {4}};
+	TU_OK(op_run(m, &t));
+	TU_OK(op_run(m, &u)); /* key 0's member dies; this fence made W durable */
+	struct lane *mine = &m->lanes[0];
+	TU_ASSERT(mine->dead.len == 1 && mine->dead.v[mine->dead.head].txver != 0,
+		  "the member is next in this thread's lane");
+	atomic_store(&m->wm_durable, 0);
+	mine->nstash = 0;
+	m->npool = 0;
+	atomic_store(&m->npool_seen, 0);
+	struct kr_hmap_stats st;
+	kr_counters_reset();
+	TU_OK(op_run(m, &v));
+	struct kr_counters cnt;
+	kr_counters_get(&cnt);
+	TU_OK(kr_hmap_stats(m, &st));
+	TU_ASSERT(cnt.fences == 2 && st.extra_fences == 1, "rewriting a member whose W is not durable: "
+		  "%llu fences, %llu extra", (unsigned long long)cnt.fences,
+		  (unsigned long long)st.extra_fences);
+	TU_OK(kr_hmap_close(m));
 	printf("hmap rules: tombstones wait for other lanes and steals, idle lanes' slots are "
-	       "taken over, members wait for the watermark, split\n");
+	       "taken over, members wait for the watermark (and fence it when not durable), "
+	       "split\n");
 }
 
 /* ---- crash ------------------------------------------------------------------------------ */
