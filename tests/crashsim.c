@@ -63,7 +63,8 @@ struct mapping {
 struct kid {
 	pid_t pid;
 	struct crashsim_image img;
-	char path[256];
+	char path[256], ctx_path[270];
+	char fence_arg[24]; /* exec_path's arguments, made before the fork */
 };
 
 static struct {
@@ -389,8 +390,9 @@ static _Noreturn void child_exit(const struct crashsim_image *img, int bad)
 	_exit(bad ? 1 : 0);
 }
 
-static noreturn void child_main(const struct mapping *m, const struct crashsim_image *img)
+static noreturn void child_main(const struct mapping *m, const struct kid *k)
 {
+	const struct crashsim_image *img = &k->img;
 	/* From here on the library must not call back into the simulator: the parent's copy of
 	 * it is in the middle of a fence. */
 	kr_set_recorder(NULL);
@@ -407,6 +409,15 @@ static noreturn void child_main(const struct mapping *m, const struct crashsim_i
 		snprintf(orig, sizeof(orig), "%s.orig", img->path);
 		if (write_image(m, img, orig) != 0)
 			_exit(3);
+	}
+	if (sim.o.exec_path) {
+		if (sim.o.exec_prepare && sim.o.exec_prepare(sim.ctx, img) != 0)
+			_exit(3);
+		char *const argv[] = {(char *)sim.o.exec_path, (char *)sim.o.exec_arg, (char *)img->path,
+				      (char *)img->ctx_path, (char *)k->fence_arg,
+				      (char *)kind_name(img->kind), NULL};
+		execv(sim.o.exec_path, argv);
+		_exit(3);
 	}
 	if (sim.o.check_path)
 		child_exit(img, sim.o.check_path(sim.ctx, img));
@@ -464,6 +475,7 @@ static void reap_kid(unsigned i)
 	if (ok || !sim.o.keep_failed) {
 		char orig[300];
 		unlink(k->path);
+		unlink(k->ctx_path);
 		snprintf(orig, sizeof(orig), "%s.orig", k->path);
 		unlink(orig);
 	}
@@ -485,9 +497,12 @@ static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsign
 		.pending_lines = m->npending,
 		.orig_path = m->path,
 		.path = k->path,
+		.ctx_path = k->ctx_path,
 	};
 	snprintf(k->path, sizeof(k->path), "%s/crashsim-%d-f%llu-%s%u.pool", sim.o.dir, (int)getpid(),
 		 (unsigned long long)sim.st.fences, kind_name(kind), index);
+	snprintf(k->ctx_path, sizeof(k->ctx_path), "%s.ctx", k->path);
+	snprintf(k->fence_arg, sizeof(k->fence_arg), "%llu", (unsigned long long)sim.st.fences);
 	unlink(k->path);
 	/* Flush stdio so the child cannot inherit (and a careless child re-emit) our buffers. */
 	fflush(stdout);
@@ -496,7 +511,7 @@ static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsign
 	if (pid < 0)
 		TU_FAIL("crashsim: fork: %s", strerror(errno));
 	if (pid == 0)
-		child_main(m, &k->img);
+		child_main(m, k);
 	k->pid = pid;
 	sim.nkids++;
 }
@@ -624,7 +639,7 @@ static void cb_fence(void *ctx)
 		report_suspects(m);
 		if (m->npending > sim.st.max_pending_lines)
 			sim.st.max_pending_lines = m->npending;
-		if (sim.checks_on && (sim.check || sim.o.check_path))
+		if (sim.checks_on && (sim.check || sim.o.check_path || sim.o.exec_path))
 			check_images(m);
 		apply_fence(m);
 	}

@@ -53,6 +53,7 @@ struct crashsim_image {
 	uint64_t pending_lines; /* lines that had pending versions */
 	const char *orig_path;  /* path of the pool the image was taken from */
 	const char *path;       /* path of the image file */
+	const char *ctx_path;   /* with exec_path: where exec_prepare leaves what the check needs */
 };
 
 /* Returns 0 if the recovered pool is acceptable, nonzero (after printing why to stderr)
@@ -74,6 +75,16 @@ struct crashsim_opts {
 	unsigned child_timeout; /* seconds before a hung child is killed (default 120) */
 	unsigned max_reports;   /* failures described on stderr (default 20) */
 	bool verbose;           /* print every unmap anomaly, not just counts */
+	/* Several writing threads: a child forked from them must not allocate, since another
+	 * thread may have held an allocator lock at the fork (glibc's malloc handles this;
+	 * ASan's allocator does only from LLVM 18, and Debian 12's GCC is older). With
+	 * exec_path set, the child writes the image, calls exec_prepare (async-signal-safe
+	 * calls only: write(2) what the check needs to img->ctx_path), then executes
+	 * exec_path with the arguments exec_arg, img->path, img->ctx_path, the fence number
+	 * and the image kind; that program's exit status is the verdict (0: good). */
+	const char *exec_path;
+	const char *exec_arg;
+	int (*exec_prepare)(void *ctx, const struct crashsim_image *img);
 };
 /* Fills in the defaults; KR_CRASHSIM_KEEP=1 in the environment sets keep_failed. */
 void crashsim_opts_init(struct crashsim_opts *o);

@@ -29,6 +29,7 @@
  *   bad     bad arguments, a foreign file, damaged headers, changes from inside foreach.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -896,6 +897,62 @@ static int crash_check_threads(void *ctx, const struct crashsim_image *img)
 	return 1;
 }
 
+/* The images are checked by a fresh process (crashsim's exec_path): the child forked from
+ * the writers only writes their models to img->ctx_path, with write(2). Per writer: its
+ * key residue, whether an operation is in flight, that operation, its acknowledged keys. */
+static int write_all(int fd, const void *p, size_t n)
+{
+	for (const char *c = p; n;) {
+		ssize_t w = write(fd, c, n);
+		if (w <= 0)
+			return -1;
+		c += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int writers_save(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	int fd = open(img->ctx_path, O_WRONLY | O_CREAT | O_TRUNC, 0600), bad = fd < 0;
+	for (unsigned t = 0; !bad && t < 2; t++) {
+		const struct writer *w = &g_w[t];
+		unsigned head[3] = {w->t, atomic_load(&w->have_op), w->acked[0].nkeys};
+		const struct model *m = &w->acked[atomic_load(&w->cur)];
+		bad = write_all(fd, head, sizeof(head)) || write_all(fd, &w->op, sizeof(w->op)) ||
+		      write_all(fd, m->k, m->nkeys * sizeof(*m->k));
+	}
+	return close(fd) || bad;
+}
+
+/* test_hmap crashcheck IMAGE CTX FENCE KIND: the exec'd checker. */
+static _Noreturn void crash_check_exec(char **argv)
+{
+	size_t len;
+	uint8_t *b = tu_read_file(argv[3], &len), *p = b;
+	for (unsigned t = 0; t < 2; t++) {
+		struct writer *w = &g_w[t];
+		unsigned head[3];
+		memcpy(head, p, sizeof(head));
+		p += sizeof(head);
+		w->t = head[0];
+		w->n = 2;
+		atomic_store(&w->have_op, head[1]);
+		atomic_store(&w->cur, 0);
+		memcpy(&w->op, p, sizeof(w->op));
+		p += sizeof(w->op);
+		model_init(&w->acked[0], head[2]);
+		memcpy(w->acked[0].k, p, head[2] * sizeof(struct mkey));
+		p += head[2] * sizeof(struct mkey);
+	}
+	model_init(&g_next, g_w[0].acked[0].nkeys);
+	TU_ASSERT((size_t)(p - b) == len, "crashcheck: %s is not a model file", argv[3]);
+	struct crashsim_image img = {.fence = strtoull(argv[4], NULL, 10), .path = argv[2],
+				     .kind = !strcmp(argv[5], "none") ? CRASHSIM_NONE
+					     : !strcmp(argv[5], "all") ? CRASHSIM_ALL : CRASHSIM_RANDOM};
+	_exit(crash_check_threads(NULL, &img)); /* as crashsim's children: nothing to tear down */
+}
+
 static void case_crash_threads(void)
 {
 	char path[128];
@@ -906,7 +963,9 @@ static void case_crash_threads(void)
 	model_init(&g_next, nkeys);
 	struct crashsim_opts co;
 	crashsim_opts_init(&co);
-	co.check_path = crash_check_threads;
+	co.exec_path = "/proc/self/exe";
+	co.exec_arg = "crashcheck";
+	co.exec_prepare = writers_save;
 	co.random_images = 3;
 	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
 	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
@@ -1163,6 +1222,8 @@ static void case_bad(void)
 
 int main(int argc, char **argv)
 {
+	if (argc == 6 && !strcmp(argv[1], "crashcheck"))
+		crash_check_exec(argv);
 	const char *what = argc > 1 ? argv[1] : "all";
 	bool all = !strcmp(what, "all");
 	if (all || !strcmp(what, "model"))
