@@ -7,18 +7,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "err.h"
-#include "stps.h"
-#include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "csum.h"
+#include "err.h"
+#include "stps.h"
 
 #define MIN_SIZE (64u << 10)
 #define HMAP_FLAGS (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | KR_HMAP_TWO_FENCES | KR_HMAP_PROTECT)

@@ -6,14 +6,12 @@
  * "Threads".
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
+#include <time.h>
 
 #include "err.h"
 #include "stps.h"
-#include <time.h>
 
 /* Room for k more records (grown before an operation's fence: nothing may fail after). */
 int hmap_ring_reserve(struct ring *r, uint64_t k)
