@@ -25,6 +25,8 @@
  * run on meanwhile, but the model knows only what the recorder's lock has let them report,
  * so no fence of theirs completes while an image is taken: a workload that updates its
  * model after each fence returns sees, in the child, no acknowledgement the image lacks.
+ * A child forked from several running threads must not allocate (see exec_path below):
+ * such workloads have the child hand the image to a fresh process.
  *
  * Use: crashsim_start() before opening the pool, run the workload, close the
  * pool, crashsim_stop(). The check callback runs in the child with the memory of the
