@@ -873,9 +873,8 @@ static struct writer g_w[2];
 
 /* The recovered map must be the writers' acknowledged state plus any subset of their
  * operations in flight, each whole or absent. */
-static int crash_check_threads(void *ctx, const struct crashsim_image *img)
+static int crash_check_threads(const struct crashsim_image *img)
 {
-	(void)ctx;
 	kr_hmap *h;
 	if (kr_hmap_open(img->path, KR_OPEN_FORCE_PMEM, &h) != KR_OK) {
 		fprintf(stderr, "fence %llu: open failed: %s\n", (unsigned long long)img->fence, kr_errmsg());
@@ -950,7 +949,7 @@ static _Noreturn void crash_check_exec(char **argv)
 	struct crashsim_image img = {.fence = strtoull(argv[4], NULL, 10), .path = argv[2],
 				     .kind = !strcmp(argv[5], "none") ? CRASHSIM_NONE
 					     : !strcmp(argv[5], "all") ? CRASHSIM_ALL : CRASHSIM_RANDOM};
-	_exit(crash_check_threads(NULL, &img)); /* as crashsim's children: nothing to tear down */
+	_exit(crash_check_threads(&img)); /* as crashsim's children: nothing to tear down */
 }
 
 static void case_crash_threads(void)
@@ -1224,30 +1223,17 @@ int main(int argc, char **argv)
 {
 	if (argc == 6 && !strcmp(argv[1], "crashcheck"))
 		crash_check_exec(argv);
+	static const struct {
+		const char *name;
+		void (*run)(void);
+	} cases[] = {{"model", case_model}, {"txreuse", case_txreuse}, {"full", case_full},
+		     {"lanes", case_lanes}, {"rules", case_rules}, {"crash", case_crash},
+		     {"threads", case_threads}, {"crashthreads", case_crash_threads},
+		     {"protect", case_protect}, {"protectkill", case_protect_kill}, {"bad", case_bad}};
 	const char *what = argc > 1 ? argv[1] : "all";
-	bool all = !strcmp(what, "all");
-	if (all || !strcmp(what, "model"))
-		case_model();
-	if (all || !strcmp(what, "txreuse"))
-		case_txreuse();
-	if (all || !strcmp(what, "full"))
-		case_full();
-	if (all || !strcmp(what, "lanes"))
-		case_lanes();
-	if (all || !strcmp(what, "rules"))
-		case_rules();
-	if (all || !strcmp(what, "crash"))
-		case_crash();
-	if (all || !strcmp(what, "threads"))
-		case_threads();
-	if (all || !strcmp(what, "crashthreads"))
-		case_crash_threads();
-	if (all || !strcmp(what, "protect"))
-		case_protect();
-	if (all || !strcmp(what, "protectkill"))
-		case_protect_kill();
-	if (all || !strcmp(what, "bad"))
-		case_bad();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (!strcmp(what, "all") || !strcmp(what, cases[i].name))
+			cases[i].run();
 	printf("test_hmap: ok\n");
 	return 0;
 }
