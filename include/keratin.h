@@ -573,7 +573,8 @@ typedef struct kr_hmap kr_hmap;
 struct kr_hmap_opts {
 	uint64_t size;         /* file size in bytes, >= 64 KiB */
 	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
-	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_HMAP_TWO_FENCES, KR_HMAP_PROTECT */
+	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT, KR_HMAP_TWO_FENCES,
+				* KR_HMAP_PROTECT (the same flags for kr_hmap_open) */
 };
 /* Benchmarks only: commit the classic way, payload then a fence then the marks then a
  * second fence (the comparison the single-trip design is measured against). Same format. */
@@ -592,7 +593,10 @@ struct kr_hmap_opts {
 int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
 /* Opens a map, rebuilding its index from the log: the newest complete version of each key
  * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,
- * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM. */
+ * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM,
+ * KR_E_MISUSE_ARG (KR_HMAP_PROTECT given for an unprotected map or left out for a
+ * protected one), KR_E_CORRUPT_REGION (a protected map with damage its redundancy
+ * cannot repair). */
 int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
 /* Frees the handle; everything acknowledged is already durable. With KR_HMAP_PROTECT, the
  * region's final pass brings the redundancy up to date first. */

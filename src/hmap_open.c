@@ -169,7 +169,7 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~HMAP_FLAGS))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: entry_lines 1..%u, size >= %u, flags "
-				  "FORCE_PMEM, TWO_FENCES and PROTECT only", KR_HMAP_MAX_LINES, MIN_SIZE);
+				  "FORCE_PMEM, PREFAULT, TWO_FENCES and PROTECT only", KR_HMAP_MAX_LINES, MIN_SIZE);
 	kr_hmap *m = handle_new(path);
 	if (!m)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
