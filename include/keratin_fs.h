@@ -1,0 +1,226 @@
+/*
+ * keratin_fs.h - keratin-fs: a fault-tolerant file system in one pool file, as a library.
+ *
+ * The design is NOVA-Fortis's: every inode has its own log of 4 KiB pages holding only
+ * metadata entries; an operation on one inode appends entries and commits with one 8-byte
+ * store of the log tail; operations on several inodes (create, link, unlink, rename, ...)
+ * commit under a small undo journal; file data is copy-on-write, in 4 KiB pages of eight
+ * 512-byte strips, each strip with two CRC-32C copies in separate areas and one RAID-4
+ * parity strip per page; all metadata (superblock, journals, inodes, log pages) has a
+ * checksummed primary at low addresses and a replica at high addresses with a dead zone of
+ * at least 1 MiB between them. Reads verify and repair from the good copy or from parity.
+ * DRAM indexes (a radix tree of file pages, a hash table of names per directory) are built
+ * at mount by scanning every inode's log. docs/FORMAT-FS.md describes the bytes.
+ *
+ * Operations name inodes by number, as a FUSE low-level file system does (the root is
+ * KR_FS_ROOT_INO = 1); a FUSE front end only translates.
+ *
+ * Durability: every operation is atomic and durable when it returns (there is no page
+ * cache; kr_fs_fsync exists for symmetry and does nothing). After a crash, mount finds the
+ * state after some prefix of the operations, including every one that returned.
+ *
+ * Threads: a kr_fs may be used from several threads; operations are serialised by one lock
+ * per mounted file system.
+ *
+ * Errors. Two conventions, by what can fail:
+ *   - pool lifecycle (kr_fs_mkfs, kr_fs_mount, kr_fs_unmount, kr_fs_check) returns keratin
+ *     codes (enum kr_err in keratin.h: KR_E_IO_*, KR_E_FORMAT_*, KR_E_CORRUPT_*, ...),
+ *     because their failures are about the pool file;
+ *   - file-system operations return 0 (or a byte count) on success and a negative errno
+ *     value on failure (-ENOENT, -EEXIST, -ENOTEMPTY, -ENOSPC, ...), as POSIX and FUSE
+ *     expect, so a FUSE layer passes them through unchanged.
+ *   Either way kr_errmsg() gives the detail for the calling thread (for -EIO: which
+ *   structure failed its checks, at which pool offset). Damage that redundancy cannot repair
+ *   gives -EIO for the operations that need the damaged bytes; a failed durability call
+ *   (msync in page-cache mode) puts the file system in an error state where every later
+ *   operation fails with -EIO until it is unmounted and mounted again.
+ *
+ * Permissions are not checked (a FUSE front end mounts with default_permissions); uid and
+ * gid are stored as given.
+ */
+#ifndef KERATIN_FS_H
+#define KERATIN_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "keratin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kr_fs kr_fs;
+
+#define KR_FS_ROOT_INO 1u
+#define KR_FS_NAME_MAX 255u
+#define KR_FS_SYMLINK_MAX 4095u          /* longest symlink target */
+#define KR_FS_MAX_FILE_SIZE (1ull << 46) /* 64 TiB: larger sizes/offsets are -EFBIG */
+
+/* ---------------------------------------------------------------------------------------
+ * Pool lifecycle (enum kr_err codes)
+ * ------------------------------------------------------------------------------------- */
+#define KR_FS_OPTS_VERSION 1u
+
+struct kr_fs_mkfs_opts {
+	uint32_t version;     /* KR_FS_OPTS_VERSION */
+	uint32_t ninodes;     /* inode slots, 0 = one per 32 KiB of pool (at least 64) */
+	uint64_t size;        /* pool size in bytes, >= 4 MiB, rounded down to 4096 */
+	uint64_t meta_bytes;  /* space for inode logs (primary), 0 = pool size / 16 */
+	uint64_t dead_zone;   /* minimum bytes between a metadata primary and its replica,
+			       * 0 = 1 MiB; mkfs fails with KR_E_FORMAT_GEOMETRY if the pool
+			       * is too small to keep it */
+	uint32_t njournals;   /* lite journals, 0 = 4 */
+	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
+};
+
+/* Creates the pool file (which must not exist: KR_E_IO_EXISTS) with an empty root
+ * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:
+ * KR_E_MISUSE_ARG (bad options), KR_E_FORMAT_GEOMETRY (size too small for the dead zone
+ * and the areas), KR_E_IO_*. */
+int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
+
+/* Mounts the pool at path: verifies and repairs the superblock, rolls back an unfinished
+ * journal, scans every inode log (verifying and repairing each entry from its replica),
+ * rebuilds the DRAM indexes and the free space, and reclaims orphans (inodes whose link
+ * count reached zero while open). flags: KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT. Errors:
+ * KR_E_IO_* (KR_E_IO_BUSY: mounted elsewhere), KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION,
+ * KR_E_FORMAT_TRUNCATED, KR_E_FORMAT_GEOMETRY, KR_E_CORRUPT_HEADER (both superblocks bad),
+ * KR_E_CORRUPT_META (a structure needed to mount is damaged in both copies), KR_E_NOMEM. */
+int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
+
+/* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
+ * durability call failed. */
+int kr_fs_unmount(kr_fs *fs);
+
+/* ---------------------------------------------------------------------------------------
+ * Attributes
+ * ------------------------------------------------------------------------------------- */
+struct kr_fs_attr {
+	uint64_t ino;
+	uint64_t generation; /* changes when an inode number is reused */
+	uint32_t mode;       /* type and permission bits, as st_mode */
+	uint32_t nlink;
+	uint32_t uid, gid;
+	uint32_t rdev;
+	uint64_t size;
+	uint64_t blocks;     /* 512-byte units of data pages held */
+	int64_t atime_ns, mtime_ns, ctime_ns; /* ns since the epoch */
+};
+
+/* kr_fs_setattr mask bits: which fields of attr to apply (ctime is always set to now). */
+#define KR_FS_SET_MODE 0x01u  /* permission bits only; the type cannot change */
+#define KR_FS_SET_UID 0x02u
+#define KR_FS_SET_GID 0x04u
+#define KR_FS_SET_SIZE 0x08u  /* truncate or extend (regular files; -EISDIR/-EINVAL else) */
+#define KR_FS_SET_ATIME 0x10u
+#define KR_FS_SET_MTIME 0x20u
+#define KR_FS_SET_ATIME_NOW 0x40u
+#define KR_FS_SET_MTIME_NOW 0x80u
+
+struct kr_fs_statfs {
+	uint64_t bsize;        /* 4096 */
+	uint64_t blocks;       /* data pages */
+	uint64_t bfree;        /* free data pages */
+	uint64_t files;        /* inode slots */
+	uint64_t ffree;        /* free inode slots */
+	uint64_t namemax;      /* 255 */
+	uint64_t log_pages;    /* pages for inode logs (metadata), and how many are free */
+	uint64_t log_pages_free;
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Operations (0 or a byte count on success, -errno on failure)
+ *
+ * Names are 1..255 bytes without '/' or NUL, and not "." or ".." where a new entry is made
+ * (-EINVAL for those; -ENAMETOOLONG beyond 255). Directory arguments that are not
+ * directories give -ENOTDIR; unknown inode numbers -ENOENT (stale handles: -ESTALE is not
+ * distinguished). A full log area or data area gives -ENOSPC with nothing changed.
+ * ------------------------------------------------------------------------------------- */
+int kr_fs_lookup(kr_fs *fs, uint64_t dir, const char *name, struct kr_fs_attr *out);
+int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out);
+/* out (may be NULL) receives the attributes after the change. */
+int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_attr *attr,
+		  struct kr_fs_attr *out);
+int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size);
+
+/* Makes a regular file (S_IFREG), FIFO, socket or device node (rdev) named name in dir;
+ * mode's type bits choose (0 = regular). -EEXIST if the name exists. */
+int kr_fs_mknod(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev,
+		uint32_t uid, uint32_t gid, struct kr_fs_attr *out);
+int kr_fs_create(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
+		 uint32_t gid, struct kr_fs_attr *out);
+int kr_fs_mkdir(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
+		uint32_t gid, struct kr_fs_attr *out);
+int kr_fs_symlink(kr_fs *fs, uint64_t dir, const char *name, const char *target, uint32_t uid,
+		  uint32_t gid, struct kr_fs_attr *out);
+/* Copies the target (not NUL-terminated) into buf, at most size bytes; returns its full
+ * length. -EINVAL if ino is not a symlink. */
+ssize_t kr_fs_readlink(kr_fs *fs, uint64_t ino, char *buf, size_t size);
+/* -EPERM for directories, -EMLINK past 65000 links. */
+int kr_fs_link(kr_fs *fs, uint64_t ino, uint64_t newdir, const char *newname,
+	       struct kr_fs_attr *out);
+/* Removes a non-directory name (-EISDIR for a directory). The inode is freed when its last
+ * link goes and it is not open (kr_fs_open); otherwise when the last kr_fs_release comes,
+ * or at the next mount after a crash. */
+int kr_fs_unlink(kr_fs *fs, uint64_t dir, const char *name);
+/* Removes an empty directory (-ENOTEMPTY, -ENOTDIR; -EBUSY for the root). */
+int kr_fs_rmdir(kr_fs *fs, uint64_t dir, const char *name);
+
+/* rename(2)/renameat2(2) semantics. flags: 0, KR_FS_RENAME_NOREPLACE (-EEXIST if newname
+ * exists) or KR_FS_RENAME_EXCHANGE (both must exist; they swap). A directory cannot move
+ * into its own subtree (-EINVAL); replacing a directory needs an empty one (-ENOTEMPTY);
+ * directory over non-directory is -ENOTDIR, the reverse -EISDIR. */
+#define KR_FS_RENAME_NOREPLACE 0x1u
+#define KR_FS_RENAME_EXCHANGE 0x2u
+int kr_fs_rename(kr_fs *fs, uint64_t olddir, const char *oldname, uint64_t newdir,
+		 const char *newname, unsigned flags);
+
+/* Open counts: an inode that is open survives the removal of its last name until released. */
+int kr_fs_open(kr_fs *fs, uint64_t ino);
+int kr_fs_release(kr_fs *fs, uint64_t ino);
+/* Every operation is durable at return: fsync only reports the error state (-EIO). */
+int kr_fs_fsync(kr_fs *fs, uint64_t ino);
+
+/* Reads up to len bytes at off (short at end of file; holes read as zeros). Every 512-byte
+ * strip is verified against its CRCs; a bad strip is rebuilt from parity and rewritten;
+ * a page with two bad strips fails the read with -EIO (never wrong bytes). -EISDIR for
+ * directories, -EINVAL for other non-regular files. */
+ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+/* Writes len bytes at off, copy-on-write: the whole write is atomic. Extends the file;
+ * a gap before off becomes a hole. -EFBIG past KR_FS_MAX_FILE_SIZE. */
+ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+
+/* Directory listing. fn is called for ".", ".." and each entry in order with the cookie
+ * that resumes after that entry; a nonzero return from fn stops the listing before that
+ * entry is counted. Start with cookie 0; entries added during a listing may be missed,
+ * no entry is listed twice. Returns the number of entries passed to fn that returned 0. */
+typedef int (*kr_fs_filldir_fn)(void *ctx, const char *name, size_t name_len, uint64_t ino,
+				uint32_t dtype, uint64_t next_cookie);
+int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx);
+
+int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Checking (enum kr_err codes)
+ * ------------------------------------------------------------------------------------- */
+struct kr_fs_check_report {
+	uint64_t inodes, dirs, files, log_pages, data_pages; /* what was walked */
+	uint64_t problems;  /* invariants found broken (each described on the report stream) */
+};
+/* Read-only check of a mounted file system against every invariant this version keeps:
+ * both copies of the superblock, journals, inodes and committed log bytes equal and
+ * checksummed; journals idle; every data strip matching both CRC copies and parity; every
+ * log and data page owned by exactly one inode and counted by the allocators; link counts
+ * equal to the names found; every inode reachable from the root (or open); directory
+ * parents consistent. Writes one line per problem to report (may be NULL). KR_OK if clean,
+ * KR_E_CORRUPT otherwise. Changes nothing. */
+#include <stdio.h>
+int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

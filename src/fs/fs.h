@@ -1,0 +1,299 @@
+/*
+ * fs.h - keratin-fs internals shared by the files of src/fs/: the mounted file system, DRAM inodes
+ * and their indexes, allocators, and the operation context that commits changes.
+ *
+ * Files and their jobs:
+ *   fs_layout.h   the on-media format
+ *   fs_super.c    geometry, mkfs, mount, unmount, the superblock's two copies
+ *   fs_meta.c     tick-tock metadata: twins, self-checking words, inode slots, verify/repair
+ *   fs_log.c      per-inode logs: appending entries, walking a log with verify/repair
+ *   fs_op.c       the operation context: allocation, commit (one tail store or a journal)
+ *   fs_journal.c  the lite undo journal: write, clear, roll back at mount
+ *   fs_alloc.c    DRAM bitmaps for inode slots, log pages and data pages
+ *   fs_index.c    DRAM indexes: the radix tree of file pages, the per-directory name table
+ *   fs_inode.c    DRAM inodes: applying log entries (the same code at mount and at run time)
+ *   fs_data.c     data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
+ *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
+ *   fs_file.c     attributes, read, write, truncate, readdir, statfs
+ *   fs_check.c    the read-only checker of every invariant
+ */
+#ifndef KRFS_FS_H
+#define KRFS_FS_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../err.h"
+#include "../pmem.h"
+#include "fs_layout.h"
+#include "keratin_fs.h"
+
+#define P KRFS_PAGE
+
+/* ---- allocators (fs_alloc.c) ----------------------------------------------------------- */
+struct krfs_bitmap {
+	uint64_t *bits; /* bit set = in use */
+	uint64_t n, nfree, hint;
+};
+int krfs_bm_init(struct krfs_bitmap *bm, uint64_t n);
+void krfs_bm_fini(struct krfs_bitmap *bm);
+bool krfs_bm_test(const struct krfs_bitmap *bm, uint64_t i);
+void krfs_bm_set(struct krfs_bitmap *bm, uint64_t i);
+void krfs_bm_clear(struct krfs_bitmap *bm, uint64_t i);
+/* One free index (marked used), or -1. */
+int64_t krfs_bm_alloc(struct krfs_bitmap *bm);
+/* A run of 1..max consecutive free indexes (marked used): its length, 0 if none is free. */
+uint64_t krfs_bm_alloc_run(struct krfs_bitmap *bm, uint64_t max, uint64_t *start);
+
+/* ---- indexes (fs_index.c) -------------------------------------------------------------- */
+/* File page -> data page number + 1 (0 = hole). 64-way radix tree, grown upward. */
+struct krfs_radix {
+	void *root;
+	unsigned height; /* levels; keys < 64^height */
+};
+uint32_t krfs_radix_get(const struct krfs_radix *r, uint64_t key);
+/* Sets key to val (0 clears); *old (may be NULL) gets the previous value. -ENOMEM. */
+int krfs_radix_set(struct krfs_radix *r, uint64_t key, uint32_t val, uint32_t *old);
+/* The first key >= from with a nonzero value: 1 and *key, *val; 0 if none. */
+int krfs_radix_next(const struct krfs_radix *r, uint64_t from, uint64_t *key, uint32_t *val);
+void krfs_radix_free(struct krfs_radix *r);
+
+struct krfs_dentry {
+	struct krfs_dentry *hnext;      /* hash chain */
+	struct krfs_dentry *prev, *next; /* listing order = cookie order */
+	uint64_t ino;
+	uint64_t cookie; /* transaction id of the entry that added the name */
+	uint32_t hash;
+	uint8_t dtype;
+	uint8_t len;
+	char name[];
+};
+struct krfs_dir {
+	struct krfs_dentry **tab;
+	uint32_t nbuckets, count;
+	struct krfs_dentry *first, *last;
+};
+struct krfs_dentry *krfs_dir_find(const struct krfs_dir *d, const char *name, size_t len);
+/* Adds or replaces name (moved to the end of the listing with the new cookie). -ENOMEM. */
+int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino, uint8_t dtype,
+		 uint64_t cookie);
+/* 0, or -ENOENT if the name is not there. */
+int krfs_dir_remove(struct krfs_dir *d, const char *name, size_t len);
+void krfs_dir_free(struct krfs_dir *d);
+
+/* ---- DRAM inodes (fs_inode.c) ---------------------------------------------------------- */
+struct krfs_inode {
+	uint64_t ino, generation, create_time;
+	uint32_t mode, uid, gid, nlink, rdev;
+	uint64_t size, atime, mtime, ctime, parent;
+	uint64_t tail;    /* committed end of the log (primary pool offset), 0 = no log yet */
+	uint64_t *pages;  /* log pages in chain order (primary offsets) */
+	uint32_t npages, cap;
+	uint32_t open_count;
+	uint64_t nblocks; /* data pages held */
+	struct krfs_radix map; /* regular files and symlinks */
+	struct krfs_dir dir;   /* directories */
+};
+
+struct kr_fs;
+/* Called for every data page an applied entry stops referencing (overwritten, truncated). */
+typedef void (*krfs_release_fn)(struct kr_fs *fs, uint32_t data_page);
+/* Applies one verified log entry to the DRAM inode: the one function that interprets
+ * entries, used by the mount scan and after each commit. -EUCLEAN if the entry is
+ * inconsistent (a page outside the data area, a dentry in a non-directory, ...), -ENOMEM. */
+int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e,
+		     krfs_release_fn release);
+struct krfs_inode *krfs_inode_new(uint64_t ino);
+void krfs_inode_free(struct krfs_inode *ip);
+int krfs_inode_push_page(struct krfs_inode *ip, uint64_t page);
+void krfs_inode_attr(const struct kr_fs *fs, const struct krfs_inode *ip, struct kr_fs_attr *a);
+uint8_t krfs_dtype(uint32_t mode);
+
+/* ---- the mounted file system ----------------------------------------------------------- */
+struct kr_fs {
+	struct kr_pm pm;
+	char *path;
+	pthread_mutex_t lock;
+	struct krfs_super sb; /* DRAM copy of the superblock */
+	uint64_t delta;       /* replica_off - P: twin(x) = x + delta in the meta zone */
+	int failed;           /* sticky: a durability call failed */
+	uint64_t next_trans;
+	uint64_t journal_seq;
+	struct krfs_bitmap ino_bm, meta_bm, data_bm;
+	struct krfs_inode **inodes; /* [ninodes], NULL for free slots */
+	uint8_t *buf;               /* page-aligned scratch pages for data I/O (4 pages) */
+	uint64_t repairs;           /* structures repaired from a replica or parity */
+};
+
+/* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
+#define KRFS_ERR(neg_errno, code, ...) (kr_err_set((code), __VA_ARGS__), (neg_errno))
+
+static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.base + off; }
+uint64_t krfs_now(void);
+/* Records a durability failure (sticky error state); returns -EIO. */
+int krfs_fail(struct kr_fs *fs, int kr_code);
+/* kr_pm_fence, entering the error state if it fails. */
+int krfs_fence(struct kr_fs *fs);
+
+/* ---- tick-tock metadata (fs_meta.c) ---------------------------------------------------- */
+static inline uint64_t krfs_twin(const struct kr_fs *fs, uint64_t off) { return off + fs->delta; }
+uint64_t krfs_word_make(uint64_t value, uint64_t owner);
+/* The value of a self-checking word, or 0 if its check fails. */
+uint64_t krfs_word_value(uint64_t word, uint64_t owner);
+uint64_t krfs_inode_off(const struct kr_fs *fs, uint64_t ino);
+void krfs_pinode_seal(struct krfs_pinode *pi);
+bool krfs_pinode_ok(const struct krfs_pinode *pi, uint64_t ino);
+/* Reads slot ino through the tick-tock rules (verify both copies, repair the bad one from
+ * the good one, roll an interrupted update forward from the primary). 0 and *out (tail
+ * checked), or -EUCLEAN if both copies are bad. */
+int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out);
+/* Writes both copies of a slot (no fence). */
+void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *pi);
+/* Writes n bytes at primary offset off and the same bytes at its twin, flushed. */
+void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n);
+/* Rewrites the n bytes at pool offset dst (a bad copy) from src (the good one), flushed and
+ * fenced, counted as a repair. */
+void krfs_meta_repair(struct kr_fs *fs, uint64_t dst, uint64_t src, size_t n);
+/* The same for one self-checking word, with one atomic store. */
+void krfs_word_repair(struct kr_fs *fs, uint64_t off, uint64_t word);
+
+/* ---- logs (fs_log.c) ------------------------------------------------------------------- */
+uint32_t krfs_entry_csum(const struct krfs_entry_hdr *e);
+/* 1 if off is the start of a page of the (primary) log area. */
+bool krfs_log_page_ok(const struct kr_fs *fs, uint64_t off);
+/* Writes the tail of a page joining ino's log at position seq (both copies, no next). */
+void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t seq);
+/* Stores page's next word (both copies, flushed). */
+void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next);
+/* Walks the committed log of ip from head to tail (pi), verifying every entry and page
+ * link in both copies and repairing one from the other, calling fn for each entry and
+ * recording the chain's pages in ip. -EUCLEAN (message set) if the log is damaged beyond
+ * repair. */
+typedef int (*krfs_entry_fn)(struct kr_fs *fs, struct krfs_inode *ip,
+			     const struct krfs_entry_hdr *e, void *ctx);
+int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pinode *pi,
+		  krfs_entry_fn fn, void *ctx);
+
+/* ---- operations (fs_op.c) -------------------------------------------------------------- */
+#define KRFS_OP_LOGS 4
+#define KRFS_OP_IMAGES 2
+struct krfs_op {
+	struct kr_fs *fs;
+	uint64_t trans;
+	struct krfs_op_log {
+		struct krfs_inode *ip;
+		uint64_t old_tail, pos; /* pos: end of this op's appends */
+		uint32_t old_npages;
+	} logs[KRFS_OP_LOGS];
+	unsigned nlogs;
+	struct krfs_op_image {
+		uint64_t ino;
+		struct krfs_pinode img; /* new contents (tail filled in at commit for LIVE) */
+	} images[KRFS_OP_IMAGES];
+	unsigned nimages;
+	/* Pages taken by this op (returned on abort): log pages, then data runs. */
+	uint64_t *meta, *runs; /* runs: pairs (start, n) */
+	unsigned nmeta, capmeta, nruns, capruns;
+	int64_t new_ino;      /* slot taken by this op, -1 if none */
+	struct krfs_inode *new_ip; /* its DRAM inode: registered at commit, freed at abort */
+	/* Entries appended, applied to their DRAM inodes after commit: a sequence of
+	 * (struct krfs_inode *, entry bytes rounded to 8). */
+	uint8_t *applied;
+	size_t napplied, capapplied;
+	bool committed;
+};
+void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs);
+/* Appends entry (type and size set by the caller; epoch, trans and csum filled in here) to
+ * ip's log, in both copies, flushed, not fenced. -ENOSPC (log area full), -ENOMEM. */
+int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_hdr *e);
+/* A free inode slot for a new inode: its number, or -ENOSPC. */
+int64_t krfs_op_take_ino(struct krfs_op *op);
+/* Writes the slot image at commit (allocation: state LIVE, head and tail from the log;
+ * freeing: state FREE). */
+int krfs_op_set_image(struct krfs_op *op, const struct krfs_pinode *img);
+/* Data pages for a write: a run of 1..max consecutive pages (number of the first in *start).
+ * -ENOSPC if none is free. */
+int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_t *n);
+/* Makes everything durable and atomic (one tail store for one inode, else the journal),
+ * then applies the appended entries to their DRAM inodes (releasing data pages they stop
+ * using) and registers a new inode. -EIO on a durability failure or if applying fails
+ * (the file system then enters the error state: the pool is right, DRAM is not). */
+int krfs_op_commit(struct krfs_op *op);
+/* Ends the op: after an uncommitted op returns every page and slot it took and restores the
+ * DRAM log state; after a committed one, only frees the op's bookkeeping. */
+void krfs_op_end(struct krfs_op *op);
+/* After commit: the data page goes back to the free pool (callback for krfs_inode_apply). */
+void krfs_release_data(struct kr_fs *fs, uint32_t data_page);
+/* After commit: the inode's log pages and data pages are free and its DRAM inode gone. */
+void krfs_release_inode(struct kr_fs *fs, struct krfs_inode *ip);
+
+/* ---- journal (fs_journal.c) ------------------------------------------------------------ */
+struct krfs_jbuf {
+	uint8_t bytes[KRFS_JOURNAL_CAP];
+	uint32_t n;
+};
+int krfs_journal_add(struct krfs_jbuf *j, uint32_t kind, uint64_t target, const void *old,
+		     uint32_t len);
+/* Writes and activates journal jn (both copies, flushed; the caller fences). */
+void krfs_journal_activate(struct kr_fs *fs, unsigned jn, const struct krfs_jbuf *j, uint64_t seq);
+/* Marks journal jn idle (both copies, flushed; the caller fences). */
+void krfs_journal_clear(struct kr_fs *fs, unsigned jn);
+/* At mount: rolls back journal jn if it is active. 1 if it rolled back, 0 if idle,
+ * -EUCLEAN if both copies are unreadable while one claims to be active. */
+int krfs_journal_recover(struct kr_fs *fs, unsigned jn);
+
+/* ---- data (fs_data.c) ------------------------------------------------------------------ */
+static inline uint64_t krfs_data_off(const struct kr_fs *fs, uint64_t pg)
+{
+	return fs->sb.data_off + pg * P;
+}
+/* Writes one data page from src (4096 bytes, 64-byte aligned DRAM) with its strip CRCs
+ * (both copies) and its parity strip; flushed, not fenced. */
+void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src);
+/* Reads one data page into dst (4096 bytes, 64-byte aligned), verifying every strip and
+ * repairing what can be repaired. 0, or -EIO (message set) if a strip is lost. */
+int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst);
+/* Verifies a page without repairing: number of strips that match neither CRC copy plus,
+ * in *csum_mismatch, strips whose two CRC copies differ and *parity_bad whether parity
+ * disagrees. For the checker. */
+int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
+
+/* ---- files (fs_file.c) ---------------------------------------------------------------- */
+/* Bytes [off, off + len) of a file come from buf; the rest of each page written keeps the
+ * file's old bytes (or zeros in a hole or past the end). */
+struct krfs_src {
+	const void *buf;
+	uint64_t off, len;
+};
+/* Copy-on-write of file pages [pgoff, pgoff + npages) of ip in op: new data pages built
+ * from src and the old contents, one FILE_WRITE entry per run of data pages, all saying the
+ * file's size is new_size. -ENOSPC, -EIO (an old page needed for merging is lost). */
+int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, uint64_t npages,
+		     const struct krfs_src *src, uint64_t new_size);
+
+/* ---- mount scan (fs_recover.c) --------------------------------------------------------- */
+/* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin
+ * code (KR_OK, KR_E_CORRUPT_META, KR_E_NOMEM, KR_E_IO_SYNC). */
+int krfs_recover(struct kr_fs *fs);
+/* Frees an inode with no links and no opener: its slot becomes FREE under the journal. */
+int krfs_free_orphan(struct kr_fs *fs, struct krfs_inode *ip);
+
+/* ---- entering and leaving an operation (fs_super.c) ------------------------------------ */
+/* Takes the lock; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
+int krfs_enter(struct kr_fs *fs);
+void krfs_leave(struct kr_fs *fs);
+/* The live inode ino: 0, or -ENOENT (no such inode), -EIO (its slot or log is damaged). */
+int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+
+/* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
+int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,
+		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
+
+/* ---- names ----------------------------------------------------------------------------- */
+/* 0, or -EINVAL / -ENAMETOOLONG for a name that cannot be made. */
+int krfs_name_check(const char *name, size_t *len);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * fs_data.c - file data pages: copy-on-write writes with strip checksums and parity,
+ * verified reads, and repair.
+ *
+ * Each 4 KiB data page is a RAID-4 stripe of eight 512-byte strips. Strip s of data page pg
+ * has two CRC-32C copies, at csum_a_off + 32 pg + 4 s and csum_b_off + 32 pg + 4 s (areas on
+ * either side of the data), and the page has one parity strip (XOR of its eight strips) at
+ * parity_off + 512 pg. A page is always written whole, into a page no committed state uses
+ * (copy-on-write), so its checksums and parity are computed from the DRAM source and written
+ * before the commit that makes the page visible: no parity read-modify-write, no journal.
+ *
+ * Read of a page: each strip's CRC is compared with both copies. Matching one copy means
+ * the strip is good and the other copy is rewritten. Matching neither means the strip is
+ * bad; with exactly one bad strip the page is rebuilt from parity and the other seven, the
+ * result accepted only if it matches a stored CRC, and written back. Two bad strips, or a
+ * rebuild that matches no CRC (parity damaged too), fail the read with -EIO: the caller
+ * never sees wrong bytes.
+ *
+ * Invariants
+ *   1. A data page referenced by a committed log entry has both CRC copies and its parity
+ *      strip durable and consistent with its bytes (they were fenced with the entry).
+ *   2. Repairs rewrite only bytes whose correct value was proven by a CRC, and fence.
+ */
+#include <isa-l/raid.h>
+#include <string.h>
+
+#include "../csum.h"
+#include "../simd.h"
+#include "fs.h"
+
+static uint64_t csum_a(const struct kr_fs *fs, uint64_t pg) { return fs->sb.csum_a_off + pg * KRFS_CSUM_PER_PAGE; }
+static uint64_t csum_b(const struct kr_fs *fs, uint64_t pg) { return fs->sb.csum_b_off + pg * KRFS_CSUM_PER_PAGE; }
+static uint64_t parity(const struct kr_fs *fs, uint64_t pg) { return fs->sb.parity_off + pg * KRFS_STRIP; }
+
+static void strip_crcs(const uint8_t *page, uint32_t crc[KRFS_STRIPS])
+{
+	for (unsigned s = 0; s < KRFS_STRIPS; s++)
+		crc[s] = kr_crc32c(page + s * KRFS_STRIP, KRFS_STRIP);
+}
+
+static void put(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
+{
+	kr_pm_copy(&fs->pm, krfs_ptr(fs, off), src, n);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), n);
+}
+
+void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
+{
+	uint32_t crc[KRFS_STRIPS];
+	strip_crcs(src, crc);
+	kr_pm_copy_nt(&fs->pm, krfs_ptr(fs, krfs_data_off(fs, pg)), src, P);
+	put(fs, csum_a(fs, pg), crc, sizeof(crc));
+	put(fs, csum_b(fs, pg), crc, sizeof(crc));
+	void *v[KRFS_STRIPS + 1];
+	for (unsigned s = 0; s < KRFS_STRIPS; s++)
+		v[s] = (uint8_t *)src + s * KRFS_STRIP;
+	v[KRFS_STRIPS] = krfs_ptr(fs, parity(fs, pg));
+	kr_pm_xor_gen(&fs->pm, KRFS_STRIPS + 1, KRFS_STRIP, v);
+	kr_pm_flush(&fs->pm, v[KRFS_STRIPS], KRFS_STRIP);
+}
+
+/* out = XOR of parity and every strip of page except strip `skip` (DRAM only). */
+static void rebuild_strip(struct kr_fs *fs, uint64_t pg, const uint8_t *page, unsigned skip, uint8_t *out)
+{
+	void *v[KRFS_STRIPS + 2];
+	int k = 0;
+	for (unsigned s = 0; s < KRFS_STRIPS; s++)
+		if (s != skip)
+			v[k++] = (uint8_t *)page + s * KRFS_STRIP;
+	v[k++] = krfs_ptr(fs, parity(fs, pg));
+	v[k++] = out;
+	xor_gen(k, KRFS_STRIP, v);
+	kr_simd_done();
+}
+
+static int lost(uint64_t pg, uint64_t off, const char *what)
+{
+	return KRFS_ERR(-EIO, KR_E_CORRUPT_OBJECT, "data page %llu (pool offset %#llx): %s",
+			(unsigned long long)pg, (unsigned long long)off, what);
+}
+
+int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
+{
+	uint8_t *d = dst;
+	uint32_t crc[KRFS_STRIPS], a[KRFS_STRIPS], b[KRFS_STRIPS];
+	memcpy(d, krfs_ptr(fs, krfs_data_off(fs, pg)), P);
+	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
+	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
+	strip_crcs(d, crc);
+	unsigned nbad = 0, badstrip = 0;
+	bool fix = false;
+	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
+		if (crc[s] == a[s] && crc[s] == b[s])
+			continue;
+		if (crc[s] == a[s] || crc[s] == b[s]) {
+			a[s] = b[s] = crc[s];
+			fix = true;
+			continue;
+		}
+		nbad++;
+		badstrip = s;
+	}
+	if (nbad > 1)
+		return lost(pg, krfs_data_off(fs, pg), "two or more strips fail their checksums");
+	if (nbad == 1) {
+		_Alignas(64) uint8_t strip[KRFS_STRIP];
+		rebuild_strip(fs, pg, d, badstrip, strip);
+		uint32_t c = kr_crc32c(strip, KRFS_STRIP);
+		if (c != a[badstrip] && c != b[badstrip])
+			return lost(pg, krfs_data_off(fs, pg) + badstrip * KRFS_STRIP,
+				    "strip fails its checksum and parity cannot rebuild it");
+		memcpy(d + badstrip * KRFS_STRIP, strip, KRFS_STRIP);
+		put(fs, krfs_data_off(fs, pg) + badstrip * KRFS_STRIP, strip, KRFS_STRIP);
+		a[badstrip] = b[badstrip] = c;
+		fix = true;
+	}
+	if (fix) {
+		put(fs, csum_a(fs, pg), a, sizeof(a));
+		put(fs, csum_b(fs, pg), b, sizeof(b));
+		fs->repairs++;
+		return krfs_fence(fs);
+	}
+	return 0;
+}
+
+int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad)
+{
+	const uint8_t *d = krfs_ptr(fs, krfs_data_off(fs, pg));
+	uint32_t crc[KRFS_STRIPS], a[KRFS_STRIPS], b[KRFS_STRIPS];
+	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
+	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
+	strip_crcs(d, crc);
+	int nbad = 0;
+	*csum_mismatch = 0;
+	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
+		nbad += crc[s] != a[s] && crc[s] != b[s];
+		*csum_mismatch += a[s] != b[s];
+	}
+	_Alignas(64) uint8_t x[KRFS_STRIP];
+	rebuild_strip(fs, pg, d, KRFS_STRIPS, x); /* skip none: XOR of all strips and parity */
+	static const uint8_t zero[KRFS_STRIP];
+	*parity_bad = memcmp(x, zero, KRFS_STRIP) != 0;
+	return nbad;
+}

@@ -1,0 +1,270 @@
+/*
+ * fs_file.c - attributes and file contents: getattr, setattr (and truncate), read, write,
+ * readdir, statfs.
+ *
+ * Writes are copy-on-write: every file page the write touches is built whole in a DRAM
+ * page (the caller's bytes, merged with the old page's verified bytes for a partial page,
+ * or zeros in a hole), written with its checksums and parity into a free data page, and
+ * named by a FILE_WRITE entry; one commit makes the whole write visible atomically and the
+ * old pages free. Truncation to a size inside a page writes a zero-tailed copy of that page,
+ * so bytes past the end of a file are always zero on the media (invariant 3 of fs_inode.c).
+ * Reads go through krfs_data_read, which verifies every strip. atime is not updated by
+ * reads (as with noatime).
+ */
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs.h"
+
+/* ---- attributes ------------------------------------------------------------------------ */
+int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out)
+{
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	rc = krfs_get(fs, ino, &ip);
+	if (rc == 0 && out)
+		krfs_inode_attr(fs, ip, out);
+	krfs_leave(fs);
+	return rc;
+}
+
+/* Builds file page pg (DRAM, aligned) from src and the old page; bytes at or past size
+ * are zero (a no-op for writes, the point of it for truncation). */
+static int fill_page(struct kr_fs *fs, struct krfs_inode *ip, uint64_t pg, const struct krfs_src *src,
+		     uint64_t size, uint8_t *page)
+{
+	uint64_t start = pg * P, lo = src->off > start ? src->off : start;
+	uint64_t hi = src->off + src->len < start + P ? src->off + src->len : start + P;
+	if (lo > start || hi < start + P) {
+		uint32_t old = krfs_radix_get(&ip->map, pg);
+		if (old) {
+			int rc = krfs_data_read(fs, old - 1, page);
+			if (rc)
+				return rc;
+		} else {
+			memset(page, 0, P);
+		}
+	}
+	if (hi > lo)
+		memcpy(page + (lo - start), (const uint8_t *)src->buf + (lo - src->off), hi - lo);
+	if (size < start + P)
+		memset(page + (size > start ? size - start : 0), 0, start + P - (size > start ? size : start));
+	return 0;
+}
+
+int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, uint64_t npages,
+		     const struct krfs_src *src, uint64_t new_size)
+{
+	struct kr_fs *fs = op->fs;
+	uint64_t now = krfs_now();
+	for (uint64_t done = 0; done < npages;) {
+		uint64_t start, n;
+		uint64_t want = npages - done < UINT32_MAX ? npages - done : UINT32_MAX;
+		int rc = krfs_op_take_data(op, want, &start, &n);
+		for (uint64_t i = 0; rc == 0 && i < n; i++) {
+			rc = fill_page(fs, ip, pgoff + done + i, src, new_size, fs->buf);
+			if (rc == 0)
+				krfs_data_write(fs, start + i, fs->buf);
+		}
+		if (rc)
+			return rc;
+		struct krfs_e_write w = {
+			.h = {.type = KRFS_E_FILE_WRITE, .size = sizeof(w)},
+			.pgoff = pgoff + done,
+			.block = krfs_data_off(fs, start),
+			.npages = (uint32_t)n,
+			.size = new_size,
+			.mtime = now,
+		};
+		if ((rc = krfs_op_append(op, ip, &w.h)) != 0)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
+static int regular(struct krfs_inode *ip)
+{
+	return S_ISREG(ip->mode) ? 0 : S_ISDIR(ip->mode) ? -EISDIR : -EINVAL;
+}
+
+int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_attr *attr,
+		  struct kr_fs_attr *out)
+{
+	const unsigned known = KR_FS_SET_MODE | KR_FS_SET_UID | KR_FS_SET_GID | KR_FS_SET_SIZE |
+			       KR_FS_SET_ATIME | KR_FS_SET_MTIME | KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW;
+	if ((mask & ~known) || (mask && !attr && (mask & ~(KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW))))
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setattr: mask %#x", mask);
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	rc = krfs_get(fs, ino, &ip);
+	if (rc == 0 && (mask & KR_FS_SET_SIZE))
+		rc = regular(ip);
+	if (rc == 0 && (mask & KR_FS_SET_SIZE) && attr->size > KR_FS_MAX_FILE_SIZE)
+		rc = -EFBIG;
+	if (rc == 0) {
+		uint64_t now = krfs_now();
+		struct krfs_e_attr a = {.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)}, .ctime = now};
+		if (mask & KR_FS_SET_MODE)
+			a.mask |= KRFS_A_MODE, a.mode = attr->mode & 07777;
+		if (mask & KR_FS_SET_UID)
+			a.mask |= KRFS_A_UID, a.uid = attr->uid;
+		if (mask & KR_FS_SET_GID)
+			a.mask |= KRFS_A_GID, a.gid = attr->gid;
+		if (mask & (KR_FS_SET_ATIME | KR_FS_SET_ATIME_NOW))
+			a.mask |= KRFS_A_ATIME, a.atime = mask & KR_FS_SET_ATIME_NOW ? now : (uint64_t)attr->atime_ns;
+		if (mask & (KR_FS_SET_MTIME | KR_FS_SET_MTIME_NOW))
+			a.mask |= KRFS_A_MTIME, a.mtime = mask & KR_FS_SET_MTIME_NOW ? now : (uint64_t)attr->mtime_ns;
+		if (mask & KR_FS_SET_SIZE) {
+			a.mask |= KRFS_A_SIZE, a.size = attr->size;
+			if (!(a.mask & KRFS_A_MTIME)) /* a size change is a modification */
+				a.mask |= KRFS_A_MTIME, a.mtime = now;
+		}
+		struct krfs_op op;
+		krfs_op_begin(&op, fs);
+		rc = krfs_op_append(&op, ip, &a.h);
+		/* Shrinking into a page: that page gets a zero-tailed copy. */
+		uint64_t size = a.size, pg = size / P;
+		if (rc == 0 && (a.mask & KRFS_A_SIZE) && size < ip->size && size % P && krfs_radix_get(&ip->map, pg)) {
+			struct krfs_src none = {.buf = NULL, .off = size, .len = 0};
+			rc = krfs_write_pages(&op, ip, pg, 1, &none, size);
+		}
+		if (rc == 0)
+			rc = krfs_op_commit(&op);
+		krfs_op_end(&op);
+	}
+	if (rc == 0 && out)
+		krfs_inode_attr(fs, ip, out);
+	krfs_leave(fs);
+	return rc;
+}
+
+int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size)
+{
+	struct kr_fs_attr a = {.size = size};
+	return kr_fs_setattr(fs, ino, KR_FS_SET_SIZE, &a, NULL);
+}
+
+/* ---- read and write ------------------------------------------------------------------------- */
+ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
+{
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	rc = krfs_get(fs, ino, &ip);
+	if (rc == 0)
+		rc = regular(ip);
+	ssize_t done = 0;
+	if (rc == 0 && off < ip->size) {
+		if (len > ip->size - off)
+			len = (size_t)(ip->size - off);
+		if (len > SSIZE_MAX)
+			len = SSIZE_MAX;
+		while ((size_t)done < len) {
+			uint64_t pos = off + (uint64_t)done, pg = pos / P, in = pos % P;
+			size_t n = P - in < len - (size_t)done ? P - in : len - (size_t)done;
+			uint32_t dp = krfs_radix_get(&ip->map, pg);
+			if (!dp) {
+				memset((char *)buf + done, 0, n);
+			} else {
+				if ((rc = krfs_data_read(fs, dp - 1, fs->buf)) != 0)
+					break;
+				memcpy((char *)buf + done, fs->buf + in, n);
+			}
+			done += (ssize_t)n;
+		}
+	}
+	krfs_leave(fs);
+	return rc ? rc : done;
+}
+
+ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
+{
+	if (len == 0)
+		return 0;
+	if (!buf || len > SSIZE_MAX)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "write: no buffer or %zu bytes", len);
+	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
+		return KRFS_ERR(-EFBIG, KR_E_MISUSE_ARG, "write past the largest file size");
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	rc = krfs_get(fs, ino, &ip);
+	if (rc == 0)
+		rc = regular(ip);
+	if (rc == 0) {
+		struct krfs_op op;
+		struct krfs_src src = {.buf = buf, .off = off, .len = len};
+		uint64_t end = off + len, first = off / P;
+		krfs_op_begin(&op, fs);
+		rc = krfs_write_pages(&op, ip, first, (end - 1) / P - first + 1, &src, end > ip->size ? end : ip->size);
+		if (rc == 0)
+			rc = krfs_op_commit(&op);
+		krfs_op_end(&op);
+	}
+	krfs_leave(fs);
+	return rc ? rc : (ssize_t)len;
+}
+
+/* ---- directories and the whole file system ------------------------------------------------- */
+int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx)
+{
+	if (!fn)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "readdir: no callback");
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *dp;
+	rc = krfs_get(fs, dir, &dp);
+	if (rc == 0 && !S_ISDIR(dp->mode))
+		rc = -ENOTDIR;
+	int n = 0;
+	if (rc == 0 && cookie < 1) {
+		if (fn(ctx, ".", 1, dp->ino, krfs_dtype(S_IFDIR), 1))
+			goto out;
+		n++;
+	}
+	if (rc == 0 && cookie < 2) {
+		if (fn(ctx, "..", 2, dp->parent, krfs_dtype(S_IFDIR), 2))
+			goto out;
+		n++;
+	}
+	for (struct krfs_dentry *d = rc == 0 ? dp->dir.first : NULL; d; d = d->next) {
+		if (d->cookie <= cookie)
+			continue;
+		if (fn(ctx, d->name, d->len, d->ino, d->dtype, d->cookie))
+			break;
+		n++;
+	}
+out:
+	krfs_leave(fs);
+	return rc ? rc : n;
+}
+
+int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
+{
+	if (!out)
+		return -EINVAL;
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	*out = (struct kr_fs_statfs){
+		.bsize = P,
+		.blocks = fs->sb.data_pages,
+		.bfree = fs->data_bm.nfree,
+		.files = fs->sb.ninodes - 1,
+		.ffree = fs->ino_bm.nfree,
+		.namemax = KRFS_NAME_MAX,
+		.log_pages = fs->sb.meta_pages,
+		.log_pages_free = fs->meta_bm.nfree,
+	};
+	krfs_leave(fs);
+	return 0;
+}

@@ -1,0 +1,122 @@
+/*
+ * fs_journal.c - the lite undo journal: how an operation that changes several inodes (their
+ * log tails, or whole slots when an inode is born or dies) becomes atomic.
+ *
+ * Protocol (fs_op.c drives it): the undo records - the old bytes of every word and slot the
+ * operation will overwrite - are written to the journal page with an active header, in
+ * both copies; fence; the new values are written in place; fence; the header is made idle;
+ * fence. At mount an active journal (state == seq and a good checksum) has its old bytes
+ * written back to both copies of every target, which undoes an operation that had not
+ * finished its last fence.
+ *
+ * Invariants
+ *   1. No target is written in place while its journal is not durably active.
+ *   2. The journal becomes idle only after every in-place write is durable.
+ *   3. A journal whose both copies fail their checksum was torn before its fence, so no
+ *      target was touched yet: it is treated as idle. One good active copy is enough to
+ *      roll back (the other was scribbled or torn).
+ *   4. Records name only primary offsets inside the inode table; recovery writes each to its
+ *      twin as well and refuses records that point anywhere else.
+ */
+#include <string.h>
+
+#include "../csum.h"
+#include "fs.h"
+
+static uint64_t journal_off(unsigned jn) { return P + (uint64_t)jn * P; }
+
+static uint32_t journal_csum(const struct krfs_journal_hdr *h, const void *recs)
+{
+	uint32_t c = kr_crc32c(&h->seq, 12);
+	return kr_crc32c_extend(c, recs, h->nbytes);
+}
+
+int krfs_journal_add(struct krfs_jbuf *j, uint32_t kind, uint64_t target, const void *old,
+		     uint32_t len)
+{
+	if (j->n + sizeof(struct krfs_journal_rec) + len > sizeof(j->bytes))
+		return -E2BIG;
+	struct krfs_journal_rec r = {.kind = kind, .len = len, .target = target};
+	memcpy(j->bytes + j->n, &r, sizeof(r));
+	memcpy(j->bytes + j->n + sizeof(r), old, len);
+	j->n += (uint32_t)sizeof(r) + len;
+	return 0;
+}
+
+void krfs_journal_activate(struct kr_fs *fs, unsigned jn, const struct krfs_jbuf *j, uint64_t seq)
+{
+	struct krfs_journal_hdr h = {.state = seq, .seq = seq, .nbytes = j->n};
+	h.csum = journal_csum(&h, j->bytes);
+	krfs_meta_write(fs, journal_off(jn) + sizeof(h), j->bytes, j->n);
+	krfs_meta_write(fs, journal_off(jn), &h, sizeof(h));
+}
+
+void krfs_journal_clear(struct kr_fs *fs, unsigned jn)
+{
+	uint64_t off = journal_off(jn);
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), 0);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 0);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+}
+
+static bool journal_active(const struct krfs_journal_hdr *h)
+{
+	return h->state != 0 && h->state == h->seq && h->nbytes <= KRFS_JOURNAL_CAP &&
+	       h->csum == journal_csum(h, h + 1);
+}
+
+/* Applies the undo records of an active journal copy. */
+static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
+{
+	const uint8_t *p = (const uint8_t *)(h + 1), *end = p + h->nbytes;
+	uint64_t itab_end = fs->sb.itab_off + (uint64_t)fs->sb.ninodes * KRFS_INODE_SIZE;
+	while (p < end) {
+		struct krfs_journal_rec r;
+		memcpy(&r, p, sizeof(r));
+		bool ok = (size_t)(end - p) >= sizeof(r) + r.len && r.target >= fs->sb.itab_off &&
+			  r.target + r.len <= itab_end &&
+			  ((r.kind == KRFS_J_WORD && r.len == 8 && r.target % 8 == 0) ||
+			   (r.kind == KRFS_J_INODE && r.len == KRFS_INODE_SIZE &&
+			    (r.target - fs->sb.itab_off) % KRFS_INODE_SIZE == 0));
+		if (!ok) {
+			kr_err_set(KR_E_CORRUPT_META, "journal record at %#llx names an impossible target",
+				   (unsigned long long)(p - (const uint8_t *)h));
+			return -EUCLEAN;
+		}
+		krfs_meta_write(fs, r.target, p + sizeof(r), r.len);
+		p += sizeof(r) + r.len;
+	}
+	return krfs_fence(fs);
+}
+
+int krfs_journal_recover(struct kr_fs *fs, unsigned jn)
+{
+	uint64_t off = journal_off(jn);
+	const struct krfs_journal_hdr *a = krfs_ptr(fs, off), *b = krfs_ptr(fs, krfs_twin(fs, off));
+	const struct krfs_journal_hdr *use = journal_active(a) ? a
+					     : a->state == 0   ? NULL
+					     : journal_active(b) ? b
+								 : NULL;
+	if (a->seq > fs->journal_seq)
+		fs->journal_seq = a->seq;
+	if (b->seq > fs->journal_seq)
+		fs->journal_seq = b->seq;
+	int rolled = 0;
+	if (use) {
+		int rc = roll_back(fs, use);
+		if (rc)
+			return rc;
+		rolled = 1;
+	}
+	/* Both copies become the same idle header, whatever state they were in. */
+	struct krfs_journal_hdr idle = {.state = 0, .seq = fs->journal_seq, .nbytes = 0};
+	idle.csum = journal_csum(&idle, NULL);
+	if (rolled || memcmp(a, &idle, sizeof(idle)) != 0 || memcmp(b, &idle, sizeof(idle)) != 0) {
+		krfs_meta_write(fs, off, &idle, sizeof(idle));
+		int rc = krfs_fence(fs);
+		if (rc)
+			return rc;
+	}
+	return rolled;
+}

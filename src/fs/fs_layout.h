@@ -1,0 +1,345 @@
+/*
+ * fs_layout.h - every on-media structure of a keratin-fs pool, format version 1.
+ *
+ * This is the only file that says how bytes sit in a keratin-fs pool. docs/FORMAT-FS.md is
+ * the human description of the same thing; the two change together (tests/test_fs_layout.c
+ * pins the sizes, offsets and constants below).
+ *
+ * Rules kept throughout:
+ *   - fixed-width little-endian fields (x86-64 only today);
+ *   - reserved bytes are written as zero and checked to be zero when read;
+ *   - on-media constants (KRFS_E_*, KRFS_J_*, KRFS_A_*, ...) are never reused as in-memory
+ *     enums;
+ *   - sizes and offsets are pinned with _Static_assert;
+ *   - a word that is updated in place after its structure was written (an inode's log
+ *     tail, a log page's next pointer) is self-checking: 48 bits of value and a 16-bit
+ *     check of (value, owner), stored by one aligned 8-byte store. Such a word is never
+ *     torn and a scribbled one is recognised, so it needs no structure checksum.
+ *
+ * Pool layout (P = 4096; every area page aligned; "meta zone" = journals + inode table +
+ * log pages, written as a primary at low addresses and as a byte-identical replica at high
+ * addresses, twin(x) = x + replica_off - P for every x in the primary meta zone):
+ *
+ *   offset          size                    content
+ *   0               P                       superblock, primary (512 bytes used)
+ *   P               njournals * P           lite journals, primary
+ *   itab_off        itab_pages * P          inode table, primary (128-byte slots)
+ *   meta_off        meta_pages * P          log pages, primary
+ *   csum_a_off      csum_pages * P          data strip CRCs, copy A (32 bytes per data page)
+ *   data_off        data_pages * P          file data pages
+ *   parity_off      parity_pages * P        parity strips (512 bytes per data page)
+ *   csum_b_off      csum_pages * P          data strip CRCs, copy B
+ *   replica_off     meta zone size          journals, inode table, log pages: replicas
+ *   pool_size - P   P                       superblock, replica
+ *
+ * Everything between the end of the primary meta zone and replica_off (checksums, data,
+ * parity) is the dead zone: no metadata lives there, so a scribble shorter than it cannot
+ * reach both copies of any metadata byte. mkfs refuses a geometry whose dead zone is
+ * smaller than the requested one (default 1 MiB).
+ */
+#ifndef KRFS_LAYOUT_H
+#define KRFS_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KRFS_PAGE 4096u
+#define KRFS_STRIP 512u
+#define KRFS_STRIPS (KRFS_PAGE / KRFS_STRIP)           /* 8 strips per data page */
+#define KRFS_CSUM_PER_PAGE (KRFS_STRIPS * 4u)          /* 32 bytes of CRCs per data page */
+#define KRFS_VERSION 1u
+#define KRFS_MAGIC 0x0053462d4e54524bull                /* "KRTN-FS\0" little-endian */
+#define KRFS_NAME_MAX 255u
+#define KRFS_ROOT_INO 1u
+#define KRFS_FIRST_TRANS 16u /* transaction ids (and readdir cookies) start here */
+#define KRFS_MIN_POOL (4ull << 20)
+#define KRFS_MAX_POOL (1ull << 46) /* 64 TiB: offsets fit the 48-bit self-checking words */
+#define KRFS_DEAD_ZONE_DEFAULT (1ull << 20)
+#define KRFS_MAX_JOURNALS 64u
+#define KRFS_MAX_INODES (1u << 30)
+
+/* Feature masks (ext4 style). A reader refuses a pool with an incompat or ro_compat bit it
+ * does not know (this build has no read-only mode). Version 1 pools carry all four
+ * ro_compat bits: the redundancy every writer must maintain. */
+#define KRFS_RO_META_REPLICA 0x1u /* meta zone replica + CRCs on every metadata structure */
+#define KRFS_RO_DATA_CSUM 0x2u    /* two CRC-32C copies per 512-byte data strip */
+#define KRFS_RO_DATA_PARITY 0x4u  /* one RAID-4 parity strip per data page */
+#define KRFS_RO_DEAD_ZONE 0x8u    /* the geometry keeps >= dead_zone bytes between copies */
+#define KRFS_RO_KNOWN 0xfu
+#define KRFS_INCOMPAT_KNOWN 0x0u
+#define KRFS_COMPAT_KNOWN 0x0u
+
+/* ---------------------------------------------------------------------------------------
+ * Superblock (512 bytes at offset 0 and at pool_size - 4096; identical copies).
+ *
+ *   off size field
+ *     0    8 magic          KRFS_MAGIC
+ *     8    4 version        KRFS_VERSION
+ *    12    4 sb_size        512
+ *    16    4 compat, 20 incompat, 24 ro_compat
+ *    28    4 page_size      4096
+ *    32   16 uuid
+ *    48    8 pool_size
+ *    56    8 create_time    ns since the epoch
+ *    64    4 ninodes        inode slots (slot 0 unused, 1 = root)
+ *    68    4 njournals
+ *    72    8 meta_pages, 80 data_pages, 88 dead_zone (requested minimum, bytes)
+ *    96    8 itab_off, 104 meta_off, 112 csum_a_off, 120 data_off, 128 parity_off,
+ *   136    8 csum_b_off, 144 replica_off, 152 meta_zone_size
+ *   160    8 epoch          current snapshot epoch (0: no snapshots)
+ *   168    8 mount_count
+ *   176    4 state          KRFS_STATE_CLEAN or KRFS_STATE_MOUNTED
+ *   180  328 reserved       zero
+ *   508    4 csum           CRC-32C of bytes 0..507
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_STATE_CLEAN 0x4e41454cu   /* "LEAN": unmounted cleanly */
+#define KRFS_STATE_MOUNTED 0x544e554du /* "MUNT": mounted, or crashed while mounted */
+
+struct krfs_super {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t sb_size;
+	uint32_t compat;
+	uint32_t incompat;
+	uint32_t ro_compat;
+	uint32_t page_size;
+	uint8_t uuid[16];
+	uint64_t pool_size;
+	uint64_t create_time;
+	uint32_t ninodes;
+	uint32_t njournals;
+	uint64_t meta_pages;
+	uint64_t data_pages;
+	uint64_t dead_zone;
+	uint64_t itab_off;
+	uint64_t meta_off;
+	uint64_t csum_a_off;
+	uint64_t data_off;
+	uint64_t parity_off;
+	uint64_t csum_b_off;
+	uint64_t replica_off;
+	uint64_t meta_zone_size;
+	uint64_t epoch;
+	uint64_t mount_count;
+	uint32_t state;
+	uint8_t reserved[328];
+	uint32_t csum;
+};
+_Static_assert(sizeof(struct krfs_super) == 512, "superblock is 512 bytes");
+_Static_assert(offsetof(struct krfs_super, uuid) == 32, "sb uuid");
+_Static_assert(offsetof(struct krfs_super, ninodes) == 64, "sb ninodes");
+_Static_assert(offsetof(struct krfs_super, itab_off) == 96, "sb itab_off");
+_Static_assert(offsetof(struct krfs_super, meta_zone_size) == 152, "sb meta_zone_size");
+_Static_assert(offsetof(struct krfs_super, state) == 176, "sb state");
+_Static_assert(offsetof(struct krfs_super, csum) == 508, "sb csum");
+
+/* ---------------------------------------------------------------------------------------
+ * Self-checking word: bits 0..47 value, bits 48..63 check. check = low 16 bits of
+ * CRC-32C({value, owner} as two little-endian u64) XOR 0x5a5a, so the all-zero word is
+ * never valid (value 0 is never a legal tail or link target anyway).
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_WORD_VALUE_BITS 48
+#define KRFS_WORD_VALUE_MASK ((1ull << KRFS_WORD_VALUE_BITS) - 1)
+#define KRFS_WORD_CHECK_XOR 0x5a5au
+
+/* ---------------------------------------------------------------------------------------
+ * Inode slot (128 bytes; slot i of the inode table is inode number i; the replica slot is
+ * the twin). The log tail is updated in place by the commit of every operation; the rest
+ * changes only when the inode is allocated or freed, and is covered by csum.
+ *
+ *   off size field
+ *     0    8 tail           self-checking word (owner = ino): pool offset (primary log)
+ *                           just past the last committed entry; the commit point
+ *     8    4 state          KRFS_INODE_LIVE or KRFS_INODE_FREE
+ *    12    4 ftype          file type bits (S_IFMT part of st_mode), fixed at creation
+ *    16    8 ino            must equal the slot number
+ *    24    8 generation     bumped each time the slot is reused
+ *    32    8 log_head       pool offset of the first log page (primary), 0 if FREE
+ *    40    8 create_time    ns
+ *    48    4 rdev           device number for character/block special files
+ *    52    4 create_epoch   snapshot epoch at creation
+ *    56   68 reserved       zero
+ *   124    4 csum           CRC-32C of bytes 8..123
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_INODE_SIZE 128u
+#define KRFS_INODE_LIVE 0x4556494cu /* "LIVE" */
+#define KRFS_INODE_FREE 0x45455246u /* "FREE" */
+
+struct krfs_pinode {
+	uint64_t tail;
+	uint32_t state;
+	uint32_t ftype;
+	uint64_t ino;
+	uint64_t generation;
+	uint64_t log_head;
+	uint64_t create_time;
+	uint32_t rdev;
+	uint32_t create_epoch;
+	uint8_t reserved[68];
+	uint32_t csum;
+};
+_Static_assert(sizeof(struct krfs_pinode) == KRFS_INODE_SIZE, "inode slot is 128 bytes");
+_Static_assert(offsetof(struct krfs_pinode, state) == 8, "inode state");
+_Static_assert(offsetof(struct krfs_pinode, log_head) == 32, "inode log_head");
+_Static_assert(offsetof(struct krfs_pinode, rdev) == 48, "inode rdev");
+_Static_assert(offsetof(struct krfs_pinode, csum) == 124, "inode csum");
+
+/* ---------------------------------------------------------------------------------------
+ * Log page (4096 bytes in the log area). Entries are packed from offset 0, 8-byte aligned;
+ * the 32-byte page tail sits at KRFS_LOG_TAIL_OFF. An entry never crosses a page: when the
+ * next one does not fit, an 8-byte NEXT_PAGE marker (type byte KRFS_E_NEXT_PAGE, seven zero
+ * bytes) is written where it would have started, unless the page is exactly full.
+ *
+ * Page tail:
+ *   off size field
+ *     0    8 next           self-checking word (owner = this page's offset): pool offset
+ *                           of the next log page; 0 (not a valid word) when none. Beyond
+ *                           the inode's tail page it may hold a stale link: ignored.
+ *     8    8 self           pool offset of this page in the primary area
+ *    16    8 ino            owning inode
+ *    24    4 seq            position of the page in its log (head page = 0)
+ *    28    4 csum           CRC-32C of tail bytes 8..27
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_LOG_TAIL_OFF 4064u
+#define KRFS_LOG_USABLE KRFS_LOG_TAIL_OFF
+
+struct krfs_page_tail {
+	uint64_t next;
+	uint64_t self;
+	uint64_t ino;
+	uint32_t seq;
+	uint32_t csum;
+};
+_Static_assert(sizeof(struct krfs_page_tail) == 32, "page tail is 32 bytes");
+_Static_assert(KRFS_LOG_TAIL_OFF + sizeof(struct krfs_page_tail) == KRFS_PAGE, "tail at end");
+
+/* ---------------------------------------------------------------------------------------
+ * Log entries. Every entry starts with this 24-byte header; size is the whole entry in
+ * bytes (a multiple of 8); csum is CRC-32C of header bytes 0..3 followed by bytes
+ * 8..size-1 (the entry without its csum field).
+ *
+ *   off size field
+ *     0    1 type           KRFS_E_*
+ *     1    1 flags          zero
+ *     2    2 size
+ *     4    4 csum
+ *     8    4 epoch          snapshot epoch the entry was written in
+ *    12    4 reserved       zero
+ *    16    8 trans          file-system-wide transaction id (increasing)
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_E_NEXT_PAGE 0x01u
+#define KRFS_E_FILE_WRITE 0x02u
+#define KRFS_E_DENTRY 0x03u
+#define KRFS_E_SET_ATTR 0x04u
+#define KRFS_E_LINK_CHANGE 0x05u
+#define KRFS_E_MMAP_WRITE 0x06u    /* reserved: not written by version 1 */
+#define KRFS_E_SNAPSHOT_INFO 0x07u /* reserved: not written by version 1 */
+#define KRFS_MARKER_SIZE 8u
+
+struct krfs_entry_hdr {
+	uint8_t type;
+	uint8_t flags;
+	uint16_t size;
+	uint32_t csum;
+	uint32_t epoch;
+	uint32_t reserved;
+	uint64_t trans;
+};
+_Static_assert(sizeof(struct krfs_entry_hdr) == 24, "entry header is 24 bytes");
+
+/* FILE_WRITE (64 bytes): npages file pages from pgoff now live in the npages consecutive
+ * data pages starting at pool offset block; the file's size after the write is size. */
+struct krfs_e_write {
+	struct krfs_entry_hdr h;
+	uint64_t pgoff;
+	uint64_t block;
+	uint32_t npages;
+	uint32_t reserved;
+	uint64_t size;
+	uint64_t mtime;
+};
+_Static_assert(sizeof(struct krfs_e_write) == 64, "FILE_WRITE is 64 bytes");
+
+/* DENTRY (48 bytes + name, rounded up to 8): add (name -> ino, replacing any entry of that
+ * name) or remove a name in this directory. links is the directory's link count after the
+ * change, mtime its new mtime and ctime. */
+#define KRFS_D_ADD 1u
+#define KRFS_D_REMOVE 2u
+struct krfs_e_dentry {
+	struct krfs_entry_hdr h;
+	uint64_t ino;
+	uint64_t mtime;
+	uint32_t links;
+	uint8_t name_len;
+	uint8_t ftype; /* DT_* value of the child (DT_REG = 8, DT_DIR = 4, ...) */
+	uint8_t op;
+	uint8_t reserved;
+	char name[];
+};
+_Static_assert(sizeof(struct krfs_e_dentry) == 48, "DENTRY header is 48 bytes");
+
+/* SET_ATTR (72 bytes): the attributes named by mask take the given values; ctime always.
+ * A size change truncates or extends (pages at or past the new end are dropped). */
+#define KRFS_A_MODE 0x01u
+#define KRFS_A_UID 0x02u
+#define KRFS_A_GID 0x04u
+#define KRFS_A_SIZE 0x08u
+#define KRFS_A_ATIME 0x10u
+#define KRFS_A_MTIME 0x20u
+#define KRFS_A_ALL 0x3fu
+struct krfs_e_attr {
+	struct krfs_entry_hdr h;
+	uint32_t mask;
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	uint64_t atime;
+	uint64_t mtime;
+	uint64_t ctime;
+};
+_Static_assert(sizeof(struct krfs_e_attr) == 72, "SET_ATTR is 72 bytes");
+
+/* LINK_CHANGE (48 bytes): the inode's link count, ctime and parent directory (directories:
+ * the target of ".."; others: the directory it was last linked into). */
+struct krfs_e_link {
+	struct krfs_entry_hdr h;
+	uint32_t links;
+	uint32_t reserved;
+	uint64_t ctime;
+	uint64_t parent;
+};
+_Static_assert(sizeof(struct krfs_e_link) == 48, "LINK_CHANGE is 48 bytes");
+
+#define KRFS_ENTRY_MAX (sizeof(struct krfs_e_dentry) + 256u) /* 304 */
+
+/* ---------------------------------------------------------------------------------------
+ * Lite journal (one page per journal, primary and replica): an undo log for operations that
+ * change several inodes. While state == seq (nonzero) and csum matches, the journal is
+ * active: recovery writes every record's old bytes back to both copies of its target.
+ *
+ *   header: off 0 state (u64; 0 = idle), 8 seq (u64), 16 nbytes (u32, bytes of records),
+ *           20 csum (u32, CRC-32C of bytes 8..19 then the records), 24 reserved (8)
+ *   record: off 0 kind (u32), 4 len (u32: 8 for KRFS_J_WORD, 128 for KRFS_J_INODE),
+ *           8 target (u64, pool offset in the primary meta zone), 16 old bytes (len)
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_J_WORD 1u  /* an 8-byte word (a log tail) */
+#define KRFS_J_INODE 2u /* a whole inode slot */
+struct krfs_journal_hdr {
+	uint64_t state;
+	uint64_t seq;
+	uint32_t nbytes;
+	uint32_t csum;
+	uint64_t reserved;
+};
+_Static_assert(sizeof(struct krfs_journal_hdr) == 32, "journal header is 32 bytes");
+struct krfs_journal_rec {
+	uint32_t kind;
+	uint32_t len;
+	uint64_t target;
+	uint8_t old[];
+};
+_Static_assert(sizeof(struct krfs_journal_rec) == 16, "journal record header is 16 bytes");
+#define KRFS_JOURNAL_CAP (KRFS_PAGE - sizeof(struct krfs_journal_hdr))
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * fs_log.c - per-inode logs: log pages, their tails and links, entry checksums, and the
+ * verified walk of a committed log.
+ *
+ * A log is a chain of 4 KiB pages from the meta area; entries are packed from the start of
+ * each page, and an inode's self-checking tail word says where the committed part ends.
+ * Appending (fs_op.c) writes beyond the tail, so a crash in the middle of an append leaves
+ * bytes the walk never reads: a torn append is discarded by construction.
+ *
+ * Invariants
+ *   1. Every byte before the tail, in every page of the chain up to the tail's page, was
+ *      written by this log (entries, or an 8-byte NEXT_PAGE marker where an entry did not
+ *      fit), in both copies, and made durable before the tail moved past it.
+ *   2. A page's tail (self, owner, position in the chain) is written once, when the page
+ *      joins a log; only its next word changes later, as a self-checking word.
+ *   3. The walk reads each item in both copies (invariant 3 of fs_meta.c): a good copy
+ *      repairs a bad or differing one; if both are bad the log is damaged from there on.
+ */
+#include <string.h>
+
+#include "../csum.h"
+#include "fs.h"
+
+uint32_t krfs_entry_csum(const struct krfs_entry_hdr *e)
+{
+	uint32_t c = kr_crc32c(e, 4);
+	return kr_crc32c_extend(c, (const char *)e + 8, e->size - 8u);
+}
+
+static uint32_t page_tail_csum(const struct krfs_page_tail *t)
+{
+	return kr_crc32c((const char *)t + 8, offsetof(struct krfs_page_tail, csum) - 8);
+}
+
+bool krfs_log_page_ok(const struct kr_fs *fs, uint64_t page)
+{
+	return page >= fs->sb.meta_off && page < fs->sb.meta_off + fs->sb.meta_pages * P &&
+	       page % P == 0;
+}
+
+void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t seq)
+{
+	struct krfs_page_tail t = {.next = 0, .self = page, .ino = ino, .seq = seq};
+	t.csum = page_tail_csum(&t);
+	krfs_meta_write(fs, page + KRFS_LOG_TAIL_OFF, &t, sizeof(t));
+}
+
+void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next)
+{
+	uint64_t w = krfs_word_make(next, page), off = page + KRFS_LOG_TAIL_OFF;
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), w);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), w);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+}
+
+/* ---- the walk ---------------------------------------------------------------------------- */
+static bool page_tail_ok(const struct krfs_page_tail *t, uint64_t page, uint64_t ino, uint32_t seq)
+{
+	return t->csum == page_tail_csum(t) && t->self == page && t->ino == ino && t->seq == seq;
+}
+
+/* Verifies the page tail of `page` in both copies (repairing one from the other). */
+static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t seq)
+{
+	uint64_t pa = page + KRFS_LOG_TAIL_OFF + 8, pb = krfs_twin(fs, pa);
+	const size_t n = sizeof(struct krfs_page_tail) - 8;
+	bool a = page_tail_ok(krfs_ptr(fs, pa - 8), page, ino, seq);
+	bool b = page_tail_ok(krfs_ptr(fs, pb - 8), page, ino, seq);
+	if (a && memcmp(krfs_ptr(fs, pa), krfs_ptr(fs, pb), n) != 0)
+		krfs_meta_repair(fs, pb, pa, n);
+	else if (!a && b)
+		krfs_meta_repair(fs, pa, pb, n);
+	else if (!a)
+		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META,
+				"inode %llu: log page %#llx (#%u) has a bad tail in both copies",
+				(unsigned long long)ino, (unsigned long long)page, seq);
+	return 0;
+}
+
+/* The next page after `page`, from its self-checking word in either copy, or 0. */
+static uint64_t read_next(struct kr_fs *fs, uint64_t page)
+{
+	uint64_t pa = page + KRFS_LOG_TAIL_OFF, pb = krfs_twin(fs, pa);
+	uint64_t wa = *(uint64_t *)krfs_ptr(fs, pa), wb = *(uint64_t *)krfs_ptr(fs, pb);
+	uint64_t va = krfs_word_value(wa, page), vb = krfs_word_value(wb, page);
+	uint64_t v = va ? va : vb, w = va ? wa : wb;
+	if (v && wa != w)
+		krfs_word_repair(fs, pa, w);
+	if (v && wb != w)
+		krfs_word_repair(fs, pb, w);
+	return v;
+}
+
+enum item { ITEM_BAD, ITEM_MARKER, ITEM_ENTRY };
+
+static const uint16_t max_size[] = {
+	[KRFS_E_FILE_WRITE] = sizeof(struct krfs_e_write),
+	[KRFS_E_DENTRY] = KRFS_ENTRY_MAX,
+	[KRFS_E_SET_ATTR] = sizeof(struct krfs_e_attr),
+	[KRFS_E_LINK_CHANGE] = sizeof(struct krfs_e_link),
+};
+
+/* What one copy holds at p, with room bytes left in its page. */
+static enum item parse(const char *p, size_t room)
+{
+	static const char zero[KRFS_MARKER_SIZE];
+	if ((uint8_t)p[0] == KRFS_E_NEXT_PAGE && memcmp(p + 1, zero, KRFS_MARKER_SIZE - 1) == 0)
+		return ITEM_MARKER;
+	const struct krfs_entry_hdr *e = (const void *)p;
+	if (e->type >= sizeof(max_size) / sizeof(max_size[0]) || !max_size[e->type] || e->flags ||
+	    e->reserved || e->size < sizeof(*e) || e->size % 8 || e->size > max_size[e->type] ||
+	    e->size > room)
+		return ITEM_BAD;
+	return krfs_entry_csum(e) == e->csum ? ITEM_ENTRY : ITEM_BAD;
+}
+
+static size_t item_size(const char *p, enum item k)
+{
+	return k == ITEM_MARKER ? KRFS_MARKER_SIZE : ((const struct krfs_entry_hdr *)(const void *)p)->size;
+}
+
+/* The item at pool offset pos, verified in both copies and repaired. */
+static enum item read_item(struct kr_fs *fs, uint64_t pos, size_t room)
+{
+	const char *a = krfs_ptr(fs, pos), *b = krfs_ptr(fs, krfs_twin(fs, pos));
+	enum item ka = parse(a, room);
+	if (ka != ITEM_BAD) {
+		size_t n = item_size(a, ka);
+		if (memcmp(a, b, n) != 0) /* replica bad or behind: the primary wins */
+			krfs_meta_repair(fs, krfs_twin(fs, pos), pos, n);
+		return ka;
+	}
+	enum item kb = parse(b, room);
+	if (kb != ITEM_BAD)
+		krfs_meta_repair(fs, pos, krfs_twin(fs, pos), item_size(b, kb));
+	return kb;
+}
+
+static int corrupt(uint64_t ino, uint64_t pos, const char *what)
+{
+	kr_err_set(KR_E_CORRUPT_META, "inode %llu: log at %#llx: %s", (unsigned long long)ino,
+		   (unsigned long long)pos, what);
+	return -EUCLEAN;
+}
+
+int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pinode *pi,
+		  krfs_entry_fn fn, void *ctx)
+{
+	uint64_t ino = pi->ino, tail = krfs_word_value(pi->tail, ino), page = pi->log_head;
+	_Alignas(8) char ebuf[KRFS_ENTRY_MAX];
+	if (!krfs_log_page_ok(fs, page))
+		return corrupt(ino, page, "log head outside the log area");
+	int rc = check_page_tail(fs, page, ino, 0);
+	if (rc == 0)
+		rc = krfs_inode_push_page(ip, page);
+	uint64_t pos = page;
+	while (rc == 0 && pos != tail) {
+		bool tail_here = tail >= page && tail <= page + KRFS_LOG_USABLE;
+		size_t room = page + KRFS_LOG_USABLE - pos;
+		enum item k = room ? read_item(fs, pos, room) : ITEM_MARKER;
+		if (k == ITEM_BAD)
+			return corrupt(ino, pos, "entry fails its checks in both copies");
+		if (k == ITEM_MARKER) {
+			if (tail_here)
+				return corrupt(ino, pos, "page ends before the log tail");
+			uint64_t next = read_next(fs, page);
+			if (!krfs_log_page_ok(fs, next) || ip->npages >= fs->sb.meta_pages)
+				return corrupt(ino, page, "bad link to the next log page");
+			rc = check_page_tail(fs, next, ino, ip->npages);
+			if (rc == 0)
+				rc = krfs_inode_push_page(ip, next);
+			page = pos = next;
+			continue;
+		}
+		const struct krfs_entry_hdr *e = krfs_ptr(fs, pos);
+		if (tail_here && pos + e->size > tail)
+			return corrupt(ino, pos, "entry crosses the log tail");
+		size_t size = e->size;
+		memcpy(ebuf, e, size); /* a stable copy: fn may repair or write the pool */
+		if (((struct krfs_entry_hdr *)ebuf)->trans >= fs->next_trans)
+			fs->next_trans = ((struct krfs_entry_hdr *)ebuf)->trans + 1;
+		rc = fn(fs, ip, (const struct krfs_entry_hdr *)ebuf, ctx);
+		pos += size;
+	}
+	ip->tail = tail;
+	return rc;
+}

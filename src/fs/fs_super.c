@@ -1,0 +1,410 @@
+/*
+ * fs_super.c - keratin-fs pools: geometry, mkfs, mount, unmount, the superblock's two copies,
+ * and the lock every operation takes.
+ *
+ * Design
+ *
+ *   The geometry is a pure function of five numbers chosen at mkfs (pool_size, ninodes,
+ *   meta_pages, njournals, dead_zone): krfs_geometry derives every area's offset and the
+ *   number of data pages. The superblock stores the derived fields too; mount recomputes
+ *   them and refuses a superblock that disagrees, so no damaged field steers pointer
+ *   arithmetic.
+ *
+ *   States of a pool file:
+ *
+ *     (no file) --kr_fs_mkfs--> CLEAN --kr_fs_mount--> MOUNTED --kr_fs_unmount--> CLEAN
+ *     MOUNTED --crash--> MOUNTED (on the media) --kr_fs_mount: the same scan--> MOUNTED
+ *
+ *   Mount always scans every log (it rebuilds the DRAM indexes and the free space from
+ *   them), so a clean and a crashed pool take the same path; the state records whether the
+ *   last session ended cleanly, for the checker and for a later fast mount.
+ *
+ *   Invariants
+ *   1. mkfs writes the superblock last (primary, fence, replica, fence): a crash during mkfs
+ *      leaves a file that is refused as "not a keratin-fs pool", never a half-made one.
+ *   2. The superblock is updated tick-tock: primary, fence, replica, fence; mount takes the
+ *      primary if it checks (repairing the replica from it), else the replica.
+ *   3. The file is fully allocated at mkfs (posix_fallocate), so a store to the mapping never
+ *      faults for lack of space later.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../csum.h"
+#include "fs.h"
+
+#define SB_CSUM_LEN offsetof(struct krfs_super, csum)
+
+/* ---- geometry ---------------------------------------------------------------------------- */
+static uint64_t data_cost(uint64_t d) /* pages needed by d data pages with their redundancy */
+{
+	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
+	uint64_t parity_pages = (d * KRFS_STRIP + P - 1) / P;
+	return d + parity_pages + 2 * csum_pages;
+}
+
+static int geometry(struct krfs_super *sb)
+{
+	if (sb->pool_size < KRFS_MIN_POOL || sb->pool_size > KRFS_MAX_POOL || sb->pool_size % P)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "pool size %llu: must be a multiple of 4096 from %llu to %llu",
+				  (unsigned long long)sb->pool_size, (unsigned long long)KRFS_MIN_POOL,
+				  (unsigned long long)KRFS_MAX_POOL);
+	if (sb->ninodes < 64 || sb->ninodes > KRFS_MAX_INODES || sb->ninodes % (P / KRFS_INODE_SIZE))
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%u inodes: must be a multiple of 32 from 64 to %u",
+				  sb->ninodes, KRFS_MAX_INODES);
+	if (sb->njournals < 1 || sb->njournals > KRFS_MAX_JOURNALS)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%u journals: must be 1..%u", sb->njournals,
+				  KRFS_MAX_JOURNALS);
+	uint64_t pages = sb->pool_size / P, itab_pages = (uint64_t)sb->ninodes * KRFS_INODE_SIZE / P;
+	uint64_t zone = sb->njournals + itab_pages + sb->meta_pages;
+	if (sb->meta_pages < 4 || 2 + 2 * zone >= pages)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%llu log pages and %llu inode-table pages do not fit a %llu-page pool",
+				  (unsigned long long)sb->meta_pages, (unsigned long long)itab_pages,
+				  (unsigned long long)pages);
+	uint64_t avail = pages - 2 - 2 * zone, d = avail * 128 / 146;
+	while (d > 0 && data_cost(d) > avail)
+		d--;
+	while (data_cost(d + 1) <= avail)
+		d++;
+	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
+	sb->data_pages = d;
+	sb->meta_zone_size = zone * P;
+	sb->itab_off = P + (uint64_t)sb->njournals * P;
+	sb->meta_off = sb->itab_off + itab_pages * P;
+	sb->csum_a_off = sb->meta_off + sb->meta_pages * P;
+	sb->data_off = sb->csum_a_off + csum_pages * P;
+	sb->parity_off = sb->data_off + d * P;
+	sb->replica_off = sb->pool_size - P - zone * P;
+	sb->csum_b_off = sb->replica_off - csum_pages * P;
+	if (d < 1 || sb->replica_off - sb->csum_a_off < sb->dead_zone)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY,
+				  "a %llu-byte pool leaves %llu bytes between metadata copies; the dead zone needs %llu",
+				  (unsigned long long)sb->pool_size,
+				  (unsigned long long)(sb->replica_off - sb->csum_a_off),
+				  (unsigned long long)sb->dead_zone);
+	return KR_OK;
+}
+
+/* ---- the superblock ---------------------------------------------------------------------- */
+static void sb_seal(struct krfs_super *sb) { sb->csum = kr_crc32c(sb, SB_CSUM_LEN); }
+
+/* Tick-tock: primary, fence, replica, fence. */
+static int sb_write(struct kr_fs *fs)
+{
+	sb_seal(&fs->sb);
+	kr_pm_copy(&fs->pm, fs->pm.base, &fs->sb, sizeof(fs->sb));
+	kr_pm_flush(&fs->pm, fs->pm.base, sizeof(fs->sb));
+	int rc = kr_pm_fence(&fs->pm);
+	char *r = krfs_ptr(fs, fs->sb.pool_size - P);
+	kr_pm_copy(&fs->pm, r, &fs->sb, sizeof(fs->sb));
+	kr_pm_flush(&fs->pm, r, sizeof(fs->sb));
+	int rc2 = kr_pm_fence(&fs->pm);
+	return rc ? rc : rc2;
+}
+
+enum sb_verdict { SB_GOOD, SB_NOT_POOL, SB_TOO_NEW, SB_DAMAGED };
+
+static enum sb_verdict sb_check(const struct krfs_super *sb)
+{
+	if (sb->magic != KRFS_MAGIC)
+		return SB_NOT_POOL;
+	if (sb->version > KRFS_VERSION || (sb->incompat & ~KRFS_INCOMPAT_KNOWN) ||
+	    (sb->ro_compat & ~KRFS_RO_KNOWN))
+		return SB_TOO_NEW;
+	if (sb->csum != kr_crc32c(sb, SB_CSUM_LEN) || sb->version != KRFS_VERSION ||
+	    sb->sb_size != sizeof(*sb) || sb->page_size != P ||
+	    (sb->state != KRFS_STATE_CLEAN && sb->state != KRFS_STATE_MOUNTED))
+		return SB_DAMAGED;
+	for (size_t i = 0; i < sizeof(sb->reserved); i++)
+		if (sb->reserved[i])
+			return SB_DAMAGED;
+	return SB_GOOD;
+}
+
+/* Loads the superblock through the tick-tock rules and checks the geometry. */
+static int sb_load(struct kr_fs *fs, uint64_t file_size)
+{
+	const struct krfs_super *a = (const void *)fs->pm.base;
+	enum sb_verdict va = sb_check(a);
+	uint64_t b_off = (va == SB_GOOD && a->pool_size <= file_size ? a->pool_size : file_size) - P;
+	const struct krfs_super *b = krfs_ptr(fs, b_off);
+	enum sb_verdict vb = sb_check(b);
+	if (va == SB_TOO_NEW || (va != SB_GOOD && vb == SB_TOO_NEW))
+		return kr_err_set(KR_E_FORMAT_VERSION, "%s: made by a newer keratin-fs (version %u, features %#x/%#x)",
+				  fs->path, (va == SB_TOO_NEW ? a : b)->version,
+				  (va == SB_TOO_NEW ? a : b)->incompat, (va == SB_TOO_NEW ? a : b)->ro_compat);
+	if (va != SB_GOOD && vb != SB_GOOD) {
+		if (va == SB_NOT_POOL && vb == SB_NOT_POOL)
+			return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin-fs pool", fs->path);
+		return kr_err_set(KR_E_CORRUPT_HEADER, "%s: both superblocks are damaged", fs->path);
+	}
+	fs->sb = va == SB_GOOD ? *a : *b;
+	if (fs->sb.pool_size > file_size)
+		return kr_err_set(KR_E_FORMAT_TRUNCATED, "%s: %llu bytes, the pool needs %llu", fs->path,
+				  (unsigned long long)file_size, (unsigned long long)fs->sb.pool_size);
+	struct krfs_super g = fs->sb;
+	if (geometry(&g) != KR_OK || memcmp(&g, &fs->sb, sizeof(g)) != 0)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: superblock geometry is inconsistent", fs->path);
+	if (va != SB_GOOD || vb != SB_GOOD || memcmp(a, b, sizeof(*a)) != 0) {
+		if (sb_write(fs) != KR_OK)
+			return kr_err_set(KR_E_IO_SYNC, "%s: cannot repair the superblock", fs->path);
+		fs->repairs++;
+	}
+	return KR_OK;
+}
+
+/* ---- DRAM state ---------------------------------------------------------------------------- */
+static int dram_init(struct kr_fs *fs)
+{
+	fs->delta = fs->sb.replica_off - P;
+	fs->next_trans = KRFS_FIRST_TRANS;
+	fs->inodes = calloc(fs->sb.ninodes, sizeof(*fs->inodes));
+	fs->buf = aligned_alloc(P, 4 * P);
+	if (!fs->inodes || !fs->buf || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes) ||
+	    krfs_bm_init(&fs->meta_bm, fs->sb.meta_pages) || krfs_bm_init(&fs->data_bm, fs->sb.data_pages))
+		return kr_err_set(KR_E_NOMEM, "out of memory for the file system's DRAM state");
+	krfs_bm_set(&fs->ino_bm, 0); /* slot 0 is never an inode */
+	return KR_OK;
+}
+
+static void fs_free(struct kr_fs *fs)
+{
+	if (!fs)
+		return;
+	for (uint64_t i = 0; fs->inodes && i < fs->sb.ninodes; i++)
+		krfs_inode_free(fs->inodes[i]);
+	free(fs->inodes);
+	free(fs->buf);
+	krfs_bm_fini(&fs->ino_bm);
+	krfs_bm_fini(&fs->meta_bm);
+	krfs_bm_fini(&fs->data_bm);
+	kr_pm_unmap(&fs->pm);
+	if (fs->pm.fd >= 0)
+		close(fs->pm.fd);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs->path);
+	free(fs);
+}
+
+static struct kr_fs *fs_alloc(const char *path)
+{
+	struct kr_fs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return NULL;
+	fs->pm.fd = -1;
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->path = strdup(path);
+	if (!fs->path) {
+		free(fs);
+		return NULL;
+	}
+	return fs;
+}
+
+int krfs_fail(struct kr_fs *fs, int kr_code)
+{
+	fs->failed = 1;
+	return KRFS_ERR(-EIO, kr_code, "%s: durability call failed; the file system is in the error state: %s",
+			fs->path, kr_errmsg());
+}
+
+int krfs_fence(struct kr_fs *fs)
+{
+	int rc = kr_pm_fence(&fs->pm);
+	return rc == KR_OK ? 0 : krfs_fail(fs, rc);
+}
+
+int krfs_enter(struct kr_fs *fs)
+{
+	if (!fs)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->lock);
+	if (fs->failed) {
+		pthread_mutex_unlock(&fs->lock);
+		return KRFS_ERR(-EIO, KR_E_POOL_FAILED, "%s: the file system is in the error state; remount it",
+				fs->path);
+	}
+	return 0;
+}
+
+void krfs_leave(struct kr_fs *fs) { pthread_mutex_unlock(&fs->lock); }
+
+int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
+{
+	if (ino == 0 || ino >= fs->sb.ninodes)
+		return -ENOENT;
+	*ip = fs->inodes[ino];
+	if (*ip)
+		return 0;
+	if (krfs_bm_test(&fs->ino_bm, ino))
+		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "inode %llu is damaged beyond repair",
+				(unsigned long long)ino);
+	return -ENOENT;
+}
+
+/* ---- mkfs -------------------------------------------------------------------------------- */
+static int format(struct kr_fs *fs)
+{
+	/* Journals idle, every slot FREE (both copies); the superblock comes last. */
+	for (unsigned jn = 0; jn < fs->sb.njournals; jn++) {
+		int rc = krfs_journal_recover(fs, jn);
+		if (rc < 0)
+			return rc;
+	}
+	_Alignas(64) struct krfs_pinode slots[P / KRFS_INODE_SIZE];
+	for (uint64_t first = 0; first < fs->sb.ninodes; first += P / KRFS_INODE_SIZE) {
+		memset(slots, 0, sizeof(slots));
+		for (unsigned i = 0; i < P / KRFS_INODE_SIZE; i++) {
+			slots[i].state = KRFS_INODE_FREE;
+			slots[i].ino = first + i;
+			krfs_pinode_seal(&slots[i]);
+		}
+		krfs_meta_write(fs, krfs_inode_off(fs, first), slots, sizeof(slots));
+	}
+	/* The root directory, through the ordinary operation path. */
+	struct krfs_op op;
+	struct krfs_inode *root;
+	krfs_op_begin(&op, fs);
+	uint64_t now = krfs_now();
+	int rc = krfs_new_inode(&op, S_IFDIR | 0755, 0, (uint32_t)getuid(), (uint32_t)getgid(),
+				KRFS_ROOT_INO, 2, now, &root);
+	if (rc == 0 && root->ino != KRFS_ROOT_INO)
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = krfs_op_commit(&op);
+	krfs_op_end(&op);
+	return rc == 0 ? KR_OK : kr_err_set(KR_E_IO, "%s: cannot create the root directory (%d)", fs->path, rc);
+}
+
+int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
+{
+	if (!path || !o || o->version != KR_FS_OPTS_VERSION)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: path and options (version %u) are required",
+				  KR_FS_OPTS_VERSION);
+	uint64_t size = o->size & ~(uint64_t)(P - 1);
+	struct krfs_super sb = {
+		.magic = KRFS_MAGIC,
+		.version = KRFS_VERSION,
+		.sb_size = sizeof(sb),
+		.ro_compat = KRFS_RO_KNOWN,
+		.page_size = P,
+		.pool_size = size,
+		.create_time = krfs_now(),
+		.ninodes = o->ninodes,
+		.njournals = o->njournals ? o->njournals : 4,
+		.meta_pages = o->meta_bytes ? (o->meta_bytes + P - 1) / P : size / 16 / P,
+		.dead_zone = o->dead_zone ? o->dead_zone : KRFS_DEAD_ZONE_DEFAULT,
+		.state = KRFS_STATE_CLEAN,
+	};
+	if (!sb.ninodes) {
+		uint64_t n = size / (32 << 10);
+		n = n < 64 ? 64 : n > (1u << 24) ? (1u << 24) : n;
+		sb.ninodes = (uint32_t)((n + 31) & ~31ull);
+	}
+	if (sb.meta_pages < 16)
+		sb.meta_pages = 16;
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != (ssize_t)sizeof(sb.uuid))
+		memcpy(sb.uuid, &sb.create_time, sizeof(sb.create_time));
+	int rc = geometry(&sb);
+	if (rc != KR_OK)
+		return rc;
+	struct kr_fs *fs = fs_alloc(path);
+	if (!fs)
+		return kr_err_set(KR_E_NOMEM, "kr_fs_mkfs: out of memory");
+	fs->sb = sb;
+	fs->pm.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fs->pm.fd < 0) {
+		rc = errno == EEXIST ? kr_err_set(KR_E_IO_EXISTS, "%s: file exists", path)
+				     : kr_err_errno(KR_E_IO_OPEN, "%s: create", path);
+		fs_free(fs);
+		return rc;
+	}
+	int e = posix_fallocate(fs->pm.fd, 0, (off_t)size);
+	if (e != 0) {
+		errno = e;
+		rc = kr_err_errno(KR_E_IO, "%s: allocating %llu bytes", path, (unsigned long long)size);
+	} else {
+		rc = kr_pm_map(&fs->pm, fs->pm.fd, size, o->open_flags, path);
+	}
+	if (rc == KR_OK)
+		rc = dram_init(fs);
+	if (rc == KR_OK)
+		rc = format(fs);
+	if (rc == KR_OK && krfs_fence(fs) != 0)
+		rc = KR_E_IO_SYNC;
+	if (rc == KR_OK && sb_write(fs) != KR_OK)
+		rc = kr_err_set(KR_E_IO_SYNC, "%s: writing the superblock", path);
+	fs_free(fs);
+	if (rc != KR_OK)
+		unlink(path);
+	return rc;
+}
+
+/* ---- mount and unmount ------------------------------------------------------------------- */
+int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
+{
+	if (!path || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path and out are required");
+	*out = NULL;
+	struct kr_fs *fs = fs_alloc(path);
+	if (!fs)
+		return kr_err_set(KR_E_NOMEM, "kr_fs_mount: out of memory");
+	int rc = KR_OK;
+	struct stat st;
+	fs->pm.fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fs->pm.fd < 0)
+		rc = kr_err_errno(KR_E_IO_OPEN, "%s: open", path);
+	else if (flock(fs->pm.fd, LOCK_EX | LOCK_NB) != 0)
+		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: mounted by another user", path)
+					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
+	else if (fstat(fs->pm.fd, &st) != 0)
+		rc = kr_err_errno(KR_E_IO_OPEN, "%s: fstat", path);
+	else if ((uint64_t)st.st_size < 2 * P)
+		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: %lld bytes is too small for a keratin-fs pool",
+				path, (long long)st.st_size);
+	if (rc == KR_OK)
+		rc = kr_pm_map(&fs->pm, fs->pm.fd, (size_t)st.st_size & ~(size_t)(P - 1), flags, path);
+	if (rc == KR_OK)
+		rc = sb_load(fs, (uint64_t)st.st_size & ~(uint64_t)(P - 1));
+	if (rc == KR_OK)
+		rc = dram_init(fs);
+	if (rc == KR_OK)
+		rc = krfs_recover(fs);
+	if (rc == KR_OK) {
+		fs->sb.state = KRFS_STATE_MOUNTED;
+		fs->sb.mount_count++;
+		if (sb_write(fs) != KR_OK)
+			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock mounted", path);
+	}
+	if (rc != KR_OK) {
+		fs_free(fs);
+		return rc;
+	}
+	*out = fs;
+	return KR_OK;
+}
+
+int kr_fs_unmount(kr_fs *fs)
+{
+	if (!fs)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_unmount: NULL");
+	int rc = KR_OK;
+	pthread_mutex_lock(&fs->lock);
+	if (fs->failed) {
+		rc = kr_err_set(KR_E_IO_SYNC, "%s: unmounted in the error state (not marked clean)", fs->path);
+	} else {
+		fs->sb.state = KRFS_STATE_CLEAN;
+		if (sb_write(fs) != KR_OK)
+			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock clean", fs->path);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	fs_free(fs);
+	return rc;
+}
