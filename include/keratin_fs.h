@@ -65,9 +65,12 @@ typedef struct kr_fs kr_fs;
 
 struct kr_fs_mkfs_opts {
 	uint32_t version;     /* KR_FS_OPTS_VERSION */
-	uint32_t ninodes;     /* inode slots, 0 = one per 32 KiB of pool (at least 64) */
+	uint32_t ninodes;     /* inode slots, a multiple of 32; 0 = one per 64 KiB of pool
+			       * (at least 64) */
 	uint64_t size;        /* pool size in bytes, >= 4 MiB, rounded down to 4096 */
-	uint64_t meta_bytes;  /* space for inode logs (primary), 0 = pool size / 16 */
+	uint64_t meta_bytes;  /* space for inode logs (primary; every inode's log takes at least
+			       * one 4 KiB page), 0 = the larger of pool size / 16 and two pages
+			       * per inode */
 	uint64_t dead_zone;   /* minimum bytes between a metadata primary and its replica,
 			       * 0 = 1 MiB; mkfs fails with KR_E_FORMAT_GEOMETRY if the pool
 			       * is too small to keep it */
@@ -128,6 +131,8 @@ struct kr_fs_statfs {
 	uint64_t namemax;      /* 255 */
 	uint64_t log_pages;    /* pages for inode logs (metadata), and how many are free */
 	uint64_t log_pages_free;
+	uint64_t repairs;      /* since mount: structures rewritten from a replica or parity */
+	uint64_t compactions;  /* since mount: inode logs rewritten by garbage collection */
 };
 
 /* ---------------------------------------------------------------------------------------

@@ -74,8 +74,11 @@ struct krfs_dentry {
 struct krfs_dir {
 	struct krfs_dentry **tab;
 	uint32_t nbuckets, count;
+	uint64_t bytes; /* log bytes the live names take as DENTRY entries (for compaction) */
 	struct krfs_dentry *first, *last;
 };
+/* Size of the DENTRY entry for a name of len bytes. */
+static inline uint32_t krfs_dentry_size(size_t len) { return (uint32_t)((48 + len + 7) & ~(size_t)7); }
 struct krfs_dentry *krfs_dir_find(const struct krfs_dir *d, const char *name, size_t len);
 /* Adds or replaces name (moved to the end of the listing with the new cookie). -ENOMEM. */
 int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino, uint8_t dtype,
@@ -126,6 +129,7 @@ struct kr_fs {
 	struct krfs_inode **inodes; /* [ninodes], NULL for free slots */
 	uint8_t *buf;               /* page-aligned scratch pages for data I/O (4 pages) */
 	uint64_t repairs;           /* structures repaired from a replica or parity */
+	uint64_t compactions;       /* logs rewritten by GC */
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -204,10 +208,12 @@ struct krfs_op {
 	uint8_t *applied;
 	size_t napplied, capapplied;
 	bool committed;
+	bool compaction; /* rewrites a log: entries keep preset ids, nothing to apply, no GC */
 };
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs);
-/* Appends entry (type and size set by the caller; epoch, trans and csum filled in here) to
- * ip's log, in both copies, flushed, not fenced. -ENOSPC (log area full), -ENOMEM. */
+/* Appends entry (type and size set by the caller; epoch, trans and csum filled in here, but
+ * a compaction keeps a preset trans) to ip's log, in both copies, flushed, not fenced.
+ * -ENOSPC (log area full), -ENOMEM. */
 int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_hdr *e);
 /* A free inode slot for a new inode: its number, or -ENOSPC. */
 int64_t krfs_op_take_ino(struct krfs_op *op);
@@ -273,6 +279,14 @@ struct krfs_src {
  * file's size is new_size. -ENOSPC, -EIO (an old page needed for merging is lost). */
 int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, uint64_t npages,
 		     const struct krfs_src *src, uint64_t new_size);
+
+/* ---- log garbage collection (fs_gc.c) ------------------------------------------------- */
+/* Rewrites ip's log from its DRAM state if the live state would fit in at most half its
+ * pages (and the log area has room for the copy). 1 if it did, 0 if not needed or no room,
+ * -EIO on a durability failure. */
+int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
+/* Rewrites ip's log unconditionally. */
+int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
 
 /* ---- mount scan (fs_recover.c) --------------------------------------------------------- */
 /* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin

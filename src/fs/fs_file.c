@@ -264,6 +264,8 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 		.namemax = KRFS_NAME_MAX,
 		.log_pages = fs->sb.meta_pages,
 		.log_pages_free = fs->meta_bm.nfree,
+		.repairs = fs->repairs,
+		.compactions = fs->compactions,
 	};
 	krfs_leave(fs);
 	return 0;

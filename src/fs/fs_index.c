@@ -218,6 +218,7 @@ int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino,
 	d->tab[e->hash % d->nbuckets] = e;
 	list_append(d, e);
 	d->count++;
+	d->bytes += krfs_dentry_size(len);
 	return 0;
 }
 
@@ -232,6 +233,7 @@ int krfs_dir_remove(struct krfs_dir *d, const char *name, size_t len)
 	*pp = e->hnext;
 	list_unlink(d, e);
 	d->count--;
+	d->bytes -= krfs_dentry_size(e->len);
 	free(e);
 	return 0;
 }

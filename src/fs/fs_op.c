@@ -21,7 +21,9 @@
  *   3. Pages and slots that an operation stops using are released only after its commit is
  *      durable (by krfs_inode_apply's callback and krfs_release_inode, called after commit),
  *      so a committed state never references a page that was reused.
- *   4. Every entry of one operation carries the same transaction id; ids increase.
+ *   4. Every entry of one operation carries the same transaction id, and ids increase; a
+ *      log compaction (fs_gc.c) is the exception: it rewrites each name with the id of the
+ *      entry that made it, since that id is the name's readdir cookie.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +90,8 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 	e->flags = 0;
 	e->reserved = 0;
 	e->epoch = (uint32_t)fs->sb.epoch;
-	e->trans = op->trans;
+	if (!op->compaction || e->trans == 0)
+		e->trans = op->trans;
 	e->csum = krfs_entry_csum(e);
 	uint64_t page = l->pos & ~(uint64_t)(P - 1);
 	if (l->pos == 0 || l->pos - page + e->size > KRFS_LOG_USABLE) {
@@ -257,7 +260,7 @@ int krfs_op_commit(struct krfs_op *op)
 		fs->inodes[op->new_ip->ino] = op->new_ip;
 		op->new_ip = NULL;
 	}
-	for (size_t at = 0; at < op->napplied;) {
+	for (size_t at = 0; at < op->napplied && !op->compaction;) {
 		struct krfs_inode *ip;
 		_Alignas(8) uint8_t e[KRFS_ENTRY_MAX];
 		memcpy(&ip, op->applied + at, sizeof(ip));
@@ -277,6 +280,9 @@ int krfs_op_commit(struct krfs_op *op)
 void krfs_op_end(struct krfs_op *op)
 {
 	struct kr_fs *fs = op->fs;
+	if (op->committed && !op->compaction)
+		for (unsigned i = 0; i < op->nlogs; i++)
+			krfs_gc_maybe(fs, op->logs[i].ip);
 	if (!op->committed) {
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;

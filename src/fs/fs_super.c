@@ -304,10 +304,13 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.state = KRFS_STATE_CLEAN,
 	};
 	if (!sb.ninodes) {
-		uint64_t n = size / (32 << 10);
+		uint64_t n = size / (64 << 10);
 		n = n < 64 ? 64 : n > (1u << 24) ? (1u << 24) : n;
 		sb.ninodes = (uint32_t)((n + 31) & ~31ull);
 	}
+	/* Every inode's log holds at least one page: by default room for two each. */
+	if (!o->meta_bytes && sb.meta_pages < 2ull * sb.ninodes)
+		sb.meta_pages = 2ull * sb.ninodes;
 	if (sb.meta_pages < 16)
 		sb.meta_pages = 16;
 	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != (ssize_t)sizeof(sb.uuid))

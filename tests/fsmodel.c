@@ -1,0 +1,858 @@
+/*
+ * fsmodel.c - the reference model of keratin-fs (see fsmodel.h): state, random operations,
+ * expected results in the library's order of checks, running operations on a file system,
+ * and the tree walk that compares the two.
+ */
+#define _GNU_SOURCE
+#include "fsmodel.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define LINK_MAX_COUNT 65000u
+
+static void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		TU_FAIL("out of memory");
+	return q;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		TU_FAIL("out of memory");
+	return d;
+}
+
+void fm_params_default(struct fm_params *p)
+{
+	static const unsigned w[FM_NKINDS] = {
+		[FM_CREATE] = 12, [FM_MKDIR] = 5, [FM_SYMLINK] = 3, [FM_WRITE] = 25, [FM_TRUNCATE] = 6,
+		[FM_UNLINK] = 8,  [FM_RMDIR] = 4, [FM_RENAME] = 12, [FM_LINK] = 5,   [FM_SETATTR] = 4,
+		[FM_READ] = 8,
+	};
+	memset(p, 0, sizeof(*p));
+	p->names = 10;
+	p->max_write = 20000;
+	memcpy(p->weight, w, sizeof(w));
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+static uint32_t new_inode(struct fm *m, uint32_t mode, uint32_t uid, uint32_t gid)
+{
+	if (m->n == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 64;
+		m->v = xrealloc(m->v, m->cap * sizeof(*m->v));
+	}
+	struct fm_inode *ip = &m->v[m->n];
+	memset(ip, 0, sizeof(*ip));
+	ip->live = true;
+	ip->mode = mode;
+	ip->uid = uid;
+	ip->gid = gid;
+	ip->nlink = S_ISDIR(mode) ? 2 : 1;
+	return m->n++;
+}
+
+void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino)
+{
+	memset(m, 0, sizeof(*m));
+	new_inode(m, 0, 0, 0); /* id 0: never used */
+	m->v[0].live = false;
+	uint32_t root = new_inode(m, S_IFDIR | 0755, 0, 0);
+	m->v[root].parent = root;
+	m->v[root].fsino = root_ino;
+	m->max_inodes = st->files;
+	m->data_pages = st->blocks;
+}
+
+static void inode_clear(struct fm_inode *ip)
+{
+	for (unsigned i = 0; i < ip->npages; i++)
+		free(ip->pages[i].data);
+	for (unsigned i = 0; i < ip->ndents; i++)
+		free(ip->dents[i].name);
+	free(ip->pages);
+	free(ip->dents);
+	free(ip->target);
+	ip->pages = NULL;
+	ip->dents = NULL;
+	ip->target = NULL;
+	ip->npages = ip->cappages = ip->ndents = ip->capdents = 0;
+}
+
+void fm_free(struct fm *m)
+{
+	for (unsigned i = 0; i < m->n; i++)
+		inode_clear(&m->v[i]);
+	free(m->v);
+	memset(m, 0, sizeof(*m));
+}
+
+void fm_copy(struct fm *dst, const struct fm *src)
+{
+	*dst = *src;
+	dst->v = xrealloc(NULL, src->cap * sizeof(*dst->v));
+	memcpy(dst->v, src->v, src->n * sizeof(*dst->v));
+	for (unsigned i = 0; i < src->n; i++) {
+		struct fm_inode *d = &dst->v[i];
+		const struct fm_inode *s = &src->v[i];
+		d->pages = xrealloc(NULL, s->cappages * sizeof(*d->pages));
+		for (unsigned k = 0; k < s->npages; k++) {
+			d->pages[k].pg = s->pages[k].pg;
+			d->pages[k].data = xrealloc(NULL, FM_PAGE);
+			memcpy(d->pages[k].data, s->pages[k].data, FM_PAGE);
+		}
+		d->dents = xrealloc(NULL, s->capdents * sizeof(*d->dents));
+		for (unsigned k = 0; k < s->ndents; k++) {
+			d->dents[k].name = xstrdup(s->dents[k].name);
+			d->dents[k].id = s->dents[k].id;
+		}
+		d->target = s->target ? xstrdup(s->target) : NULL;
+	}
+}
+
+static struct fm_dent *dent_find(const struct fm_inode *dir, const char *name)
+{
+	for (unsigned i = 0; i < dir->ndents; i++)
+		if (strcmp(dir->dents[i].name, name) == 0)
+			return &dir->dents[i];
+	return NULL;
+}
+
+static void dent_add(struct fm_inode *dir, const char *name, uint32_t id)
+{
+	if (dir->ndents == dir->capdents) {
+		dir->capdents = dir->capdents ? dir->capdents * 2 : 8;
+		dir->dents = xrealloc(dir->dents, dir->capdents * sizeof(*dir->dents));
+	}
+	dir->dents[dir->ndents].name = xstrdup(name);
+	dir->dents[dir->ndents++].id = id;
+}
+
+static void dent_remove(struct fm_inode *dir, const char *name)
+{
+	struct fm_dent *d = dent_find(dir, name);
+	free(d->name);
+	*d = dir->dents[--dir->ndents];
+}
+
+static struct fm_page *page_find(const struct fm_inode *ip, uint64_t pg)
+{
+	unsigned lo = 0, hi = ip->npages;
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (ip->pages[mid].pg < pg)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ip->npages && ip->pages[lo].pg == pg ? &ip->pages[lo] : NULL;
+}
+
+static uint8_t *page_get(struct fm_inode *ip, uint64_t pg)
+{
+	struct fm_page *p = page_find(ip, pg);
+	if (p)
+		return p->data;
+	if (ip->npages == ip->cappages) {
+		ip->cappages = ip->cappages ? ip->cappages * 2 : 8;
+		ip->pages = xrealloc(ip->pages, ip->cappages * sizeof(*ip->pages));
+	}
+	unsigned at = 0;
+	while (at < ip->npages && ip->pages[at].pg < pg)
+		at++;
+	memmove(&ip->pages[at + 1], &ip->pages[at], (ip->npages - at) * sizeof(*ip->pages));
+	ip->pages[at].pg = pg;
+	ip->pages[at].data = calloc(1, FM_PAGE);
+	if (!ip->pages[at].data)
+		TU_FAIL("out of memory");
+	ip->npages++;
+	return ip->pages[at].data;
+}
+
+static uint64_t live_inodes(const struct fm *m)
+{
+	uint64_t n = 0;
+	for (unsigned i = 1; i < m->n; i++)
+		n += m->v[i].live;
+	return n;
+}
+
+static uint64_t used_pages(const struct fm *m)
+{
+	uint64_t n = 0;
+	for (unsigned i = 1; i < m->n; i++)
+		if (m->v[i].live)
+			n += m->v[i].npages + (S_ISLNK(m->v[i].mode) ? 1 : 0);
+	return n;
+}
+
+static void kill(struct fm *m, uint32_t id)
+{
+	inode_clear(&m->v[id]);
+	m->v[id].live = false;
+}
+
+static bool is_dir(const struct fm *m, uint32_t id) { return S_ISDIR(m->v[id].mode); }
+
+/* ---- generating ---------------------------------------------------------------------------- */
+/* A live inode of file type `type` (0: any type). */
+static uint32_t pick(struct tu_rng *r, const struct fm *m, uint32_t type)
+{
+	uint32_t c[64];
+	unsigned n = 0, seen = 0;
+	for (unsigned i = 1; i < m->n; i++) /* reservoir sample of up to 64 candidates */
+		if (m->v[i].live && (!type || (m->v[i].mode & S_IFMT) == type)) {
+			seen++;
+			if (n < 64)
+				c[n++] = i;
+			else if (tu_rng_below(r, seen) < 64)
+				c[tu_rng_below(r, 64)] = i;
+		}
+	return n ? c[tu_rng_below(r, n)] : type == S_IFREG ? pick(r, m, 0) : 1;
+}
+
+static uint32_t pick_dir(struct tu_rng *r, const struct fm *m)
+{
+	return tu_rng_chance(r, 1, 20) ? pick(r, m, 0) : pick(r, m, S_IFDIR);
+}
+
+static void gen_name(struct tu_rng *r, const struct fm_params *p, char *out)
+{
+	unsigned k = (unsigned)tu_rng_below(r, 100);
+	if (k == 0) { /* too long */
+		memset(out, 'L', 256);
+		out[256] = '\0';
+	} else if (k < 3) { /* long but valid: a few fixed ones so they collide */
+		size_t len = 200 + 25 * tu_rng_below(r, 3);
+		memset(out, 'a' + (char)tu_rng_below(r, 3), len);
+		out[len] = '\0';
+	} else {
+		sprintf(out, "n%u", (unsigned)tu_rng_below(r, p->names));
+	}
+}
+
+/* An existing name in dir (most of the time), else a generated one. */
+static void gen_existing(struct tu_rng *r, const struct fm *m, uint32_t dir, const struct fm_params *p,
+			 char *out)
+{
+	const struct fm_inode *d = &m->v[dir];
+	if (S_ISDIR(d->mode) && d->ndents && tu_rng_chance(r, 4, 5))
+		strcpy(out, d->dents[tu_rng_below(r, d->ndents)].name);
+	else
+		gen_name(r, p, out);
+}
+
+void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, struct fm_op *op)
+{
+	unsigned total = 0;
+	for (unsigned k = 0; k < FM_NKINDS; k++)
+		total += p->weight[k];
+	unsigned x = (unsigned)tu_rng_below(r, total), k = 0;
+	while (x >= p->weight[k])
+		x -= p->weight[k++];
+	memset(op, 0, sizeof(*op));
+	op->kind = (enum fm_kind)k;
+	op->seed = tu_rng_next(r);
+	op->mode = (uint32_t)tu_rng_below(r, 01000);
+	op->uid = (uint32_t)tu_rng_below(r, 4);
+	op->gid = (uint32_t)tu_rng_below(r, 4);
+	uint32_t file = tu_rng_chance(r, 1, 8) ? pick(r, m, 0) : pick(r, m, S_IFREG);
+	const struct fm_inode *f = &m->v[file];
+	switch (op->kind) {
+	case FM_CREATE:
+	case FM_MKDIR:
+	case FM_SYMLINK:
+		op->a = pick_dir(r, m);
+		gen_name(r, p, op->name);
+		op->len = tu_rng_range(r, 1, 120); /* symlink target length */
+		break;
+	case FM_WRITE:
+	case FM_READ:
+		op->a = file;
+		op->len = tu_rng_logu(r, 1, p->max_write);
+		if (p->far_off && tu_rng_chance(r, 1, 10))
+			op->off = tu_rng_below(r, p->far_off);
+		else
+			op->off = tu_rng_below(r, f->size + 8192);
+		break;
+	case FM_TRUNCATE:
+		op->a = file;
+		op->off = p->far_off && tu_rng_chance(r, 1, 20) ? tu_rng_below(r, p->far_off)
+								: tu_rng_below(r, f->size + f->size / 2 + 4096);
+		break;
+	case FM_UNLINK:
+	case FM_RMDIR:
+		op->a = pick_dir(r, m);
+		gen_existing(r, m, op->a, p, op->name);
+		break;
+	case FM_RENAME:
+		op->a = pick_dir(r, m);
+		gen_existing(r, m, op->a, p, op->name);
+		op->b = pick_dir(r, m);
+		if (tu_rng_chance(r, 1, 2))
+			gen_existing(r, m, op->b, p, op->name2);
+		else
+			gen_name(r, p, op->name2);
+		x = (unsigned)tu_rng_below(r, 10);
+		op->flags = x == 0 ? KR_FS_RENAME_NOREPLACE : x == 1 ? KR_FS_RENAME_EXCHANGE : 0;
+		break;
+	case FM_LINK:
+		op->a = tu_rng_chance(r, 9, 10) ? file : pick(r, m, S_IFDIR);
+		op->b = pick_dir(r, m);
+		gen_name(r, p, op->name2);
+		break;
+	case FM_SETATTR:
+		op->a = file;
+		op->mask = 1 + (uint32_t)tu_rng_below(r, 7); /* some of MODE, UID, GID */
+		break;
+	case FM_NKINDS:
+		break;
+	}
+}
+
+static void symlink_target(const struct fm_op *op, char *out)
+{
+	uint64_t s = op->seed;
+	for (uint64_t i = 0; i < op->len; i++)
+		out[i] = (char)('a' + tu_splitmix64(&s) % 26);
+	out[op->len] = '\0';
+}
+
+/* ---- expected results ------------------------------------------------------------------------ */
+static int name_err(const char *name)
+{
+	size_t n = strlen(name);
+	return n > KR_FS_NAME_MAX ? -ENAMETOOLONG : n == 0 || strchr(name, '/') ? -EINVAL : 0;
+}
+
+static bool dot(const char *name) { return strcmp(name, ".") == 0 || strcmp(name, "..") == 0; }
+
+static uint64_t free_pages(const struct fm *m) { return m->data_pages - used_pages(m); }
+
+static bool inside(const struct fm *m, uint32_t dir, uint32_t id)
+{
+	for (;;) {
+		if (dir == id)
+			return true;
+		if (dir == 1)
+			return false;
+		dir = m->v[dir].parent;
+	}
+}
+
+/* The checks mknod/mkdir/symlink share (fs_ops.c make()). */
+static int64_t make_check(const struct fm *m, const struct fm_op *op, bool isdir)
+{
+	const struct fm_inode *d = &m->v[op->a];
+	int e = name_err(op->name);
+	if (!S_ISDIR(d->mode))
+		return -ENOTDIR;
+	if (e)
+		return e;
+	if (dot(op->name) || dent_find(d, op->name))
+		return -EEXIST;
+	if (isdir && d->nlink >= LINK_MAX_COUNT)
+		return -EMLINK;
+	if (live_inodes(m) >= m->max_inodes)
+		return -ENOSPC;
+	return 0;
+}
+
+static void truncate_model(struct fm_inode *ip, uint64_t size)
+{
+	if (size < ip->size) {
+		uint64_t keep = (size + FM_PAGE - 1) / FM_PAGE;
+		while (ip->npages && ip->pages[ip->npages - 1].pg >= keep)
+			free(ip->pages[--ip->npages].data);
+		struct fm_page *p = size % FM_PAGE ? page_find(ip, size / FM_PAGE) : NULL;
+		if (p)
+			memset(p->data + size % FM_PAGE, 0, FM_PAGE - size % FM_PAGE);
+	}
+	ip->size = size;
+}
+
+/* One link of id goes (its name is already removed). */
+static void drop(struct fm *m, uint32_t id)
+{
+	if (is_dir(m, id) || --m->v[id].nlink == 0)
+		kill(m, id);
+}
+
+static int64_t apply_rename(struct fm *m, const struct fm_op *op)
+{
+	if (op->flags & ~(KR_FS_RENAME_NOREPLACE | KR_FS_RENAME_EXCHANGE) ||
+	    op->flags == (KR_FS_RENAME_NOREPLACE | KR_FS_RENAME_EXCHANGE))
+		return -EINVAL;
+	struct fm_inode *od = &m->v[op->a], *nd = &m->v[op->b];
+	if (!S_ISDIR(od->mode) || !S_ISDIR(nd->mode))
+		return -ENOTDIR;
+	int e = name_err(op->name);
+	if (!e)
+		e = name_err(op->name2);
+	if (e)
+		return e;
+	if (dot(op->name) || dot(op->name2))
+		return -EBUSY;
+	struct fm_dent *sd = dent_find(od, op->name), *dd = dent_find(nd, op->name2);
+	if (!sd)
+		return -ENOENT;
+	uint32_t src = sd->id, dst = dd ? dd->id : 0;
+	bool exch = op->flags & KR_FS_RENAME_EXCHANGE;
+	if (dst && (op->flags & KR_FS_RENAME_NOREPLACE))
+		return -EEXIST;
+	if (dst == src)
+		return 0;
+	bool sdir = is_dir(m, src), ddir = dst && is_dir(m, dst);
+	if (sdir && inside(m, op->b, src))
+		return -EINVAL;
+	if (!dst && exch)
+		return -ENOENT;
+	if (!dst && sdir && nd->nlink >= LINK_MAX_COUNT)
+		return -EMLINK;
+	if (dst && exch && ddir && inside(m, op->a, dst))
+		return -EINVAL;
+	if (dst && !exch) {
+		if (sdir && !ddir)
+			return -ENOTDIR;
+		if (!sdir && ddir)
+			return -EISDIR;
+		if (ddir && m->v[dst].ndents)
+			return -ENOTEMPTY;
+	}
+	if (exch) {
+		dd->id = src;
+		sd->id = dst;
+		if (op->a != op->b) {
+			od->nlink += (uint32_t)ddir - (uint32_t)sdir;
+			nd->nlink += (uint32_t)sdir - (uint32_t)ddir;
+		}
+		m->v[src].parent = op->b;
+		m->v[dst].parent = op->a;
+		return 0;
+	}
+	if (dst) {
+		dent_remove(nd, op->name2);
+		if (ddir)
+			nd->nlink--;
+		drop(m, dst);
+	}
+	dent_remove(od, op->name);
+	dent_add(nd, op->name2, src);
+	m->v[src].parent = op->b;
+	if (sdir && op->a != op->b) {
+		od->nlink--;
+		nd->nlink++;
+	}
+	return 0;
+}
+
+int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
+{
+	*new_id = 0;
+	struct fm_inode *a = &m->v[op->a];
+	int64_t rc;
+	switch (op->kind) {
+	case FM_CREATE:
+	case FM_MKDIR:
+	case FM_SYMLINK: {
+		bool isdir = op->kind == FM_MKDIR, sl = op->kind == FM_SYMLINK;
+		if ((rc = make_check(m, op, isdir)) != 0)
+			return rc;
+		if (sl && free_pages(m) == 0)
+			return -ENOSPC;
+		uint32_t mode = isdir ? S_IFDIR | (op->mode & 07777) : sl ? S_IFLNK | 0777 : S_IFREG | (op->mode & 07777);
+		uint32_t id = new_inode(m, mode, op->uid, op->gid);
+		a = &m->v[op->a]; /* new_inode may move the array */
+		m->v[id].parent = op->a;
+		if (sl) {
+			m->v[id].target = xrealloc(NULL, op->len + 1);
+			symlink_target(op, m->v[id].target);
+			m->v[id].size = op->len;
+		}
+		dent_add(a, op->name, id);
+		a->nlink += isdir;
+		*new_id = id;
+		return 0;
+	}
+	case FM_WRITE: {
+		if (op->len == 0)
+			return 0;
+		if (S_ISDIR(a->mode))
+			return -EISDIR;
+		if (!S_ISREG(a->mode))
+			return -EINVAL;
+		uint64_t first = op->off / FM_PAGE, last = (op->off + op->len - 1) / FM_PAGE;
+		if (last - first + 1 > free_pages(m))
+			return -ENOSPC;
+		uint8_t *buf = xrealloc(NULL, op->len);
+		tu_fill(buf, op->len, op->seed);
+		for (uint64_t pg = first; pg <= last; pg++) {
+			uint64_t lo = pg * FM_PAGE > op->off ? pg * FM_PAGE : op->off;
+			uint64_t hi = (pg + 1) * FM_PAGE < op->off + op->len ? (pg + 1) * FM_PAGE : op->off + op->len;
+			memcpy(page_get(a, pg) + (lo - pg * FM_PAGE), buf + (lo - op->off), hi - lo);
+		}
+		free(buf);
+		if (op->off + op->len > a->size)
+			a->size = op->off + op->len;
+		return (int64_t)op->len;
+	}
+	case FM_READ:
+		if (S_ISDIR(a->mode))
+			return -EISDIR;
+		if (!S_ISREG(a->mode))
+			return -EINVAL;
+		return op->off >= a->size ? 0 : (int64_t)(op->len < a->size - op->off ? op->len : a->size - op->off);
+	case FM_TRUNCATE:
+		if (S_ISDIR(a->mode))
+			return -EISDIR;
+		if (!S_ISREG(a->mode))
+			return -EINVAL;
+		if (op->off < a->size && op->off % FM_PAGE && page_find(a, op->off / FM_PAGE) && free_pages(m) == 0)
+			return -ENOSPC;
+		truncate_model(a, op->off);
+		return 0;
+	case FM_UNLINK:
+	case FM_RMDIR: {
+		bool want_dir = op->kind == FM_RMDIR;
+		if (!S_ISDIR(a->mode))
+			return -ENOTDIR;
+		if ((rc = name_err(op->name)) != 0)
+			return rc;
+		if (dot(op->name))
+			return !want_dir ? -EISDIR : strcmp(op->name, ".") == 0 ? -EINVAL : -ENOTEMPTY;
+		struct fm_dent *d = dent_find(a, op->name);
+		if (!d)
+			return -ENOENT;
+		uint32_t id = d->id;
+		if (want_dir && !is_dir(m, id))
+			return -ENOTDIR;
+		if (!want_dir && is_dir(m, id))
+			return -EISDIR;
+		if (want_dir && m->v[id].ndents)
+			return -ENOTEMPTY;
+		dent_remove(a, op->name);
+		a->nlink -= want_dir;
+		drop(m, id);
+		return 0;
+	}
+	case FM_RENAME:
+		return apply_rename(m, op);
+	case FM_LINK: {
+		struct fm_inode *d = &m->v[op->b];
+		if (!S_ISDIR(d->mode))
+			return -ENOTDIR;
+		if ((rc = name_err(op->name2)) != 0)
+			return rc;
+		if (dot(op->name2))
+			return -EEXIST;
+		if (S_ISDIR(a->mode))
+			return -EPERM;
+		if (a->nlink >= LINK_MAX_COUNT)
+			return -EMLINK;
+		if (dent_find(d, op->name2))
+			return -EEXIST;
+		dent_add(d, op->name2, op->a);
+		a->nlink++;
+		return 0;
+	}
+	case FM_SETATTR:
+		if (op->mask & KR_FS_SET_MODE)
+			a->mode = (a->mode & S_IFMT) | (op->mode & 07777);
+		if (op->mask & KR_FS_SET_UID)
+			a->uid = op->uid;
+		if (op->mask & KR_FS_SET_GID)
+			a->gid = op->gid;
+		return 0;
+	case FM_NKINDS:
+		break;
+	}
+	return -EINVAL;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+static int64_t read_check(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t ino)
+{
+	uint8_t *buf = xrealloc(NULL, op->len);
+	int64_t n = kr_fs_read(fs, ino, buf, op->len, op->off);
+	const struct fm_inode *ip = &m->v[op->a];
+	for (int64_t i = 0; i < n; i++) {
+		uint64_t pos = op->off + (uint64_t)i;
+		const struct fm_page *p = page_find(ip, pos / FM_PAGE);
+		uint8_t want = p ? p->data[pos % FM_PAGE] : 0;
+		if (buf[i] != want) {
+			fprintf(stderr, "read of model inode %u at %" PRIu64 ": byte %" PRIu64 " is %#x, expected %#x\n",
+				op->a, op->off, pos, buf[i], want);
+			n = INT64_MIN;
+			break;
+		}
+	}
+	free(buf);
+	return n;
+}
+
+int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *new_ino)
+{
+	uint64_t a = m->v[op->a].fsino, b = op->b ? m->v[op->b].fsino : 0;
+	struct kr_fs_attr attr;
+	int64_t rc = -EINVAL;
+	*new_ino = 0;
+	switch (op->kind) {
+	case FM_CREATE:
+		rc = kr_fs_create(fs, a, op->name, op->mode, op->uid, op->gid, &attr);
+		break;
+	case FM_MKDIR:
+		rc = kr_fs_mkdir(fs, a, op->name, op->mode, op->uid, op->gid, &attr);
+		break;
+	case FM_SYMLINK: {
+		char target[200];
+		symlink_target(op, target);
+		rc = kr_fs_symlink(fs, a, op->name, target, op->uid, op->gid, &attr);
+		break;
+	}
+	case FM_WRITE: {
+		uint8_t *buf = xrealloc(NULL, op->len);
+		tu_fill(buf, op->len, op->seed);
+		rc = kr_fs_write(fs, a, buf, op->len, op->off);
+		free(buf);
+		break;
+	}
+	case FM_READ:
+		rc = read_check(fs, m, op, a);
+		break;
+	case FM_TRUNCATE:
+		rc = kr_fs_truncate(fs, a, op->off);
+		break;
+	case FM_UNLINK:
+		rc = kr_fs_unlink(fs, a, op->name);
+		break;
+	case FM_RMDIR:
+		rc = kr_fs_rmdir(fs, a, op->name);
+		break;
+	case FM_RENAME:
+		rc = kr_fs_rename(fs, a, op->name, b, op->name2, op->flags);
+		break;
+	case FM_LINK:
+		rc = kr_fs_link(fs, a, b, op->name2, NULL);
+		break;
+	case FM_SETATTR:
+		attr.mode = op->mode;
+		attr.uid = op->uid;
+		attr.gid = op->gid;
+		rc = kr_fs_setattr(fs, a, op->mask, &attr, NULL);
+		break;
+	case FM_NKINDS:
+		break;
+	}
+	if (rc == 0 && (op->kind == FM_CREATE || op->kind == FM_MKDIR || op->kind == FM_SYMLINK))
+		*new_ino = attr.ino;
+	return rc;
+}
+
+const char *fm_kind_name(enum fm_kind k)
+{
+	static const char *n[FM_NKINDS] = {"create", "mkdir", "symlink", "write", "truncate", "unlink",
+					   "rmdir", "rename", "link", "setattr", "read"};
+	return k < FM_NKINDS ? n[k] : "?";
+}
+
+void fm_describe(const struct fm_op *op, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s(a=%u b=%u '%.40s' '%.40s' off=%" PRIu64 " len=%" PRIu64 " flags=%#x mask=%#x)",
+		 fm_kind_name(op->kind), op->a, op->b, op->name, op->name2, op->off, op->len, op->flags, op->mask);
+}
+
+int fm_step(kr_fs *fs, struct fm *m, const struct fm_op *op, int64_t *result, char *why, size_t whylen)
+{
+	uint64_t ino;
+	uint32_t id;
+	int64_t got = fm_run(fs, m, op, &ino);
+	int64_t want = fm_apply(m, op, &id);
+	if (result)
+		*result = want;
+	if (id)
+		m->v[id].fsino = ino;
+	if (got != want) {
+		char d[200];
+		fm_describe(op, d, sizeof(d));
+		snprintf(why, whylen, "%s returned %" PRId64 ", the model says %" PRId64 " (%s)", d, got, want,
+			 got < 0 ? kr_errmsg() : "");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- comparing ---------------------------------------------------------------------------------- */
+struct listing {
+	struct {
+		char name[256];
+		uint64_t ino;
+		uint32_t dtype;
+	} *v;
+	unsigned n, cap;
+	uint64_t dotdot;
+};
+
+static int collect(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t dtype, uint64_t cookie)
+{
+	struct listing *l = ctx;
+	(void)cookie;
+	if (len == 1 && name[0] == '.')
+		return 0;
+	if (len == 2 && name[0] == '.' && name[1] == '.') {
+		l->dotdot = ino;
+		return 0;
+	}
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+	}
+	memcpy(l->v[l->n].name, name, len);
+	l->v[l->n].name[len] = '\0';
+	l->v[l->n].ino = ino;
+	l->v[l->n++].dtype = dtype;
+	return 0;
+}
+
+struct walk {
+	kr_fs *fs;
+	const struct fm *m;
+	uint32_t *id_of;  /* fs ino -> model id */
+	uint64_t *ino_of; /* model id -> fs ino */
+	uint64_t nino;
+	char *why;
+	size_t whylen;
+};
+
+#define BAD(w, ...) (snprintf((w)->why, (w)->whylen, __VA_ARGS__), -1)
+
+static int compare_content(struct walk *w, uint32_t id, uint64_t ino)
+{
+	const struct fm_inode *ip = &w->m->v[id];
+	if (S_ISLNK(ip->mode)) {
+		char t[KR_FS_SYMLINK_MAX + 1];
+		ssize_t n = kr_fs_readlink(w->fs, ino, t, sizeof(t));
+		if (n != (ssize_t)ip->size || memcmp(t, ip->target, ip->size) != 0)
+			return BAD(w, "symlink %" PRIu64 ": readlink gave %zd bytes, expected '%s'", ino, n, ip->target);
+		return 0;
+	}
+	if (!S_ISREG(ip->mode))
+		return 0;
+	/* Every page the model has, plus the page after each (a hole or the end). */
+	uint8_t *buf = xrealloc(NULL, 2 * FM_PAGE), zero[FM_PAGE] = {0};
+	int rc = 0;
+	for (unsigned k = 0; k <= ip->npages && rc == 0; k++) {
+		uint64_t pg = k < ip->npages ? ip->pages[k].pg : 0;
+		for (int step = 0; step < 2 && rc == 0; step++, pg++) {
+			uint64_t off = pg * FM_PAGE;
+			if (off >= ip->size)
+				break;
+			uint64_t want = ip->size - off < FM_PAGE ? ip->size - off : FM_PAGE;
+			ssize_t n = kr_fs_read(w->fs, ino, buf, FM_PAGE, off);
+			const struct fm_page *p = page_find(ip, pg);
+			if (n != (ssize_t)want)
+				rc = BAD(w, "inode %" PRIu64 ": read of page %" PRIu64 " gave %zd, expected %" PRIu64 " (%s)",
+					 ino, pg, n, want, n < 0 ? kr_errmsg() : "");
+			else if (memcmp(buf, p ? p->data : zero, want) != 0)
+				rc = BAD(w, "inode %" PRIu64 ": page %" PRIu64 " differs from the model", ino, pg);
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino);
+
+static int compare_dir(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino)
+{
+	const struct fm_inode *d = &w->m->v[id];
+	struct listing l = {0};
+	int n = kr_fs_readdir(w->fs, ino, 0, collect, &l);
+	int rc = 0;
+	if (n < 0)
+		rc = BAD(w, "readdir of %" PRIu64 ": %d (%s)", ino, n, kr_errmsg());
+	else if (l.dotdot != parent_ino)
+		rc = BAD(w, "directory %" PRIu64 ": '..' is %" PRIu64 ", expected %" PRIu64, ino, l.dotdot, parent_ino);
+	else if (l.n != d->ndents)
+		rc = BAD(w, "directory %" PRIu64 ": %u names, the model has %u", ino, l.n, d->ndents);
+	for (unsigned i = 0; rc == 0 && i < l.n; i++) {
+		const struct fm_dent *e = dent_find(d, l.v[i].name);
+		if (!e) {
+			rc = BAD(w, "directory %" PRIu64 ": unexpected name '%.60s'", ino, l.v[i].name);
+			break;
+		}
+		struct kr_fs_attr a;
+		int lr = kr_fs_lookup(w->fs, ino, l.v[i].name, &a);
+		if (lr != 0 || a.ino != l.v[i].ino)
+			rc = BAD(w, "directory %" PRIu64 ": lookup of '%.60s' gave %d ino %" PRIu64 ", readdir %" PRIu64,
+				 ino, l.v[i].name, lr, a.ino, l.v[i].ino);
+		else if (l.v[i].dtype != (uint32_t)(S_ISDIR(w->m->v[e->id].mode) ? 4 : S_ISLNK(w->m->v[e->id].mode) ? 10 : 8))
+			rc = BAD(w, "directory %" PRIu64 ": '%.60s' has type %u", ino, l.v[i].name, l.v[i].dtype);
+		else
+			rc = compare_inode(w, e->id, l.v[i].ino, ino);
+	}
+	free(l.v);
+	return rc;
+}
+
+static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino)
+{
+	if (ino == 0 || ino >= w->nino)
+		return BAD(w, "inode number %" PRIu64 " out of range", ino);
+	if (w->ino_of[id] || w->id_of[ino]) {
+		if (w->ino_of[id] != ino || w->id_of[ino] != id)
+			return BAD(w, "model inode %u / fs inode %" PRIu64 ": names disagree on identity (%" PRIu64 ", %u)",
+				   id, ino, w->ino_of[id], w->id_of[ino]);
+		return 0; /* a hard link to an inode already compared */
+	}
+	w->ino_of[id] = ino;
+	w->id_of[ino] = id;
+	const struct fm_inode *ip = &w->m->v[id];
+	struct kr_fs_attr a;
+	int rc = kr_fs_getattr(w->fs, ino, &a);
+	if (rc)
+		return BAD(w, "getattr %" PRIu64 ": %d (%s)", ino, rc, kr_errmsg());
+	if (a.mode != ip->mode || a.nlink != ip->nlink || a.uid != ip->uid || a.gid != ip->gid || a.size != ip->size)
+		return BAD(w, "inode %" PRIu64 ": mode %o nlink %u uid %u gid %u size %" PRIu64
+			   "; model: mode %o nlink %u uid %u gid %u size %" PRIu64,
+			   ino, a.mode, a.nlink, a.uid, a.gid, a.size, ip->mode, ip->nlink, ip->uid, ip->gid, ip->size);
+	uint64_t pages = ip->npages + (S_ISLNK(ip->mode) ? 1 : 0);
+	if (a.blocks != pages * (FM_PAGE / 512))
+		return BAD(w, "inode %" PRIu64 ": %" PRIu64 " blocks, the model has %" PRIu64 " pages", ino, a.blocks, pages);
+	if (S_ISDIR(ip->mode))
+		return compare_dir(w, id, ino, parent_ino);
+	return compare_content(w, id, ino);
+}
+
+int fm_compare(kr_fs *fs, const struct fm *m, char *why, size_t whylen)
+{
+	struct kr_fs_statfs st;
+	if (kr_fs_statfs(fs, &st) != 0)
+		return snprintf(why, whylen, "statfs failed: %s", kr_errmsg()), -1;
+	struct walk w = {.fs = fs, .m = m, .nino = st.files + 1, .why = why, .whylen = whylen};
+	w.id_of = calloc(w.nino, sizeof(*w.id_of));
+	w.ino_of = calloc(m->n, sizeof(*w.ino_of));
+	if (!w.id_of || !w.ino_of)
+		TU_FAIL("out of memory");
+	int rc = compare_inode(&w, 1, KR_FS_ROOT_INO, KR_FS_ROOT_INO);
+	if (rc == 0 && st.files - st.ffree != live_inodes(m))
+		rc = BAD(&w, "statfs: %" PRIu64 " inodes in use, the model has %" PRIu64, st.files - st.ffree,
+			 live_inodes(m));
+	if (rc == 0 && st.blocks - st.bfree != used_pages(m))
+		rc = BAD(&w, "statfs: %" PRIu64 " data pages in use, the model has %" PRIu64, st.blocks - st.bfree,
+			 used_pages(m));
+	for (unsigned i = 1; rc == 0 && i < m->n; i++)
+		if (m->v[i].live && !w.ino_of[i])
+			rc = BAD(&w, "model inode %u is not reachable in the file system", i);
+	free(w.id_of);
+	free(w.ino_of);
+	return rc;
+}

@@ -1,0 +1,106 @@
+/*
+ * fsmodel.h - a reference model of keratin-fs for the file-system tests: random operations,
+ * their expected results (return values and errnos, in the order the library checks), and
+ * a comparison of a mounted file system with the model.
+ *
+ * The model keeps inodes by its own ids (1 = root); each knows its type, permissions, owner,
+ * link count, size, the pages written (sparse: only pages that exist, so holes past 4 GiB
+ * cost nothing), a symlink's target, a directory's names and parent. fm_compare walks the
+ * file system and the model from the root by names and requires the same names, the same
+ * attributes and bytes, a consistent bijection between model ids and inode numbers (hard
+ * links share one), and statfs's used inodes and data pages equal to the model's counts
+ * (nothing leaked, nothing lost).
+ */
+#ifndef KR_FSMODEL_H
+#define KR_FSMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "keratin_fs.h"
+#include "testutil.h"
+
+#define FM_PAGE 4096u
+
+struct fm_page {
+	uint64_t pg;
+	uint8_t *data;
+};
+struct fm_dent {
+	char *name;
+	uint32_t id;
+};
+struct fm_inode {
+	bool live;
+	uint32_t mode, uid, gid, nlink;
+	uint64_t size;
+	uint32_t parent;
+	struct fm_page *pages; /* sorted by pg */
+	unsigned npages, cappages;
+	char *target;
+	struct fm_dent *dents;
+	unsigned ndents, capdents;
+	uint64_t fsino; /* inode number in the file system, 0 if not known */
+};
+struct fm {
+	struct fm_inode *v; /* v[0] unused, v[1] root */
+	unsigned n, cap;
+	uint64_t max_inodes;  /* statfs files */
+	uint64_t data_pages;  /* statfs blocks */
+};
+
+enum fm_kind {
+	FM_CREATE,
+	FM_MKDIR,
+	FM_SYMLINK,
+	FM_WRITE,
+	FM_TRUNCATE,
+	FM_UNLINK,
+	FM_RMDIR,
+	FM_RENAME,
+	FM_LINK,
+	FM_SETATTR,
+	FM_READ,
+	FM_NKINDS
+};
+
+struct fm_op {
+	enum fm_kind kind;
+	uint32_t a, b;          /* model ids: the inode or directory, the second directory */
+	char name[300], name2[300];
+	uint64_t off, len, seed; /* write/read range and content seed; truncate: off = size */
+	uint32_t mode, uid, gid, flags, mask;
+};
+
+struct fm_params {
+	unsigned names;        /* size of the pool of short names */
+	uint64_t max_write;    /* largest write */
+	uint64_t far_off;      /* sparse writes land up to here (0: none) */
+	unsigned weight[FM_NKINDS];
+};
+void fm_params_default(struct fm_params *p);
+
+/* A model of a freshly made file system (root only), sized from statfs. */
+void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino);
+void fm_free(struct fm *m);
+void fm_copy(struct fm *dst, const struct fm *src);
+
+/* A random operation on the model's current state. */
+void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, struct fm_op *op);
+/* The result the library must give, applying the operation to the model if it succeeds;
+ * *new_id gets the id of an inode it made (0 if none). */
+int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id);
+/* Runs op on fs (model ids translated through m's fsino); *new_ino gets the inode number
+ * of an inode it made. For FM_READ the bytes are compared with the model here: a mismatch
+ * returns INT64_MIN. */
+int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *new_ino);
+/* Runs op on fs and the model and requires equal results; 0, or -1 with why filled in.
+ * *result (may be NULL) gets the result. */
+int fm_step(kr_fs *fs, struct fm *m, const struct fm_op *op, int64_t *result, char *why, size_t whylen);
+const char *fm_kind_name(enum fm_kind k);
+void fm_describe(const struct fm_op *op, char *buf, size_t n);
+
+/* Walks fs and the model from the root: 0 if equal, -1 with why filled in. */
+int fm_compare(kr_fs *fs, const struct fm *m, char *why, size_t whylen);
+
+#endif
