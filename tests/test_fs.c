@@ -48,6 +48,9 @@ static void compare_or_fail(kr_fs *fs, const struct fm *m, const char *when)
 	char why[512];
 	if (fm_compare(fs, m, why, sizeof(why)) != 0)
 		TU_FAIL("%s: the file system differs from the model: %s", when, why);
+	struct kr_fs_check_report rep;
+	if (kr_fs_check(fs, stderr, &rep) != KR_OK)
+		TU_FAIL("%s: kr_fs_check found %llu problems", when, (unsigned long long)rep.problems);
 }
 
 /* ---- basic ------------------------------------------------------------------------------ */

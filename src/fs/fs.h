@@ -180,6 +180,11 @@ typedef int (*krfs_entry_fn)(struct kr_fs *fs, struct krfs_inode *ip,
 			     const struct krfs_entry_hdr *e, void *ctx);
 int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pinode *pi,
 		  krfs_entry_fn fn, void *ctx);
+/* The checker's report: prints one problem, returns 1. */
+typedef int (*krfs_problem_fn)(void *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Read-only check of ip's committed log (chain from DRAM): both copies equal, page tails
+ * and links good, every entry checks. Returns the number of problems reported. */
+int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_fn report, void *ctx);
 
 /* ---- operations (fs_op.c) -------------------------------------------------------------- */
 #define KRFS_OP_LOGS 4

@@ -186,3 +186,43 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 	ip->tail = tail;
 	return rc;
 }
+
+/* ---- read-only verification (the checker) ---------------------------------------------------- */
+int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_fn report, void *ctx)
+{
+	int problems = 0;
+	for (uint32_t i = 0; i < ip->npages; i++) {
+		uint64_t page = ip->pages[i], rpage = krfs_twin(fs, page);
+		bool last = i + 1 == ip->npages;
+		uint64_t used = last ? ip->tail - page : KRFS_LOG_USABLE;
+		const struct krfs_page_tail *ta = krfs_ptr(fs, page + KRFS_LOG_TAIL_OFF);
+		const struct krfs_page_tail *tb = krfs_ptr(fs, rpage + KRFS_LOG_TAIL_OFF);
+		if (!page_tail_ok(ta, page, ip->ino, i) || !page_tail_ok(tb, page, ip->ino, i))
+			problems += report(ctx, "inode %llu: log page %#llx: bad page tail", (unsigned long long)ip->ino,
+					   (unsigned long long)page);
+		if (!last && (krfs_word_value(ta->next, page) != ip->pages[i + 1] || ta->next != tb->next))
+			problems += report(ctx, "inode %llu: log page %#llx: bad link to the next page",
+					   (unsigned long long)ip->ino, (unsigned long long)page);
+		if (used > KRFS_LOG_USABLE || memcmp(krfs_ptr(fs, page), krfs_ptr(fs, rpage), used) != 0 ||
+		    memcmp((const char *)ta + 8, (const char *)tb + 8, sizeof(*ta) - 8) != 0)
+			problems += report(ctx, "inode %llu: log page %#llx: primary and replica differ",
+					   (unsigned long long)ip->ino, (unsigned long long)page);
+		for (uint64_t pos = page; used <= KRFS_LOG_USABLE && pos < page + used;) {
+			enum item k = parse(krfs_ptr(fs, pos), page + KRFS_LOG_USABLE - pos);
+			if (k == ITEM_BAD) {
+				problems += report(ctx, "inode %llu: log entry at %#llx fails its checks",
+						   (unsigned long long)ip->ino, (unsigned long long)pos);
+				break;
+			}
+			if (k == ITEM_MARKER && last) {
+				problems += report(ctx, "inode %llu: NEXT_PAGE marker before the tail at %#llx",
+						   (unsigned long long)ip->ino, (unsigned long long)pos);
+				break;
+			}
+			if (k == ITEM_MARKER)
+				break;
+			pos += item_size(krfs_ptr(fs, pos), k);
+		}
+	}
+	return problems;
+}

@@ -1,0 +1,233 @@
+/*
+ * fs_check.c - the read-only checker of a mounted keratin-fs (kr_fs_check).
+ *
+ * It compares the media with the DRAM state the mount scan built and with itself, and
+ * reports (one line each) every broken invariant of the format and of the tree:
+ *   - superblock, journals, inode slots: both copies check and are equal; journals idle;
+ *   - each live inode's committed log: both copies equal, page tails and links good, every
+ *     entry checks (fs_log.c krfs_log_verify);
+ *   - each data page: every strip matches both CRC copies, the parity strip matches;
+ *   - ownership: every log page and data page belongs to exactly one inode (one file page),
+ *     and the allocators mark exactly the owned ones; inode slots likewise;
+ *   - the tree: link counts equal the names found (directories: 2 + subdirectories), every
+ *     directory has one name and its parent is the directory naming it, every name's type
+ *     matches its inode, every live inode is reachable from the root or open, no file has a
+ *     page at or past its size.
+ * It writes nothing; it takes the file system's lock for its whole run.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../csum.h"
+#include "fs.h"
+
+struct checker {
+	FILE *out;
+	uint64_t problems;
+};
+
+static int report(void *ctx, const char *fmt, ...)
+{
+	struct checker *c = ctx;
+	if (c->out) {
+		va_list ap;
+		va_start(ap, fmt);
+		fprintf(c->out, "kr_fs_check: ");
+		vfprintf(c->out, fmt, ap);
+		fputc('\n', c->out);
+		va_end(ap);
+	}
+	c->problems++;
+	return 1;
+}
+
+static void check_copies(struct kr_fs *fs, struct checker *c)
+{
+	const struct krfs_super *a = (const void *)fs->pm.base, *b = krfs_ptr(fs, fs->sb.pool_size - P);
+	if (memcmp(a, &fs->sb, sizeof(*a)) != 0 || memcmp(b, &fs->sb, sizeof(*b)) != 0 ||
+	    a->csum != kr_crc32c(a, offsetof(struct krfs_super, csum)))
+		report(c, "superblock copies differ from the mounted superblock");
+	for (unsigned jn = 0; jn < fs->sb.njournals; jn++) {
+		uint64_t off = P + (uint64_t)jn * P;
+		const struct krfs_journal_hdr *h = krfs_ptr(fs, off);
+		if (h->state != 0 || memcmp(h, krfs_ptr(fs, krfs_twin(fs, off)), sizeof(*h)) != 0)
+			report(c, "journal %u: not idle, or its copies differ", jn);
+	}
+	for (uint64_t ino = 0; ino < fs->sb.ninodes; ino++) {
+		uint64_t off = krfs_inode_off(fs, ino);
+		const struct krfs_pinode *pa = krfs_ptr(fs, off), *pb = krfs_ptr(fs, krfs_twin(fs, off));
+		const struct krfs_inode *ip = fs->inodes[ino];
+		bool damaged = !ip && ino && krfs_bm_test(&fs->ino_bm, ino);
+		if (damaged) {
+			report(c, "inode %llu: damaged beyond repair", (unsigned long long)ino);
+			continue;
+		}
+		if (!krfs_pinode_ok(pa, ino) || memcmp(pa, pb, sizeof(*pa)) != 0)
+			report(c, "inode %llu: slot copies fail their checks or differ", (unsigned long long)ino);
+		else if ((pa->state == KRFS_INODE_LIVE) != (ip != NULL) || (ino == 0 && pa->state != KRFS_INODE_FREE))
+			report(c, "inode %llu: slot state disagrees with the mounted state", (unsigned long long)ino);
+		else if (ip && (krfs_word_value(pa->tail, ino) != ip->tail || pa->log_head != ip->pages[0]))
+			report(c, "inode %llu: slot's log head or tail disagrees with the log", (unsigned long long)ino);
+	}
+}
+
+/* Per-page owners, for the ownership and allocator checks. */
+struct owners {
+	uint64_t *meta; /* log page -> ino + 1 */
+	uint64_t *data; /* data page -> ino + 1 */
+	uint32_t *names; /* ino -> names found */
+	uint32_t *subdirs; /* ino -> subdirectories found */
+	uint64_t *named_in; /* ino -> the directory holding its (last found) name */
+};
+
+static void check_inode(struct kr_fs *fs, struct checker *c, struct owners *o, const struct krfs_inode *ip,
+			struct kr_fs_check_report *rep)
+{
+	krfs_log_verify(fs, ip, report, c);
+	for (uint32_t i = 0; i < ip->npages; i++) {
+		uint64_t pg = (ip->pages[i] - fs->sb.meta_off) / P;
+		if (o->meta[pg])
+			report(c, "log page %#llx is in the logs of inodes %llu and %llu", (unsigned long long)ip->pages[i],
+			       (unsigned long long)(o->meta[pg] - 1), (unsigned long long)ip->ino);
+		o->meta[pg] = ip->ino + 1;
+	}
+	rep->log_pages += ip->npages;
+	uint64_t key = 0;
+	uint32_t val;
+	while (krfs_radix_next(&ip->map, key, &key, &val)) {
+		uint64_t pg = val - 1;
+		if (o->data[pg])
+			report(c, "data page %llu is in inodes %llu and %llu (or twice in one)", (unsigned long long)pg,
+			       (unsigned long long)(o->data[pg] - 1), (unsigned long long)ip->ino);
+		o->data[pg] = ip->ino + 1;
+		if (key >= (ip->size + P - 1) / P)
+			report(c, "inode %llu: page %llu lies past the size %llu", (unsigned long long)ip->ino,
+			       (unsigned long long)key, (unsigned long long)ip->size);
+		unsigned mismatch;
+		bool parity_bad;
+		int bad = krfs_data_verify(fs, pg, &mismatch, &parity_bad);
+		if (bad || mismatch || parity_bad)
+			report(c, "inode %llu page %llu (data page %llu): %d strips fail their CRCs, %u CRC pairs differ%s",
+			       (unsigned long long)ip->ino, (unsigned long long)key, (unsigned long long)pg, bad, mismatch,
+			       parity_bad ? ", parity is wrong" : "");
+		rep->data_pages++;
+		key++;
+	}
+	if (S_ISLNK(ip->mode) && (!krfs_radix_get(&ip->map, 0) || ip->size == 0 || ip->size > KR_FS_SYMLINK_MAX))
+		report(c, "symlink %llu has no target", (unsigned long long)ip->ino);
+	for (const struct krfs_dentry *d = ip->dir.first; d; d = d->next) {
+		const struct krfs_inode *ch = d->ino < fs->sb.ninodes ? fs->inodes[d->ino] : NULL;
+		if (!ch) {
+			report(c, "directory %llu: '%s' names inode %llu, which is not live", (unsigned long long)ip->ino,
+			       d->name, (unsigned long long)d->ino);
+			continue;
+		}
+		o->names[d->ino]++;
+		o->named_in[d->ino] = ip->ino;
+		if (S_ISDIR(ch->mode))
+			o->subdirs[ip->ino]++;
+		if (d->dtype != krfs_dtype(ch->mode))
+			report(c, "directory %llu: '%s' has type %u, its inode %llu is a %u", (unsigned long long)ip->ino,
+			       d->name, d->dtype, (unsigned long long)d->ino, krfs_dtype(ch->mode));
+	}
+}
+
+static void check_tree(struct kr_fs *fs, struct checker *c, struct owners *o, struct kr_fs_check_report *rep)
+{
+	for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		if (!ip)
+			continue;
+		rep->inodes++;
+		if (S_ISDIR(ip->mode)) {
+			rep->dirs++;
+			uint32_t want_names = ino == KRFS_ROOT_INO ? 0 : ip->nlink ? 1 : 0;
+			if (ip->nlink && ip->nlink != 2 + o->subdirs[ino])
+				report(c, "directory %llu: link count %u, expected %u", (unsigned long long)ino, ip->nlink,
+				       2 + o->subdirs[ino]);
+			if (o->names[ino] != want_names)
+				report(c, "directory %llu has %u names", (unsigned long long)ino, o->names[ino]);
+			uint64_t parent = ino == KRFS_ROOT_INO ? KRFS_ROOT_INO : o->named_in[ino];
+			if (want_names == o->names[ino] && ip->parent != parent && ip->nlink)
+				report(c, "directory %llu: '..' is %llu, it is named in %llu", (unsigned long long)ino,
+				       (unsigned long long)ip->parent, (unsigned long long)parent);
+		} else {
+			rep->files++;
+			if (ip->nlink != o->names[ino])
+				report(c, "inode %llu: link count %u, %u names found", (unsigned long long)ino, ip->nlink,
+				       o->names[ino]);
+		}
+		if (ip->nlink == 0 && ip->open_count == 0)
+			report(c, "inode %llu: no links and not open", (unsigned long long)ino);
+	}
+	/* Reachability: every directory's chain of parents ends at the root. */
+	for (uint64_t ino = 2; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		if (!ip || !S_ISDIR(ip->mode) || ip->nlink == 0)
+			continue;
+		uint64_t at = ino, steps = 0;
+		while (at != KRFS_ROOT_INO && steps++ < fs->sb.ninodes && o->names[at] == 1 && fs->inodes[o->named_in[at]])
+			at = o->named_in[at];
+		if (at != KRFS_ROOT_INO)
+			report(c, "directory %llu is not reachable from the root", (unsigned long long)ino);
+	}
+}
+
+static void check_allocators(struct kr_fs *fs, struct checker *c, const struct owners *o)
+{
+	for (uint64_t i = 0; i < fs->sb.meta_pages; i++)
+		if (krfs_bm_test(&fs->meta_bm, i) != (o->meta[i] != 0))
+			report(c, "log page %#llx: allocator says %s, owner %llu", (unsigned long long)(fs->sb.meta_off + i * P),
+			       krfs_bm_test(&fs->meta_bm, i) ? "used" : "free", (unsigned long long)o->meta[i]);
+	for (uint64_t i = 0; i < fs->sb.data_pages; i++)
+		if (krfs_bm_test(&fs->data_bm, i) != (o->data[i] != 0))
+			report(c, "data page %llu: allocator says %s, owner %llu", (unsigned long long)i,
+			       krfs_bm_test(&fs->data_bm, i) ? "used" : "free", (unsigned long long)o->data[i]);
+	for (uint64_t i = 1; i < fs->sb.ninodes; i++)
+		if (krfs_bm_test(&fs->ino_bm, i) != (fs->inodes[i] != NULL) && fs->inodes[i])
+			report(c, "inode %llu: allocator says free", (unsigned long long)i);
+	if (!krfs_bm_test(&fs->ino_bm, 0))
+		report(c, "inode slot 0 is free in the allocator");
+}
+
+int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
+{
+	struct kr_fs_check_report local;
+	if (!rep)
+		rep = &local;
+	memset(rep, 0, sizeof(*rep));
+	if (!fs)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_check: NULL");
+	pthread_mutex_lock(&fs->lock);
+	struct checker c = {.out = out};
+	struct owners o = {
+		.meta = calloc(fs->sb.meta_pages, sizeof(uint64_t)),
+		.data = calloc(fs->sb.data_pages, sizeof(uint64_t)),
+		.names = calloc(fs->sb.ninodes, sizeof(uint32_t)),
+		.subdirs = calloc(fs->sb.ninodes, sizeof(uint32_t)),
+		.named_in = calloc(fs->sb.ninodes, sizeof(uint64_t)),
+	};
+	int rc = KR_OK;
+	if (!o.meta || !o.data || !o.names || !o.subdirs || !o.named_in) {
+		rc = kr_err_set(KR_E_NOMEM, "kr_fs_check: out of memory");
+	} else {
+		check_copies(fs, &c);
+		for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++)
+			if (fs->inodes[ino])
+				check_inode(fs, &c, &o, fs->inodes[ino], rep);
+		check_tree(fs, &c, &o, rep);
+		check_allocators(fs, &c, &o);
+		rep->problems = c.problems;
+		if (c.problems)
+			rc = kr_err_set(KR_E_CORRUPT, "%s: %llu problems found", fs->path, (unsigned long long)c.problems);
+	}
+	free(o.meta);
+	free(o.data);
+	free(o.names);
+	free(o.subdirs);
+	free(o.named_in);
+	pthread_mutex_unlock(&fs->lock);
+	return rc;
+}

@@ -1,0 +1,140 @@
+/*
+ * test_fs_crash.c - power failure at every store fence of keratin-fs, with the crash
+ * simulator (tests/crashsim.c).
+ *
+ * A small pool takes a few hundred random operations from the model (tests/fsmodel.c:
+ * creates, mkdirs, symlinks, writes, truncates, unlinks, rmdirs, renames with flags, links,
+ * setattrs), with a remount every 150 operations so that mount's own writes (journal
+ * roll-back, repairs, orphan reclaim, superblock) are crashed too. At every fence the
+ * simulator builds crash images (nothing pending persisted, everything persisted, random
+ * subsets of the pending lines), and a child mounts each image (recovery runs) and requires
+ * the file system to equal the model after the K operations that had returned, or after
+ * K+1 while an operation was in flight - the whole tree, bytes, link counts, used inodes and
+ * data pages - and kr_fs_check to find every invariant intact.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crashsim.h"
+#include "fsmodel.h"
+#include "keratin_fs.h"
+#include "testutil.h"
+
+static struct fm g_model;       /* after every returned operation */
+static struct fm_op g_inflight; /* the operation running, if any */
+static bool g_have_inflight;
+static unsigned g_done;
+
+static const char *kind_name(enum crashsim_kind k)
+{
+	return k == CRASHSIM_NONE ? "none" : k == CRASHSIM_ALL ? "all" : "random";
+}
+
+/* Runs in a forked child on each crash image. */
+static int check_image(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	kr_fs *fs;
+	int rc = kr_fs_mount(img->path, KR_OPEN_FORCE_PMEM, &fs);
+	if (rc != KR_OK) {
+		fprintf(stderr, "fence %llu (%s): mount failed: %s\n", (unsigned long long)img->fence,
+			kind_name(img->kind), kr_errmsg());
+		return 1;
+	}
+	char why_k[512], why_k1[512] = "no operation in flight";
+	bool ok = fm_compare(fs, &g_model, why_k, sizeof(why_k)) == 0;
+	if (!ok && g_have_inflight) {
+		struct fm next;
+		uint32_t id;
+		fm_copy(&next, &g_model);
+		fm_apply(&next, &g_inflight, &id);
+		ok = fm_compare(fs, &next, why_k1, sizeof(why_k1)) == 0;
+		fm_free(&next);
+	}
+	if (!ok) {
+		char d[256] = "none";
+		if (g_have_inflight)
+			fm_describe(&g_inflight, d, sizeof(d));
+		fprintf(stderr, "fence %llu (%s #%u) after %u operations, in flight %s: neither K (%s) nor K+1 (%s)\n",
+			(unsigned long long)img->fence, kind_name(img->kind), img->index, g_done, d, why_k, why_k1);
+		return 1;
+	}
+	struct kr_fs_check_report rep;
+	if (kr_fs_check(fs, stderr, &rep) != KR_OK) {
+		fprintf(stderr, "fence %llu (%s #%u): kr_fs_check found %llu problems\n", (unsigned long long)img->fence,
+			kind_name(img->kind), img->index, (unsigned long long)rep.problems);
+		return 1;
+	}
+	return kr_fs_unmount(fs) == KR_OK ? 0 : 1;
+}
+
+int main(void)
+{
+	uint64_t seed = tu_seed("test_fs_crash", 777);
+	unsigned nops = tu_scaled(400, 120);
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-crash");
+	struct kr_fs_mkfs_opts mo = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
+				     .meta_bytes = 64 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
+	TU_OK(kr_fs_mkfs(path, &mo));
+
+	struct crashsim_opts o;
+	crashsim_opts_init(&o);
+	o.seed = seed;
+	o.check_path = check_image;
+	const char *r = getenv("KR_CRASHSIM_R");
+	o.random_images = r && *r ? (unsigned)strtoul(r, NULL, 0) : 1;
+	TU_ASSERT(crashsim_start(&o, NULL, NULL) == 0, "crashsim already running");
+
+	kr_fs *fs;
+	crashsim_enable_checks(false); /* a mount that did not return need not be checked... */
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+	crashsim_enable_checks(true);
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	fm_init(&g_model, &st, KR_FS_ROOT_INO);
+	struct fm_params p;
+	fm_params_default(&p);
+	p.names = 6;
+	p.max_write = 12000;
+	struct tu_rng rng;
+	tu_rng_seed(&rng, seed);
+	char why[512];
+	double t0 = tu_now();
+	for (g_done = 0; g_done < nops;) {
+		fm_gen(&rng, &g_model, &p, &g_inflight);
+		g_have_inflight = true;
+		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+			TU_FAIL("operation %u: %s", g_done, why);
+		g_have_inflight = false;
+		g_done++;
+		if (g_done % 150 == 0) { /* ...but a remount's recovery writes are checked */
+			TU_OK(kr_fs_unmount(fs));
+			crashsim_drain(); /* checking children hold the pool file's lock */
+			TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+		}
+		if (g_done % 100 == 0) {
+			struct crashsim_stats cs;
+			crashsim_get_stats(&cs);
+			printf("  %u operations, %llu fences, %llu images checked, %llu failed (%.1fs)\n", g_done,
+			       (unsigned long long)cs.fences, (unsigned long long)cs.images,
+			       (unsigned long long)cs.failures, tu_now() - t0);
+			fflush(stdout);
+		}
+	}
+	if (fm_compare(fs, &g_model, why, sizeof(why)) != 0)
+		TU_FAIL("at the end: %s", why);
+	TU_OK(kr_fs_unmount(fs));
+	struct crashsim_stats cs;
+	crashsim_stop(&cs);
+	printf("test_fs_crash: %u operations, %llu fences, %llu crash images checked, %llu failed\n", nops,
+	       (unsigned long long)cs.fences, (unsigned long long)cs.images, (unsigned long long)cs.failures);
+	TU_ASSERT(cs.images >= nops, "too few crash images (%llu)", (unsigned long long)cs.images);
+	TU_ASSERT(cs.failures == 0, "%llu crash images recovered wrongly (see above)", (unsigned long long)cs.failures);
+	TU_ASSERT(cs.unrecorded_lines == 0, "%llu lines changed without a store hook", (unsigned long long)cs.unrecorded_lines);
+	TU_ASSERT(cs.dirty_at_unmap == 0, "%llu lines not durable at unmount", (unsigned long long)cs.dirty_at_unmap);
+	fm_free(&g_model);
+	return 0;
+}
