@@ -13,7 +13,10 @@
  *   enospc  a small pool filled until data pages and then inodes run out: every failing
  *           operation returns -ENOSPC and changes nothing (the model and a remount agree)
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
- *           clean error codes, never a crash
+ *           clean error codes, never a crash; then seeded random damage of metadata bytes:
+ *           mount works (repairing) or fails with a known code, and the checker runs
+ *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
+ *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs/fs_layout.h"
 #include "fsmodel.h"
 #include "keratin_fs.h"
 #include "testutil.h"
@@ -228,6 +232,313 @@ static void case_sparse(void)
 	run_model("fs-sparse", 16 << 20, &p, tu_scaled(2000, 600), 100, 500, false);
 }
 
+
+/* ---- enospc ----------------------------------------------------------------------------- */
+/* A small pool and large writes: the model predicts exactly when data pages or inode slots
+ * run out; a failing operation must change nothing. */
+static void case_enospc(void)
+{
+	char path[128], why[512];
+	tu_pool_path(path, sizeof(path), "fs-enospc");
+	mkfs_at(path, 6 << 20, 64, 256 * 4096);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	struct fm m;
+	fm_init(&m, &st, KR_FS_ROOT_INO);
+	struct fm_params p;
+	fm_params_default(&p);
+	p.names = 40;
+	p.max_write = 300000;
+	p.weight[FM_CREATE] = 30;
+	p.weight[FM_WRITE] = 40;
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("fs-enospc", 99));
+	unsigned nospc_write = 0, nospc_create = 0, nops = tu_scaled(3000, 1000);
+	for (unsigned i = 1; i <= nops; i++) {
+		struct fm_op op;
+		int64_t res;
+		fm_gen(&r, &m, &p, &op);
+		if (fm_step(fs, &m, &op, &res, why, sizeof(why)) != 0)
+			TU_FAIL("operation %u: %s", i, why);
+		nospc_write += res == -ENOSPC && (op.kind == FM_WRITE || op.kind == FM_TRUNCATE || op.kind == FM_SYMLINK);
+		nospc_create += res == -ENOSPC && (op.kind == FM_CREATE || op.kind == FM_MKDIR);
+		if (res == -ENOSPC)
+			compare_or_fail(fs, &m, "after ENOSPC");
+	}
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	compare_or_fail(fs, &m, "after remount");
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs enospc: %u operations, %u ran out of data pages, %u out of inodes; nothing changed by any of them\n",
+	       nops, nospc_write, nospc_create);
+	TU_ASSERT(nospc_write > 0 && nospc_create > 0, "the pool never filled up");
+	fm_free(&m);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------ */
+static int mount_rc(const char *path)
+{
+	kr_fs *fs;
+	int rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs);
+	if (rc == KR_OK)
+		TU_OK(kr_fs_unmount(fs));
+	return rc;
+}
+
+static void fix_sb_csum(struct krfs_super *sb) { sb->csum = tu_crc32c(sb, offsetof(struct krfs_super, csum)); }
+
+static void case_bad_pools(void)
+{
+	char path[128], other[128];
+	tu_pool_path(path, sizeof(path), "fs-bad");
+	tu_pool_path(other, sizeof(other), "fs-bad-other");
+	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM};
+	TU_ASSERT(kr_fs_mkfs(NULL, &o) == KR_E_MISUSE_ARG, "mkfs NULL path");
+	o.version = 99;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "mkfs options of another version");
+	o.version = KR_FS_OPTS_VERSION;
+	o.size = 1 << 20;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "mkfs too small: %s", kr_errmsg());
+	o.size = 8 << 20;
+	o.dead_zone = 16 << 20;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "dead zone larger than the pool");
+	o.dead_zone = 0;
+	o.ninodes = 100;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "inodes not a multiple of 32");
+	o.ninodes = 0;
+	TU_ASSERT(access(path, F_OK) != 0, "a failed mkfs leaves no file");
+	TU_OK(kr_fs_mkfs(path, &o));
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_IO_EXISTS, "mkfs over a file");
+	TU_ASSERT(mount_rc("/dev/shm/kr-fs-no-such-pool") == KR_E_IO_OPEN, "missing file");
+	kr_fs *fs, *fs2;
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+	TU_ASSERT(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs2) == KR_E_IO_BUSY, "mounted twice");
+	TU_OK(kr_fs_unmount(fs));
+
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	struct krfs_super sb;
+	memcpy(&sb, img, sizeof(sb));
+	/* Not a pool: zeros, a tiny file, a keratin object pool. */
+	uint8_t *zero = calloc(1, len);
+	tu_write_file(other, zero, len);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_NOT_POOL, "zeros: %s", kr_errmsg());
+	tu_write_file(other, zero, 100);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_NOT_POOL, "100 bytes");
+	unlink(other);
+	kr_pool *pool;
+	struct kr_create_opts po = {.size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM};
+	TU_OK(kr_pool_create(other, &po, &pool));
+	TU_OK(kr_pool_close(pool));
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_NOT_POOL, "an object pool: %s", kr_errmsg());
+	/* One superblock damaged: repaired; both: refused. */
+	tu_write_file(other, img, len);
+	tu_flip_byte(other, 40);
+	TU_ASSERT(mount_rc(other) == KR_OK, "primary superblock damaged: %s", kr_errmsg());
+	uint8_t *fixed = tu_read_file(other, &len);
+	TU_ASSERT(memcmp(fixed, fixed + len - 4096, 512) == 0 && memcmp(fixed + 48, img + 48, 8) == 0,
+		  "the primary superblock was rewritten from the replica");
+	free(fixed);
+	tu_flip_byte(other, len - 4096 + 100);
+	TU_ASSERT(mount_rc(other) == KR_OK, "replica damaged");
+	tu_flip_byte(other, 40);
+	tu_flip_byte(other, len - 4096 + 40);
+	TU_ASSERT(mount_rc(other) == KR_E_CORRUPT_HEADER, "both superblocks damaged: %d %s", mount_rc(other), kr_errmsg());
+	/* Newer version, unknown feature, forged geometry, truncation. */
+	struct krfs_super b = sb;
+	b.version = 2;
+	fix_sb_csum(&b);
+	tu_write_file(other, img, len);
+	tu_pwrite(other, &b, sizeof(b), 0);
+	tu_pwrite(other, &b, sizeof(b), len - 4096);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_VERSION, "version 2");
+	b = sb;
+	b.incompat = 0x100;
+	fix_sb_csum(&b);
+	tu_pwrite(other, &b, sizeof(b), 0);
+	tu_pwrite(other, &b, sizeof(b), len - 4096);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_VERSION, "unknown incompat feature");
+	b = sb;
+	b.data_off += 4096;
+	fix_sb_csum(&b);
+	tu_pwrite(other, &b, sizeof(b), 0);
+	tu_pwrite(other, &b, sizeof(b), len - 4096);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_GEOMETRY, "forged geometry");
+	tu_write_file(other, img, len - 8192);
+	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_TRUNCATED, "truncated: %s", kr_errmsg());
+	free(zero);
+	free(img);
+	unlink(other);
+}
+
+static void case_bad_args(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-badargs");
+	mkfs_at(path, 8 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	char longname[300];
+	memset(longname, 'x', 256);
+	longname[256] = '\0';
+	struct kr_fs_attr a;
+	TU_ASSERT(kr_fs_create(fs, 1, longname, 0600, 0, 0, NULL) == -ENAMETOOLONG, "256-byte name");
+	longname[255] = '\0';
+	TU_ASSERT(kr_fs_create(fs, 1, longname, 0600, 0, 0, &a) == 0, "255-byte name");
+	TU_ASSERT(kr_fs_lookup(fs, 1, longname, NULL) == 0, "lookup of a 255-byte name");
+	TU_ASSERT(kr_fs_create(fs, 1, "a/b", 0600, 0, 0, NULL) == -EINVAL, "slash");
+	TU_ASSERT(kr_fs_create(fs, 1, "", 0600, 0, 0, NULL) == -EINVAL, "empty");
+	TU_ASSERT(kr_fs_create(fs, 1, NULL, 0600, 0, 0, NULL) == -EINVAL, "NULL name");
+	TU_ASSERT(kr_fs_create(fs, 1, ".", 0600, 0, 0, NULL) == -EEXIST, "dot");
+	TU_ASSERT(kr_fs_create(fs, a.ino, "x", 0600, 0, 0, NULL) == -ENOTDIR, "in a file");
+	TU_ASSERT(kr_fs_create(fs, 0, "x", 0600, 0, 0, NULL) == -ENOENT, "inode 0");
+	TU_ASSERT(kr_fs_getattr(fs, 1ull << 40, &a) == -ENOENT, "huge inode number");
+	TU_ASSERT(kr_fs_getattr(fs, 7, &a) == -ENOENT, "free inode");
+	TU_ASSERT(kr_fs_getattr(NULL, 1, &a) == -EINVAL, "NULL fs");
+	TU_ASSERT(kr_fs_mknod(fs, 1, "d", S_IFDIR | 0700, 0, 0, 0, NULL) == -EINVAL, "mknod of a directory");
+	TU_ASSERT(kr_fs_write(fs, 1, "x", 1, 0) == -EISDIR, "write to a directory");
+	TU_ASSERT(kr_fs_write(fs, a.ino, "x", 1, KR_FS_MAX_FILE_SIZE) == -EFBIG, "write past the largest size");
+	TU_ASSERT(kr_fs_truncate(fs, a.ino, KR_FS_MAX_FILE_SIZE + 1) == -EFBIG, "truncate past the largest size");
+	TU_ASSERT(kr_fs_readlink(fs, a.ino, longname, 10) == -EINVAL, "readlink of a file");
+	TU_ASSERT(kr_fs_symlink(fs, 1, "s", "", 0, 0, NULL) == -ENOENT, "empty symlink target");
+	TU_ASSERT(kr_fs_rename(fs, 1, "nope", 1, "x", 0) == -ENOENT, "rename of a missing name");
+	TU_ASSERT(kr_fs_rename(fs, 1, longname, 1, "x", 3) == -EINVAL, "rename with both flags");
+	TU_ASSERT(kr_fs_rename(fs, 1, longname, 1, "x", KR_FS_RENAME_EXCHANGE) == -ENOENT, "exchange with nothing");
+	TU_ASSERT(kr_fs_rmdir(fs, 1, ".") == -EINVAL && kr_fs_rmdir(fs, 1, "..") == -ENOTEMPTY, "rmdir . and ..");
+	TU_ASSERT(kr_fs_release(fs, a.ino) == -EINVAL, "release of an inode that is not open");
+	TU_ASSERT(kr_fs_setattr(fs, a.ino, 0x1000, &a, NULL) == -EINVAL, "unknown setattr bit");
+	TU_OK(kr_fs_unmount(fs));
+	TU_ASSERT(kr_fs_unmount(NULL) == KR_E_MISUSE_ARG, "unmount NULL");
+}
+
+/* Seeded damage of random metadata bytes of a populated pool, one to eight bytes at a
+ * time: every mount works (repairing) or fails with a known code; a mounted one is walked
+ * and checked without crashing. */
+static void case_bad_fuzz(void)
+{
+	char path[128], img_path[128];
+	tu_pool_path(path, sizeof(path), "fs-fuzz");
+	tu_pool_path(img_path, sizeof(img_path), "fs-fuzz-img");
+	mkfs_at(path, 4 << 20, 64, 64 * 4096);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	struct fm m;
+	fm_init(&m, &st, KR_FS_ROOT_INO);
+	struct fm_params p;
+	fm_params_default(&p);
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("fs-fuzz", 5));
+	char why[512];
+	for (unsigned i = 0; i < 200; i++) {
+		struct fm_op op;
+		fm_gen(&r, &m, &p, &op);
+		if (fm_step(fs, &m, &op, NULL, why, sizeof(why)) != 0)
+			TU_FAIL("populating: %s", why);
+	}
+	TU_OK(kr_fs_unmount(fs));
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	struct krfs_super sb;
+	memcpy(&sb, img, sizeof(sb));
+	unsigned mounted = 0, refused = 0, equal = 0, nboth = 0, rounds = tu_scaled(400, 100);
+	for (unsigned i = 0; i < rounds; i++) {
+		uint8_t *bad = malloc(len);
+		memcpy(bad, img, len);
+		unsigned nbytes = 1 + (unsigned)tu_rng_below(&r, 8);
+		/* The superblocks or either copy of the meta zone; one round in four damages the
+		 * same bytes in both copies of the meta zone. */
+		bool both = tu_rng_chance(&r, 1, 4);
+		uint64_t zone = sb.meta_zone_size + 4096, at = tu_rng_below(&r, 2 * zone);
+		if (both)
+			at = 4096 + tu_rng_below(&r, sb.meta_zone_size);
+		else if (at >= zone)
+			at = sb.replica_off + (at - zone);
+		for (unsigned k = 0; k < nbytes && at + k < len; k++) {
+			uint8_t x = (uint8_t)(1 + tu_rng_below(&r, 255));
+			bad[at + k] ^= x;
+			if (both)
+				bad[at + k + sb.replica_off - 4096] ^= x;
+		}
+		nboth += both;
+		tu_write_file(img_path, bad, len);
+		free(bad);
+		int rc = kr_fs_mount(img_path, KR_OPEN_FORCE_PMEM, &fs);
+		if (rc != KR_OK) {
+			TU_ASSERT(tu_known_err(rc), "round %u: mount returned unknown code %d", i, rc);
+			refused++;
+			continue;
+		}
+		mounted++;
+		struct kr_fs_check_report rep;
+		(void)kr_fs_check(fs, NULL, &rep);
+		equal += fm_compare(fs, &m, why, sizeof(why)) == 0;
+		TU_OK(kr_fs_unmount(fs));
+	}
+	printf("fs bad fuzz: %u damaged pools (%u in both copies): %u mounted (%u equal to the model after repair), "
+	       "%u refused with known codes\n", rounds, nboth, mounted, equal, refused);
+	TU_ASSERT(equal >= rounds - nboth, "damage to one copy was not always repaired");
+	free(img);
+	fm_free(&m);
+}
+
+/* ---- layout ------------------------------------------------------------------------------- */
+static void case_layout(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-layout");
+	mkfs_at(path, 16 << 20, 0, 0);
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	struct krfs_super sb;
+	memcpy(&sb, img, sizeof(sb));
+	TU_ASSERT(sb.magic == KRFS_MAGIC && memcmp(img, "KRTN-FS", 8) == 0 && sb.version == 1, "magic, version");
+	TU_ASSERT(sb.csum == tu_crc32c(img, 508), "superblock CRC-32C of bytes 0..507");
+	TU_ASSERT(memcmp(img, img + len - 4096, 512) == 0, "superblock replica at the last page");
+	TU_ASSERT(sb.ro_compat == 0xf && sb.incompat == 0 && sb.compat == 0 && sb.state == KRFS_STATE_CLEAN, "features");
+	/* Defaults and geometry as the document states them. */
+	TU_ASSERT(sb.ninodes == 256 && sb.meta_pages == 512 && sb.njournals == 4 && sb.dead_zone == 1 << 20,
+		  "defaults: %u inodes, %llu log pages", sb.ninodes, (unsigned long long)sb.meta_pages);
+	uint64_t d = sb.data_pages, cs = (d * 32 + 4095) / 4096, par = (d * 512 + 4095) / 4096;
+	uint64_t zone = (sb.njournals + sb.ninodes * 128ull / 4096 + sb.meta_pages) * 4096;
+	TU_ASSERT(sb.itab_off == 4096 * 5 && sb.meta_off == sb.itab_off + sb.ninodes * 128ull &&
+		  sb.csum_a_off == sb.meta_off + sb.meta_pages * 4096 && sb.data_off == sb.csum_a_off + cs * 4096 &&
+		  sb.parity_off == sb.data_off + d * 4096 && sb.meta_zone_size == zone &&
+		  sb.replica_off == len - 4096 - zone && sb.csum_b_off == sb.replica_off - cs * 4096 &&
+		  sb.parity_off + par * 4096 <= sb.csum_b_off, "area offsets");
+	uint64_t avail = len / 4096 - 2 - 2 * zone / 4096;
+	uint64_t d1 = d + 1, need1 = d1 + (d1 * 512 + 4095) / 4096 + 2 * ((d1 * 32 + 4095) / 4096);
+	TU_ASSERT(d + par + 2 * cs <= avail && need1 > avail, "data_pages is the largest that fits");
+	TU_ASSERT(sb.replica_off - sb.csum_a_off >= sb.dead_zone, "dead zone between the copies");
+	TU_ASSERT(memcmp(img + 4096, img + sb.replica_off, zone) == 0, "the meta zone replica is byte-identical");
+	/* The root's slot and its tail word. */
+	struct krfs_pinode root;
+	memcpy(&root, img + sb.itab_off + 128, sizeof(root));
+	TU_ASSERT(root.state == KRFS_INODE_LIVE && root.ino == 1 && root.ftype == S_IFDIR &&
+		  root.csum == tu_crc32c((uint8_t *)&root + 8, 116), "root slot");
+	uint64_t tail = root.tail & ((1ull << 48) - 1), v[2] = {tail, 1};
+	TU_ASSERT(root.tail >> 48 == ((tu_crc32c(v, 16) ^ 0x5a5a) & 0xffff), "self-checking tail word");
+	TU_ASSERT(root.log_head >= sb.meta_off && tail == root.log_head + 72 + 48, "root log: SET_ATTR + LINK_CHANGE");
+	const struct krfs_entry_hdr *e = (const void *)(img + root.log_head);
+	uint32_t c = tu_crc32c(e, 4);
+	uint8_t buf[72];
+	memcpy(buf, e, 4);
+	memcpy(buf + 4, (const uint8_t *)e + 8, 64);
+	(void)c;
+	TU_ASSERT(e->type == KRFS_E_SET_ATTR && e->size == 72 && e->csum == tu_crc32c(buf, 68), "entry CRC");
+	const struct krfs_page_tail *pt = (const void *)(img + root.log_head + 4064);
+	TU_ASSERT(pt->self == root.log_head && pt->ino == 1 && pt->seq == 0 && pt->csum == tu_crc32c((const uint8_t *)pt + 8, 20),
+		  "page tail");
+	for (uint64_t i = 0; i < sb.ninodes; i++) {
+		struct krfs_pinode s;
+		memcpy(&s, img + sb.itab_off + i * 128, sizeof(s));
+		TU_ASSERT(s.ino == i && (i == 1 || s.state == KRFS_INODE_FREE), "slot %llu formatted", (unsigned long long)i);
+	}
+	printf("fs layout: %llu data pages, dead zone %llu bytes, redundancy %.2f%% of data\n", (unsigned long long)d,
+	       (unsigned long long)(sb.replica_off - sb.csum_a_off), 100.0 * (par + 2 * cs) / d);
+	free(img);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -239,7 +550,15 @@ int main(int argc, char **argv)
 		case_sparse();
 	else if (strcmp(c, "gc") == 0)
 		case_gc();
+	else if (strcmp(c, "enospc") == 0)
+		case_enospc();
+	else if (strcmp(c, "bad") == 0) {
+		case_bad_pools();
+		case_bad_args();
+		case_bad_fuzz();
+	} else if (strcmp(c, "layout") == 0)
+		case_layout();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout");
 	return 0;
 }

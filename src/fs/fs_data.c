@@ -12,9 +12,14 @@
  * Read of a page: each strip's CRC is compared with both copies. Matching one copy means
  * the strip is good and the other copy is rewritten. Matching neither means the strip is
  * bad; with exactly one bad strip the page is rebuilt from parity and the other seven, the
- * result accepted only if it matches a stored CRC, and written back. Two bad strips, or a
- * rebuild that matches no CRC (parity damaged too), fail the read with -EIO: the caller
- * never sees wrong bytes.
+ * result accepted only if it matches a stored CRC, and written back. Two bad strips that
+ * are neighbours may be one scribble of at most 512 bytes across their boundary: then the
+ * first strip's head and the second's tail are intact, and for the right split point i the
+ * first strip is its own bytes before i and (parity XOR the other six XOR the second
+ * strip) from i on; every i is tried and a candidate is accepted only if both strips then
+ * match their CRCs. Anything else (two bad strips apart, a rebuild that matches no CRC
+ * because parity is damaged too) fails the read with -EIO: the caller never sees wrong
+ * bytes.
  *
  * Invariants
  *   1. A data page referenced by a committed log entry has both CRC copies and its parity
@@ -73,6 +78,37 @@ static void rebuild_strip(struct kr_fs *fs, uint64_t pg, const uint8_t *page, un
 	kr_simd_done();
 }
 
+static bool crc_ok(uint32_t c, const uint32_t *a, const uint32_t *b, unsigned s) { return c == a[s] || c == b[s]; }
+
+/* Strips s and s + 1 of page d both fail: tries every split point of one scribble across
+ * their boundary (see above). On success the two strips of d are corrected. */
+static bool split_point(struct kr_fs *fs, uint64_t pg, uint8_t *d, unsigned s, const uint32_t *a,
+			const uint32_t *b)
+{
+	_Alignas(64) uint8_t q[KRFS_STRIP], x[KRFS_STRIP], y[KRFS_STRIP];
+	uint8_t *s0 = d + s * KRFS_STRIP, *s1 = s0 + KRFS_STRIP;
+	/* q = strip s XOR strip s+1 as parity says: parity XOR the six others (the XOR of
+	 * everything but s, XORed with the damaged s+1 taken back out). */
+	rebuild_strip(fs, pg, d, s, q);
+	for (unsigned k = 0; k < KRFS_STRIP; k++)
+		q[k] ^= s1[k];
+	for (unsigned i = 0; i <= KRFS_STRIP; i++) {
+		memcpy(x, s0, i);
+		for (unsigned k = i; k < KRFS_STRIP; k++)
+			x[k] = q[k] ^ s1[k];
+		if (!crc_ok(kr_crc32c(x, KRFS_STRIP), a, b, s))
+			continue;
+		for (unsigned k = 0; k < KRFS_STRIP; k++)
+			y[k] = q[k] ^ x[k];
+		if (crc_ok(kr_crc32c(y, KRFS_STRIP), a, b, s + 1)) {
+			memcpy(s0, x, KRFS_STRIP);
+			memcpy(s1, y, KRFS_STRIP);
+			return true;
+		}
+	}
+	return false;
+}
+
 static int lost(uint64_t pg, uint64_t off, const char *what)
 {
 	return KRFS_ERR(-EIO, KR_E_CORRUPT_OBJECT, "data page %llu (pool offset %#llx): %s",
@@ -87,7 +123,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
 	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
 	strip_crcs(d, crc);
-	unsigned nbad = 0, badstrip = 0;
+	unsigned nbad = 0, badstrip = 0, first_bad = 0;
 	bool fix = false;
 	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
 		if (crc[s] == a[s] && crc[s] == b[s])
@@ -97,8 +133,17 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 			fix = true;
 			continue;
 		}
-		nbad++;
+		if (nbad++ == 0)
+			first_bad = s;
 		badstrip = s;
+	}
+	if (nbad == 2 && badstrip == first_bad + 1 && split_point(fs, pg, d, first_bad, a, b)) {
+		for (unsigned s = first_bad; s <= badstrip; s++) {
+			put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, d + s * KRFS_STRIP, KRFS_STRIP);
+			a[s] = b[s] = kr_crc32c(d + s * KRFS_STRIP, KRFS_STRIP);
+		}
+		nbad = 0;
+		fix = true;
 	}
 	if (nbad > 1)
 		return lost(pg, krfs_data_off(fs, pg), "two or more strips fail their checksums");

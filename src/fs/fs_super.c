@@ -111,15 +111,20 @@ static int sb_write(struct kr_fs *fs)
 
 enum sb_verdict { SB_GOOD, SB_NOT_POOL, SB_TOO_NEW, SB_DAMAGED };
 
+/* A newer version is "too new" whatever its checksum (a newer format may checksum
+ * differently); unknown feature bits are believed only under a good checksum, so damage
+ * is not mistaken for a newer pool. */
 static enum sb_verdict sb_check(const struct krfs_super *sb)
 {
 	if (sb->magic != KRFS_MAGIC)
 		return SB_NOT_POOL;
-	if (sb->version > KRFS_VERSION || (sb->incompat & ~KRFS_INCOMPAT_KNOWN) ||
-	    (sb->ro_compat & ~KRFS_RO_KNOWN))
+	if (sb->version > KRFS_VERSION)
 		return SB_TOO_NEW;
-	if (sb->csum != kr_crc32c(sb, SB_CSUM_LEN) || sb->version != KRFS_VERSION ||
-	    sb->sb_size != sizeof(*sb) || sb->page_size != P ||
+	if (sb->csum != kr_crc32c(sb, SB_CSUM_LEN))
+		return SB_DAMAGED;
+	if ((sb->incompat & ~KRFS_INCOMPAT_KNOWN) || (sb->ro_compat & ~KRFS_RO_KNOWN))
+		return SB_TOO_NEW;
+	if (sb->version != KRFS_VERSION || sb->sb_size != sizeof(*sb) || sb->page_size != P ||
 	    (sb->state != KRFS_STATE_CLEAN && sb->state != KRFS_STATE_MOUNTED))
 		return SB_DAMAGED;
 	for (size_t i = 0; i < sizeof(sb->reserved); i++)
