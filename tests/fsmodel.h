@@ -47,6 +47,11 @@ struct fm {
 	unsigned n, cap;
 	uint64_t max_inodes;  /* statfs files */
 	uint64_t data_pages;  /* statfs blocks */
+	/* A model of one subtree (several models share a file system, one per thread): the
+	 * root's ".." is root_parent, and statfs's totals are not compared (nor ENOSPC
+	 * predicted: the pool must be large enough). */
+	bool subtree;
+	uint64_t root_parent;
 };
 
 enum fm_kind {
@@ -82,6 +87,8 @@ void fm_params_default(struct fm_params *p);
 
 /* A model of a freshly made file system (root only), sized from statfs. */
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino);
+/* A model of the empty directory dir_ino (whose parent is parent_ino). */
+void fm_init_subtree(struct fm *m, uint64_t dir_ino, uint64_t parent_ino);
 void fm_free(struct fm *m);
 void fm_copy(struct fm *dst, const struct fm *src);
 

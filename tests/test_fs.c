@@ -15,12 +15,15 @@
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
  *           clean error codes, never a crash; then seeded random damage of metadata bytes:
  *           mount works (repairing) or fails with a known code, and the checker runs
+ *   threads four threads, each with its own directory and model, on one file system; then
+ *           every model, the checker, and the same after a remount
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +542,76 @@ static void case_layout(void)
 	free(img);
 }
 
+/* ---- threads ------------------------------------------------------------------------------ */
+/* Each thread runs random operations in its own directory against its own model, all on
+ * one file system (one lock, shared journal, allocators, inode table); afterwards every
+ * model is compared, kr_fs_check runs, and again after a remount. */
+struct worker {
+	kr_fs *fs;
+	struct fm m;
+	uint64_t seed;
+	unsigned nops;
+	char why[512];
+	int failed;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct fm_params p;
+	fm_params_default(&p);
+	p.max_write = 8000;
+	struct tu_rng r;
+	tu_rng_seed(&r, w->seed);
+	for (unsigned i = 0; i < w->nops && !w->failed; i++) {
+		struct fm_op op;
+		fm_gen(&r, &w->m, &p, &op);
+		if (fm_step(w->fs, &w->m, &op, NULL, w->why, sizeof(w->why)) != 0)
+			w->failed = 1;
+	}
+	return NULL;
+}
+
+static void case_threads(unsigned nthreads)
+{
+	char path[128], why[512];
+	tu_pool_path(path, sizeof(path), "fs-threads");
+	mkfs_at(path, 64 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct worker w[8];
+	pthread_t t[8];
+	uint64_t seed = tu_seed("fs-threads", 8);
+	for (unsigned i = 0; i < nthreads; i++) {
+		char name[16];
+		struct kr_fs_attr a;
+		snprintf(name, sizeof(name), "t%u", i);
+		TU_ASSERT(kr_fs_mkdir(fs, 1, name, 0700, 0, 0, &a) == 0, "mkdir");
+		w[i] = (struct worker){.fs = fs, .seed = seed + i, .nops = tu_scaled(1500, 300)};
+		fm_init_subtree(&w[i].m, a.ino, KR_FS_ROOT_INO);
+	}
+	for (unsigned i = 0; i < nthreads; i++)
+		TU_ASSERT(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0, "pthread_create");
+	for (unsigned i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	for (unsigned round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < nthreads; i++) {
+			TU_ASSERT(!w[i].failed, "thread %u: %s", i, w[i].why);
+			if (fm_compare(fs, &w[i].m, why, sizeof(why)) != 0)
+				TU_FAIL("thread %u's directory differs from its model%s: %s", i, round ? " after remount" : "", why);
+		}
+		struct kr_fs_check_report rep;
+		if (kr_fs_check(fs, stderr, &rep) != KR_OK)
+			TU_FAIL("kr_fs_check after the threads: %llu problems", (unsigned long long)rep.problems);
+		TU_OK(kr_fs_unmount(fs));
+		if (round == 0)
+			fs = mount_at(path);
+	}
+	for (unsigned i = 0; i < nthreads; i++)
+		fm_free(&w[i].m);
+	printf("fs threads: %u threads x %u operations, every directory equal to its model, checker clean, "
+	       "also after a remount\n", nthreads, w[0].nops);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -558,7 +631,9 @@ int main(int argc, char **argv)
 		case_bad_fuzz();
 	} else if (strcmp(c, "layout") == 0)
 		case_layout();
+	else if (strcmp(c, "threads") == 0)
+		case_threads(4);
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|threads");
 	return 0;
 }
