@@ -197,6 +197,23 @@ ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
  * a gap before off becomes a hole. -EFBIG past KR_FS_MAX_FILE_SIZE. */
 ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
 
+/* lseek(2)'s SEEK_DATA (3) and SEEK_HOLE (4) for a regular file, at 4 KiB granularity:
+ * the first offset >= off in data (a page that was written or allocated) or in a hole (the
+ * end of the file counts as one). -ENXIO if off >= size, or if SEEK_DATA finds no data. */
+#define KR_FS_SEEK_DATA 3
+#define KR_FS_SEEK_HOLE 4
+int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence);
+
+/* fallocate(2) for a regular file. mode 0: every hole page in [off, off + len) gets a zeroed
+ * data page (with its checksums and parity) and the size grows to off + len if smaller;
+ * KR_FS_FALLOC_KEEP_SIZE: the same without growing (pages past the end are not allocated:
+ * unlike Linux, keratin-fs keeps no pages beyond the size); KR_FS_FALLOC_PUNCH_HOLE |
+ * KR_FS_FALLOC_KEEP_SIZE: [off, off + len) reads as zeros afterwards, whole pages inside it
+ * become holes (freed). Atomic. Other modes: -EOPNOTSUPP. */
+#define KR_FS_FALLOC_KEEP_SIZE 0x01
+#define KR_FS_FALLOC_PUNCH_HOLE 0x02
+int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+
 /* Directory listing. fn is called for ".", ".." and each entry in order with the cookie
  * that resumes after that entry; a nonzero return from fn stops the listing before that
  * entry is counted. Start with cookie 0; entries added during a listing may be missed,

@@ -36,7 +36,7 @@ void fm_params_default(struct fm_params *p)
 	static const unsigned w[FM_NKINDS] = {
 		[FM_CREATE] = 12, [FM_MKDIR] = 5, [FM_SYMLINK] = 3, [FM_WRITE] = 25, [FM_TRUNCATE] = 6,
 		[FM_UNLINK] = 8,  [FM_RMDIR] = 4, [FM_RENAME] = 12, [FM_LINK] = 5,   [FM_SETATTR] = 4,
-		[FM_READ] = 8,
+		[FM_READ] = 8,   [FM_FALLOCATE] = 3, [FM_PUNCH] = 3, [FM_SEEK] = 4,
 	};
 	memset(p, 0, sizeof(*p));
 	p->names = 10;
@@ -285,6 +285,12 @@ void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, str
 		gen_name(r, p, op->name);
 		op->len = tu_rng_range(r, 1, 120); /* symlink target length */
 		break;
+	case FM_FALLOCATE:
+	case FM_PUNCH:
+	case FM_SEEK:
+		op->flags = op->kind == FM_FALLOCATE ? (tu_rng_chance(r, 1, 2) ? KR_FS_FALLOC_KEEP_SIZE : 0)
+			    : tu_rng_chance(r, 1, 2) ? KR_FS_SEEK_DATA : KR_FS_SEEK_HOLE;
+		/* fall through */
 	case FM_WRITE:
 	case FM_READ:
 		op->a = file;
@@ -465,6 +471,70 @@ static int64_t apply_rename(struct fm *m, const struct fm_op *op)
 	return 0;
 }
 
+/* fallocate, hole punching and SEEK_DATA/SEEK_HOLE (fs_file.c). */
+static int64_t apply_holes(struct fm *m, const struct fm_op *op)
+{
+	struct fm_inode *a = &m->v[op->a];
+	if (op->kind != FM_SEEK && op->len == 0)
+		return -EINVAL;
+	if (S_ISDIR(a->mode))
+		return -EISDIR;
+	if (!S_ISREG(a->mode))
+		return -EINVAL;
+	uint64_t end = op->off + op->len;
+	if (op->kind == FM_SEEK) {
+		if (op->off >= a->size)
+			return -ENXIO;
+		uint64_t pg = op->off / FM_PAGE;
+		if (op->flags == KR_FS_SEEK_DATA) {
+			unsigned k = 0;
+			while (k < a->npages && a->pages[k].pg < pg)
+				k++;
+			if (k == a->npages || a->pages[k].pg * FM_PAGE >= a->size)
+				return -ENXIO;
+			return (int64_t)(a->pages[k].pg == pg ? op->off : a->pages[k].pg * FM_PAGE);
+		}
+		while (page_find(a, pg))
+			pg++;
+		uint64_t hole = pg * FM_PAGE > op->off ? pg * FM_PAGE : op->off;
+		return (int64_t)(hole < a->size ? hole : a->size);
+	}
+	if (op->kind == FM_FALLOCATE) {
+		uint64_t size = op->flags ? a->size : end > a->size ? end : a->size;
+		uint64_t stop = end < size ? end : size, need = 0;
+		for (uint64_t pg = op->off / FM_PAGE; op->off < stop && pg * FM_PAGE < stop; pg++)
+			need += !page_find(a, pg);
+		if (need > free_pages(m))
+			return -ENOSPC;
+		for (uint64_t pg = op->off / FM_PAGE; op->off < stop && pg * FM_PAGE < stop; pg++)
+			page_get(a, pg);
+		a->size = size;
+		return 0;
+	}
+	if (op->off >= a->size)
+		return 0;
+	if (end > a->size)
+		end = a->size;
+	uint64_t first = (op->off + FM_PAGE - 1) / FM_PAGE, last = end / FM_PAGE, need = 0;
+	for (uint64_t pg = op->off / FM_PAGE; pg * FM_PAGE < end; pg++)
+		need += (pg < first || pg >= last) && page_find(a, pg);
+	if (need > free_pages(m))
+		return -ENOSPC;
+	for (uint64_t pos = op->off; pos < end;) {
+		uint64_t pg = pos / FM_PAGE, next = (pg + 1) * FM_PAGE < end ? (pg + 1) * FM_PAGE : end;
+		struct fm_page *p = page_find(a, pg);
+		if (p && pg >= first && pg < last) {
+			free(p->data);
+			memmove(p, p + 1, (size_t)(a->pages + a->npages - p - 1) * sizeof(*p));
+			a->npages--;
+		} else if (p) {
+			memset(p->data + pos % FM_PAGE, 0, next - pos);
+		}
+		pos = next;
+	}
+	return 0;
+}
+
 int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 {
 	*new_id = 0;
@@ -556,6 +626,10 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 	}
 	case FM_RENAME:
 		return apply_rename(m, op);
+	case FM_FALLOCATE:
+	case FM_PUNCH:
+	case FM_SEEK:
+		return apply_holes(m, op);
 	case FM_LINK: {
 		struct fm_inode *d = &m->v[op->b];
 		if (!S_ISDIR(d->mode))
@@ -653,6 +727,15 @@ int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *
 	case FM_LINK:
 		rc = kr_fs_link(fs, a, b, op->name2, NULL);
 		break;
+	case FM_FALLOCATE:
+		rc = kr_fs_fallocate(fs, a, (int)op->flags, op->off, op->len);
+		break;
+	case FM_PUNCH:
+		rc = kr_fs_fallocate(fs, a, KR_FS_FALLOC_PUNCH_HOLE | KR_FS_FALLOC_KEEP_SIZE, op->off, op->len);
+		break;
+	case FM_SEEK:
+		rc = kr_fs_lseek(fs, a, op->off, (int)op->flags);
+		break;
 	case FM_SETATTR:
 		attr.mode = op->mode;
 		attr.uid = op->uid;
@@ -670,7 +753,8 @@ int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *
 const char *fm_kind_name(enum fm_kind k)
 {
 	static const char *n[FM_NKINDS] = {"create", "mkdir", "symlink", "write", "truncate", "unlink",
-					   "rmdir", "rename", "link", "setattr", "read"};
+					   "rmdir", "rename", "link", "setattr", "read", "fallocate",
+					   "punch", "seek"};
 	return k < FM_NKINDS ? n[k] : "?";
 }
 

@@ -66,6 +66,9 @@ enum fm_kind {
 	FM_LINK,
 	FM_SETATTR,
 	FM_READ,
+	FM_FALLOCATE, /* flags: 0 or KR_FS_FALLOC_KEEP_SIZE */
+	FM_PUNCH,
+	FM_SEEK,      /* flags: KR_FS_SEEK_DATA or KR_FS_SEEK_HOLE */
 	FM_NKINDS
 };
 

@@ -15,6 +15,9 @@
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
  *           clean error codes, never a crash; then seeded random damage of metadata bytes:
  *           mount works (repairing) or fails with a known code, and the checker runs
+ *
+ * KR_FS_TRACE=1 makes the model cases print every operation and compare after each.
+ *
  *   threads four threads, each with its own directory and model, on one file system; then
  *           every model, the checker, and the same after a remount
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
@@ -166,6 +169,9 @@ static void run_model(const char *tag, uint64_t size, const struct fm_params *p,
 	struct tu_rng r;
 	tu_rng_seed(&r, tu_seed(tag, 4242));
 	unsigned fails[FM_NKINDS] = {0}, oks[FM_NKINDS] = {0};
+	bool trace = getenv("KR_FS_TRACE") != NULL;
+	if (trace)
+		compare_every = 1;
 	uint64_t largest = 0, compactions = 0;
 	for (unsigned i = 1; i <= nops; i++) {
 		struct fm_op op;
@@ -174,8 +180,14 @@ static void run_model(const char *tag, uint64_t size, const struct fm_params *p,
 		if (fm_step(fs, &m, &op, &res, why, sizeof(why)) != 0)
 			TU_FAIL("%s: operation %u: %s", tag, i, why);
 		(res < 0 ? fails : oks)[op.kind]++;
-		if (i % compare_every == 0)
+		if (i % compare_every == 0) {
+			if (trace) {
+				char d[300];
+				fm_describe(&op, d, sizeof(d));
+				fprintf(stderr, "%u: %s -> %lld\n", i, d, (long long)res);
+			}
 			compare_or_fail(fs, &m, tag);
+		}
 		for (unsigned k = 1; k < m.n; k++)
 			if (m.v[k].live && m.v[k].size > largest)
 				largest = m.v[k].size;

@@ -270,3 +270,131 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 	krfs_leave(fs);
 	return 0;
 }
+
+/* ---- holes ---------------------------------------------------------------------------------- */
+int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
+{
+	if (whence != KR_FS_SEEK_DATA && whence != KR_FS_SEEK_HOLE)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "lseek: whence %d", whence);
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	int64_t res = krfs_get(fs, ino, &ip);
+	if (res == 0)
+		res = regular(ip);
+	if (res == 0 && off >= ip->size)
+		res = -ENXIO;
+	uint64_t key;
+	uint32_t val;
+	if (res == 0 && whence == KR_FS_SEEK_DATA) {
+		if (!krfs_radix_next(&ip->map, off / P, &key, &val) || key * P >= ip->size)
+			res = -ENXIO;
+		else
+			res = (int64_t)(key * P > off ? key * P : off);
+	} else if (res == 0) {
+		uint64_t pg = off / P;
+		while (krfs_radix_next(&ip->map, pg, &key, &val) && key == pg)
+			pg++;
+		uint64_t hole = pg * P > off ? pg * P : off;
+		res = (int64_t)(hole < ip->size ? hole : ip->size);
+	}
+	krfs_leave(fs);
+	return res;
+}
+
+/* Punches file pages [first, first + n) in op (entries of at most 2^32 - 1 pages). */
+static int punch_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t first, uint64_t n)
+{
+	for (uint64_t done = 0; done < n;) {
+		uint64_t k = n - done < UINT32_MAX ? n - done : UINT32_MAX;
+		struct krfs_e_write w = {.h = {.type = KRFS_E_FILE_WRITE, .size = sizeof(w)}, .pgoff = first + done,
+					 .block = 0, .npages = (uint32_t)k, .size = ip->size, .mtime = krfs_now()};
+		int rc = krfs_op_append(op, ip, &w.h);
+		if (rc)
+			return rc;
+		done += k;
+	}
+	return 0;
+}
+
+/* Zeroes [lo, hi) inside one page (a partial edge of a punched range), if the page exists. */
+static int zero_part(struct krfs_op *op, struct krfs_inode *ip, uint64_t lo, uint64_t hi)
+{
+	static const uint8_t zeros[P];
+	if (hi <= lo || !krfs_radix_get(&ip->map, lo / P))
+		return 0;
+	struct krfs_src src = {.buf = zeros, .off = lo, .len = hi - lo};
+	return krfs_write_pages(op, ip, lo / P, 1, &src, ip->size);
+}
+
+/* [off, end) reads as zeros: whole pages become holes, partial edges are rewritten. */
+static int punch(struct krfs_op *op, struct krfs_inode *ip, uint64_t off, uint64_t end)
+{
+	uint64_t first = (off + P - 1) / P, last = end / P; /* whole pages: [first, last) */
+	if (off / P == (end - 1) / P && (off % P || end % P))
+		return zero_part(op, ip, off, end); /* inside one page */
+	int rc = zero_part(op, ip, off, first * P);
+	if (rc == 0)
+		rc = zero_part(op, ip, last * P > off ? last * P : off, end);
+	if (rc == 0 && last > first)
+		rc = punch_pages(op, ip, first, last - first);
+	return rc;
+}
+
+/* Allocates zeroed pages for every hole page in [off, end) (end <= the new size). */
+static int allocate(struct krfs_op *op, struct krfs_inode *ip, uint64_t off, uint64_t end, uint64_t new_size)
+{
+	struct krfs_src none = {.buf = NULL, .off = 0, .len = 0};
+	for (uint64_t pg = off / P; pg * P < end;) {
+		uint64_t key;
+		uint32_t val;
+		uint64_t stop = (end + P - 1) / P;
+		if (krfs_radix_next(&ip->map, pg, &key, &val) && key < stop)
+			stop = key;
+		if (stop > pg) {
+			int rc = krfs_write_pages(op, ip, pg, stop - pg, &none, new_size);
+			if (rc)
+				return rc;
+		}
+		pg = stop + 1;
+	}
+	return 0;
+}
+
+int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	bool punching = mode == (KR_FS_FALLOC_PUNCH_HOLE | KR_FS_FALLOC_KEEP_SIZE);
+	if (mode != 0 && mode != KR_FS_FALLOC_KEEP_SIZE && !punching)
+		return KRFS_ERR(-EOPNOTSUPP, KR_E_MISUSE_ARG, "fallocate: mode %#x", mode);
+	if (len == 0)
+		return -EINVAL;
+	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_inode *ip;
+	rc = krfs_get(fs, ino, &ip);
+	if (rc == 0)
+		rc = regular(ip);
+	if (rc == 0) {
+		struct krfs_op op;
+		uint64_t end = off + len, new_size = mode == 0 && end > ip->size ? end : ip->size;
+		krfs_op_begin(&op, fs);
+		if (punching)
+			rc = off < ip->size ? punch(&op, ip, off, end < ip->size ? end : ip->size) : 0;
+		else if (off < new_size)
+			rc = allocate(&op, ip, off, end < new_size ? end : new_size, new_size);
+		if (rc == 0 && new_size != ip->size) { /* growing without a hole page to write */
+			struct krfs_e_attr a = {.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)}, .mask = KRFS_A_SIZE,
+						.size = new_size, .ctime = krfs_now()};
+			rc = krfs_op_append(&op, ip, &a.h);
+		}
+		if (rc == 0 && op.nlogs)
+			rc = krfs_op_commit(&op);
+		krfs_op_end(&op);
+	}
+	krfs_leave(fs);
+	return rc;
+}

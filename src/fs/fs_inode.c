@@ -110,20 +110,23 @@ static int apply_write(struct kr_fs *fs, struct krfs_inode *ip, const struct krf
 {
 	if (w->h.size != sizeof(*w) || w->reserved || !has_pages(ip))
 		return bad(ip, &w->h, "FILE_WRITE malformed or on an inode without data");
-	uint64_t first = (w->block - fs->sb.data_off) / P;
-	if (w->block < fs->sb.data_off || (w->block - fs->sb.data_off) % P || w->npages == 0 ||
-	    first + w->npages > fs->sb.data_pages || w->size > KR_FS_MAX_FILE_SIZE ||
-	    w->pgoff + w->npages > KR_FS_MAX_FILE_SIZE / P)
+	bool punch = w->block == 0; /* the pages become holes */
+	uint64_t first = punch ? 0 : (w->block - fs->sb.data_off) / P;
+	if ((!punch && (w->block < fs->sb.data_off || (w->block - fs->sb.data_off) % P ||
+			first + w->npages > fs->sb.data_pages)) ||
+	    w->npages == 0 || w->size > KR_FS_MAX_FILE_SIZE || w->pgoff + w->npages > KR_FS_MAX_FILE_SIZE / P)
 		return bad(ip, &w->h, "FILE_WRITE names pages outside the data area or the file");
 	for (uint32_t i = 0; i < w->npages; i++) {
 		uint32_t old;
-		int rc = krfs_radix_set(&ip->map, w->pgoff + i, (uint32_t)(first + i + 1), &old);
+		int rc = krfs_radix_set(&ip->map, w->pgoff + i, punch ? 0 : (uint32_t)(first + i + 1), &old);
 		if (rc)
 			return rc;
 		if (old && release)
 			release(fs, old - 1);
-		if (!old)
-			ip->nblocks++;
+		if (punch)
+			ip->nblocks -= old != 0;
+		else
+			ip->nblocks += old == 0;
 	}
 	ip->size = w->size;
 	ip->mtime = ip->ctime = w->mtime;

@@ -248,7 +248,8 @@ struct krfs_entry_hdr {
 _Static_assert(sizeof(struct krfs_entry_hdr) == 24, "entry header is 24 bytes");
 
 /* FILE_WRITE (64 bytes): npages file pages from pgoff now live in the npages consecutive
- * data pages starting at pool offset block; the file's size after the write is size. */
+ * data pages starting at pool offset block (block 0: the pages become holes, as a hole
+ * punch makes them); the file's size after the write is size. */
 struct krfs_e_write {
 	struct krfs_entry_hdr h;
 	uint64_t pgoff;
