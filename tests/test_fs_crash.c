@@ -10,12 +10,14 @@
  * subsets of the pending lines), and a child mounts each image (recovery runs) and requires
  * the file system to equal the model after the K operations that had returned, or after
  * K+1 while an operation was in flight - the whole tree, bytes, link counts, used inodes and
- * data pages - and kr_fs_check to find every invariant intact.
+ * data pages - and kr_fs_check to find every invariant intact. A first phase writes one file
+ * over and over, so that its log is compacted (garbage collection) under the simulator.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "crashsim.h"
 #include "fsmodel.h"
@@ -73,7 +75,7 @@ static int check_image(void *ctx, const struct crashsim_image *img)
 int main(void)
 {
 	uint64_t seed = tu_seed("test_fs_crash", 777);
-	unsigned nops = tu_scaled(400, 120);
+	unsigned nops = tu_scaled(500, 150);
 	char path[128];
 	tu_pool_path(path, sizeof(path), "fs-crash");
 	struct kr_fs_mkfs_opts mo = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
@@ -97,12 +99,28 @@ int main(void)
 	fm_init(&g_model, &st, KR_FS_ROOT_INO);
 	struct fm_params p;
 	fm_params_default(&p);
-	p.names = 6;
+	p.names = 3; /* few names: logs grow and get compacted under the simulator too */
 	p.max_write = 12000;
+	p.weight[FM_MKDIR] = 2;
 	struct tu_rng rng;
 	tu_rng_seed(&rng, seed);
 	char why[512];
+	uint64_t compactions = 0;
 	double t0 = tu_now();
+	/* First one file written over and over: its log fills pages and is compacted, again
+	 * and again, under the simulator. */
+	g_inflight = (struct fm_op){.kind = FM_CREATE, .a = 1, .mode = 0600, .name = "hot"};
+	g_have_inflight = true;
+	if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+		TU_FAIL("create hot: %s", why);
+	uint32_t hot = g_model.n - 1;
+	for (unsigned i = 0; i < tu_scaled(200, 80); i++) {
+		g_inflight = (struct fm_op){.kind = FM_WRITE, .a = hot, .off = tu_rng_below(&rng, 20000),
+					    .len = tu_rng_range(&rng, 1, 3000), .seed = i};
+		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+			TU_FAIL("write to hot: %s", why);
+	}
+	g_have_inflight = false;
 	for (g_done = 0; g_done < nops;) {
 		fm_gen(&rng, &g_model, &p, &g_inflight);
 		g_have_inflight = true;
@@ -111,6 +129,8 @@ int main(void)
 		g_have_inflight = false;
 		g_done++;
 		if (g_done % 150 == 0) { /* ...but a remount's recovery writes are checked */
+			TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+			compactions += st.compactions;
 			TU_OK(kr_fs_unmount(fs));
 			crashsim_drain(); /* checking children hold the pool file's lock */
 			TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
@@ -126,11 +146,15 @@ int main(void)
 	}
 	if (fm_compare(fs, &g_model, why, sizeof(why)) != 0)
 		TU_FAIL("at the end: %s", why);
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	compactions += st.compactions;
 	TU_OK(kr_fs_unmount(fs));
 	struct crashsim_stats cs;
 	crashsim_stop(&cs);
-	printf("test_fs_crash: %u operations, %llu fences, %llu crash images checked, %llu failed\n", nops,
-	       (unsigned long long)cs.fences, (unsigned long long)cs.images, (unsigned long long)cs.failures);
+	printf("test_fs_crash: %u operations (%llu log compactions), %llu fences, %llu crash images checked, %llu failed\n",
+	       nops, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
+	       (unsigned long long)cs.failures);
+	TU_ASSERT(compactions > 0, "no log compaction was crashed");
 	TU_ASSERT(cs.images >= nops, "too few crash images (%llu)", (unsigned long long)cs.images);
 	TU_ASSERT(cs.failures == 0, "%llu crash images recovered wrongly (see above)", (unsigned long long)cs.failures);
 	TU_ASSERT(cs.unrecorded_lines == 0, "%llu lines changed without a store hook", (unsigned long long)cs.unrecorded_lines);
