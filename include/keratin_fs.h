@@ -87,11 +87,17 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
 /* Mounts the pool at path: verifies and repairs the superblock, rolls back an unfinished
  * journal, scans every inode log (verifying and repairing each entry from its replica),
  * rebuilds the DRAM indexes and the free space, and reclaims orphans (inodes whose link
- * count reached zero while open). flags: KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT. Errors:
+ * count reached zero while open). flags: KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT,
+ * KR_FS_MOUNT_CHECK. Errors:
  * KR_E_IO_* (KR_E_IO_BUSY: mounted elsewhere), KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION,
  * KR_E_FORMAT_TRUNCATED, KR_E_FORMAT_GEOMETRY, KR_E_CORRUPT_HEADER (both superblocks bad),
  * KR_E_CORRUPT_META (a structure needed to mount is damaged in both copies), KR_E_NOMEM. */
 int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
+/* Inspection mount: the pool file is opened read-only (shared lock: KR_E_IO_BUSY while it is
+ * mounted for writing) and copied into memory, and that copy is mounted. Nothing ever
+ * reaches the file: the repairs mount makes (counted and listed by kr_fs_check, as damage
+ * a repairing mount would fix) and any operation change only the copy. */
+#define KR_FS_MOUNT_CHECK 0x100u
 
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
  * durability call failed. */
@@ -225,11 +231,12 @@ int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn,
 int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
 
 /* ---------------------------------------------------------------------------------------
- * Checking (enum kr_err codes)
+ * Checking and scrubbing (enum kr_err codes)
  * ------------------------------------------------------------------------------------- */
 struct kr_fs_check_report {
 	uint64_t inodes, dirs, files, log_pages, data_pages; /* what was walked */
-	uint64_t problems;  /* invariants found broken (each described on the report stream) */
+	uint64_t problems;  /* invariants found broken (each described on the report stream);
+			     * after a KR_FS_MOUNT_CHECK mount, also every repair that mount made */
 };
 /* Read-only check of a mounted file system against every invariant this version keeps:
  * both copies of the superblock, journals, inodes and committed log bytes equal and
@@ -240,6 +247,28 @@ struct kr_fs_check_report {
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
 int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
+
+struct kr_fs_scrub_report {
+	uint64_t meta_items;   /* superblock, journals, slots, log entries and pages verified */
+	uint64_t data_pages;   /* data pages verified */
+	uint64_t repaired;     /* structures rewritten from a replica, parity or CRCs */
+	uint64_t unrepairable; /* damage left (each reported with the file's path and offset) */
+};
+/* One pass over everything on the media: both copies of every metadata structure (the
+ * mount-time rules: one bad copy is rewritten from the good one) and every strip of every
+ * data page (rebuilt from parity when bad; a wrong parity strip is recomputed). Damage that
+ * cannot be repaired is reported on report (may be NULL) with the path of the file and the
+ * byte offset. Holds the file system's lock for the whole pass. KR_OK if everything is
+ * sound or was repaired, KR_E_CORRUPT if damage remains, KR_E_IO_SYNC on a durability
+ * failure. */
+int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
+
+/* ---------------------------------------------------------------------------------------
+ * Paths (a convenience for programs and tests; the operations above are the interface)
+ * ------------------------------------------------------------------------------------- */
+/* Resolves an absolute path ("/", "/a/b") from the root, following symlinks in the middle
+ * (and at the end if follow) up to 40 of them; -ELOOP beyond, and the errnos of lookup. */
+int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *out);
 
 #ifdef __cplusplus
 }

@@ -149,6 +149,24 @@ static void case_basic(void)
 	TU_ASSERT(kr_fs_statfs(fs, &st1) == 0 && st1.ffree == st2.ffree && st1.bfree == st2.bfree,
 		  "the orphan's inode and pages are free again");
 	TU_OK(kr_fs_unmount(fs));
+	/* Paths. */
+	fs = mount_at(path);
+	struct kr_fs_attr p1, q, f2;
+	TU_ASSERT(kr_fs_mkdir(fs, 1, "p", 0755, 0, 0, &p1) == 0 && kr_fs_mkdir(fs, p1.ino, "q", 0755, 0, 0, &q) == 0 &&
+		  kr_fs_create(fs, q.ino, "file", 0644, 0, 0, &f2) == 0, "tree for paths");
+	TU_ASSERT(kr_fs_symlink(fs, p1.ino, "ln", "q", 0, 0, NULL) == 0 && kr_fs_symlink(fs, 1, "abs", "/p/q", 0, 0, NULL) == 0 &&
+		  kr_fs_symlink(fs, 1, "loop", "/loop/x", 0, 0, NULL) == 0, "symlinks");
+	TU_ASSERT(kr_fs_resolve(fs, "/", 1, &b) == 0 && b.ino == 1, "/");
+	TU_ASSERT(kr_fs_resolve(fs, "/p/q/file", 1, &b) == 0 && b.ino == f2.ino, "plain path");
+	TU_ASSERT(kr_fs_resolve(fs, "//p/./ln/../q/file", 1, &b) == 0 && b.ino == f2.ino, "dots, slashes, a relative link");
+	TU_ASSERT(kr_fs_resolve(fs, "/abs/file", 1, &b) == 0 && b.ino == f2.ino, "an absolute link");
+	TU_ASSERT(kr_fs_resolve(fs, "/p/ln", 0, &b) == 0 && S_ISLNK(b.mode), "the last link not followed");
+	TU_ASSERT(kr_fs_resolve(fs, "/p/ln", 1, &b) == 0 && b.ino == q.ino, "the last link followed");
+	TU_ASSERT(kr_fs_resolve(fs, "/loop", 1, &b) == -ELOOP, "a loop");
+	TU_ASSERT(kr_fs_resolve(fs, "/p/q/file/x", 1, &b) == -ENOTDIR, "through a file");
+	TU_ASSERT(kr_fs_resolve(fs, "/p/nope", 1, &b) == -ENOENT, "missing");
+	TU_ASSERT(kr_fs_resolve(fs, "p", 1, &b) == -EINVAL, "relative");
+	TU_OK(kr_fs_unmount(fs));
 	printf("fs basic: ok\n");
 }
 

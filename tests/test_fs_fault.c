@@ -11,7 +11,10 @@
  *   detected  - the damaged inode or page fails cleanly (-EIO, or mount refuses with the
  *               documented code), everything else equals the model;
  *   WRONG     - any wrong byte or attribute returned: the test fails.
- * Each case states the outcome it requires; the table prints both.
+ * Each case states the outcome it requires; the table prints both. Then an inspection mount
+ * (KR_FS_MOUNT_CHECK) of a damaged pool must report the damage without changing the file,
+ * and kr_fs_scrub must repair damage made while mounted and name the file and offset of
+ * what it cannot repair.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -249,6 +252,64 @@ static void parity_case(void)
 	record("parity strip", "scribble", "not checked (silent)", DETECTED, DETECTED);
 }
 
+/* An inspection mount of a damaged pool reports the damage and writes nothing. */
+static void check_mount_case(void)
+{
+	fresh();
+	scribble(slot_off(g_f) + 40, 8, 21);
+	scribble(f_page(0) + 100, 4, 22);
+	size_t len;
+	uint8_t *before = tu_read_file(g_img, &len);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(g_img, KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_CHECK, &fs));
+	struct kr_fs_check_report rep;
+	FILE *devnull = fopen("/dev/null", "w");
+	TU_ASSERT(kr_fs_check(fs, devnull, &rep) == KR_E_CORRUPT && rep.problems == 2,
+		  "check mount: %llu problems (want the slot, repaired by the mount, and the data strip)",
+		  (unsigned long long)rep.problems);
+	fclose(devnull);
+	TU_OK(kr_fs_unmount(fs));
+	uint8_t *after = tu_read_file(g_img, &len);
+	TU_ASSERT(memcmp(before, after, len) == 0, "an inspection mount changed the pool file");
+	free(before);
+	free(after);
+	record("(inspection mount)", "slot + strip damaged", "-", DETECTED, DETECTED);
+}
+
+/* Damage made while mounted (metadata is not read again until a scrub): the scrubber
+ * repairs one bad copy of anything and reports by path what it cannot repair. */
+static void scrub_case(void)
+{
+	fresh();
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(g_img, KR_OPEN_FORCE_PMEM, &fs));
+	scribble(slot_off(g_big) + 40, 8, 31);                 /* one copy of a slot */
+	scribble(twin(log_head(g_f)) + 30, 4, 32);             /* the replica of a log entry */
+	scribble(g_sb.parity_off + data_index(f_page(1)) * 512, 8, 33); /* a parity strip */
+	scribble(f_page(2) + 700, 8, 34);                     /* a data strip */
+	struct kr_fs_scrub_report rep;
+	TU_OK(kr_fs_scrub(fs, stderr, &rep));
+	TU_ASSERT(rep.repaired == 4 && rep.unrepairable == 0, "scrub: %llu repaired, %llu lost",
+		  (unsigned long long)rep.repaired, (unsigned long long)rep.unrepairable);
+	struct kr_fs_check_report crep;
+	TU_OK(kr_fs_check(fs, stderr, &crep));
+	char why[512];
+	TU_ASSERT(fm_compare(fs, &g_model, why, sizeof(why)) == 0, "after scrub: %s", why);
+	/* Now damage that cannot be repaired: two strips of f's first page. */
+	scribble(f_page(0) + 10, 8, 35);
+	scribble(f_page(0) + 3000, 8, 36);
+	char *text = NULL;
+	size_t textlen = 0;
+	FILE *mem = open_memstream(&text, &textlen);
+	TU_ASSERT(kr_fs_scrub(fs, mem, &rep) == KR_E_CORRUPT && rep.unrepairable == 1, "scrub of a lost page");
+	fclose(mem);
+	TU_ASSERT(strstr(text, "/f (inode") && strstr(text, "offset 0:"), "the report names the file and offset: %s", text);
+	free(text);
+	TU_OK(kr_fs_unmount(fs));
+	record("(scrub while mounted)", "slot, log entry, parity, strip", "no scrubbing", CORRECTED, CORRECTED);
+	record("(scrub while mounted)", "two strips of one page", "no scrubbing", DETECTED, DETECTED);
+}
+
 int main(void)
 {
 	populate();
@@ -292,6 +353,8 @@ int main(void)
 	data_case("two strips apart", "EIO", DETECTED, inj_two_strips);
 	data_case("strip and parity", "EIO", DETECTED, inj_strip_and_parity);
 	parity_case();
+	check_mount_case();
+	scrub_case();
 	(void)fi;
 
 	printf("%-24s %-38s %-26s %s\n", "structure", "fault", "NOVA-Fortis", "keratin-fs");

@@ -130,6 +130,12 @@ struct kr_fs {
 	uint8_t *buf;               /* page-aligned scratch pages for data I/O (4 pages) */
 	uint64_t repairs;           /* structures repaired from a replica or parity */
 	uint64_t compactions;       /* logs rewritten by GC */
+	/* What the first KRFS_NOTES repairs were (for kr_fs_check and the tool). */
+#define KRFS_NOTES 32
+	char notes[KRFS_NOTES][112];
+	unsigned nnotes;
+	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
+	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -158,11 +164,13 @@ int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out);
 void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *pi);
 /* Writes n bytes at primary offset off and the same bytes at its twin, flushed. */
 void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n);
-/* Rewrites the n bytes at pool offset dst (a bad copy) from src (the good one), flushed and
- * fenced, counted as a repair. */
-void krfs_meta_repair(struct kr_fs *fs, uint64_t dst, uint64_t src, size_t n);
+/* Counts a repair of `what` at pool offset off and keeps a note of it. */
+void krfs_note_repair(struct kr_fs *fs, const char *what, uint64_t off);
+/* Rewrites the n bytes at pool offset dst (a bad copy of `what`) from src (the good one),
+ * flushed and fenced, noted as a repair. */
+void krfs_meta_repair(struct kr_fs *fs, const char *what, uint64_t dst, uint64_t src, size_t n);
 /* The same for one self-checking word, with one atomic store. */
-void krfs_word_repair(struct kr_fs *fs, uint64_t off, uint64_t word);
+void krfs_word_repair(struct kr_fs *fs, const char *what, uint64_t off, uint64_t word);
 
 /* ---- logs (fs_log.c) ------------------------------------------------------------------- */
 uint32_t krfs_entry_csum(const struct krfs_entry_hdr *e);
@@ -267,6 +275,9 @@ void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src);
 /* Reads one data page into dst (4096 bytes, 64-byte aligned), verifying every strip and
  * repairing what can be repaired. 0, or -EIO (message set) if a strip is lost. */
 int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst);
+/* krfs_data_read into buf, then a parity strip that disagrees with the verified bytes is
+ * recomputed (the scrubber's pass over one page). */
+int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
 /* Verifies a page without repairing: number of strips that match neither CRC copy plus,
  * in *csum_mismatch, strips whose two CRC copies differ and *parity_bad whether parity
  * disagrees. For the checker. */
@@ -301,6 +312,8 @@ int krfs_recover(struct kr_fs *fs);
 int krfs_free_orphan(struct kr_fs *fs, struct krfs_inode *ip);
 
 /* ---- entering and leaving an operation (fs_super.c) ------------------------------------ */
+/* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
+int krfs_sb_write(struct kr_fs *fs);
 /* Takes the lock; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
 int krfs_enter(struct kr_fs *fs);
 void krfs_leave(struct kr_fs *fs);
@@ -312,6 +325,8 @@ int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t ui
 		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
 
 /* ---- names ----------------------------------------------------------------------------- */
+/* A path of inode ino for reports ("/a/b", or "inode N" if no name leads to it). */
+void krfs_path_of(struct kr_fs *fs, uint64_t ino, char *buf, size_t n);
 /* 0, or -EINVAL / -ENAMETOOLONG for a name that cannot be made. */
 int krfs_name_check(const char *name, size_t *len);
 

@@ -213,6 +213,13 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 	if (!o.meta || !o.data || !o.names || !o.subdirs || !o.named_in) {
 		rc = kr_err_set(KR_E_NOMEM, "kr_fs_check: out of memory");
 	} else {
+		if (fs->check_mount) { /* what the mount (of a private copy) had to repair */
+			for (unsigned i = 0; i < fs->nnotes; i++)
+				report(&c, "repairable: %s", fs->notes[i]);
+			if (fs->repairs > fs->nnotes)
+				report(&c, "repairable: %llu more", (unsigned long long)(fs->repairs - fs->nnotes));
+			c.problems = fs->repairs;
+		}
 		check_copies(fs, &c);
 		for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++)
 			if (fs->inodes[ino])

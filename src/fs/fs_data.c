@@ -49,6 +49,17 @@ static void put(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), n);
 }
 
+/* The parity strip of pg from the page's bytes in src (flushed, not fenced). */
+static void write_parity(struct kr_fs *fs, uint64_t pg, const void *src)
+{
+	void *v[KRFS_STRIPS + 1];
+	for (unsigned s = 0; s < KRFS_STRIPS; s++)
+		v[s] = (uint8_t *)src + s * KRFS_STRIP;
+	v[KRFS_STRIPS] = krfs_ptr(fs, parity(fs, pg));
+	kr_pm_xor_gen(&fs->pm, KRFS_STRIPS + 1, KRFS_STRIP, v);
+	kr_pm_flush(&fs->pm, v[KRFS_STRIPS], KRFS_STRIP);
+}
+
 void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 {
 	uint32_t crc[KRFS_STRIPS];
@@ -56,12 +67,7 @@ void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 	kr_pm_copy_nt(&fs->pm, krfs_ptr(fs, krfs_data_off(fs, pg)), src, P);
 	put(fs, csum_a(fs, pg), crc, sizeof(crc));
 	put(fs, csum_b(fs, pg), crc, sizeof(crc));
-	void *v[KRFS_STRIPS + 1];
-	for (unsigned s = 0; s < KRFS_STRIPS; s++)
-		v[s] = (uint8_t *)src + s * KRFS_STRIP;
-	v[KRFS_STRIPS] = krfs_ptr(fs, parity(fs, pg));
-	kr_pm_xor_gen(&fs->pm, KRFS_STRIPS + 1, KRFS_STRIP, v);
-	kr_pm_flush(&fs->pm, v[KRFS_STRIPS], KRFS_STRIP);
+	write_parity(fs, pg, src);
 }
 
 /* out = XOR of parity and every strip of page except strip `skip` (DRAM only). */
@@ -125,6 +131,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	strip_crcs(d, crc);
 	unsigned nbad = 0, badstrip = 0, first_bad = 0;
 	bool fix = false;
+	const char *repaired = "data page's strip CRC copies";
 	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
 		if (crc[s] == a[s] && crc[s] == b[s])
 			continue;
@@ -144,6 +151,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 		}
 		nbad = 0;
 		fix = true;
+		repaired = "data page (scribble across two strips)";
 	}
 	if (nbad > 1)
 		return lost(pg, krfs_data_off(fs, pg), "two or more strips fail their checksums");
@@ -158,14 +166,30 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 		put(fs, krfs_data_off(fs, pg) + badstrip * KRFS_STRIP, strip, KRFS_STRIP);
 		a[badstrip] = b[badstrip] = c;
 		fix = true;
+		repaired = "data strip rebuilt from parity";
 	}
 	if (fix) {
 		put(fs, csum_a(fs, pg), a, sizeof(a));
 		put(fs, csum_b(fs, pg), b, sizeof(b));
-		fs->repairs++;
+		krfs_note_repair(fs, repaired, krfs_data_off(fs, pg));
 		return krfs_fence(fs);
 	}
 	return 0;
+}
+
+int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf)
+{
+	int rc = krfs_data_read(fs, pg, buf);
+	if (rc)
+		return rc;
+	_Alignas(64) uint8_t x[KRFS_STRIP];
+	static const uint8_t zero[KRFS_STRIP];
+	rebuild_strip(fs, pg, buf, KRFS_STRIPS, x); /* every strip and parity: zero if consistent */
+	if (memcmp(x, zero, KRFS_STRIP) == 0)
+		return 0;
+	write_parity(fs, pg, buf);
+	krfs_note_repair(fs, "parity strip recomputed", parity(fs, pg));
+	return krfs_fence(fs);
 }
 
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad)

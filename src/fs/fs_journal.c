@@ -113,8 +113,8 @@ int krfs_journal_recover(struct kr_fs *fs, unsigned jn)
 	struct krfs_journal_hdr idle = {.state = 0, .seq = fs->journal_seq, .nbytes = 0};
 	idle.csum = journal_csum(&idle, NULL);
 	if (rolled || memcmp(a, &idle, sizeof(idle)) != 0 || memcmp(b, &idle, sizeof(idle)) != 0) {
-		if (!rolled && memcmp(a, b, sizeof(idle)) != 0)
-			fs->repairs++; /* an idle journal whose copies differ: one was damaged */
+		if (!rolled && memcmp(a, b, sizeof(idle)) != 0) /* idle, yet the copies differ */
+			krfs_note_repair(fs, "journal header", off);
 		krfs_meta_write(fs, off, &idle, sizeof(idle));
 		int rc = krfs_fence(fs);
 		if (rc)

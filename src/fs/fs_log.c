@@ -68,9 +68,9 @@ static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32
 	bool a = page_tail_ok(krfs_ptr(fs, pa - 8), page, ino, seq);
 	bool b = page_tail_ok(krfs_ptr(fs, pb - 8), page, ino, seq);
 	if (a && memcmp(krfs_ptr(fs, pa), krfs_ptr(fs, pb), n) != 0)
-		krfs_meta_repair(fs, pb, pa, n);
+		krfs_meta_repair(fs, "log page tail", pb, pa, n);
 	else if (!a && b)
-		krfs_meta_repair(fs, pa, pb, n);
+		krfs_meta_repair(fs, "log page tail", pa, pb, n);
 	else if (!a)
 		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META,
 				"inode %llu: log page %#llx (#%u) has a bad tail in both copies",
@@ -86,9 +86,9 @@ static uint64_t read_next(struct kr_fs *fs, uint64_t page)
 	uint64_t va = krfs_word_value(wa, page), vb = krfs_word_value(wb, page);
 	uint64_t v = va ? va : vb, w = va ? wa : wb;
 	if (v && wa != w)
-		krfs_word_repair(fs, pa, w);
+		krfs_word_repair(fs, "log page link", pa, w);
 	if (v && wb != w)
-		krfs_word_repair(fs, pb, w);
+		krfs_word_repair(fs, "log page link", pb, w);
 	return v;
 }
 
@@ -128,12 +128,12 @@ static enum item read_item(struct kr_fs *fs, uint64_t pos, size_t room)
 	if (ka != ITEM_BAD) {
 		size_t n = item_size(a, ka);
 		if (memcmp(a, b, n) != 0) /* replica bad or behind: the primary wins */
-			krfs_meta_repair(fs, krfs_twin(fs, pos), pos, n);
+			krfs_meta_repair(fs, "log entry", krfs_twin(fs, pos), pos, n);
 		return ka;
 	}
 	enum item kb = parse(b, room);
 	if (kb != ITEM_BAD)
-		krfs_meta_repair(fs, pos, krfs_twin(fs, pos), item_size(b, kb));
+		krfs_meta_repair(fs, "log entry", pos, krfs_twin(fs, pos), item_size(b, kb));
 	return kb;
 }
 

@@ -14,6 +14,7 @@
  *      (48-bit value, 16-bit check over value and owner), stored with one atomic store, so a
  *      crash never tears it and a scribble is recognised.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "../csum.h"
@@ -62,20 +63,30 @@ void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), n);
 }
 
-void krfs_meta_repair(struct kr_fs *fs, uint64_t dst, uint64_t src, size_t n)
+void krfs_note_repair(struct kr_fs *fs, const char *what, uint64_t off)
+{
+	fs->repairs++;
+	if (fs->nnotes < KRFS_NOTES) {
+		bool replica = off >= fs->sb.replica_off && off < fs->sb.replica_off + fs->sb.meta_zone_size;
+		snprintf(fs->notes[fs->nnotes++], sizeof(fs->notes[0]), "%s at pool offset %#llx%s", what,
+			 (unsigned long long)off, replica ? " (replica)" : "");
+	}
+}
+
+void krfs_meta_repair(struct kr_fs *fs, const char *what, uint64_t dst, uint64_t src, size_t n)
 {
 	kr_pm_copy(&fs->pm, krfs_ptr(fs, dst), krfs_ptr(fs, src), n);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, dst), n);
 	krfs_fence(fs);
-	fs->repairs++;
+	krfs_note_repair(fs, what, dst);
 }
 
-void krfs_word_repair(struct kr_fs *fs, uint64_t off, uint64_t word)
+void krfs_word_repair(struct kr_fs *fs, const char *what, uint64_t off, uint64_t word)
 {
 	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), word);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
 	krfs_fence(fs);
-	fs->repairs++;
+	krfs_note_repair(fs, what, off);
 }
 
 void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *pi)
@@ -98,10 +109,10 @@ int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out)
 	/* The static part: the good copy, the primary if both are good (roll forward). */
 	const size_t stat = sizeof(a) - 8;
 	if (a_ok && (!b_ok || memcmp((char *)&a + 8, (char *)&b + 8, stat) != 0)) {
-		krfs_meta_repair(fs, pb + 8, pa + 8, stat);
+		krfs_meta_repair(fs, "inode slot", pb + 8, pa + 8, stat);
 		memcpy((char *)&b + 8, (char *)&a + 8, stat);
 	} else if (!a_ok) {
-		krfs_meta_repair(fs, pa + 8, pb + 8, stat);
+		krfs_meta_repair(fs, "inode slot", pa + 8, pb + 8, stat);
 		memcpy((char *)&a + 8, (char *)&b + 8, stat);
 	}
 	/* The tail: the primary's if it checks, else the replica's. */
@@ -114,9 +125,9 @@ int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out)
 		}
 		a.tail = ta ? a.tail : b.tail;
 		if (a.tail != *(uint64_t *)krfs_ptr(fs, pa))
-			krfs_word_repair(fs, pa, a.tail);
+			krfs_word_repair(fs, "inode log tail", pa, a.tail);
 		if (a.tail != *(uint64_t *)krfs_ptr(fs, pb))
-			krfs_word_repair(fs, pb, a.tail);
+			krfs_word_repair(fs, "inode log tail", pb, a.tail);
 	}
 	*out = a;
 	return 0;

@@ -545,3 +545,67 @@ int kr_fs_fsync(kr_fs *fs, uint64_t ino)
 	krfs_leave(fs);
 	return rc;
 }
+
+/* ---- paths ------------------------------------------------------------------------------------------ */
+int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *out)
+{
+	if (!path || path[0] != '/')
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "kr_fs_resolve: '%s' is not an absolute path", path ? path : "(null)");
+	char *work = strdup(path); /* the path still to walk, rewritten when a symlink expands */
+	if (!work)
+		return -ENOMEM;
+	struct kr_fs_attr cur, dir;
+	int rc = kr_fs_getattr(fs, KR_FS_ROOT_INO, &cur), links = 0;
+	size_t at = 0;
+	while (rc == 0) {
+		while (work[at] == '/')
+			at++;
+		if (!work[at])
+			break;
+		size_t len = strcspn(work + at, "/");
+		char name[KR_FS_NAME_MAX + 1];
+		if (len > KR_FS_NAME_MAX) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(name, work + at, len);
+		name[len] = '\0';
+		at += len;
+		bool last = work[at + strspn(work + at, "/")] == '\0';
+		dir = cur;
+		if ((rc = kr_fs_lookup(fs, dir.ino, name, &cur)) != 0)
+			break;
+		if (!S_ISLNK(cur.mode) || (last && !follow))
+			continue;
+		if (++links > 40) {
+			rc = -ELOOP;
+			break;
+		}
+		char target[KR_FS_SYMLINK_MAX + 1];
+		ssize_t n = kr_fs_readlink(fs, cur.ino, target, sizeof(target) - 1);
+		if (n < 0) {
+			rc = (int)n;
+			break;
+		}
+		target[n] = '\0';
+		/* The rest of the path continues after the target, from the root or from dir. */
+		size_t rest = strlen(work + at);
+		char *next = malloc((size_t)n + rest + 2);
+		if (!next) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(next, (size_t)n + rest + 2, "%s/%s", target, work + at);
+		free(work);
+		work = next;
+		at = 0;
+		if (target[0] == '/')
+			rc = kr_fs_getattr(fs, KR_FS_ROOT_INO, &cur);
+		else
+			cur = dir;
+	}
+	free(work);
+	if (rc == 0 && out)
+		*out = cur;
+	return rc;
+}

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -96,7 +97,7 @@ static int geometry(struct krfs_super *sb)
 static void sb_seal(struct krfs_super *sb) { sb->csum = kr_crc32c(sb, SB_CSUM_LEN); }
 
 /* Tick-tock: primary, fence, replica, fence. */
-static int sb_write(struct kr_fs *fs)
+int krfs_sb_write(struct kr_fs *fs)
 {
 	sb_seal(&fs->sb);
 	kr_pm_copy(&fs->pm, fs->pm.base, &fs->sb, sizeof(fs->sb));
@@ -158,9 +159,9 @@ static int sb_load(struct kr_fs *fs, uint64_t file_size)
 	if (geometry(&g) != KR_OK || memcmp(&g, &fs->sb, sizeof(g)) != 0)
 		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: superblock geometry is inconsistent", fs->path);
 	if (va != SB_GOOD || vb != SB_GOOD || memcmp(a, b, sizeof(*a)) != 0) {
-		if (sb_write(fs) != KR_OK)
+		if (krfs_sb_write(fs) != KR_OK)
 			return kr_err_set(KR_E_IO_SYNC, "%s: cannot repair the superblock", fs->path);
-		fs->repairs++;
+		krfs_note_repair(fs, "superblock", va != SB_GOOD ? 0 : fs->sb.pool_size - P);
 	}
 	return KR_OK;
 }
@@ -193,6 +194,8 @@ static void fs_free(struct kr_fs *fs)
 	kr_pm_unmap(&fs->pm);
 	if (fs->pm.fd >= 0)
 		close(fs->pm.fd);
+	if (fs->file_fd >= 0 && fs->file_fd != fs->pm.fd)
+		close(fs->file_fd);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->path);
 	free(fs);
@@ -203,7 +206,7 @@ static struct kr_fs *fs_alloc(const char *path)
 	struct kr_fs *fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return NULL;
-	fs->pm.fd = -1;
+	fs->pm.fd = fs->file_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->path = strdup(path);
 	if (!fs->path) {
@@ -347,7 +350,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		rc = format(fs);
 	if (rc == KR_OK && krfs_fence(fs) != 0)
 		rc = KR_E_IO_SYNC;
-	if (rc == KR_OK && sb_write(fs) != KR_OK)
+	if (rc == KR_OK && krfs_sb_write(fs) != KR_OK)
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: writing the superblock", path);
 	fs_free(fs);
 	if (rc != KR_OK)
@@ -356,6 +359,29 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 }
 
 /* ---- mount and unmount ------------------------------------------------------------------- */
+/* KR_FS_MOUNT_CHECK: the file, read-only under a shared lock, copied into a memory file
+ * that is mounted instead (fs->pm.fd); the original stays open in fs->file_fd for its lock. */
+static int open_private_copy(struct kr_fs *fs, uint64_t size)
+{
+	fs->pm.fd = memfd_create("keratin-fs-check", MFD_CLOEXEC);
+	if (fs->pm.fd < 0)
+		return kr_err_errno(KR_E_IO_OPEN, "%s: memfd_create", fs->path);
+	if (ftruncate(fs->pm.fd, (off_t)size) != 0)
+		return kr_err_errno(KR_E_IO, "%s: sizing the private copy", fs->path);
+	char *buf = malloc(1 << 20);
+	if (!buf)
+		return kr_err_set(KR_E_NOMEM, "out of memory");
+	int rc = KR_OK;
+	for (uint64_t off = 0; off < size && rc == KR_OK;) {
+		ssize_t n = pread(fs->file_fd, buf, size - off < (1 << 20) ? size - off : (1 << 20), (off_t)off);
+		if (n <= 0 || pwrite(fs->pm.fd, buf, (size_t)n, (off_t)off) != n)
+			rc = kr_err_errno(KR_E_IO, "%s: copying the pool for a check", fs->path);
+		off += n > 0 ? (uint64_t)n : 0;
+	}
+	free(buf);
+	return rc;
+}
+
 int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 {
 	if (!path || !out)
@@ -364,23 +390,31 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 	struct kr_fs *fs = fs_alloc(path);
 	if (!fs)
 		return kr_err_set(KR_E_NOMEM, "kr_fs_mount: out of memory");
+	fs->check_mount = flags & KR_FS_MOUNT_CHECK;
 	int rc = KR_OK;
 	struct stat st;
-	fs->pm.fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fs->pm.fd < 0)
+	fs->file_fd = open(path, (fs->check_mount ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (fs->file_fd < 0)
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s: open", path);
-	else if (flock(fs->pm.fd, LOCK_EX | LOCK_NB) != 0)
+	else if (flock(fs->file_fd, (fs->check_mount ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
 		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: mounted by another user", path)
 					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
-	else if (fstat(fs->pm.fd, &st) != 0)
+	else if (fstat(fs->file_fd, &st) != 0)
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s: fstat", path);
 	else if ((uint64_t)st.st_size < 2 * P)
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: %lld bytes is too small for a keratin-fs pool",
 				path, (long long)st.st_size);
+	size_t size = rc == KR_OK ? (size_t)st.st_size & ~(size_t)(P - 1) : 0;
+	if (rc == KR_OK && fs->check_mount)
+		rc = open_private_copy(fs, size);
+	else if (rc == KR_OK)
+		fs->pm.fd = fs->file_fd;
 	if (rc == KR_OK)
-		rc = kr_pm_map(&fs->pm, fs->pm.fd, (size_t)st.st_size & ~(size_t)(P - 1), flags, path);
+		rc = kr_pm_map(&fs->pm, fs->pm.fd, size,
+			       (flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT)) | (fs->check_mount ? KR_OPEN_FORCE_PMEM : 0),
+			       path);
 	if (rc == KR_OK)
-		rc = sb_load(fs, (uint64_t)st.st_size & ~(uint64_t)(P - 1));
+		rc = sb_load(fs, size);
 	if (rc == KR_OK)
 		rc = dram_init(fs);
 	if (rc == KR_OK)
@@ -388,7 +422,7 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 	if (rc == KR_OK) {
 		fs->sb.state = KRFS_STATE_MOUNTED;
 		fs->sb.mount_count++;
-		if (sb_write(fs) != KR_OK)
+		if (krfs_sb_write(fs) != KR_OK)
 			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock mounted", path);
 	}
 	if (rc != KR_OK) {
@@ -409,7 +443,7 @@ int kr_fs_unmount(kr_fs *fs)
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: unmounted in the error state (not marked clean)", fs->path);
 	} else {
 		fs->sb.state = KRFS_STATE_CLEAN;
-		if (sb_write(fs) != KR_OK)
+		if (krfs_sb_write(fs) != KR_OK)
 			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock clean", fs->path);
 	}
 	pthread_mutex_unlock(&fs->lock);
