@@ -139,6 +139,10 @@ struct kr_fs_statfs {
 	uint64_t log_pages_free;
 	uint64_t repairs;      /* since mount: structures rewritten from a replica or parity */
 	uint64_t compactions;  /* since mount: inode logs rewritten by garbage collection */
+	uint64_t mount_count;  /* mounts since mkfs, this one included */
+	uint32_t was_clean;    /* 1 if the previous session ended with kr_fs_unmount */
+	uint32_t dead_zone;    /* bytes between the end of the primary and the start of the
+				* replica metadata (capped at 4 GiB - 1) */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -223,7 +227,9 @@ int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t le
 /* Directory listing. fn is called for ".", ".." and each entry in order with the cookie
  * that resumes after that entry; a nonzero return from fn stops the listing before that
  * entry is counted. Start with cookie 0; entries added during a listing may be missed,
- * no entry is listed twice. Returns the number of entries passed to fn that returned 0. */
+ * no entry is listed twice. fn runs without the file system's lock (entries are copied in
+ * batches), so it may call other operations. Returns the number of entries passed to fn
+ * that returned 0. */
 typedef int (*kr_fs_filldir_fn)(void *ctx, const char *name, size_t name_len, uint64_t ino,
 				uint32_t dtype, uint64_t next_cookie);
 int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx);

@@ -22,6 +22,7 @@
 
 #include "keratin.h"
 #include "map.h"
+#include "fscmd.h"
 #include "regioncmd.h"
 #include "util.h"
 
@@ -734,6 +735,12 @@ static int cmd_region(const struct command *cmd, int argc, char **argv)
 	return region_command(argc, argv);
 }
 
+static int cmd_fs(const struct command *cmd, int argc, char **argv)
+{
+	(void)cmd;
+	return fs_command(argc, argv);
+}
+
 /* ---------------------------------------------------------------------------------------
  * keratin help
  * ------------------------------------------------------------------------------------- */
@@ -861,6 +868,7 @@ static const struct command commands[] = {
 	 cmd_map},
 	{"region", region_synopsis, "protected regions (plain-store files): status, check, repair",
 	 region_details, cmd_region},
+	{"fs", fs_synopsis, "keratin-fs pools: mkfs, info, check, repair, ls, cat, put", fs_details, cmd_fs},
 	{"help", "[COMMAND]", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
 };

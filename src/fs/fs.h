@@ -136,6 +136,7 @@ struct kr_fs {
 	unsigned nnotes;
 	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
+	bool was_clean;             /* the superblock said CLEAN at mount */
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */

@@ -12,6 +12,7 @@
  * reads (as with noatime).
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -214,10 +215,33 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 }
 
 /* ---- directories and the whole file system ------------------------------------------------- */
-int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx)
+/* readdir copies a batch of entries under the lock and calls back without it, so that the
+ * callback may use the file system (a listing with attributes, as FUSE's readdirplus). */
+#define READDIR_BATCH 64
+struct readdir_batch {
+	unsigned n;
+	struct {
+		uint64_t ino, cookie;
+		uint32_t dtype;
+		uint8_t len;
+		char name[KRFS_NAME_MAX + 1];
+	} e[READDIR_BATCH];
+};
+
+static void batch_add(struct readdir_batch *b, const char *name, size_t len, uint64_t ino, uint32_t dtype,
+		      uint64_t cookie)
 {
-	if (!fn)
-		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "readdir: no callback");
+	b->e[b->n].ino = ino;
+	b->e[b->n].cookie = cookie;
+	b->e[b->n].dtype = dtype;
+	b->e[b->n].len = (uint8_t)len;
+	memcpy(b->e[b->n].name, name, len);
+	b->e[b->n++].name[len] = '\0';
+}
+
+/* The entries after cookie, up to a batch ("." has cookie 1, ".." 2). */
+static int readdir_batch(kr_fs *fs, uint64_t dir, uint64_t cookie, struct readdir_batch *b)
+{
 	int rc = krfs_enter(fs);
 	if (rc)
 		return rc;
@@ -225,26 +249,37 @@ int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn,
 	rc = krfs_get(fs, dir, &dp);
 	if (rc == 0 && !S_ISDIR(dp->mode))
 		rc = -ENOTDIR;
-	int n = 0;
-	if (rc == 0 && cookie < 1) {
-		if (fn(ctx, ".", 1, dp->ino, krfs_dtype(S_IFDIR), 1))
-			goto out;
-		n++;
-	}
-	if (rc == 0 && cookie < 2) {
-		if (fn(ctx, "..", 2, dp->parent, krfs_dtype(S_IFDIR), 2))
-			goto out;
-		n++;
-	}
-	for (struct krfs_dentry *d = rc == 0 ? dp->dir.first : NULL; d; d = d->next) {
-		if (d->cookie <= cookie)
-			continue;
-		if (fn(ctx, d->name, d->len, d->ino, d->dtype, d->cookie))
-			break;
-		n++;
-	}
-out:
+	b->n = 0;
+	if (rc == 0 && cookie < 1)
+		batch_add(b, ".", 1, dp->ino, krfs_dtype(S_IFDIR), 1);
+	if (rc == 0 && cookie < 2)
+		batch_add(b, "..", 2, dp->parent, krfs_dtype(S_IFDIR), 2);
+	for (struct krfs_dentry *d = rc == 0 ? dp->dir.first : NULL; d && b->n < READDIR_BATCH; d = d->next)
+		if (d->cookie > cookie)
+			batch_add(b, d->name, d->len, d->ino, d->dtype, d->cookie);
 	krfs_leave(fs);
+	return rc;
+}
+
+int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx)
+{
+	if (!fn)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "readdir: no callback");
+	struct readdir_batch *b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	int n = 0, rc;
+	while ((rc = readdir_batch(fs, dir, cookie, b)) == 0 && b->n) {
+		unsigned i = 0;
+		for (; i < b->n; i++, n++) {
+			if (fn(ctx, b->e[i].name, b->e[i].len, b->e[i].ino, b->e[i].dtype, b->e[i].cookie))
+				break;
+			cookie = b->e[i].cookie;
+		}
+		if (i < b->n)
+			break;
+	}
+	free(b);
 	return rc ? rc : n;
 }
 
@@ -266,6 +301,10 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 		.log_pages_free = fs->meta_bm.nfree,
 		.repairs = fs->repairs,
 		.compactions = fs->compactions,
+		.mount_count = fs->sb.mount_count,
+		.was_clean = fs->was_clean,
+		.dead_zone = (uint32_t)(fs->sb.replica_off - fs->sb.csum_a_off < UINT32_MAX
+					? fs->sb.replica_off - fs->sb.csum_a_off : UINT32_MAX),
 	};
 	krfs_leave(fs);
 	return 0;

@@ -417,8 +417,10 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		rc = sb_load(fs, size);
 	if (rc == KR_OK)
 		rc = dram_init(fs);
-	if (rc == KR_OK)
+	if (rc == KR_OK) {
+		fs->was_clean = fs->sb.state == KRFS_STATE_CLEAN;
 		rc = krfs_recover(fs);
+	}
 	if (rc == KR_OK) {
 		fs->sb.state = KRFS_STATE_MOUNTED;
 		fs->sb.mount_count++;
