@@ -52,6 +52,9 @@ struct fm {
 	 * predicted: the pool must be large enough). */
 	bool subtree;
 	uint64_t root_parent;
+	/* fm_compare checks names and attributes only, not file bytes (a scribble sweep
+	 * judges metadata). */
+	bool meta_only;
 };
 
 enum fm_kind {
