@@ -76,7 +76,19 @@ struct kr_fs_mkfs_opts {
 			       * is too small to keep it */
 	uint32_t njournals;   /* lite journals, 0 = 4 */
 	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
+	uint32_t unprotect;   /* redundancy NOT to keep (0 = full protection): KR_FS_NO_* */
 };
+
+/* Protection knobs, chosen at mkfs and kept by every mount (the pool records them; there is
+ * nothing to change at mount). The space of what is turned off stays reserved, so the
+ * geometry does not depend on them. They exist to measure what each protection costs:
+ *   KR_FS_NO_META_REPLICA  one copy of journals, inodes and logs (the superblock keeps its
+ *                          replica); metadata damage is then detected (CRCs) but lost
+ *   KR_FS_NO_DATA_CSUM     no strip CRCs: data is neither verified nor repaired on read
+ *   KR_FS_NO_DATA_PARITY   no parity: a bad strip is detected (-EIO), not rebuilt */
+#define KR_FS_NO_META_REPLICA 0x1u
+#define KR_FS_NO_DATA_CSUM 0x2u
+#define KR_FS_NO_DATA_PARITY 0x4u
 
 /* Creates the pool file (which must not exist: KR_E_IO_EXISTS) with an empty root
  * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:
@@ -143,6 +155,7 @@ struct kr_fs_statfs {
 	uint32_t was_clean;    /* 1 if the previous session ended with kr_fs_unmount */
 	uint32_t dead_zone;    /* bytes between the end of the primary and the start of the
 				* replica metadata (capped at 4 GiB - 1) */
+	uint32_t unprotect;    /* the KR_FS_NO_* knobs the pool was made with */
 };
 
 /* ---------------------------------------------------------------------------------------

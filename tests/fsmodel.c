@@ -61,6 +61,27 @@ static uint32_t new_inode(struct fm *m, uint32_t mode, uint32_t uid, uint32_t gi
 	return m->n++;
 }
 
+uint32_t fm_unprotect_from_env(void)
+{
+	static const struct {
+		const char *name;
+		uint32_t bits;
+	} levels[] = {
+		{"full", 0},
+		{"none", KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY},
+		{"meta", KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY},
+		{"data", KR_FS_NO_META_REPLICA},
+		{"noparity", KR_FS_NO_DATA_PARITY},
+	};
+	const char *e = getenv("KR_TEST_FS_PROTECTION");
+	for (size_t i = 0; e && *e && i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(e, levels[i].name) == 0)
+			return levels[i].bits;
+	if (e && *e)
+		TU_FAIL("KR_TEST_FS_PROTECTION=%s: expected full, none, meta, data or noparity", e);
+	return 0;
+}
+
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino)
 {
 	memset(m, 0, sizeof(*m));

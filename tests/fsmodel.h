@@ -91,6 +91,10 @@ struct fm_params {
 };
 void fm_params_default(struct fm_params *p);
 
+/* The protection knobs (KR_FS_NO_*) that KR_TEST_FS_PROTECTION names: full (default), none,
+ * meta (replica only), data (strip CRCs and parity only), noparity. */
+uint32_t fm_unprotect_from_env(void);
+
 /* A model of a freshly made file system (root only), sized from statfs. */
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino);
 /* A model of the empty directory dir_ino (whose parent is parent_ino). */

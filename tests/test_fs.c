@@ -20,6 +20,7 @@
  *
  *   threads four threads, each with its own directory and model, on one file system; then
  *           every model, the checker, and the same after a remount
+ *   fences  fences and bytes written per operation, pinned, with full protection and none
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  */
@@ -42,7 +43,8 @@
 static void mkfs_at(const char *path, uint64_t size, uint32_t ninodes, uint64_t meta_bytes)
 {
 	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = size, .ninodes = ninodes,
-				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM};
+				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .unprotect = fm_unprotect_from_env()};
 	TU_OK(kr_fs_mkfs(path, &o));
 }
 
@@ -642,6 +644,86 @@ static void case_threads(unsigned nthreads)
 	       "also after a remount\n", nthreads, w[0].nops);
 }
 
+/* ---- fences -------------------------------------------------------------------------------- */
+/* The persistence cost of each operation, pinned: fences and bytes written, with full
+ * protection and with none (KR_FS_NO_*). A change to a commit protocol shows here first. */
+struct cost {
+	uint64_t fences, bytes;
+};
+
+static struct cost measure_reset(void)
+{
+	kr_counters_reset();
+	return (struct cost){0, 0};
+}
+
+static struct cost measured(void)
+{
+	struct kr_counters c;
+	kr_counters_get(&c);
+	return (struct cost){c.fences, c.bytes_written};
+}
+
+static void expect_cost(const char *what, struct cost got, uint64_t fences, uint64_t bytes)
+{
+	printf("  %-38s %llu fences, %6llu bytes\n", what, (unsigned long long)got.fences,
+	       (unsigned long long)got.bytes);
+	TU_ASSERT(got.fences == fences && got.bytes == bytes, "%s: %llu fences, %llu bytes; expected %llu, %llu", what,
+		  (unsigned long long)got.fences, (unsigned long long)got.bytes, (unsigned long long)fences,
+		  (unsigned long long)bytes);
+}
+
+static void fences_at(uint32_t unprotect)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-fences");
+	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .unprotect = unprotect};
+	TU_OK(kr_fs_mkfs(path, &o));
+	kr_fs *fs = mount_at(path);
+	unsigned copies = unprotect & KR_FS_NO_META_REPLICA ? 1 : 2;
+	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) + (unprotect & KR_FS_NO_DATA_PARITY ? 0 : 512);
+	printf("protection %s:\n", unprotect ? "none" : "full");
+	struct kr_fs_attr a;
+	static char buf[4096];
+	/* create: new slot (128) + page tail (32) + SET_ATTR (72) + LINK_CHANGE (48) + DENTRY
+	 * (48 + 8 for "f") per copy; journal header (32) + records (tail word 16 + 8, slot
+	 * 16 + 128) per copy; the parent's tail word per copy; the journal cleared (8 per copy). */
+	measure_reset();
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &a) == 0, "create");
+	expect_cost("create (journaled)", measured(), 3,
+		    copies * (128 + 32 + 72 + 48 + 56 + 32 + 24 + 144 + 8 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096, "append");
+	expect_cost("4 KiB append", measured(), 2, data + copies * (64 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 1024) == 512, "overwrite");
+	expect_cost("512 B overwrite (copy-on-write page)", measured(), 2, data + copies * (64 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096, "read");
+	expect_cost("4 KiB read", measured(), 0, 0);
+	measure_reset();
+	struct kr_fs_attr set = {.mode = 0600};
+	TU_ASSERT(kr_fs_setattr(fs, a.ino, KR_FS_SET_MODE, &set, NULL) == 0, "chmod");
+	expect_cost("chmod", measured(), 2, copies * (72 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_rename(fs, 1, "f", 1, "g", 0) == 0, "rename");
+	/* two DENTRYs (56 each) + LINK_CHANGE (48); journal: header + 2 tail records. */
+	expect_cost("rename in one directory (journaled)", measured(), 3,
+		    copies * (56 + 56 + 48 + 32 + 2 * 24 + 2 * 8 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_unlink(fs, 1, "g") == 0, "unlink");
+	/* DENTRY + freed slot; journal: header + tail record + slot record. */
+	expect_cost("unlink of the last name (journaled)", measured(), 3, copies * (56 + 128 + 32 + 24 + 144 + 8 + 8));
+	TU_OK(kr_fs_unmount(fs));
+}
+
+static void case_fences(void)
+{
+	fences_at(0);
+	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -663,7 +745,9 @@ int main(int argc, char **argv)
 		case_layout();
 	else if (strcmp(c, "threads") == 0)
 		case_threads(4);
+	else if (strcmp(c, "fences") == 0)
+		case_fences();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|threads");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|threads|fences");
 	return 0;
 }

@@ -137,6 +137,7 @@ struct kr_fs {
 	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
+	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -151,6 +152,12 @@ int krfs_fence(struct kr_fs *fs);
 
 /* ---- tick-tock metadata (fs_meta.c) ---------------------------------------------------- */
 static inline uint64_t krfs_twin(const struct kr_fs *fs, uint64_t off) { return off + fs->delta; }
+/* Where the second copy of the primary byte at off is read: its twin, or the primary itself
+ * when the pool keeps no replica (a copy compared with itself is equal: nothing to repair). */
+static inline uint64_t krfs_copy_b(const struct kr_fs *fs, uint64_t off)
+{
+	return fs->replica ? krfs_twin(fs, off) : off;
+}
 uint64_t krfs_word_make(uint64_t value, uint64_t owner);
 /* The value of a self-checking word, or 0 if its check fails. */
 uint64_t krfs_word_value(uint64_t word, uint64_t owner);
@@ -163,8 +170,13 @@ bool krfs_pinode_ok(const struct krfs_pinode *pi, uint64_t ino);
 int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out);
 /* Writes both copies of a slot (no fence). */
 void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *pi);
-/* Writes n bytes at primary offset off and the same bytes at its twin, flushed. */
+/* Writes n bytes at primary offset off and the same bytes at its twin, flushed. Without the
+ * metadata replica (KR_FS_NO_META_REPLICA), only the primary. */
 void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n);
+/* The same for one 8-byte word, with one atomic store per copy. */
+void krfs_word_write(struct kr_fs *fs, uint64_t off, uint64_t word);
+/* krfs_ptr of krfs_copy_b. */
+const void *krfs_replica(const struct kr_fs *fs, uint64_t off);
 /* Counts a repair of `what` at pool offset off and keeps a note of it. */
 void krfs_note_repair(struct kr_fs *fs, const char *what, uint64_t off);
 /* Rewrites the n bytes at pool offset dst (a bad copy of `what`) from src (the good one),

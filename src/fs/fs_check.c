@@ -52,12 +52,12 @@ static void check_copies(struct kr_fs *fs, struct checker *c)
 	for (unsigned jn = 0; jn < fs->sb.njournals; jn++) {
 		uint64_t off = P + (uint64_t)jn * P;
 		const struct krfs_journal_hdr *h = krfs_ptr(fs, off);
-		if (h->state != 0 || memcmp(h, krfs_ptr(fs, krfs_twin(fs, off)), sizeof(*h)) != 0)
+		if (h->state != 0 || memcmp(h, krfs_replica(fs, off), sizeof(*h)) != 0)
 			report(c, "journal %u: not idle, or its copies differ", jn);
 	}
 	for (uint64_t ino = 0; ino < fs->sb.ninodes; ino++) {
 		uint64_t off = krfs_inode_off(fs, ino);
-		const struct krfs_pinode *pa = krfs_ptr(fs, off), *pb = krfs_ptr(fs, krfs_twin(fs, off));
+		const struct krfs_pinode *pa = krfs_ptr(fs, off), *pb = krfs_replica(fs, off);
 		const struct krfs_inode *ip = fs->inodes[ino];
 		bool damaged = !ip && ino && krfs_bm_test(&fs->ino_bm, ino);
 		if (damaged) {

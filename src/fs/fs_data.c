@@ -21,9 +21,13 @@
  * because parity is damaged too) fails the read with -EIO: the caller never sees wrong
  * bytes.
  *
+ * Pools made with KR_FS_NO_DATA_CSUM keep no CRCs (reads copy, unverified); with
+ * KR_FS_NO_DATA_PARITY no parity (a bad strip fails the read).
+ *
  * Invariants
  *   1. A data page referenced by a committed log entry has both CRC copies and its parity
- *      strip durable and consistent with its bytes (they were fenced with the entry).
+ *      strip durable and consistent with its bytes (they were fenced with the entry), as far
+ *      as the pool keeps them.
  *   2. Repairs rewrite only bytes whose correct value was proven by a CRC, and fence.
  */
 #include <isa-l/raid.h>
@@ -63,11 +67,14 @@ static void write_parity(struct kr_fs *fs, uint64_t pg, const void *src)
 void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 {
 	uint32_t crc[KRFS_STRIPS];
-	strip_crcs(src, crc);
 	kr_pm_copy_nt(&fs->pm, krfs_ptr(fs, krfs_data_off(fs, pg)), src, P);
-	put(fs, csum_a(fs, pg), crc, sizeof(crc));
-	put(fs, csum_b(fs, pg), crc, sizeof(crc));
-	write_parity(fs, pg, src);
+	if (fs->csum) {
+		strip_crcs(src, crc);
+		put(fs, csum_a(fs, pg), crc, sizeof(crc));
+		put(fs, csum_b(fs, pg), crc, sizeof(crc));
+	}
+	if (fs->parity)
+		write_parity(fs, pg, src);
 }
 
 /* out = XOR of parity and every strip of page except strip `skip` (DRAM only). */
@@ -126,6 +133,8 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	uint8_t *d = dst;
 	uint32_t crc[KRFS_STRIPS], a[KRFS_STRIPS], b[KRFS_STRIPS];
 	memcpy(d, krfs_ptr(fs, krfs_data_off(fs, pg)), P);
+	if (!fs->csum) /* nothing to verify against */
+		return 0;
 	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
 	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
 	strip_crcs(d, crc);
@@ -144,6 +153,9 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 			first_bad = s;
 		badstrip = s;
 	}
+	if (nbad && !fs->parity)
+		return lost(pg, krfs_data_off(fs, pg) + first_bad * KRFS_STRIP,
+			    "strip fails its checksum (the pool keeps no parity)");
 	if (nbad == 2 && badstrip == first_bad + 1 && split_point(fs, pg, d, first_bad, a, b)) {
 		for (unsigned s = first_bad; s <= badstrip; s++) {
 			put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, d + s * KRFS_STRIP, KRFS_STRIP);
@@ -180,7 +192,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf)
 {
 	int rc = krfs_data_read(fs, pg, buf);
-	if (rc)
+	if (rc || !fs->parity)
 		return rc;
 	_Alignas(64) uint8_t x[KRFS_STRIP];
 	static const uint8_t zero[KRFS_STRIP];
@@ -201,10 +213,13 @@ int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, boo
 	strip_crcs(d, crc);
 	int nbad = 0;
 	*csum_mismatch = 0;
-	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
+	*parity_bad = false;
+	for (unsigned s = 0; s < KRFS_STRIPS && fs->csum; s++) {
 		nbad += crc[s] != a[s] && crc[s] != b[s];
 		*csum_mismatch += a[s] != b[s];
 	}
+	if (!fs->parity)
+		return nbad;
 	_Alignas(64) uint8_t x[KRFS_STRIP];
 	rebuild_strip(fs, pg, d, KRFS_STRIPS, x); /* skip none: XOR of all strips and parity */
 	static const uint8_t zero[KRFS_STRIP];

@@ -305,6 +305,8 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 		.was_clean = fs->was_clean,
 		.dead_zone = (uint32_t)(fs->sb.replica_off - fs->sb.csum_a_off < UINT32_MAX
 					? fs->sb.replica_off - fs->sb.csum_a_off : UINT32_MAX),
+		.unprotect = (fs->replica ? 0 : KR_FS_NO_META_REPLICA) | (fs->csum ? 0 : KR_FS_NO_DATA_CSUM) |
+			     (fs->parity ? 0 : KR_FS_NO_DATA_PARITY),
 	};
 	krfs_leave(fs);
 	return 0;

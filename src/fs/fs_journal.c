@@ -53,11 +53,7 @@ void krfs_journal_activate(struct kr_fs *fs, unsigned jn, const struct krfs_jbuf
 
 void krfs_journal_clear(struct kr_fs *fs, unsigned jn)
 {
-	uint64_t off = journal_off(jn);
-	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), 0);
-	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
-	kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 0);
-	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+	krfs_word_write(fs, journal_off(jn), 0);
 }
 
 static bool journal_active(const struct krfs_journal_hdr *h)
@@ -93,7 +89,7 @@ static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
 int krfs_journal_recover(struct kr_fs *fs, unsigned jn)
 {
 	uint64_t off = journal_off(jn);
-	const struct krfs_journal_hdr *a = krfs_ptr(fs, off), *b = krfs_ptr(fs, krfs_twin(fs, off));
+	const struct krfs_journal_hdr *a = krfs_ptr(fs, off), *b = krfs_replica(fs, off);
 	const struct krfs_journal_hdr *use = journal_active(a) ? a
 					     : a->state == 0   ? NULL
 					     : journal_active(b) ? b

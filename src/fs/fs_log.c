@@ -47,11 +47,7 @@ void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t 
 
 void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next)
 {
-	uint64_t w = krfs_word_make(next, page), off = page + KRFS_LOG_TAIL_OFF;
-	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), w);
-	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
-	kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), w);
-	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+	krfs_word_write(fs, page + KRFS_LOG_TAIL_OFF, krfs_word_make(next, page));
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */
@@ -63,7 +59,7 @@ static bool page_tail_ok(const struct krfs_page_tail *t, uint64_t page, uint64_t
 /* Verifies the page tail of `page` in both copies (repairing one from the other). */
 static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t seq)
 {
-	uint64_t pa = page + KRFS_LOG_TAIL_OFF + 8, pb = krfs_twin(fs, pa);
+	uint64_t pa = page + KRFS_LOG_TAIL_OFF + 8, pb = krfs_copy_b(fs, pa);
 	const size_t n = sizeof(struct krfs_page_tail) - 8;
 	bool a = page_tail_ok(krfs_ptr(fs, pa - 8), page, ino, seq);
 	bool b = page_tail_ok(krfs_ptr(fs, pb - 8), page, ino, seq);
@@ -81,7 +77,7 @@ static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32
 /* The next page after `page`, from its self-checking word in either copy, or 0. */
 static uint64_t read_next(struct kr_fs *fs, uint64_t page)
 {
-	uint64_t pa = page + KRFS_LOG_TAIL_OFF, pb = krfs_twin(fs, pa);
+	uint64_t pa = page + KRFS_LOG_TAIL_OFF, pb = krfs_copy_b(fs, pa);
 	uint64_t wa = *(uint64_t *)krfs_ptr(fs, pa), wb = *(uint64_t *)krfs_ptr(fs, pb);
 	uint64_t va = krfs_word_value(wa, page), vb = krfs_word_value(wb, page);
 	uint64_t v = va ? va : vb, w = va ? wa : wb;
@@ -123,17 +119,17 @@ static size_t item_size(const char *p, enum item k)
 /* The item at pool offset pos, verified in both copies and repaired. */
 static enum item read_item(struct kr_fs *fs, uint64_t pos, size_t room)
 {
-	const char *a = krfs_ptr(fs, pos), *b = krfs_ptr(fs, krfs_twin(fs, pos));
+	const char *a = krfs_ptr(fs, pos), *b = krfs_replica(fs, pos);
 	enum item ka = parse(a, room);
 	if (ka != ITEM_BAD) {
 		size_t n = item_size(a, ka);
 		if (memcmp(a, b, n) != 0) /* replica bad or behind: the primary wins */
-			krfs_meta_repair(fs, "log entry", krfs_twin(fs, pos), pos, n);
+			krfs_meta_repair(fs, "log entry", krfs_copy_b(fs, pos), pos, n);
 		return ka;
 	}
 	enum item kb = parse(b, room);
 	if (kb != ITEM_BAD)
-		krfs_meta_repair(fs, "log entry", pos, krfs_twin(fs, pos), item_size(b, kb));
+		krfs_meta_repair(fs, "log entry", pos, krfs_copy_b(fs, pos), item_size(b, kb));
 	return kb;
 }
 
@@ -192,7 +188,7 @@ int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_
 {
 	int problems = 0;
 	for (uint32_t i = 0; i < ip->npages; i++) {
-		uint64_t page = ip->pages[i], rpage = krfs_twin(fs, page);
+		uint64_t page = ip->pages[i], rpage = krfs_copy_b(fs, page);
 		bool last = i + 1 == ip->npages;
 		uint64_t used = last ? ip->tail - page : KRFS_LOG_USABLE;
 		const struct krfs_page_tail *ta = krfs_ptr(fs, page + KRFS_LOG_TAIL_OFF);

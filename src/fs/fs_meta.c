@@ -59,8 +59,25 @@ void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 {
 	kr_pm_copy(&fs->pm, krfs_ptr(fs, off), src, n);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), n);
+	if (!fs->replica)
+		return;
 	kr_pm_copy(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), src, n);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), n);
+}
+
+void krfs_word_write(struct kr_fs *fs, uint64_t off, uint64_t word)
+{
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), word);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
+	if (!fs->replica)
+		return;
+	kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), word);
+	kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+}
+
+const void *krfs_replica(const struct kr_fs *fs, uint64_t off)
+{
+	return krfs_ptr(fs, krfs_copy_b(fs, off));
 }
 
 void krfs_note_repair(struct kr_fs *fs, const char *what, uint64_t off)
@@ -96,7 +113,7 @@ void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *
 
 int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out)
 {
-	uint64_t pa = krfs_inode_off(fs, ino), pb = krfs_twin(fs, pa);
+	uint64_t pa = krfs_inode_off(fs, ino), pb = krfs_copy_b(fs, pa);
 	struct krfs_pinode a, b;
 	memcpy(&a, krfs_ptr(fs, pa), sizeof(a));
 	memcpy(&b, krfs_ptr(fs, pb), sizeof(b));

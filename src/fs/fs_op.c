@@ -181,11 +181,7 @@ static void store_tails(struct krfs_op *op)
 		struct krfs_op_log *l = &op->logs[i];
 		if (image_of(op, l->ip->ino))
 			continue;
-		uint64_t off = krfs_inode_off(fs, l->ip->ino), w = krfs_word_make(l->pos, l->ip->ino);
-		kr_pm_store64(&fs->pm, krfs_ptr(fs, off), w);
-		kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
-		kr_pm_store64(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), w);
-		kr_pm_flush(&fs->pm, krfs_ptr(fs, krfs_twin(fs, off)), 8);
+		krfs_word_write(fs, krfs_inode_off(fs, l->ip->ino), krfs_word_make(l->pos, l->ip->ino));
 	}
 }
 

@@ -170,6 +170,9 @@ static int sb_load(struct kr_fs *fs, uint64_t file_size)
 static int dram_init(struct kr_fs *fs)
 {
 	fs->delta = fs->sb.replica_off - P;
+	fs->replica = fs->sb.ro_compat & KRFS_RO_META_REPLICA;
+	fs->csum = fs->sb.ro_compat & KRFS_RO_DATA_CSUM;
+	fs->parity = fs->sb.ro_compat & KRFS_RO_DATA_PARITY;
 	fs->next_trans = KRFS_FIRST_TRANS;
 	fs->inodes = calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
@@ -293,7 +296,8 @@ static int format(struct kr_fs *fs)
 
 int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 {
-	if (!path || !o || o->version != KR_FS_OPTS_VERSION)
+	if (!path || !o || o->version != KR_FS_OPTS_VERSION ||
+	    (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY)))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: path and options (version %u) are required",
 				  KR_FS_OPTS_VERSION);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
@@ -301,7 +305,9 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.magic = KRFS_MAGIC,
 		.version = KRFS_VERSION,
 		.sb_size = sizeof(sb),
-		.ro_compat = KRFS_RO_KNOWN,
+		.ro_compat = KRFS_RO_KNOWN & ~((o->unprotect & KR_FS_NO_META_REPLICA ? KRFS_RO_META_REPLICA : 0) |
+						(o->unprotect & KR_FS_NO_DATA_CSUM ? KRFS_RO_DATA_CSUM : 0) |
+						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0)),
 		.page_size = P,
 		.pool_size = size,
 		.create_time = krfs_now(),
