@@ -95,6 +95,27 @@ void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino)
 	m->root_parent = root_ino;
 }
 
+kr_fs *fm_mount_new(const char *path, struct fm *m)
+{
+	kr_fs *fs;
+	struct kr_fs_statfs st;
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs: %s", kr_errmsg());
+	fm_init(m, &st, KR_FS_ROOT_INO);
+	return fs;
+}
+
+void fm_random(kr_fs *fs, struct fm *m, const struct fm_params *p, struct tu_rng *r, unsigned n)
+{
+	char why[512];
+	for (unsigned i = 0; i < n; i++) {
+		struct fm_op op;
+		fm_gen(r, m, p, &op);
+		if (fm_step(fs, m, &op, NULL, why, sizeof(why)) != 0)
+			TU_FAIL("random operation %u: %s", i, why);
+	}
+}
+
 void fm_init_subtree(struct fm *m, uint64_t dir_ino, uint64_t parent_ino)
 {
 	struct kr_fs_statfs st = {.files = UINT64_MAX / 2, .blocks = UINT64_MAX / 2};

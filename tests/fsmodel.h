@@ -97,6 +97,10 @@ uint32_t fm_unprotect_from_env(void);
 
 /* A model of a freshly made file system (root only), sized from statfs. */
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino);
+/* Mounts the fresh pool at path (KR_OPEN_FORCE_PMEM) and initialises m from its statfs. */
+kr_fs *fm_mount_new(const char *path, struct fm *m);
+/* n random operations on fs and m; fails the test at the first result the model disputes. */
+void fm_random(kr_fs *fs, struct fm *m, const struct fm_params *p, struct tu_rng *r, unsigned n);
 /* A model of the empty directory dir_ino (whose parent is parent_ino). */
 void fm_init_subtree(struct fm *m, uint64_t dir_ino, uint64_t parent_ino);
 void fm_free(struct fm *m);

@@ -181,11 +181,9 @@ static void run_model(const char *tag, uint64_t size, const struct fm_params *p,
 	char path[128], why[512];
 	tu_pool_path(path, sizeof(path), tag);
 	mkfs_at(path, size, 0, 0);
-	kr_fs *fs = mount_at(path);
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	struct fm m;
-	fm_init(&m, &st, KR_FS_ROOT_INO);
+	kr_fs *fs = fm_mount_new(path, &m);
+	struct kr_fs_statfs st;
 	struct tu_rng r;
 	tu_rng_seed(&r, tu_seed(tag, 4242));
 	unsigned fails[FM_NKINDS] = {0}, oks[FM_NKINDS] = {0};
@@ -276,11 +274,8 @@ static void case_enospc(void)
 	char path[128], why[512];
 	tu_pool_path(path, sizeof(path), "fs-enospc");
 	mkfs_at(path, 6 << 20, 64, 256 * 4096);
-	kr_fs *fs = mount_at(path);
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	struct fm m;
-	fm_init(&m, &st, KR_FS_ROOT_INO);
+	kr_fs *fs = fm_mount_new(path, &m);
 	struct fm_params p;
 	fm_params_default(&p);
 	p.names = 40;
@@ -455,22 +450,14 @@ static void case_bad_fuzz(void)
 	tu_pool_path(path, sizeof(path), "fs-fuzz");
 	tu_pool_path(img_path, sizeof(img_path), "fs-fuzz-img");
 	mkfs_at(path, 4 << 20, 64, 64 * 4096);
-	kr_fs *fs = mount_at(path);
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	struct fm m;
-	fm_init(&m, &st, KR_FS_ROOT_INO);
+	kr_fs *fs = fm_mount_new(path, &m);
 	struct fm_params p;
 	fm_params_default(&p);
 	struct tu_rng r;
 	tu_rng_seed(&r, tu_seed("fs-fuzz", 5));
 	char why[512];
-	for (unsigned i = 0; i < 200; i++) {
-		struct fm_op op;
-		fm_gen(&r, &m, &p, &op);
-		if (fm_step(fs, &m, &op, NULL, why, sizeof(why)) != 0)
-			TU_FAIL("populating: %s", why);
-	}
+	fm_random(fs, &m, &p, &r, 200);
 	TU_OK(kr_fs_unmount(fs));
 	size_t len;
 	uint8_t *img = tu_read_file(path, &len);

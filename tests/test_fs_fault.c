@@ -60,11 +60,7 @@ static void populate(void)
 	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
 				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_fs_mkfs(g_path, &o));
-	kr_fs *fs;
-	TU_OK(kr_fs_mount(g_path, KR_OPEN_FORCE_PMEM, &fs));
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
-	fm_init(&g_model, &st, KR_FS_ROOT_INO);
+	kr_fs *fs = fm_mount_new(g_path, &g_model);
 	struct fm_op op = {.kind = FM_CREATE, .a = 1, .mode = 0644};
 	strcpy(op.name, "f");
 	step(fs, &op);
@@ -325,23 +321,15 @@ static void bar_sweep(void)
 	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
 				    .meta_bytes = 370 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_fs_mkfs(path, &o));
-	kr_fs *fs;
-	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	struct fm m;
-	fm_init(&m, &st, KR_FS_ROOT_INO);
+	kr_fs *fs = fm_mount_new(path, &m);
 	struct fm_params p;
 	fm_params_default(&p);
 	p.names = 30;
 	struct tu_rng r;
 	tu_rng_seed(&r, tu_seed("fs-bar", 17));
-	for (unsigned i = 0; i < 400; i++) {
-		struct fm_op op;
-		fm_gen(&r, &m, &p, &op);
-		if (fm_step(fs, &m, &op, NULL, why, sizeof(why)) != 0)
-			TU_FAIL("filling: %s", why);
-	}
+	fm_random(fs, &m, &p, &r, 400);
+	struct kr_fs_statfs st;
 	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	uint64_t dead = st.dead_zone;
 	TU_OK(kr_fs_unmount(fs));

@@ -7,7 +7,8 @@
 # line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
 # check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
 # parity cannot undo is reported; media: emulated media errors are repaired by the next
-# open; map: the picture and its SVG; region: protected regions' sidecars. Pools are small (16 MiB) and live in /dev/shm where
+# open; map: the picture and its SVG; region: protected regions' sidecars; fs-files,
+# fs-usage, fs-damage: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and live in /dev/shm where
 # there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
 set -u
 KR=$1
@@ -79,6 +80,69 @@ no_escapes() {
 }
 
 case $CASE in
+fs-files)
+	# keratin fs: a pool made, files put in by path, listed, read back, removed.
+	P=$DIR/fs.pool
+	expect 0 "$KR" fs mkfs "$P" --size 16M --force-pmem
+	expect 0 "$KR" fs mkdir "$P" /docs --force-pmem
+	printf 'hello, keratin-fs\n' >"$DIR/in.txt"
+	expect 0 "$KR" fs put "$P" "$DIR/in.txt" /docs/a.txt --force-pmem
+	expect 0 "$KR" fs ls "$P" /docs --force-pmem
+	has out "^100644   1 .* 18 a.txt$"
+	expect 0 "$KR" fs cat "$P" /docs/a.txt --force-pmem
+	cmp -s "$DIR/out" "$DIR/in.txt" || fail "cat gave other bytes than put"
+	expect 0 "$KR" fs info "$P" --force-pmem
+	has out "^inodes: *255 (252 free)$"
+	has out "^last session: *unmounted cleanly"
+	expect 1 "$KR" fs rm "$P" /docs --force-pmem
+	has err "Directory not empty"
+	expect 0 "$KR" fs rm "$P" /docs/a.txt --force-pmem
+	expect 0 "$KR" fs rm "$P" /docs --force-pmem
+	expect 1 "$KR" fs cat "$P" /docs/a.txt --force-pmem
+	has err "^keratin fs: /docs/a.txt: No such file or directory$"
+	expect 0 "$KR" fs check "$P" --force-pmem
+	has out "0 problems$"
+	;;
+fs-usage)
+	P=$DIR/fs.pool
+	for args in "" "bogus $P" "mkfs $P" "ls $P" "put $P x" "info $P --size 1M" "mkfs $P --size 1Q"; do
+		# shellcheck disable=SC2086
+		expect 2 "$KR" fs $args
+		lines err 2
+		has err "^Try 'keratin fs --help'\.$"
+	done
+	printf 'not a pool' >"$DIR/np"
+	expect 1 "$KR" fs check "$DIR/np"
+	has err "too small for a keratin-fs pool"
+	head -c 65536 /dev/zero >"$DIR/zeros"
+	expect 1 "$KR" fs check "$DIR/zeros"
+	has err "not a keratin-fs pool$"
+	expect 1 "$KR" fs mkfs "$DIR/small" --size 1M
+	;;
+fs-damage)
+	# Damage found by check without changing a byte, undone by repair.
+	P=$DIR/fs.pool
+	expect 0 "$KR" fs mkfs "$P" --size 16M --inodes 64 --force-pmem
+	printf 'data\n' >"$DIR/in.txt"
+	expect 0 "$KR" fs put "$P" "$DIR/in.txt" /f --force-pmem
+	# The superblock's reserved bytes, and inode 2's slot (4 journals: the table at 20480).
+	printf 'XXXXXXXX' | dd of="$P" bs=1 seek=300 conv=notrunc 2>/dev/null
+	printf 'XXXXXXXX' | dd of="$P" bs=1 seek=$((20480 + 2 * 128 + 40)) conv=notrunc 2>/dev/null
+	cp "$P" "$DIR/before"
+	expect 1 "$KR" fs check "$P" --force-pmem
+	has out "repairable: superblock at pool offset 0$"
+	has out "repairable: inode slot at pool offset"
+	has out "2 problems$"
+	cmp -s "$P" "$DIR/before" || fail "check changed the pool file"
+	expect 0 "$KR" fs info "$P" --force-pmem
+	has out "^repairs: *2 needed at mount$"
+	expect 0 "$KR" fs repair "$P" --force-pmem
+	has out "0 unrepairable$"
+	expect 0 "$KR" fs check "$P" --force-pmem
+	has out "0 problems$"
+	expect 0 "$KR" fs cat "$P" /f --force-pmem
+	has out "^data$"
+	;;
 region)
 	# A protected region's sidecar: made, shown, checked; a flipped byte found and undone.
 	F=$DIR/r.dat

@@ -332,6 +332,8 @@ int krfs_enter(struct kr_fs *fs);
 void krfs_leave(struct kr_fs *fs);
 /* The live inode ino: 0, or -ENOENT (no such inode), -EIO (its slot or log is damaged). */
 int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
+int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
 
 /* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
 int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,

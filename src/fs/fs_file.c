@@ -21,15 +21,14 @@
 /* ---- attributes ------------------------------------------------------------------------ */
 int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0 && out)
+	if (out)
 		krfs_inode_attr(fs, ip, out);
 	krfs_leave(fs);
-	return rc;
+	return 0;
 }
 
 /* Builds file page pg (DRAM, aligned) from src and the old page; bytes at or past size
@@ -99,12 +98,11 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 			       KR_FS_SET_ATIME | KR_FS_SET_MTIME | KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW;
 	if ((mask & ~known) || (mask && !attr && (mask & ~(KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW))))
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setattr: mask %#x", mask);
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0 && (mask & KR_FS_SET_SIZE))
+	if (mask & KR_FS_SET_SIZE)
 		rc = regular(ip);
 	if (rc == 0 && (mask & KR_FS_SET_SIZE) && attr->size > KR_FS_MAX_FILE_SIZE)
 		rc = -EFBIG;
@@ -154,13 +152,11 @@ int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size)
 /* ---- read and write ------------------------------------------------------------------------- */
 ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0)
-		rc = regular(ip);
+	rc = regular(ip);
 	ssize_t done = 0;
 	if (rc == 0 && off < ip->size) {
 		if (len > ip->size - off)
@@ -193,13 +189,11 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "write: no buffer or %zu bytes", len);
 	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
 		return KRFS_ERR(-EFBIG, KR_E_MISUSE_ARG, "write past the largest file size");
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0)
-		rc = regular(ip);
+	rc = regular(ip);
 	if (rc == 0) {
 		struct krfs_op op;
 		struct krfs_src src = {.buf = buf, .off = off, .len = len};
@@ -242,12 +236,11 @@ static void batch_add(struct readdir_batch *b, const char *name, size_t len, uin
 /* The entries after cookie, up to a batch ("." has cookie 1, ".." 2). */
 static int readdir_batch(kr_fs *fs, uint64_t dir, uint64_t cookie, struct readdir_batch *b)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *dp;
+	int rc = krfs_enter_get(fs, dir, &dp);
 	if (rc)
 		return rc;
-	struct krfs_inode *dp;
-	rc = krfs_get(fs, dir, &dp);
-	if (rc == 0 && !S_ISDIR(dp->mode))
+	if (!S_ISDIR(dp->mode))
 		rc = -ENOTDIR;
 	b->n = 0;
 	if (rc == 0 && cookie < 1)
@@ -317,13 +310,11 @@ int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
 {
 	if (whence != KR_FS_SEEK_DATA && whence != KR_FS_SEEK_HOLE)
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "lseek: whence %d", whence);
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	int64_t res = krfs_get(fs, ino, &ip);
-	if (res == 0)
-		res = regular(ip);
+	int64_t res = regular(ip);
 	if (res == 0 && off >= ip->size)
 		res = -ENXIO;
 	uint64_t key;
@@ -412,13 +403,11 @@ int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t le
 		return -EINVAL;
 	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
 		return -EFBIG;
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0)
-		rc = regular(ip);
+	rc = regular(ip);
 	if (rc == 0) {
 		struct krfs_op op;
 		uint64_t end = off + len, new_size = mode == 0 && end > ip->size ? end : ip->size;

@@ -224,6 +224,28 @@ static int make(struct kr_fs *fs, struct krfs_op *op, uint64_t dir, const char *
 	return rc;
 }
 
+/* mknod, mkdir and symlink (target: its bytes, else NULL): one operation, committed. */
+static int make_op(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev, uint32_t uid,
+		   uint32_t gid, const char *target, size_t tlen, struct kr_fs_attr *out)
+{
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	struct krfs_op op;
+	struct krfs_inode *ip = NULL;
+	krfs_op_begin(&op, fs);
+	rc = make(fs, &op, dir, name, mode, rdev, uid, gid, &ip);
+	if (rc == 0 && target) {
+		struct krfs_src src = {.buf = target, .off = 0, .len = tlen};
+		rc = krfs_write_pages(&op, ip, 0, 1, &src, tlen);
+	}
+	rc = finish(&op, rc, NULL);
+	if (rc == 0 && out)
+		krfs_inode_attr(fs, ip, out);
+	krfs_leave(fs);
+	return rc;
+}
+
 int kr_fs_mknod(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev,
 		uint32_t uid, uint32_t gid, struct kr_fs_attr *out)
 {
@@ -232,18 +254,7 @@ int kr_fs_mknod(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32
 		mode |= S_IFREG;
 	else if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR && type != S_IFBLK)
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "mknod: file type %#o (use mkdir or symlink)", type);
-	int rc = krfs_enter(fs);
-	if (rc)
-		return rc;
-	struct krfs_op op;
-	struct krfs_inode *ip = NULL;
-	krfs_op_begin(&op, fs);
-	rc = make(fs, &op, dir, name, mode, rdev, uid, gid, &ip);
-	rc = finish(&op, rc, NULL);
-	if (rc == 0 && out)
-		krfs_inode_attr(fs, ip, out);
-	krfs_leave(fs);
-	return rc;
+	return make_op(fs, dir, name, mode, rdev, uid, gid, NULL, 0, out);
 }
 
 int kr_fs_create(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
@@ -255,18 +266,7 @@ int kr_fs_create(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint3
 int kr_fs_mkdir(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
 		struct kr_fs_attr *out)
 {
-	int rc = krfs_enter(fs);
-	if (rc)
-		return rc;
-	struct krfs_op op;
-	struct krfs_inode *ip = NULL;
-	krfs_op_begin(&op, fs);
-	rc = make(fs, &op, dir, name, S_IFDIR | (mode & 07777), 0, uid, gid, &ip);
-	rc = finish(&op, rc, NULL);
-	if (rc == 0 && out)
-		krfs_inode_attr(fs, ip, out);
-	krfs_leave(fs);
-	return rc;
+	return make_op(fs, dir, name, S_IFDIR | (mode & 07777), 0, uid, gid, NULL, 0, out);
 }
 
 int kr_fs_symlink(kr_fs *fs, uint64_t dir, const char *name, const char *target, uint32_t uid,
@@ -278,32 +278,16 @@ int kr_fs_symlink(kr_fs *fs, uint64_t dir, const char *name, const char *target,
 	if (tlen > KR_FS_SYMLINK_MAX)
 		return KRFS_ERR(-ENAMETOOLONG, KR_E_MISUSE_ARG, "symlink: target longer than %u bytes",
 				KR_FS_SYMLINK_MAX);
-	int rc = krfs_enter(fs);
-	if (rc)
-		return rc;
-	struct krfs_op op;
-	struct krfs_inode *ip = NULL;
-	krfs_op_begin(&op, fs);
-	rc = make(fs, &op, dir, name, S_IFLNK | 0777, 0, uid, gid, &ip);
-	if (rc == 0) {
-		struct krfs_src src = {.buf = target, .off = 0, .len = tlen};
-		rc = krfs_write_pages(&op, ip, 0, 1, &src, tlen);
-	}
-	rc = finish(&op, rc, NULL);
-	if (rc == 0 && out)
-		krfs_inode_attr(fs, ip, out);
-	krfs_leave(fs);
-	return rc;
+	return make_op(fs, dir, name, S_IFLNK | 0777, 0, uid, gid, target, tlen, out);
 }
 
 ssize_t kr_fs_readlink(kr_fs *fs, uint64_t ino, char *buf, size_t size)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0 && !S_ISLNK(ip->mode))
+	if (!S_ISLNK(ip->mode))
 		rc = -EINVAL;
 	uint32_t pg = rc == 0 ? krfs_radix_get(&ip->map, 0) : 0;
 	if (rc == 0 && !pg)
@@ -509,27 +493,24 @@ int kr_fs_rename(kr_fs *fs, uint64_t olddir, const char *oldname, uint64_t newdi
 /* ---- open counts ------------------------------------------------------------------------------------- */
 int kr_fs_open(kr_fs *fs, uint64_t ino)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0)
-		ip->open_count++;
+	ip->open_count++;
 	krfs_leave(fs);
-	return rc;
+	return 0;
 }
 
 int kr_fs_release(kr_fs *fs, uint64_t ino)
 {
-	int rc = krfs_enter(fs);
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
-	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	if (rc == 0 && ip->open_count == 0)
+	if (ip->open_count == 0)
 		rc = KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "release of inode %llu that is not open", (unsigned long long)ino);
-	if (rc == 0 && --ip->open_count == 0 && ip->nlink == 0)
+	else if (--ip->open_count == 0 && ip->nlink == 0)
 		rc = krfs_free_orphan(fs, ip);
 	krfs_leave(fs);
 	return rc;
@@ -537,12 +518,10 @@ int kr_fs_release(kr_fs *fs, uint64_t ino)
 
 int kr_fs_fsync(kr_fs *fs, uint64_t ino)
 {
-	int rc = krfs_enter(fs);
-	if (rc)
-		return rc;
 	struct krfs_inode *ip;
-	rc = krfs_get(fs, ino, &ip);
-	krfs_leave(fs);
+	int rc = krfs_enter_get(fs, ino, &ip);
+	if (rc == 0)
+		krfs_leave(fs);
 	return rc;
 }
 

@@ -260,6 +260,14 @@ int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
 	return -ENOENT;
 }
 
+int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
+{
+	int rc = krfs_enter(fs);
+	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
+		krfs_leave(fs);
+	return rc;
+}
+
 /* ---- mkfs -------------------------------------------------------------------------------- */
 static int format(struct kr_fs *fs)
 {
