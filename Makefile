@@ -5,12 +5,16 @@
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
+#   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
+#                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
+#                 pkg-config files and the CMake package (find_package(keratin))
 #   make deps     install missing Debian packages
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
+.PHONY: all deps build install demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
 
 all: build
 
@@ -26,6 +30,9 @@ endef
 
 build: deps
 	$(call cmake_build,build,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+
+install: build
+	@DESTDIR="$(DESTDIR)" cmake --install build --prefix "$(PREFIX)"
 
 demo: build
 	@build/examples/keratin-demo

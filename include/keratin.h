@@ -47,6 +47,15 @@ extern "C" {
 #define KERATIN_VERSION_MAJOR 0
 #define KERATIN_VERSION_MINOR 1
 
+/* Marks what the shared library exports. It is built with -fvisibility=hidden, so the
+ * functions declared with KR_API in the public headers are its whole ABI (a test compares
+ * the two lists). */
+#if defined(__GNUC__)
+#define KR_API __attribute__((visibility("default")))
+#else
+#define KR_API
+#endif
+
 /* ---------------------------------------------------------------------------------------
  * Errors. The high byte is the class; the low byte distinguishes cases inside the class.
  * ------------------------------------------------------------------------------------- */
@@ -102,13 +111,13 @@ enum kr_err {
 #define KR_ERR_CLASS(e) (-((-(e)) & ~0xff))
 
 /* Static text for a code ("object id is not a live object", ...). Never NULL. */
-const char *kr_strerror(int err);
+KR_API const char *kr_strerror(int err);
 /* The calling thread's last error code and its detailed message (file, offset, errno). */
-int kr_errcode(void);
-const char *kr_errmsg(void);
+KR_API int kr_errcode(void);
+KR_API const char *kr_errmsg(void);
 /* Records code and a printf-style message as the calling thread's last error and returns
  * code: for libraries built on keratin (libkeratin-map) to report through the same channel. */
-int kr_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KR_API int kr_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------------------------------
  * Pools
@@ -151,18 +160,18 @@ enum kr_protection {
 
 /* Creates a new pool file at path (which must not exist) and opens it.
  * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry), KR_E_IO_EXISTS, KR_E_IO_*. */
-int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
+KR_API int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
 
 /* Opens a pool, recovering it if it was not closed cleanly: committed transactions still in
  * the log are replayed and torn ones discarded. A cleanly closed pool opens without scanning
  * the log or the data. A pool is open at most once at a time (an exclusive flock on the
  * file); a second open fails with KR_E_IO_BUSY. Errors: KR_E_IO_*, KR_E_FORMAT_*, KR_E_CORRUPT_*, KR_E_NOMEM. */
-int kr_pool_open(const char *path, unsigned flags, kr_pool **pool);
+KR_API int kr_pool_open(const char *path, unsigned flags, kr_pool **pool);
 
 /* Waits for nothing: the caller must have ended every transaction. Makes everything durable,
  * marks the pool clean and unmaps it. Returns KR_E_MISUSE_STATE (and closes nothing) if a
  * transaction is still open; the pool handle is freed in every other case. */
-int kr_pool_close(kr_pool *pool);
+KR_API int kr_pool_close(kr_pool *pool);
 
 struct kr_pool_stat {
 	uint64_t pool_size;
@@ -197,7 +206,7 @@ struct kr_pool_stat {
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
 #define KR_FEAT_PARITY 0x4u    /* zone parity rows */
 #define KR_FEAT_LOG_REPLICA 0x8u /* redo log written in two copies */
-int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
+KR_API int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 
 /* ---------------------------------------------------------------------------------------
  * Verification and repair
@@ -242,7 +251,7 @@ enum kr_page_kind {
 	KR_PAGE_UNUSED,       /* between the last zone and the replica lanes, never written */
 };
 /* O(1); KR_E_MISUSE_ARG (negative) for an offset beyond the pool. */
-int kr_pool_page_kind(kr_pool *pool, uint64_t off);
+KR_API int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
 /* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
  * callbacks you want: kr_pool_check reads on_page and progress from it.
@@ -254,7 +263,7 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off);
  * was fully repaired), KR_E_CORRUPT if damage remains; *rep is filled in both cases.
  * Two damaged pages in one page column cannot be rebuilt: they are counted unrepairable and
  * the objects there fail with KR_E_CORRUPT_OBJECT when opened for writing. */
-int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
+KR_API int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
 
 /* Media errors. A real machine check arrives as SIGBUS (BUS_MCEERR_AR/AO) with the
  * address; emulated poison is a page of the mapping made inaccessible (SIGSEGV). keratin
@@ -267,11 +276,11 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
  * Without persistent-memory hardware, the "platform" list is emulated by a text file next
  * to the pool, PATH.badblocks, holding one pool offset per line; kr_badblocks_add appends
  * to it (the `keratin inject media` command uses it). */
-int kr_badblocks_add(const char *pool_path, uint64_t off);
+KR_API int kr_badblocks_add(const char *pool_path, uint64_t off);
 
 /* Emulated poison in an open pool: the page at off loses its content and becomes
  * inaccessible; the next access to it faults and is repaired online. For tests and tools. */
-int kr_inject_poison(kr_pool *pool, uint64_t off);
+KR_API int kr_inject_poison(kr_pool *pool, uint64_t off);
 
 /* When checksums are verified: always when an object is opened for writing; with
  * KR_READ_CONSERVATIVE also on every kr_get/kr_tx_get (a failing object is repaired, or
@@ -279,7 +288,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off);
  * runs a repair pass (kr_pool_check with KR_CHECK_REPAIR) every scrub_txs commits or
  * scrub_seconds seconds, whichever comes first. Changeable at any time. */
 enum kr_read_policy { KR_READ_DEFAULT = 0, KR_READ_SCRUB = 1, KR_READ_CONSERVATIVE = 2 };
-int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
+KR_API int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
 			    double scrub_seconds);
 
 /* ---------------------------------------------------------------------------------------
@@ -288,20 +297,20 @@ int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t 
 
 /* Direct pointer to an object's committed bytes, or NULL (KR_E_MISUSE_OID) if oid does not
  * name a live object. Never write through it: changes go through a transaction. */
-const void *kr_get(kr_pool *pool, kr_oid oid);
+KR_API const void *kr_get(kr_pool *pool, kr_oid oid);
 /* Size and type number given at allocation; 0 (and KR_E_MISUSE_OID) for a bad oid. */
-size_t kr_size(kr_pool *pool, kr_oid oid);
-uint32_t kr_type(kr_pool *pool, kr_oid oid);
+KR_API size_t kr_size(kr_pool *pool, kr_oid oid);
+KR_API uint32_t kr_type(kr_pool *pool, kr_oid oid);
 
 /* Iteration over live objects in pool order (the root object included). Returns KR_OID_NULL
  * at the end. Do not run transactions that allocate or free while iterating. */
-kr_oid kr_first(kr_pool *pool);
-kr_oid kr_next(kr_pool *pool, kr_oid oid);
+KR_API kr_oid kr_first(kr_pool *pool);
+KR_API kr_oid kr_next(kr_pool *pool, kr_oid oid);
 
 /* The root object: the one object an application finds without knowing an oid. Creates it
  * zero-filled (in a transaction of its own) on first call; later calls return it. If size is
  * larger than the existing root, KR_E_MISUSE_ARG. */
-int kr_root(kr_pool *pool, size_t size, kr_oid *oid);
+KR_API int kr_root(kr_pool *pool, size_t size, kr_oid *oid);
 
 /* ---------------------------------------------------------------------------------------
  * Transactions
@@ -310,46 +319,46 @@ typedef struct kr_tx kr_tx;
 
 /* Begins a transaction on the calling thread (binds a log lane; waits for one if all are in
  * use). Errors: KR_E_MISUSE_STATE (this thread already has one open on this pool). */
-int kr_tx_begin(kr_pool *pool, kr_tx **tx);
+KR_API int kr_tx_begin(kr_pool *pool, kr_tx **tx);
 
 /* Allocates a zero-filled object of size bytes (1 .. kr_pool_stat().max_alloc) with an
  * application type number. The object exists only if the transaction commits; its content
  * is written with the transaction. */
-int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
+KR_API int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
 
 /* Frees an object at commit (an object allocated by the same transaction is simply never
  * created). Freeing an object twice is KR_E_MISUSE_FREED; the root object cannot be freed
  * (KR_E_MISUSE_ARG); later access to a freed object in the transaction is
  * KR_E_MISUSE_FREED. */
-int kr_tx_free(kr_tx *tx, kr_oid oid);
+KR_API int kr_tx_free(kr_tx *tx, kr_oid oid);
 
 /* Returns a writable DRAM micro-buffer for bytes [off, off+len) of the object: the bytes are
  * copied from the pool (or from the transaction's earlier changes) and logged at commit. The
  * pointer is to byte off of a buffer that mirrors the whole object, so pointer arithmetic
  * inside the requested range is valid. Only requested ranges are copied and logged.
  * NULL on error (KR_E_MISUSE_OID, KR_E_MISUSE_RANGE, KR_E_NOMEM). */
-void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len);
+KR_API void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len);
 
 /* kr_tx_add(tx, oid, 0, kr_size(oid)): the whole object, writable. */
-void *kr_tx_open(kr_tx *tx, kr_oid oid);
+KR_API void *kr_tx_open(kr_tx *tx, kr_oid oid);
 
 /* Read access inside a transaction: the transaction's micro-buffer for the object if it has
  * one (completed with the object's committed bytes, so the whole object reads correctly),
  * else the direct pointer of kr_get(). */
-const void *kr_tx_get(kr_tx *tx, kr_oid oid);
+KR_API const void *kr_tx_get(kr_tx *tx, kr_oid oid);
 
 /* Commits: the changes become durable atomically with one store fence, then the
  * transaction ends. On error the transaction is aborted (nothing reaches the pool) and
  * ended. Errors: the transaction's sticky error, KR_E_NOSPACE_LOG, KR_E_CANARY,
  * KR_E_IO_SYNC (pool enters the error state). */
-int kr_tx_commit(kr_tx *tx);
+KR_API int kr_tx_commit(kr_tx *tx);
 
 /* Discards the transaction's changes and ends it. Allocations are returned. */
-void kr_tx_abort(kr_tx *tx);
+KR_API void kr_tx_abort(kr_tx *tx);
 
 /* Single-object atomic update: copies len bytes from src to [off, off+len) of the object in
  * a transaction of its own. */
-int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
+KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
 
 /* Typed helpers. T is the C type stored in the object. */
 #define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))
@@ -374,8 +383,8 @@ struct kr_counters {
 	uint64_t commits;       /* log commits: application transactions, plus the allocator's
 				 * own (formatting a new run, reclaiming empty ones) */
 };
-void kr_counters_get(struct kr_counters *c);
-void kr_counters_reset(void);
+KR_API void kr_counters_get(struct kr_counters *c);
+KR_API void kr_counters_reset(void);
 
 /* ---------------------------------------------------------------------------------------
  * Persistence recorder: a hook that sees every store, flush and fence keratin makes to
@@ -399,11 +408,11 @@ struct kr_recorder {
 	void (*nt)(void *ctx, const void *addr, size_t len);
 	void *ctx;
 };
-void kr_set_recorder(const struct kr_recorder *rec);
+KR_API void kr_set_recorder(const struct kr_recorder *rec);
 
 /* The mapping of an open pool: base address and length (for tools and the recorder). */
-void *kr_pool_base(kr_pool *pool);
-size_t kr_pool_mapped_size(kr_pool *pool);
+KR_API void *kr_pool_base(kr_pool *pool);
+KR_API size_t kr_pool_mapped_size(kr_pool *pool);
 
 /* ---------------------------------------------------------------------------------------
  * Protected regions: lazy redundancy for memory written with plain stores (Vilamb).
@@ -476,22 +485,22 @@ struct kr_region_opts {
  * kernel cannot track writes; the message says what is missing), KR_E_FORMAT_* (damaged or
  * foreign sidecar), KR_E_CORRUPT_REGION (open with damage that could not be repaired:
  * the region is attached anyway; kr_region_check reports which pages), KR_E_NOMEM. */
-int kr_region_open(const char *path, const struct kr_region_opts *opts, kr_region **region,
+KR_API int kr_region_open(const char *path, const struct kr_region_opts *opts, kr_region **region,
 		   void **base, size_t *len);
 /* Protects the application's own mapping [base, base + len) of the file at path, which must
  * be one read/write MAP_SHARED mapping of the whole file from offset 0 (for a libpmemobj
  * pool: base = the PMEMobjpool pointer, len = the file size). Same errors as
  * kr_region_open, and KR_E_MISUSE_ARG if the range is not such a mapping. */
-int kr_region_attach(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
+KR_API int kr_region_attach(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
 		     kr_region **region);
 /* Brings all redundancy up to date (final pass), marks the sidecar CLEAN, stops tracking;
  * unmaps the file if kr_region_open mapped it (an attached mapping stays, writable).
  * Frees the handle in every case. In a forked child it only frees the handle. */
-int kr_region_close(kr_region *region);
+KR_API int kr_region_close(kr_region *region);
 
 /* Runs one full pass now: every store that completed before the call is covered when it
  * returns. */
-int kr_region_sync(kr_region *region);
+KR_API int kr_region_sync(kr_region *region);
 
 struct kr_region_report {
 	uint64_t pages_checked;     /* pages whose CRC was compared */
@@ -508,7 +517,7 @@ struct kr_region_report {
 /* Verifies pages [first, first + count) (count 0: to the end) against their CRCs, skipping
  * those in the window. Returns KR_OK if every judged page is sound (or was repaired),
  * KR_E_CORRUPT_REGION otherwise; *rep (may be NULL) is filled in both cases. */
-int kr_region_check(kr_region *region, uint64_t first, uint64_t count, unsigned flags,
+KR_API int kr_region_check(kr_region *region, uint64_t first, uint64_t count, unsigned flags,
 		    struct kr_region_report *rep);
 
 struct kr_region_stats {
@@ -530,12 +539,12 @@ struct kr_region_stats {
 	uint64_t recovered_pages; /* pages rebuilt at attach (hot at a crash, or a new sidecar) */
 	uint64_t stale_at_recovery; /* of those, pages whose old CRC no longer matched */
 };
-int kr_region_stats(kr_region *region, struct kr_region_stats *st);
+KR_API int kr_region_stats(kr_region *region, struct kr_region_stats *st);
 
 /* Emulated poison in a protected region: the page at off loses its content (through the
  * file) and becomes inaccessible; the next access faults and is repaired from its stripe
  * if the stripe is covered. For tests and tools. */
-int kr_region_inject_poison(kr_region *region, uint64_t off);
+KR_API int kr_region_inject_poison(kr_region *region, uint64_t off);
 
 /* Sidecar status of a region file without attaching (for `keratin region status`; works
  * while another process has it attached). */
@@ -550,7 +559,7 @@ struct kr_region_info {
 	int32_t pid;               /* the process attached (or last attached) */
 	int attached;              /* another process holds the region now */
 };
-int kr_region_info(const char *path, const char *sidecar, struct kr_region_info *info);
+KR_API int kr_region_info(const char *path, const char *sidecar, struct kr_region_info *info);
 
 /* ---------------------------------------------------------------------------------------
  * Single-trip hash map (STPS): a persistent key-value map whose every update costs one
@@ -590,46 +599,46 @@ struct kr_hmap_opts {
 
 /* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
  * KR_E_IO_EXISTS, KR_E_IO_*. */
-int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
+KR_API int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
 /* Opens a map, rebuilding its index from the log: the newest complete version of each key
  * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,
  * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM,
  * KR_E_MISUSE_ARG (KR_HMAP_PROTECT given for an unprotected map or left out for a
  * protected one), KR_E_CORRUPT_REGION (a protected map with damage its redundancy
  * cannot repair). */
-int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
+KR_API int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
 /* Frees the handle; everything acknowledged is already durable. With KR_HMAP_PROTECT, the
  * region's final pass brings the redundancy up to date first. */
-int kr_hmap_close(kr_hmap *map);
+KR_API int kr_hmap_close(kr_hmap *map);
 /* The protected region of a map opened with KR_HMAP_PROTECT (NULL otherwise), for
  * kr_region_check, _sync, _stats and _inject_poison. Do not close it. */
-struct kr_region *kr_hmap_region(kr_hmap *map);
+KR_API struct kr_region *kr_hmap_region(kr_hmap *map);
 
 /* Inserts or replaces. KR_E_TOO_BIG if key + value do not fit an entry, KR_E_MISUSE_ARG for
  * a key of 0 or over 128 bytes, KR_E_NOSPACE when a new key would take one of the last
  * entries, which are kept (1/8 of the map, at most 256) so that updates and deletes always
  * find room. Every change writes a new entry and frees the old one. */
-int kr_hmap_put(kr_hmap *map, const void *key, size_t klen, const void *val, size_t vlen);
+KR_API int kr_hmap_put(kr_hmap *map, const void *key, size_t klen, const void *val, size_t vlen);
 /* Deletes: 1 if the key was there, 0 if not (nothing written), or an error. */
-int kr_hmap_del(kr_hmap *map, const void *key, size_t klen);
+KR_API int kr_hmap_del(kr_hmap *map, const void *key, size_t klen);
 /* Looks up: 1 and the value (up to cap bytes copied, its length in *vlen), 0 if absent. */
-int kr_hmap_get(kr_hmap *map, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
-uint64_t kr_hmap_count(kr_hmap *map);
+KR_API int kr_hmap_get(kr_hmap *map, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+KR_API uint64_t kr_hmap_count(kr_hmap *map);
 /* Calls fn for every key in no particular order; a nonzero return stops and is returned.
  * Writers of other threads wait meanwhile. fn may call kr_hmap_get; a change of the map
  * from fn, or a nested foreach, fails with KR_E_MISUSE_STATE. */
-int kr_hmap_foreach(kr_hmap *map,
+KR_API int kr_hmap_foreach(kr_hmap *map,
 		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
 		    void *ctx);
 
 /* Transactions: up to 255 puts and deletes of distinct keys, all or nothing, one fence. */
 typedef struct kr_hmap_tx kr_hmap_tx;
-int kr_hmap_tx_begin(kr_hmap *map, kr_hmap_tx **tx);
-int kr_hmap_tx_put(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen);
-int kr_hmap_tx_del(kr_hmap_tx *tx, const void *key, size_t klen);
+KR_API int kr_hmap_tx_begin(kr_hmap *map, kr_hmap_tx **tx);
+KR_API int kr_hmap_tx_put(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen);
+KR_API int kr_hmap_tx_del(kr_hmap_tx *tx, const void *key, size_t klen);
 /* Writes every change (one fence) and frees tx; on error nothing changed. */
-int kr_hmap_tx_commit(kr_hmap_tx *tx);
-void kr_hmap_tx_abort(kr_hmap_tx *tx);
+KR_API int kr_hmap_tx_commit(kr_hmap_tx *tx);
+KR_API void kr_hmap_tx_abort(kr_hmap_tx *tx);
 
 struct kr_hmap_stats {
 	uint64_t nslots, entry_lines, live, free_slots, dead_slots;
@@ -643,7 +652,7 @@ struct kr_hmap_stats {
 				    * reusing a slot (tombstone and watermark rules) */
 	uint64_t next_version;
 };
-int kr_hmap_stats(kr_hmap *map, struct kr_hmap_stats *st);
+KR_API int kr_hmap_stats(kr_hmap *map, struct kr_hmap_stats *st);
 
 #ifdef __cplusplus
 }

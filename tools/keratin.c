@@ -28,6 +28,7 @@
 struct command {
 	const char *name;
 	const char *synopsis; /* the arguments, as in the usage line */
+	const char *accepts;  /* the kind of file it takes: "pool", "region" or "-" */
 	const char *summary;  /* one line for the command list */
 	const char *details;  /* description and options, for "keratin COMMAND --help" */
 	int (*run)(const struct command *cmd, int argc, char **argv);
@@ -50,7 +51,8 @@ static const char *prog_name(const struct command *cmd)
 
 static int show_help(const struct command *cmd)
 {
-	printf("usage: keratin %s %s\n\n%s", cmd->name, cmd->synopsis, cmd->details);
+	printf("usage: keratin %s %s\n\naccepts: %s\n\n%s", cmd->name, cmd->synopsis, cmd->accepts,
+	       cmd->details);
 	return 0;
 }
 
@@ -768,7 +770,7 @@ static int cmd_help(const struct command *cmd, int argc, char **argv)
  * ------------------------------------------------------------------------------------- */
 
 static const struct command commands[] = {
-	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--protection L] [--force-pmem]",
+	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--protection L] [--force-pmem]", "new pool",
 	 "create a new pool file",
 	 "Creates a pool file at PATH, which must not exist yet, and zeroes it.\n"
 	 "\n"
@@ -783,14 +785,14 @@ static const struct command commands[] = {
 	 "                 copy, nothing else); the lesser levels exist to measure costs\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_create},
-	{"info", "PATH [--force-pmem]", "show a pool's geometry, space use and redundancy",
+	{"info", "PATH [--force-pmem]", "pool", "show a pool's geometry, space use and redundancy",
 	 "Opens the pool at PATH (recovering it if it was not closed cleanly) and prints its\n"
 	 "geometry, space use, redundancy and its overhead, whether the open recovered it and\n"
 	 "what the open repaired.\n"
 	 "\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
-	{"check", "PATH [--force-pmem]", "verify every checksum and parity column",
+	{"check", "PATH [--force-pmem]", "pool", "verify every checksum and parity column",
 	 "Opens the pool at PATH (the open itself recovers after a crash and repairs pages\n"
 	 "reported as bad blocks) and verifies every object checksum, every allocator chunk\n"
 	 "record and every parity column, without changing anything. Prints what was checked\n"
@@ -801,7 +803,7 @@ static const struct command commands[] = {
 	 "\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_check},
-	{"repair", "PATH [--force-pmem]", "check and rebuild damaged pages from parity",
+	{"repair", "PATH [--force-pmem]", "pool", "check and rebuild damaged pages from parity",
 	 "Like check, but rebuilds the pages of damaged objects and chunk records from parity\n"
 	 "and recomputes parity where only parity or free space was damaged. Prints the pages\n"
 	 "rebuilt, the parity columns recomputed, what could not be repaired (two damaged\n"
@@ -811,7 +813,7 @@ static const struct command commands[] = {
 	 "\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_repair},
-	{"scrub", "PATH [--force-pmem]", "one scrub pass: repair, and report its speed",
+	{"scrub", "PATH [--force-pmem]", "pool", "one scrub pass: repair, and report its speed",
 	 "Runs one scrub pass over the pool at PATH: the repair pass that a background\n"
 	 "scrubber runs, with its throughput in GB/s (heap bytes read per second) first.\n"
 	 "\n"
@@ -819,7 +821,7 @@ static const struct command commands[] = {
 	 "\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_scrub},
-	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]",
+	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]", "pool",
 	 "damage a pool on purpose, to test repairs",
 	 "Damages the pool file at PATH the way faults do, for testing check and repair: the\n"
 	 "bytes are written with pwrite(), behind the library's back. The pool is opened\n"
@@ -840,7 +842,7 @@ static const struct command commands[] = {
 	 "               printed, so a run can be repeated)\n"
 	 "  --force-pmem treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_inject},
-	{"map", "PATH [--svg FILE] [--force-pmem]", "draw the pool: what every page holds",
+	{"map", "PATH [--svg FILE] [--force-pmem]", "pool", "draw the pool: what every page holds",
 	 "Draws the pool at PATH: one line per zone row (data rows and the parity row), one\n"
 	 "character per page, or per group of pages in a large pool (the scale is printed),\n"
 	 "and a line for the pages outside the heap. Live object bytes come from one pass\n"
@@ -859,9 +861,9 @@ static const struct command commands[] = {
 	 "  --svg FILE     also write the picture as an SVG file\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_map},
-	{"region", region_synopsis, "protected regions (plain-store files): status, check, repair",
+	{"region", region_synopsis, "region", "protected regions (plain-store files): status, check, repair",
 	 region_details, cmd_region},
-	{"help", "[COMMAND]", "show this overview or a command's options",
+	{"help", "[COMMAND]", "-", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -878,9 +880,15 @@ static void print_overview(FILE *out)
 {
 	fprintf(out, "usage: keratin COMMAND [ARGS]\n\n"
 		     "keratin manages keratin persistent-memory pools and protected regions.\n\nCommands:\n");
+	fprintf(out, "  %-8s %-9s %s\n", "command", "accepts", "does");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nRun 'keratin COMMAND --help' for the arguments and options of a command.\n"
+		fprintf(out, "  %-8s %-9s %s\n", commands[i].name, commands[i].accepts,
+			commands[i].summary);
+	fprintf(out, "\nFiles: a pool is made by 'keratin create' or kr_pool_create(); a region is any\n"
+		     "file protected by kr_region_open/attach (sidecar FILE.krs), including a\n"
+		     "single-trip hash map created with KR_HMAP_PROTECT.\n"
+		     "\nRun 'keratin COMMAND --help' for the arguments and options of a command;\n"
+		     "'man keratin' lists the manual page of each.\n"
 		     "Exit status: 0 success, 1 error reported by the library or damage found,\n"
 		     "2 bad command line.\n");
 }

@@ -7,8 +7,9 @@
 # line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
 # check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
 # parity cannot undo is reported; media: emulated media errors are repaired by the next
-# open; map: the picture and its SVG; region: protected regions' sidecars. Pools are small (16 MiB) and live in /dev/shm where
-# there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
+# open; map: the picture and its SVG; region: protected regions' sidecars; messages: what
+# users read when something fails (no source locations unless KERATIN_DEBUG=1). Pools are
+# small (16 MiB) and live in /dev/shm where there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
 set -u
 KR=$1
 CASE=$2
@@ -212,6 +213,29 @@ usage)
 	done
 	expect 0 "$KR" help create
 	has out "--size SIZE"
+	has out "^accepts: new pool$"
+	# The overview says which kind of file each command takes.
+	expect 0 "$KR" --help
+	for c in info check repair scrub inject map; do
+		has out "^  $c  *pool  "
+	done
+	has out "^  region   region  "
+	;;
+messages)
+	# A user's message says what failed, where and what to do; where in keratin's source the
+	# damage was detected only with KERATIN_DEBUG=1.
+	new_pool m
+	"$KR" inject "$P" scribble --seed 3 --force-pmem >/dev/null || fail "inject failed"
+	expect 1 "$KR" check "$P" --force-pmem
+	has err "^keratin: $P: .* at pool offset 0x[0-9a-f]*; 'keratin repair' rebuilds"
+	grep -q '\.c:[0-9]' "$DIR/err" && fail "source location in a user's message: $(cat "$DIR/err")"
+	expect 1 env KERATIN_DEBUG=1 "$KR" check "$P" --force-pmem
+	has err "(detected at [a-z_]*\.c:[0-9]*)"
+	lib_error "$P" create "$P" --size 16M
+	has err "; remove it or choose another path$"
+	echo "hello, I am not a pool" >"$DIR/text"
+	lib_error "$DIR/text" info "$DIR/text"
+	has err "; pools are made by 'keratin create'"
 	;;
 not-a-pool)
 	echo "hello, I am not a pool" >"$DIR/text"
