@@ -1,6 +1,6 @@
 /*
  * region.h - internals of protected regions (region.c) that tests reach: the crash points.
- * The API itself is public (keratin.h, "Protected regions").
+ * The API itself is public (keratin_region.h).
  */
 #ifndef KR_REGION_H
 #define KR_REGION_H

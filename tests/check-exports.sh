@@ -3,12 +3,23 @@
 # public headers declare: the dynamic symbols LIBRARY defines (nm -D --defined-only) must
 # equal the functions HEADERs declare (as GCC's -aux-info lists them, one line per
 # declaration with the header it came from). Prints both differences and fails on any.
+# Also checks that each header compiles on its own, as C99 and as C++.
 set -eu
 cc=$1 lib=$2
 shift 2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# Each header stands alone, in C99 and in C++.
+for h in "$@"; do
+	printf '#include "%s"\n' "$h" >"$tmp/one.c"
+	"$cc" -std=c99 -Wall -Wextra -Werror -fsyntax-only "$tmp/one.c" ||
+		{ echo "FAIL: $h does not compile on its own (C99)"; exit 1; }
+	if command -v c++ >/dev/null; then
+		c++ -Wall -Wextra -Werror -fsyntax-only -x c++ "$tmp/one.c" ||
+			{ echo "FAIL: $h does not compile on its own (C++)"; exit 1; }
+	fi
+done
 for h in "$@"; do
 	printf '#include "%s"\n' "$h"
 done >"$tmp/all.c"

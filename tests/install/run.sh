@@ -16,7 +16,8 @@ cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
 	{ cat "$tmp/install.log"; fail "cmake --install"; }
 libdir=$(dirname "$(find "$prefix" -name 'libkeratin.so' | head -n 1)")
 [ -n "$libdir" ] || fail "no libkeratin.so under $prefix"
-for f in bin/keratin include/keratin.h include/keratin_map.h share/man/man1/keratin.1; do
+for f in bin/keratin include/keratin.h include/keratin_region.h include/keratin_hmap.h \
+	include/keratin_map.h share/man/man1/keratin.1; do
 	[ -e "$prefix/$f" ] || fail "$f not installed"
 done
 for f in libkeratin.a libkeratin-map.so libkeratin-map.a pkgconfig/keratin.pc \
