@@ -89,7 +89,8 @@ int main(int argc, char **argv)
 		return perror("mkstemp"), 1;
 	close(fd);
 	unlink(path);
-	struct kr_create_opts opts = {.size = 64ull << 20, .rows = 8, .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT};
+	struct kr_create_opts opts = {.struct_size = sizeof(opts), .size = 64ull << 20, .rows = 8,
+				      .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT};
 	kr_pool *pool;
 	if (kr_pool_create(path, &opts, &pool) != KR_OK) {
 		fprintf(stderr, "parity-crossover: %s\n", kr_errmsg());

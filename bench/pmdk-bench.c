@@ -1129,7 +1129,8 @@ int main(int argc, char **argv)
 		/* One call after pmemobj_create: the pool file, mapped by libpmemobj at pop,
 		 * gets page checksums and stripe parity kept by keratin's background thread. */
 		snprintf(side_file, sizeof(side_file), "%s.krs", pool_file);
-		struct kr_region_opts ro = {.period_ms = o.region_ms, .flags = KR_REGION_FORCE_PMEM};
+		struct kr_region_opts ro = {.struct_size = sizeof(ro), .period_ms = o.region_ms,
+					    .flags = KR_REGION_FORCE_PMEM};
 		s0 = now_ns();
 		if (kr_region_attach(pool_file, pop, mib * MIB, &ro, &region) != KR_OK)
 			die("kr_region_attach: %s", kr_errmsg());

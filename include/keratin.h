@@ -136,7 +136,15 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 #define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
 #define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
 
+/* Option structs (kr_create_opts, kr_region_opts, kr_hmap_opts) begin with struct_size:
+ * set it to sizeof the struct, or start from the struct's KR_*_OPTS_INIT, e.g.
+ *     struct kr_create_opts o = KR_CREATE_OPTS_INIT;
+ *     o.size = 64 << 20;
+ * or  struct kr_create_opts o = {.struct_size = sizeof(o), .size = 64 << 20};
+ * It lets a later release add fields at the end without breaking programs built against
+ * this one (docs/ABI.md). Any other value is KR_E_MISUSE_ARG. */
 struct kr_create_opts {
+	uint32_t struct_size; /* sizeof(struct kr_create_opts) */
 	uint64_t size;   /* pool size in bytes, >= 8 MiB; rounded down to a multiple of 4096 */
 	uint32_t rows;   /* data rows per zone (parity costs 1/rows); 0 = default (100) */
 	uint32_t nlanes; /* log lanes = concurrent transactions; 0 = default (16) */
@@ -163,8 +171,11 @@ enum kr_protection {
 	KR_PROTECT_MLP = 3,  /* + zone parity (media errors repaired; scribbles not detected) */
 };
 
+#define KR_CREATE_OPTS_INIT {.struct_size = sizeof(struct kr_create_opts)}
+
 /* Creates a new pool file at path (which must not exist) and opens it.
- * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry), KR_E_IO_EXISTS, KR_E_IO_*. */
+ * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry, wrong struct_size),
+ * KR_E_IO_EXISTS, KR_E_IO_*. */
 KR_API int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
 
 /* Opens a pool, recovering it if it was not closed cleanly: committed transactions still in

@@ -33,12 +33,15 @@ extern "C" {
 
 typedef struct kr_hmap kr_hmap;
 
+/* Begins with struct_size, like every option struct (keratin.h, kr_create_opts). */
 struct kr_hmap_opts {
+	uint32_t struct_size;  /* sizeof(struct kr_hmap_opts) */
 	uint64_t size;         /* file size in bytes, >= 64 KiB */
 	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
 	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT, KR_HMAP_TWO_FENCES,
 				* KR_HMAP_PROTECT (the same flags for kr_hmap_open) */
 };
+#define KR_HMAP_OPTS_INIT {.struct_size = sizeof(struct kr_hmap_opts)}
 /* Benchmarks only: commit the classic way, payload then a fence then the marks then a
  * second fence (the comparison the single-trip design is measured against). Same format. */
 #define KR_HMAP_TWO_FENCES 0x100u
@@ -51,8 +54,8 @@ struct kr_hmap_opts {
  * deletes a sidecar already at that path. */
 #define KR_HMAP_PROTECT 0x200u
 
-/* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
- * KR_E_IO_EXISTS, KR_E_IO_*. */
+/* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG
+ * (also for a wrong struct_size), KR_E_IO_EXISTS, KR_E_IO_*. */
 KR_API int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
 /* Opens a map, rebuilding its index from the log: the newest complete version of each key
  * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,

@@ -62,7 +62,10 @@ typedef struct kr_region kr_region;
 #define KR_REGION_READONLY 0x40u    /* with OFFLINE: change nothing, only report (check) */
 #define KR_REGION_NO_CREATE 0x80u   /* fail if the sidecar does not exist yet */
 
+/* Begins with struct_size, like every option struct (keratin.h, kr_create_opts); a NULL
+ * options pointer means every default. */
 struct kr_region_opts {
+	uint32_t struct_size;      /* sizeof(struct kr_region_opts) */
 	const char *sidecar;       /* NULL: the data file's path + ".krs" */
 	uint32_t period_ms;        /* start-to-start period of the background pass; 0: 1000 */
 	/* Geometry, used when the sidecar is created (0: default); an existing sidecar keeps
@@ -77,14 +80,16 @@ struct kr_region_opts {
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
 };
+#define KR_REGION_OPTS_INIT {.struct_size = sizeof(struct kr_region_opts)}
 
 /* Opens the file at path, maps it MAP_SHARED read/write itself, and protects it: creates
  * the sidecar (computing all redundancy) or opens it and recovers (see above). *base and
  * *len receive the mapping (the whole file; its size must be a nonzero multiple of 4096).
- * Errors: KR_E_MISUSE_ARG, KR_E_IO_* (KR_E_IO_BUSY: attached elsewhere), KR_E_IO (the
- * kernel cannot track writes; the message says what is missing), KR_E_FORMAT_* (damaged or
- * foreign sidecar), KR_E_CORRUPT_REGION (open with damage that could not be repaired:
- * the region is attached anyway; kr_region_check reports which pages), KR_E_NOMEM. */
+ * Errors: KR_E_MISUSE_ARG (also a wrong struct_size), KR_E_IO_* (KR_E_IO_BUSY: attached
+ * elsewhere), KR_E_IO (the kernel cannot track writes; the message says what is missing),
+ * KR_E_FORMAT_* (damaged or foreign sidecar), KR_E_CORRUPT_REGION (open with damage that
+ * could not be repaired: the region is attached anyway; kr_region_check reports which
+ * pages), KR_E_NOMEM. */
 KR_API int kr_region_open(const char *path, const struct kr_region_opts *opts, kr_region **region,
 		   void **base, size_t *len);
 /* Protects the application's own mapping [base, base + len) of the file at path, which must

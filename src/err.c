@@ -127,3 +127,11 @@ int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const cha
 	return kr_err_set(code, "%s at pool offset 0x%llx (detected at %s:%d)", what,
 			  (unsigned long long)off, base ? base + 1 : file, line);
 }
+
+int kr_opts_size_check(uint32_t given, size_t expected, const char *name)
+{
+	if (given == expected)
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_ARG, "%s.struct_size is %u, not %zu: set it to sizeof(struct "
+			  "%s) (or start from its _OPTS_INIT macro)", name, given, expected, name);
+}

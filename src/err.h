@@ -33,4 +33,9 @@ int kr_err_recode(int code);
 
 #define KR_CORRUPT(code, off, ...) kr_err_corrupt((code), __FILE__, __LINE__, (off), __VA_ARGS__)
 
+/* An option struct's struct_size (keratin.h) against the sizeof this library was built
+ * with: KR_OK, or KR_E_MISUSE_ARG naming the struct. When a struct grows, this is where
+ * the sizes of its earlier versions become acceptable too (docs/ABI.md). */
+int kr_opts_size_check(uint32_t given, size_t expected, const char *name);
+
 #endif

@@ -74,7 +74,8 @@ static int attach_protection(kr_hmap *m, size_t size, unsigned flags, bool verif
 {
 	int rc = KR_OK;
 	if (flags & KR_HMAP_PROTECT) {
-		struct kr_region_opts ro = {.flags = flags & KR_OPEN_FORCE_PMEM ? KR_REGION_FORCE_PMEM : 0,
+		struct kr_region_opts ro = {.struct_size = sizeof(ro),
+					    .flags = flags & KR_OPEN_FORCE_PMEM ? KR_REGION_FORCE_PMEM : 0,
 					    .scrub_kib_per_s = HMAP_SCRUB_KIB_PER_S};
 		rc = kr_region_attach(m->path, m->pm.base, size, &ro, &m->region);
 		/* Entries carry no checksums of their own: verify every page the redundancy
@@ -165,6 +166,8 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	if (!path || !o || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
 	*out = NULL;
+	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_hmap_opts"))
+		return KR_E_MISUSE_ARG;
 	uint32_t L = o->entry_lines ? o->entry_lines : 4;
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	if (L > KR_HMAP_MAX_LINES || size < MIN_SIZE || (o->flags & ~HMAP_FLAGS))

@@ -392,6 +392,8 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 {
 	if (!path || !o || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_create: NULL argument");
+	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_create_opts"))
+		return KR_E_MISUSE_ARG;
 	struct kr_pool_hdr h;
 	memset(&h, 0, sizeof(h));
 	h.pool_size = o->size & ~(uint64_t)(P - 1);

@@ -1016,11 +1016,13 @@ static int arm(struct kr_region *r)
 static int region_setup(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
 			kr_region **out, bool own)
 {
-	static const struct kr_region_opts defaults;
+	static const struct kr_region_opts defaults = KR_REGION_OPTS_INIT;
 	const struct kr_region_opts *o = opts ? opts : &defaults;
 	if (!path || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "region: NULL path or output");
 	*out = NULL;
+	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_region_opts"))
+		return KR_E_MISUSE_ARG;
 	int rc = opts_check(o);
 	if (rc != KR_OK)
 		return rc;

@@ -222,7 +222,8 @@ static void case_model(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-model");
-	struct kr_hmap_opts o = {.size = 32ull << 20, .entry_lines = 20, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 32ull << 20, .entry_lines = 20,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct model m;
@@ -277,7 +278,8 @@ static void case_txreuse(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-txreuse");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 2,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -321,7 +323,8 @@ static void case_full(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-full");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 1, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 1,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -397,7 +400,8 @@ static void case_lanes(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-lanes");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 16, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 16,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -440,7 +444,8 @@ static void case_rules(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-rules");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *m;
 	TU_OK(kr_hmap_create(path, &o, &m));
 	m->npool = 0;
@@ -582,7 +587,8 @@ static void case_crash(void)
 	co.check_path = crash_check;
 	co.random_images = 3;
 	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	crashsim_enable_checks(false); /* a map whose creation did not return need not open */
 	TU_OK(kr_hmap_create(path, &o, &h));
@@ -747,7 +753,8 @@ static void threads_run(const char *name, uint64_t size, unsigned nkeys, unsigne
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), name);
-	struct kr_hmap_opts o = {.size = size, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = size, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct writer w[2] = {0};
@@ -833,7 +840,8 @@ static void threads_shared(unsigned rounds, unsigned ops)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-threads-shared");
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct sharer sh[2];
@@ -967,7 +975,8 @@ static void case_crash_threads(void)
 	co.exec_prepare = writers_save;
 	co.random_images = 3;
 	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	crashsim_enable_checks(false);
 	TU_OK(kr_hmap_create(path, &o, &h));
@@ -1020,7 +1029,8 @@ static void case_protect(void)
 	char path[128], side[160], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-protect");
 	snprintf(side, sizeof(side), "%s.krs", path);
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = PROT_FLAGS};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	kr_region *r = kr_hmap_region(h);
@@ -1100,7 +1110,8 @@ static void case_protect_kill(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-protect-kill");
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = PROT_FLAGS};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	TU_OK(kr_hmap_close(h));
@@ -1176,7 +1187,8 @@ static void case_bad(void)
 	int rc;
 	tu_pool_path(path, sizeof(path), "hmap-bad");
 	kr_hmap *h;
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 2,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	TU_ASSERT(kr_hmap_create(path, NULL, &h) == KR_E_MISUSE_ARG, "NULL opts");
 	struct kr_hmap_opts bad = o;
 	bad.entry_lines = 33;

@@ -66,7 +66,7 @@ static int rfix_open(struct rfix *f, struct kr_region_opts *o)
 
 static struct kr_region_opts manual_opts(unsigned flags)
 {
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.flags = KR_REGION_MANUAL | KR_REGION_FORCE_PMEM | flags;
 	o.segment_pages = 64;
 	o.batch_pages = 100;
@@ -214,7 +214,7 @@ static void case_thread(void)
 {
 	struct rfix f;
 	rfix_file(&f, "rthread", 4096, 2);
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.flags = KR_REGION_FORCE_PMEM;
 	o.period_ms = 20;
 	o.segment_pages = 128;

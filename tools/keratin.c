@@ -166,7 +166,7 @@ static int cmd_create(const struct command *cmd, int argc, char **argv)
 	};
 	static const char *const levels[] = {[KR_PROTECT_FULL] = "full", [KR_PROTECT_NONE] = "none",
 					     [KR_PROTECT_ML] = "ml", [KR_PROTECT_MLP] = "mlp"};
-	struct kr_create_opts opts = {0};
+	struct kr_create_opts opts = KR_CREATE_OPTS_INIT;
 	const char *path;
 	int c, rc;
 

@@ -86,7 +86,7 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 	bool repair = strcmp(verb, "check") != 0, protect = strcmp(verb, "protect") == 0;
 	struct util_progress bar;
 	util_progress_init(&bar, protect ? "computing" : repair ? "recovering" : "opening");
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.sidecar = sidecar;
 	o.flags = KR_REGION_OFFLINE | (protect ? 0 : KR_REGION_NO_CREATE) | (repair ? 0 : KR_REGION_READONLY);
 	o.progress = util_progress_cb;

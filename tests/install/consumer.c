@@ -23,7 +23,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *path = argv[1];
-	struct kr_create_opts co = {.size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_create_opts co = {.struct_size = sizeof(co), .size = 8 << 20,
+				    .flags = KR_OPEN_FORCE_PMEM};
 	kr_pool *pool;
 	kr_oid root, desc;
 	kr_map *m;
