@@ -606,8 +606,11 @@ static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
 			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
 {
-	for (uint32_t k = 0; k < nlines; k++) {
-		struct kr_log_cacheline *ln = &lines[(first + k) % log->lane_lines];
+	/* The line index wraps by compare, not by '%': a division per 64-byte line was a
+	 * measurable share of a 4 KiB commit. first < lane_lines always (it is a tail). */
+	uint32_t idx = first;
+	for (uint32_t k = 0; k < nlines; k++, idx = idx + 1 == log->lane_lines ? 0 : idx + 1) {
+		struct kr_log_cacheline *ln = &lines[idx];
 		kr_pm_copy(log->pm, ln->payload, stream + (size_t)k * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
 		/* The header word last, in one store: it validates the payload above it. */
 		atomic_signal_fence(memory_order_release);
@@ -617,8 +620,10 @@ static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines,
 		kr_pm_store64(log->pm, &ln->header, hdr);
 	}
 	/* Flush after all stores: a line flushed before its header store would not carry it. */
-	for (uint32_t k = 0; k < nlines; k++)
-		kr_pm_flush(log->pm, &lines[(first + k) % log->lane_lines], KR_LINE_SIZE);
+	uint32_t tail_end = first + nlines <= log->lane_lines ? first + nlines : log->lane_lines;
+	kr_pm_flush(log->pm, &lines[first], (size_t)(tail_end - first) * KR_LINE_SIZE);
+	if (first + nlines > log->lane_lines)
+		kr_pm_flush(log->pm, &lines[0], (size_t)(first + nlines - log->lane_lines) * KR_LINE_SIZE);
 }
 
 static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
