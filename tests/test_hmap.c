@@ -1,5 +1,5 @@
 /*
- * test_hmap.c - the single-trip hash map (src/hmap.c) against a model.
+ * test_hmap.c - the single-trip hash map (src/hmap/hmap.c) against a model.
  *
  *   model   random puts, deletes, lookups and transactions (keys up to 100 bytes, values up
  *           to 1 KiB, 20-line entries) against a model, verified every 500 operations and
