@@ -40,6 +40,12 @@
  *   5. In steady state a commit costs exactly one fence: durable_seq is advanced by plain
  *      stores + flush before the commit's own fence, which persists them (d_publish).
  *      Extra fences happen only when a lane is full and durable_seq cannot otherwise move.
+ *   6. An intent (the ranges a transaction writes directly, before its commit) stays
+ *      pending on its lane, unadoptable, until that transaction's own fence or its abort:
+ *      durable_seq never passes an intent whose direct writes may still be in flight, so
+ *      recovery always finds it and recomputes the parity of its ranges. (Adopting it
+ *      early let two threads under log pressure trim an intent mid-write: stale parity
+ *      after a SIGKILL.)
  *
  *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
  *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
@@ -225,11 +231,12 @@ void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *im
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
-	if (h->kind == KR_REC_INTENT)
-		return 0;
-	kr_pm_flush(log->pm, log->pm->base + h->off, rec_home_len(h));
+	/* An intent's range was written directly (with its parity) by the thread that
+	 * logged it: adopting it means fencing those writes too. */
+	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : rec_home_len(h);
+	kr_pm_flush(log->pm, log->pm->base + h->off, len);
 	if (log->hooks.flush)
-		log->hooks.flush(log->hooks.ctx, h->off, rec_home_len(h));
+		log->hooks.flush(log->hooks.ctx, h->off, len);
 	return 0;
 }
 
@@ -480,7 +487,7 @@ static int log_force_durable(struct kr_log *log)
 		adopted[i] = 0;
 		pthread_mutex_lock(&l->st_lock);
 		uint64_t p = atomic_load(&l->pending_seq);
-		if (p && atomic_load(&l->inflight_seq) == 0) {
+		if (p && atomic_load(&l->inflight_seq) == 0 && !l->intent_open) {
 			/* Even a lane this thread applied on: its write-backs may still be
 			 * deferred in the lane's list, which only the lane's holder touches. */
 			if (lane_adopt_locked(log, l) != KR_OK) {
@@ -555,6 +562,13 @@ int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
 
 void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane)
 {
+	/* An aborted transaction's intent: its direct writes are over, flushed, not fenced;
+	 * now adoption may take them (rec_flush re-flushes intent ranges). */
+	if (lane->intent_open) {
+		pthread_mutex_lock(&lane->st_lock);
+		lane->intent_open = 0;
+		pthread_mutex_unlock(&lane->st_lock);
+	}
 	atomic_store_explicit(&lane->held, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&lane->lock);
 }
@@ -702,22 +716,33 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 	return log_commit(log, l, img, 0, seq_out);
 }
 
+static void lane_set_pending(struct kr_lane *l, uint64_t seq, uint8_t intent_open)
+{
+	pthread_mutex_lock(&l->st_lock);
+	atomic_store(&l->pending_seq, seq);
+	l->pending_tid = self_tid();
+	l->intent_open = intent_open;
+	atomic_store(&l->inflight_seq, 0);
+	pthread_mutex_unlock(&l->st_lock);
+}
+
+/* An intent has nothing to apply: its "apply" is the direct writes the caller makes next,
+ * which only its transaction's commit fence makes durable. Until then (kr_log_applied, or
+ * the lane's release on abort) the intent stays pending and unadoptable, so durable_seq
+ * cannot pass it: a crash in the middle of the direct writes finds it and recomputes
+ * parity there (invariant 6). */
 int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
 {
 	uint64_t seq = 0;
 	int rc = log_commit(log, l, img, KR_TXF_INTENT, &seq);
 	if (seq)
-		kr_log_applied(log, l, seq); /* nothing to apply: it is only ever read */
+		lane_set_pending(l, seq, 1);
 	return rc;
 }
 
 void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 {
-	pthread_mutex_lock(&l->st_lock);
-	atomic_store(&l->pending_seq, seq);
-	l->pending_tid = self_tid();
-	atomic_store(&l->inflight_seq, 0);
-	pthread_mutex_unlock(&l->st_lock);
+	lane_set_pending(l, seq, 0);
 }
 
 /* ---------------------------------------------------------------------------------------
