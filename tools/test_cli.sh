@@ -320,6 +320,11 @@ media)
 	expect 1 "$KR" check "$P" --json --force-pmem
 	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["result"] == "damaged" and d["bad"]["objects"] >= 1 and len(d["damaged"]) >= 1 and all("holds" in x and x["offset"] > 0 for x in d["damaged"]), d' "$DIR/out" ||
 		fail "check --json of a damaged pool: $(cat "$DIR/out")"
+	# Messages are for users: where in keratin the damage was noticed only on request.
+	expect 1 "$KR" check "$P" --force-pmem
+	grep -q "detected at" "$DIR/err" && fail "a source location in a user's message: $(cat "$DIR/err")"
+	KERATIN_DEBUG=1 "$KR" check "$P" --force-pmem >/dev/null 2>"$DIR/err"
+	grep -q "detected at [a-z_]*\.c:[0-9]" "$DIR/err" || fail "KERATIN_DEBUG=1 shows no source location: $(cat "$DIR/err")"
 	expect 0 "$KR" repair "$P" --force-pmem
 	expect 0 "$KR" check "$P" --force-pmem
 	has out "^result: *sound$"
