@@ -1150,7 +1150,8 @@ static void case_protect_kill(void)
 		atomic_store(&w->have_op, 0);
 		struct kr_region_report rep;
 		TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, KR_REGION_CHECK_PARITY, &rep));
-		TU_ASSERT(rep.pages_bad == 0 && rep.parity_rebuilt == 0, "kill %u: stale redundancy", k);
+		TU_ASSERT(rep.pages_bad == 0 && rep.parity_bad == 0 && rep.crc_pages_bad == 0,
+			  "kill %u: stale redundancy", k);
 		TU_OK(kr_hmap_close(h));
 		free(next.k);
 	}

@@ -97,7 +97,7 @@ region)
 	printf 'Q' | dd of="$F" bs=1 seek=100000 conv=notrunc 2>/dev/null
 	expect 1 "$KR" region check "$F"
 	has out "^damaged pages: *1$"
-	has out "^result: *DAMAGED, first bad page 24 (offset 0x18000)$"
+	has out "^result: *DAMAGED, first bad: data page 24 (offset 0x18000)$"
 	cmp -s "$F" "$DIR/orig" && fail "check changed nothing, so the damage must still be there"
 	expect 0 "$KR" region repair "$F"
 	has out "^pages rebuilt: *1$"
@@ -106,6 +106,44 @@ region)
 	expect 0 "$KR" region scrub "$F" --rate 1000
 	has out "^speed: "
 	has out "^result: *sound$"
+	# Damage in the sidecar's redundancy is reported once, as what it is, where it is:
+	# a parity page (stripe 5) and a page of stored checksums (the first). Repair restores
+	# each page byte for byte (the rest of the sidecar records the sessions).
+	S=$F.krs
+	poff=$(( $(od -A n -t u8 -j 128 -N 8 "$S") + 5 * 4096 ))
+	coff=$(od -A n -t u8 -j 112 -N 8 "$S" | tr -d ' ')
+	page() { dd if="$S" bs=4096 skip=$(($1 / 4096)) count=1 2>/dev/null; }
+	page $poff >"$DIR/parity.orig"
+	page $coff >"$DIR/crcs.orig"
+	printf 'Q' | dd of="$S" bs=1 seek=$((poff + 7)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$F"
+	has out "^damaged pages: *0$"
+	has out "^damaged parity: *1 page$"
+	has out "^damaged checksums: *0 pages"
+	has out "^result: *DAMAGED, first bad: parity page of stripe 5 (sidecar offset $(printf '0x%x' $poff))$"
+	expect 0 "$KR" region repair "$F"
+	has out "^parity rebuilt: *1$"
+	page $poff | cmp -s - "$DIR/parity.orig" || fail "repair did not restore the parity page"
+	printf 'Q' | dd of="$S" bs=1 seek=$((coff + 40)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$F"
+	has out "^damaged pages: *0$"
+	has out "^damaged checksums: *1 page of the checksum array$"
+	has out "^result: *DAMAGED, first bad: checksum page 0 (sidecar offset $(printf '0x%x' $coff))$"
+	expect 0 "$KR" region repair "$F"
+	page $coff | cmp -s - "$DIR/crcs.orig" || fail "repair did not restore the checksum page"
+	expect 0 "$KR" region check "$F"
+	has out "^result: *sound$"
+	# After a crash: one damaged page of a cold segment is one damaged page.
+	G=$DIR/g.dat
+	yes keratin | head -c 8388608 >"$G"
+	"$FILL" --region-crash "$G" || fail "kr-fill --region-crash failed"
+	printf 'Q' | dd of="$G" bs=1 seek=$((700 * 4096 + 9)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$G"
+	has out "^damaged pages: *1$"
+	has out "^result: *DAMAGED, first bad: data page 700 (offset 0x2bc000)$"
+	expect 0 "$KR" region repair "$G"
+	has out "^damaged pages: *1$"
+	has out "^pages rebuilt: *1$"
 	# Bad command lines and a sidecar that is not one.
 	usage_error region
 	usage_error region bogus "$F"
