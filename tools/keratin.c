@@ -263,6 +263,21 @@ static const char *features_str(char *buf, size_t len, unsigned features)
 
 /* What opening the pool did to it: recovery after a crash, and the repairs made on the way
  * (pages from the bad-block list, items whose checksum failed). */
+/* The protection level a pool was created with, from the redundancy it keeps. */
+static const char *protection_name(unsigned f)
+{
+	const unsigned all = KR_FEAT_META_CSUM | KR_FEAT_OBJ_CSUM | KR_FEAT_PARITY | KR_FEAT_LOG_REPLICA;
+	if ((f & all) == all)
+		return "full (crashes, media errors and scribbles repaired)";
+	if ((f & all) == (all & ~KR_FEAT_OBJ_CSUM))
+		return "mlp (no object checksums: scribbles in objects go undetected)";
+	if ((f & all) == (KR_FEAT_META_CSUM | KR_FEAT_LOG_REPLICA))
+		return "ml (no parity: lost pages of data cannot be rebuilt)";
+	if ((f & all) == 0)
+		return "none (crash recovery only)";
+	return "custom";
+}
+
 static void print_open_state(const struct kr_pool_stat *st)
 {
 	/* A read-only open (info, check) recovers and repairs in its private view only: the
@@ -305,6 +320,12 @@ static void print_info(const char *path, const struct kr_pool_stat *st)
 	util_field("parity overhead", "%s", bytes_str(b, sizeof(b), st->parity_bytes, st->pool_size, "pool"));
 	util_field("metadata overhead", "%s", bytes_str(b, sizeof(b), st->meta_bytes, st->pool_size, "pool"));
 	util_field("redundancy", "%s", features_str(b, sizeof(b), st->features));
+	util_field("protection", "%s", protection_name(st->features));
+	util_field("plain reads", "%s", st->features & KR_FEAT_OBJ_CSUM
+		   ? "not verified by default (kr_get returns the bytes stored; checksums are "
+		     "verified on open for write, by the scrubber, and on every read with "
+		     "KR_READ_CONSERVATIVE)"
+		   : "never verified (objects carry no checksums)");
 	print_open_state(st);
 }
 
@@ -315,12 +336,13 @@ static void json_pool_members(const char *path, const struct kr_pool_stat *st)
 	printf("\"file\": ");
 	util_json_str(path);
 	printf(", \"kind\": \"pool\", \"readonly_view\": %s, \"durability_mode\": \"%s\", "
-	       "\"pool_size\": %llu, \"redundancy\": \"%s\", \"recovered\": %s, "
+	       "\"pool_size\": %llu, \"redundancy\": \"%s\", \"protection\": \"%s\", "
+	       "\"recovered\": %s, "
 	       "\"replayed_transactions\": %llu, \"discarded_transactions\": %llu, "
 	       "\"%s\": {\"media_pages\": %llu, \"checksum_items\": %llu}",
 	       st->readonly ? "true" : "false", util_mode_name(st->mode),
 	       (unsigned long long)st->pool_size, features_str(b, sizeof(b), st->features),
-	       st->recovered ? "true" : "false", (unsigned long long)st->replayed_txs,
+	       protection_name(st->features), st->recovered ? "true" : "false", (unsigned long long)st->replayed_txs,
 	       (unsigned long long)st->discarded_txs,
 	       st->readonly ? "repairable_at_open" : "repaired_at_open",
 	       (unsigned long long)st->media_repairs, (unsigned long long)st->csum_repairs);

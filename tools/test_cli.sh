@@ -173,6 +173,8 @@ create-info)
 	has out "^parity overhead: *[0-9]* ([0-9.]* [KMG]*i*B, [0-9.]*% of pool)$"
 	has out "^recovered: *no$"
 	has out "^redundancy: *meta checksums, object checksums, parity, log replica$"
+	has out "^protection: *full (crashes, media errors and scribbles repaired)$"
+	has out "^plain reads: *not verified by default"
 	has out "^repairable at open: *0 pages after media errors, 0 items after checksum errors$"
 	# The value column is aligned: every value starts in the same column.
 	[ "$(awk '{ match($0, /: +/); print RSTART + RLENGTH }' "$DIR/out" | sort -u | wc -l)" -eq 1 ] ||
