@@ -305,6 +305,17 @@ static void check_model(kr_pool *pool, unsigned nthreads, const char *when)
 	free(buf);
 }
 
+/* Opens the pool (recovering it if the last session died), checks redundancy and model,
+ * closes it. */
+static void reopen_and_check(const char *path, unsigned nthreads, const char *when)
+{
+	kr_pool *pool;
+	TU_OK(tu_open(path, &pool));
+	check_pool(pool, when);
+	check_model(pool, nthreads, when);
+	TU_OK(kr_pool_close(pool));
+}
+
 static void run_clean(unsigned nthreads)
 {
 	char path[128];
@@ -319,10 +330,7 @@ static void run_clean(unsigned nthreads)
 		check_pool(pool, "after the threads, open");
 		check_model(pool, nthreads, "after the threads");
 		TU_OK(kr_pool_close(pool));
-		TU_OK(tu_open(path, &pool));
-		check_pool(pool, "after a clean close and reopen");
-		check_model(pool, nthreads, "after reopen");
-		TU_OK(kr_pool_close(pool));
+		reopen_and_check(path, nthreads, "after a clean close and reopen");
 	}
 	printf("clean: %u threads, %u rounds of %u transactions each: parity, checksums and "
 	       "model exact\n", nthreads, rounds, ntx);
@@ -376,11 +384,7 @@ static void run_kill(unsigned nthreads)
 		waitpid(pid, &st, 0);
 		TU_ASSERT(WIFSIGNALED(st), "kill %u: the child ended by itself (status %d)", k, st);
 		keep_image(path, k);
-		kr_pool *pool;
-		TU_OK(tu_open(path, &pool));
-		check_pool(pool, "after SIGKILL and recovery");
-		check_model(pool, nthreads, "after SIGKILL");
-		TU_OK(kr_pool_close(pool));
+		reopen_and_check(path, nthreads, "after SIGKILL and recovery");
 	}
 	printf("kill: %u threads killed %u times: every recovery checks clean\n", nthreads, kills);
 }
@@ -436,10 +440,7 @@ static void run_crash(unsigned nthreads)
 	TU_ASSERT(st.images > 0, "no crash image was taken");
 	TU_ASSERT(st.failures == 0, "%llu of %llu crash images failed",
 		  (unsigned long long)st.failures, (unsigned long long)st.images);
-	TU_OK(tu_open(path, &pool));
-	check_pool(pool, "after the crash run");
-	check_model(pool, nthreads, "after the crash run");
-	TU_OK(kr_pool_close(pool));
+	reopen_and_check(path, nthreads, "after the crash run");
 	printf("crash: %u threads, %llu fences, %llu crash images recovered and checked clean\n",
 	       nthreads, (unsigned long long)st.fences, (unsigned long long)st.images);
 }
