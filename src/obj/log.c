@@ -41,11 +41,13 @@
  *      stores + flush before the commit's own fence, which persists them (d_publish).
  *      Extra fences happen only when a lane is full and durable_seq cannot otherwise move.
  *   6. An intent (the ranges a transaction writes directly, before its commit) stays
- *      pending on its lane, unadoptable, until that transaction's own fence or its abort:
- *      durable_seq never passes an intent whose direct writes may still be in flight, so
- *      recovery always finds it and recomputes the parity of its ranges. (Adopting it
- *      early let two threads under log pressure trim an intent mid-write: stale parity
- *      after a SIGKILL.)
+ *      pending on its lane, unadoptable, until its direct writes are fenced: by the
+ *      transaction's own commit fence, by an extra fence when its commit must wait for log
+ *      room (two threads each holding an intent would otherwise wait on each other), or
+ *      at abort. durable_seq never passes an intent whose direct writes may still be in
+ *      flight, so recovery always finds it and recomputes the parity of its ranges.
+ *      (Adopting it early let another thread under log pressure trim an intent mid-write:
+ *      stale parity after a SIGKILL.)
  *
  *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
  *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
@@ -600,6 +602,18 @@ static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 	if (l->used + need > log->lane_lines / 2 && !l->d_publish)
 		l->d_publish = log_advance_durable(log); /* persisted by this commit's fence */
 	for (int spins = 0; l->used + need > log->lane_lines; spins++) {
+		/* Our own open intent holds durable_seq below it, for every lane, and another
+		 * thread's lane may be waiting on it while we wait on that thread's intent. By
+		 * now our direct writes are done (they precede the commit): fence them and close
+		 * the intent, one extra fence under log pressure (invariant 6). */
+		if (l->intent_open) {
+			int frc = kr_pm_fence(log->pm);
+			if (frc)
+				return frc;
+			pthread_mutex_lock(&l->st_lock);
+			l->intent_open = 0;
+			pthread_mutex_unlock(&l->st_lock);
+		}
 		int rc = log_force_durable(log);
 		if (rc)
 			return rc;
