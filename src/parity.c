@@ -197,6 +197,17 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
 	}
 }
 
+void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta)
+{
+	uint64_t poff = kr_parity_offset(p, off);
+	uint16_t idx[1];
+	int nl = lock_set(poff, 8, idx);
+	lock_range(p, idx, nl, 0);
+	kr_pm_xor64(p->pm, (uint64_t *)(p->pm->base + poff), delta);
+	unlock_range(p, idx, nl);
+	kr_pm_flush(p->pm, p->pm->base + poff, 8);
+}
+
 /* The rows of the page column holding offset off, as ISA-L source vectors. */
 static void column_vectors(struct kr_parity *p, uint64_t off, void **v, uint64_t *col_off)
 {

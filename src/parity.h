@@ -53,6 +53,11 @@ int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len);
 void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
 		     size_t len);
 
+/* parity ^= delta for the aligned 8-byte data word at off (a word of allocator metadata or
+ * a chunk record's CRC changed by an atomic XOR/OR/AND): one atomic XOR under its column's
+ * range lock, flushed, not fenced. Parity is only ever changed through this file. */
+void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta);
+
 /* Parity of every page column overlapping [off, off+len) recomputed from the data rows,
  * flushed, not fenced. The caller keeps writers away from those columns. */
 void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len);

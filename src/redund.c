@@ -83,11 +83,8 @@ static void xor_word(struct kr_redund *r, uint64_t off, uint64_t delta)
 	char *base = r->pm->base;
 	kr_pm_xor64(r->pm, (uint64_t *)(base + off), delta);
 	kr_pm_flush(r->pm, base + off, 8);
-	if (parity_on(r) && kr_parity_covers(&r->parity, off, 8)) {
-		uint64_t poff = kr_parity_offset(&r->parity, off);
-		kr_pm_xor64(r->pm, (uint64_t *)(base + poff), delta);
-		kr_pm_flush(r->pm, base + poff, 8);
-	}
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, 8))
+		kr_parity_xor_word(&r->parity, off, delta);
 }
 
 /* Patches the CRC of every chunk record that [off, off+len) changes from old to new. */
@@ -142,11 +139,8 @@ static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *d
 		uint64_t delta = old ^ now;
 		if (!delta)
 			break;
-		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8)) {
-			uint64_t poff = kr_parity_offset(&r->parity, h->off);
-			kr_pm_xor64(r->pm, (uint64_t *)(r->pm->base + poff), delta);
-			kr_pm_flush(r->pm, r->pm->base + poff, 8);
-		}
+		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8))
+			kr_parity_xor_word(&r->parity, h->off, delta);
 		patch_chunk_crcs(r, h->off, (const uint8_t *)&old, (const uint8_t *)&now, 8);
 		break;
 	}

@@ -50,8 +50,9 @@ static struct wl_params thread_params(unsigned idx)
 {
 	return (struct wl_params){
 		.nslots = NSLOTS,
+		/* small classes up to multi-chunk extents (chunks are 32 KiB) */
 		.min_size = 8,
-		.max_size = 16 * 1024,
+		.max_size = 96 * 1024,
 		.max_ops = 4,
 		.abort_pct = 5,
 		/* distinct type numbers per thread: a mixed-up object shows in kr_type */
@@ -112,6 +113,8 @@ static void verify_pool(const char *path, kr_oid root, struct thr *t, unsigned n
 	}
 	if (wl_check_live(pool, live, n, why, sizeof(why)) != 0)
 		TU_FAIL("%s: %s", when, why);
+	if (wl_check_redundancy(pool, why, sizeof(why)) != 0)
+		TU_FAIL("%s: redundancy: %s", when, why);
 	printf("  %s: %u threads' objects verified, %zu live objects\n", when, nthreads, n);
 	free(live);
 	TU_OK(kr_pool_close(pool));
