@@ -697,13 +697,10 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 	return log_commit(log, l, img, 0, seq_out);
 }
 
-int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
+			 uint64_t *seq)
 {
-	uint64_t seq = 0;
-	int rc = log_commit(log, l, img, KR_TXF_INTENT, &seq);
-	if (seq)
-		kr_log_applied(log, l, seq); /* nothing to apply: it is only ever read */
-	return rc;
+	return log_commit(log, l, img, KR_TXF_INTENT, seq);
 }
 
 void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)

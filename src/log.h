@@ -155,8 +155,11 @@ void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
 /* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
  * written outside the log. Recovery never applies an intent; it reports its ranges as
- * touched, whatever became of the transaction that followed it. Costs one fence. */
-int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
+ * touched, whatever became of the transaction that followed it. Costs one fence. The
+ * intent stays in flight (holding durable_seq below *seq, so recovery still reads it)
+ * until the caller, its direct writes done and flushed, calls kr_log_applied(*seq). */
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img,
+			 uint64_t *seq);
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */

@@ -30,6 +30,10 @@
  *   2. A micro-buffer's valid bytes are exactly its range set, unless it is full.
  *   3. Each thread has at most one open transaction per pool (tx_open_list).
  *   4. An error inside a transaction is sticky: later calls fail with it and commit aborts.
+ *   5. An intent stays in flight until every direct write it announces is done: otherwise
+ *      another thread's commit could move durable_seq past it while parity and data rows
+ *      are half written, and recovery, which skips everything at or below durable_seq,
+ *      would never recompute those columns.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,8 +505,9 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 }
 
 /* With parity, direct writes need their ranges durable first (an intent), or a crash could
- * leave them in the data rows with no record of where parity must be recomputed. */
-static int tx_commit_intents(struct kr_tx *tx)
+ * leave them in the data rows with no record of where parity must be recomputed. *seq is
+ * the intent's sequence number (0: none), in flight until the caller marks it applied. */
+static int tx_commit_intents(struct kr_tx *tx, uint64_t *seq)
 {
 	kr_pool *pool = tx->pool;
 	if (!feat(pool, KR_FEAT_RO_PARITY))
@@ -514,7 +519,7 @@ static int tx_commit_intents(struct kr_tx *tx)
 			return kr_errcode();
 	if (tx->img.nrecords == 0)
 		return KR_OK;
-	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img);
+	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img, seq);
 }
 
 /* The checksum of a changed object, patched for its changed ranges only: for each range,
@@ -604,9 +609,13 @@ int kr_tx_commit(kr_tx *tx)
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	kr_log_enter(&pool->log, tx->lane);
-	rc = tx_commit_intents(tx);
+	uint64_t intent_seq = 0;
+	rc = tx_commit_intents(tx, &intent_seq);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
+	/* The direct writes are done: only now may durable_seq pass the intent (invariant 5). */
+	if (intent_seq)
+		kr_log_applied(&pool->log, tx->lane, intent_seq);
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 1); /* read-only: nothing to make durable */
