@@ -18,6 +18,10 @@
  *            dry run from the same seeds, reopens (recovery runs on a pool that was never
  *            closed) and checks the same things, then once more after a clean close.
  *
+ * Each check also verifies every parity column and every checksum (kr_pool_check): threads
+ * allocating, freeing and writing fresh objects patch parity columns they share, including
+ * the allocator metadata's.
+ *
  * The test itself shares nothing between threads but the pool handle and the barrier, so
  * any TSan report points into the library.
  */
