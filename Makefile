@@ -5,12 +5,13 @@
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
+#   make install  libraries, headers, CLI, keratin.pc, CMake package (PREFIX, DESTDIR)
 #   make deps     install missing Debian packages
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture install clean
 
 all: build
 
@@ -42,7 +43,12 @@ check-tsan: deps
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
 
 # A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
-check-fuzz: deps
+check-PREFIX ?= /usr/local
+# DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
+install: build
+	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
+
+fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-30} >fuzz-check.log 2>&1; rc=$$?; \
 		grep -E '^Done|ERROR|SUMMARY' fuzz-check.log; \
 		[ $$rc -eq 0 ] || { tail -n 40 fuzz-check.log; exit $$rc; }
@@ -58,6 +64,11 @@ bench: build
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
+
+PREFIX ?= /usr/local
+# DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
+install: build
+	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
 
 fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-600}

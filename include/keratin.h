@@ -121,6 +121,15 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 
 #define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
 #define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
+/* Inspect without changing a byte: the file is opened read-only (a mode 0444 file will do)
+ * under a shared lock (refused with KR_E_IO_BUSY while a writer has it open) and mapped
+ * private, copy-on-write (kr_pool_stat: readonly = 1; mode is the one a read-write open
+ * would get). Recovery after a crash and the repair of
+ * listed bad blocks still run, in the private view only, so reads and kr_pool_check see the
+ * recovered state while the file and its bad-block list stay as they were; kr_pool_stat
+ * reports what an ordinary open would repair. Transactions, KR_CHECK_REPAIR and poison
+ * injection return KR_E_MISUSE_STATE. */
+#define KR_OPEN_READONLY 0x4u
 
 struct kr_create_opts {
 	uint64_t size;   /* pool size in bytes, >= 8 MiB; rounded down to a multiple of 4096 */
@@ -192,6 +201,8 @@ struct kr_pool_stat {
 	uint64_t scrub_passes;     /* background scrub passes completed */
 	uint64_t last_repair_ns;   /* duration of the last online page repair */
 	unsigned features;         /* redundancy kept: KR_FEAT_* below */
+	int readonly;              /* opened with KR_OPEN_READONLY: recovery and the repairs
+				    * counted above happened in a private view, not in the file */
 };
 #define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
@@ -501,8 +512,22 @@ struct kr_region_report {
 				     * segment hot at a crash): not judged */
 	uint64_t stripes_checked;   /* stripes whose parity was compared (KR_REGION_CHECK_PARITY) */
 	uint64_t parity_rebuilt;    /* parity pages that disagreed with sound data, rewritten */
-	uint64_t first_bad_page;    /* page index of the first unrepaired page (if any) */
+	uint64_t first_bad_page;    /* page index of the first unrepaired data page (if any) */
+	/* Damage in the sidecar's own redundancy, counted apart from data pages. */
+	uint64_t parity_bad;        /* parity pages that disagreed with sound data */
+	uint64_t crc_pages_bad;     /* sidecar pages of stored checksums failing their own CRC;
+				     * their pages are judged by stripe parity instead */
+	uint64_t crcs_rebuilt;      /* checksums recomputed from data that parity vouched for */
+	/* The first damage not repaired: KR_REGION_BAD_*, its index (data page, stripe, or page
+	 * of the checksum array) and its offset (in the data file for a data page, in the
+	 * sidecar for a parity or checksum page). */
+	int first_bad_kind;
+	uint64_t first_bad_index, first_bad_off;
 };
+#define KR_REGION_BAD_NONE 0
+#define KR_REGION_BAD_DATA 1   /* a data page (first_bad_page) */
+#define KR_REGION_BAD_PARITY 2 /* a stripe's parity page in the sidecar */
+#define KR_REGION_BAD_CRCS 3   /* a page of stored checksums in the sidecar */
 #define KR_REGION_CHECK_REPAIR 0x1u /* rebuild failing pages (and parity) where possible */
 #define KR_REGION_CHECK_PARITY 0x2u /* also compare each clean stripe's parity with its data */
 /* Verifies pages [first, first + count) (count 0: to the end) against their CRCs, skipping

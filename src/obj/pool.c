@@ -288,6 +288,14 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	return kr_media_register(pool);
 }
 
+int kr_pool_writable(kr_pool *pool, const char *what)
+{
+	if (!pool->pm.readonly)
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_STATE, "%s: %s is open read-only (KR_OPEN_READONLY)", what,
+			  pool->path);
+}
+
 static kr_pool *pool_alloc(const char *path)
 {
 	kr_pool *pool = calloc(1, sizeof(*pool));
@@ -312,12 +320,16 @@ int kr_pool_open(const char *path, unsigned flags, kr_pool **out)
 		return KR_E_NOMEM;
 	int rc;
 	struct stat st;
-	if ((pool->pm.fd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
+	/* A reader shares the lock with other readers, never with a writer: inspecting a pool
+	 * while it changes would report damage that is only a commit in flight. */
+	int ro = (flags & KR_OPEN_READONLY) != 0;
+	if ((pool->pm.fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC)) < 0) {
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s", path);
 		goto fail;
 	}
-	if (flock(pool->pm.fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: pool is already open", path)
+	if (flock(pool->pm.fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: pool is already open%s", path,
+						       ro ? " for writing" : "")
 					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
 		goto fail;
 	}
@@ -525,6 +537,7 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->scrub_passes = pool->scrub_passes;
 	st->last_repair_ns = pool->last_repair_ns;
 	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
+	st->readonly = pool->pm.readonly;
 	return KR_OK;
 }
 

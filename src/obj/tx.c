@@ -30,10 +30,6 @@
  *   2. A micro-buffer's valid bytes are exactly its range set, unless it is full.
  *   3. Each thread has at most one open transaction per pool (tx_open_list).
  *   4. An error inside a transaction is sticky: later calls fail with it and commit aborts.
- *   5. An intent stays in flight until every direct write it announces is done: otherwise
- *      another thread's commit could move durable_seq past it while parity and data rows
- *      are half written, and recovery, which skips everything at or below durable_seq,
- *      would never recompute those columns.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +300,8 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 	if (!pool || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_tx_begin: NULL argument");
 	int rc = kr_pool_usable(pool);
+	if (rc == KR_OK)
+		rc = kr_pool_writable(pool, "kr_tx_begin");
 	if (rc)
 		return rc;
 	for (struct kr_tx *t = tx_open_list; t; t = t->next_open)
@@ -505,9 +503,8 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 }
 
 /* With parity, direct writes need their ranges durable first (an intent), or a crash could
- * leave them in the data rows with no record of where parity must be recomputed. *seq is
- * the intent's sequence number (0: none), in flight until the caller marks it applied. */
-static int tx_commit_intents(struct kr_tx *tx, uint64_t *seq)
+ * leave them in the data rows with no record of where parity must be recomputed. */
+static int tx_commit_intents(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	if (!feat(pool, KR_FEAT_RO_PARITY))
@@ -519,7 +516,7 @@ static int tx_commit_intents(struct kr_tx *tx, uint64_t *seq)
 			return kr_errcode();
 	if (tx->img.nrecords == 0)
 		return KR_OK;
-	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img, seq);
+	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img);
 }
 
 /* The checksum of a changed object, patched for its changed ranges only: for each range,
@@ -609,13 +606,9 @@ int kr_tx_commit(kr_tx *tx)
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	kr_log_enter(&pool->log, tx->lane);
-	uint64_t intent_seq = 0;
-	rc = tx_commit_intents(tx, &intent_seq);
+	rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
-	/* The direct writes are done: only now may durable_seq pass the intent (invariant 5). */
-	if (intent_seq)
-		kr_log_applied(&pool->log, tx->lane, intent_seq);
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 1); /* read-only: nothing to make durable */

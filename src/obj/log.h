@@ -66,11 +66,14 @@ struct kr_lane {
 	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
 
 	/* Shared with other threads (durable-seq computation and adoption). */
-	pthread_mutex_t st_lock;       /* guards the four fields below for adoption */
+	pthread_mutex_t st_lock;       /* guards the fields below for adoption */
 	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
 	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0 */
 	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
 	uint32_t pending_first, pending_nlines;
+	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
+	 * it (and so let durable_seq pass it) before its own transaction's fence. */
+	uint8_t intent_open;
 };
 
 /* What the layer above adds to writing records home. The log calls these; it never knows
@@ -155,11 +158,8 @@ void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
 /* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
  * written outside the log. Recovery never applies an intent; it reports its ranges as
- * touched, whatever became of the transaction that followed it. Costs one fence. The
- * intent stays in flight (holding durable_seq below *seq, so recovery still reads it)
- * until the caller, its direct writes done and flushed, calls kr_log_applied(*seq). */
-int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img,
-			 uint64_t *seq);
+ * touched, whatever became of the transaction that followed it. Costs one fence. */
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */

@@ -10,7 +10,10 @@
  *   three are flushed and none is fenced: the next fence of the committing thread covers
  *   them, exactly like the write itself (log.c, invariant 5). Bit records use the old value
  *   returned by the atomic OR/AND, so concurrent allocations in one run each patch parity
- *   and the record CRC with their exact delta, and the patches commute.
+ *   and the record CRC with their exact delta, and the patches commute. Every parity patch,
+ *   a single word's included, goes through parity.c under its column's range lock: an
+ *   atomic XOR that slipped into another commit's SIMD patch of the same column would be
+ *   lost (seen as stale parity after two threads allocated and freed at once).
  *
  *   The CRC of a chunk record is patched, never recomputed online: CRC-32C is affine, so the
  *   change of the CRC depends only on the changed bytes (csum.c), and XOR-ing that change

@@ -635,6 +635,8 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	if (!pool || !rep)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_check: NULL argument");
 	int rc = kr_pool_usable(pool);
+	if (rc == KR_OK && (flags & KR_CHECK_REPAIR))
+		rc = kr_pool_writable(pool, "kr_pool_check with KR_CHECK_REPAIR");
 	if (rc)
 		return rc;
 	if (kr_log_lanes_held(&pool->log) != 0)
