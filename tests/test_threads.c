@@ -54,9 +54,8 @@ static struct wl_params thread_params(unsigned idx)
 {
 	return (struct wl_params){
 		.nslots = NSLOTS,
-		/* small classes up to multi-chunk extents (chunks are 32 KiB) */
 		.min_size = 8,
-		.max_size = 96 * 1024,
+		.max_size = 16 * 1024,
 		.max_ops = 4,
 		.abort_pct = 5,
 		/* distinct type numbers per thread: a mixed-up object shows in kr_type */
