@@ -14,8 +14,8 @@
  * models after A and after A+1 commits (the +1 covers a kill between a commit and its
  * acknowledgement). A verifier process opens the pool: every thread's directory must equal
  * one of its two models, exactly the referenced objects may be live, and every parity
- * column and checksum must agree with the data (threads racing on one parity column). The verifier then
- * either closes the pool cleanly or exits without closing it, so that the next child
+ * column and checksum must agree with the data (threads share parity columns). The
+ * verifier then either closes the pool cleanly or exits without closing it, so the next child
  * sometimes recovers a pool whose previous recovery was never followed by a clean close.
  * The next round continues from the states that matched. Prints kills and recoveries.
  */
