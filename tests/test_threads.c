@@ -18,6 +18,10 @@
  *            dry run from the same seeds, reopens (recovery runs on a pool that was never
  *            closed) and checks the same things, then once more after a clean close.
  *
+ * Each check also verifies every parity column and every checksum (kr_pool_check): threads
+ * allocating, freeing and writing fresh objects patch parity columns they share, including
+ * the allocator metadata's.
+ *
  * The test itself shares nothing between threads but the pool handle and the barrier, so
  * any TSan report points into the library.
  */
@@ -112,6 +116,8 @@ static void verify_pool(const char *path, kr_oid root, struct thr *t, unsigned n
 	}
 	if (wl_check_live(pool, live, n, why, sizeof(why)) != 0)
 		TU_FAIL("%s: %s", when, why);
+	if (wl_check_redundancy(pool, why, sizeof(why)) != 0)
+		TU_FAIL("%s: redundancy: %s", when, why);
 	printf("  %s: %u threads' objects verified, %zu live objects\n", when, nthreads, n);
 	free(live);
 	TU_OK(kr_pool_close(pool));
