@@ -230,6 +230,9 @@ struct kr_check_report {
 	uint64_t first_bad_off;            /* pool offset of the first damaged item, 0 if none */
 	uint64_t bytes_scanned;            /* heap bytes read */
 	double seconds;
+	uint64_t copies, bad_copies;       /* metadata copies compared (header copies, root
+					    * lines) / damaged or disagreeing with their twin */
+	uint64_t repaired_copies;          /* of those, rewritten from the twin (KR_CHECK_REPAIR) */
 	/* Optional, set by the caller: called for every damaged page found, with its state. */
 	void (*on_page)(void *ctx, uint64_t off, int state);
 	void *ctx;
@@ -257,7 +260,8 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
 /* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
  * callbacks you want: kr_pool_check reads on_page and progress from it.
- * Verifies every object checksum, every chunk record and every parity column; with
+ * Verifies every object checksum, every chunk record, every parity column and the metadata
+ * copies (header copies, root lines); with
  * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum
  * says an item is damaged and parity says which of its pages disagree) and recomputes parity
  * where only parity or free space was damaged. Needs a quiet pool: returns

@@ -51,6 +51,9 @@ void kr_pool_fail(kr_pool *pool, int err);
 /* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
  * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
 int kr_scrub_chunk_records(kr_pool *pool);
+/* The header copies and the root lines of both control pages against each other: counted in
+ * rep->copies / bad_copies, rewritten from the sound twin if repair (repaired_copies). */
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep);
 /* Online repair of one object that failed its checksum (commits held back meanwhile). */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
 /* Stops the background scrubber if it runs. */
