@@ -43,12 +43,7 @@ check-tsan: deps
 	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
 
 # A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
-check-PREFIX ?= /usr/local
-# DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
-install: build
-	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
-
-fuzz: deps
+check-fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-30} >fuzz-check.log 2>&1; rc=$$?; \
 		grep -E '^Done|ERROR|SUMMARY' fuzz-check.log; \
 		[ $$rc -eq 0 ] || { tail -n 40 fuzz-check.log; exit $$rc; }
