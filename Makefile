@@ -12,9 +12,8 @@
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
-PREFIX ?= /usr/local
 
-.PHONY: all deps build install demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture install clean
 
 all: build
 
@@ -30,9 +29,6 @@ endef
 
 build: deps
 	$(call cmake_build,build,-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-
-install: build
-	@DESTDIR="$(DESTDIR)" cmake --install build --prefix "$(PREFIX)"
 
 demo: build
 	@build/examples/keratin-demo
@@ -65,6 +61,11 @@ bench: build
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
+
+PREFIX ?= /usr/local
+# DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
+install: build
+	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
 
 fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-600}

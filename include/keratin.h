@@ -135,6 +135,15 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 
 #define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
 #define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
+/* Inspect without changing a byte: the file is opened read-only (a mode 0444 file will do)
+ * under a shared lock (refused with KR_E_IO_BUSY while a writer has it open) and mapped
+ * private, copy-on-write (kr_pool_stat: readonly = 1; mode is the one a read-write open
+ * would get). Recovery after a crash and the repair of
+ * listed bad blocks still run, in the private view only, so reads and kr_pool_check see the
+ * recovered state while the file and its bad-block list stay as they were; kr_pool_stat
+ * reports what an ordinary open would repair. Transactions, KR_CHECK_REPAIR and poison
+ * injection return KR_E_MISUSE_STATE. */
+#define KR_OPEN_READONLY 0x4u
 
 /* Option structs (kr_create_opts, kr_region_opts, kr_hmap_opts) begin with struct_size:
  * set it to sizeof the struct, or start from the struct's KR_*_OPTS_INIT, e.g.
@@ -217,6 +226,8 @@ struct kr_pool_stat {
 	uint64_t scrub_passes;     /* background scrub passes completed */
 	uint64_t last_repair_ns;   /* duration of the last online page repair */
 	unsigned features;         /* redundancy kept: KR_FEAT_* below */
+	int readonly;              /* opened with KR_OPEN_READONLY: recovery and the repairs
+				    * counted above happened in a private view, not in the file */
 };
 #define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
@@ -244,6 +255,9 @@ struct kr_check_report {
 	uint64_t first_bad_off;            /* pool offset of the first damaged item, 0 if none */
 	uint64_t bytes_scanned;            /* heap bytes read */
 	double seconds;
+	uint64_t copies, bad_copies;       /* metadata copies compared (header copies, root
+					    * lines) / damaged or disagreeing with their twin */
+	uint64_t repaired_copies;          /* of those, rewritten from the twin (KR_CHECK_REPAIR) */
 	/* Optional, set by the caller: called for every damaged page found, with its state. */
 	void (*on_page)(void *ctx, uint64_t off, int state);
 	void *ctx;
@@ -271,7 +285,8 @@ KR_API int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
 /* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
  * callbacks you want: kr_pool_check reads on_page and progress from it.
- * Verifies every object checksum, every chunk record and every parity column; with
+ * Verifies every object checksum, every chunk record, every parity column and the metadata
+ * copies (header copies, root lines); with
  * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum
  * says an item is damaged and parity says which of its pages disagree) and recomputes parity
  * where only parity or free space was damaged. Needs a quiet pool: returns

@@ -115,8 +115,22 @@ struct kr_region_report {
 				     * segment hot at a crash): not judged */
 	uint64_t stripes_checked;   /* stripes whose parity was compared (KR_REGION_CHECK_PARITY) */
 	uint64_t parity_rebuilt;    /* parity pages that disagreed with sound data, rewritten */
-	uint64_t first_bad_page;    /* page index of the first unrepaired page (if any) */
+	uint64_t first_bad_page;    /* page index of the first unrepaired data page (if any) */
+	/* Damage in the sidecar's own redundancy, counted apart from data pages. */
+	uint64_t parity_bad;        /* parity pages that disagreed with sound data */
+	uint64_t crc_pages_bad;     /* sidecar pages of stored checksums failing their own CRC;
+				     * their pages are judged by stripe parity instead */
+	uint64_t crcs_rebuilt;      /* checksums recomputed from data that parity vouched for */
+	/* The first damage not repaired: KR_REGION_BAD_*, its index (data page, stripe, or page
+	 * of the checksum array) and its offset (in the data file for a data page, in the
+	 * sidecar for a parity or checksum page). */
+	int first_bad_kind;
+	uint64_t first_bad_index, first_bad_off;
 };
+#define KR_REGION_BAD_NONE 0
+#define KR_REGION_BAD_DATA 1   /* a data page (first_bad_page) */
+#define KR_REGION_BAD_PARITY 2 /* a stripe's parity page in the sidecar */
+#define KR_REGION_BAD_CRCS 3   /* a page of stored checksums in the sidecar */
 #define KR_REGION_CHECK_REPAIR 0x1u /* rebuild failing pages (and parity) where possible */
 #define KR_REGION_CHECK_PARITY 0x2u /* also compare each clean stripe's parity with its data */
 /* Verifies pages [first, first + count) (count 0: to the end) against their CRCs, skipping

@@ -385,3 +385,17 @@ void util_field(const char *key, const char *fmt, ...)
 	va_end(ap);
 	putchar('\n');
 }
+
+void util_json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}

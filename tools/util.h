@@ -105,4 +105,7 @@ int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs);
 /* Whether path lies on a tmpfs file system (0 if it cannot tell). */
 int util_is_tmpfs(const char *path);
 
+/* Prints s as a JSON string literal (quotes, backslashes and control characters escaped). */
+void util_json_str(const char *s);
+
 #endif

@@ -79,9 +79,12 @@ static int attach_protection(kr_hmap *m, size_t size, unsigned flags, bool verif
 					    .scrub_kib_per_s = HMAP_SCRUB_KIB_PER_S};
 		rc = kr_region_attach(m->path, m->pm.base, size, &ro, &m->region);
 		/* Entries carry no checksums of their own: verify every page the redundancy
-		 * covers before recovery reads them (about a tenth of recovery's own scan). */
+		 * covers before recovery reads them (about a tenth of recovery's own scan), and
+		 * the sidecar's parity with them: damage there stays latent until a page needs
+		 * it, and then turns a repairable loss into an unrepairable one. */
 		if (rc == KR_OK && verify)
-			rc = kr_region_check(m->region, 0, 0, KR_REGION_CHECK_REPAIR, NULL);
+			rc = kr_region_check(m->region, 0, 0,
+					     KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY, NULL);
 		if (rc == KR_E_CORRUPT_REGION) { /* attached anyway: a map is not opened so */
 			char msg[256];
 			snprintf(msg, sizeof(msg), "%s", kr_errmsg());

@@ -281,7 +281,7 @@ int kr_media_repair_listed(kr_pool *pool)
 		}
 		/* A block the kernel reports stays poisoned: give the file a new one (punch the page
 		 * out, allocate it again) before writing the repaired content. */
-		if (i >= from_kernel &&
+		if (i >= from_kernel && !pool->pm.readonly &&
 		    (fallocate(pool->pm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pages[i], P) != 0 ||
 		     posix_fallocate(pool->pm.fd, (off_t)pages[i], P) != 0)) {
 			rc = kr_err_errno(KR_E_MEDIA, "%s: cannot replace the bad block at 0x%llx",
@@ -291,8 +291,9 @@ int kr_media_repair_listed(kr_pool *pool)
 		rc = kr_media_repair_page(pool, pages[i]);
 	}
 	/* Every other listed page now holds correct data: the list is cleared, as writing a
-	 * poisoned page clears the poison on real hardware. */
-	if (rc == KR_OK && !kept && listed && unlink(path) != 0)
+	 * poisoned page clears the poison on real hardware (not by a read-only open, whose
+	 * repairs live in its private view). */
+	if (rc == KR_OK && !kept && listed && !pool->pm.readonly && unlink(path) != 0)
 		rc = kr_err_errno(KR_E_IO, "%s: cannot clear the list", path);
 	return rc;
 }
@@ -339,6 +340,9 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 {
 	if (!pool || off >= pool->hdr.pool_size)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_inject_poison: offset beyond the pool");
+	int rc = kr_pool_writable(pool, "kr_inject_poison");
+	if (rc)
+		return rc;
 	off &= ~(uint64_t)(P - 1);
 	int slot = kr_media_claim_slot(pool->poison, MAX_POISON, off + 1);
 	if (slot < 0)
@@ -348,7 +352,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	while (atomic_flag_test_and_set(&repair_lock))
 		;
 	bool hidden;
-	int rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
+	rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
 	atomic_flag_clear(&repair_lock);
 	if (!hidden) /* nothing happened: the slot is free again */
 		atomic_store(&pool->poison[slot], 0);
@@ -418,7 +422,8 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		chain(sig, si, uc);
 		return;
 	}
-	badblocks_append(pool->path, off); /* step 1: a crash from here on repeats the repair */
+	if (!pool->pm.readonly) /* a private view repairs only itself */
+		badblocks_append(pool->path, off); /* step 1: a crash from here on repeats the repair */
 	int token = kr_log_suspend();
 	while (atomic_flag_test_and_set(&repair_lock))
 		;

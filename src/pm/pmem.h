@@ -26,6 +26,7 @@ struct kr_pm {
 	size_t size;
 	int fd;
 	enum kr_mode mode;
+	int readonly; /* a private copy-on-write view (KR_OPEN_READONLY): nothing reaches the file */
 };
 
 /* Maps size bytes of fd and chooses the durability mode (see keratin.h). */

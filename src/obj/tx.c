@@ -300,6 +300,8 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 	if (!pool || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_tx_begin: NULL argument");
 	int rc = kr_pool_usable(pool);
+	if (rc == KR_OK)
+		rc = kr_pool_writable(pool, "kr_tx_begin");
 	if (rc)
 		return rc;
 	for (struct kr_tx *t = tx_open_list; t; t = t->next_open)

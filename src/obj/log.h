@@ -66,11 +66,14 @@ struct kr_lane {
 	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
 
 	/* Shared with other threads (durable-seq computation and adoption). */
-	pthread_mutex_t st_lock;       /* guards the four fields below for adoption */
+	pthread_mutex_t st_lock;       /* guards the fields below for adoption */
 	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
 	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0 */
 	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
 	uint32_t pending_first, pending_nlines;
+	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
+	 * it (and so let durable_seq pass it) before its own transaction's fence. */
+	uint8_t intent_open;
 };
 
 /* What the layer above adds to writing records home. The log calls these; it never knows

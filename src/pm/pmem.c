@@ -126,6 +126,27 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 {
 	pthread_once(&flush_once, flush_detect);
 	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
+	if (open_flags & KR_OPEN_READONLY) {
+		/* Copy-on-write: whatever the layers above write (recovery, repair in the view)
+		 * stays in this process. Flushes and fences still run and count, harmlessly; the
+		 * mode reported is the one a read-write open would get (msync of a private
+		 * mapping writes nothing). */
+		void *v = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | populate, fd, 0);
+		if (v == MAP_FAILED)
+			return kr_err_errno(KR_E_IO_MAP, "%s: private mmap of %zu bytes", path, size);
+		void *dax = mmap(NULL, size, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		if (dax != MAP_FAILED)
+			munmap(dax, size);
+		pm->mode = dax != MAP_FAILED ? KR_MODE_DAX
+			   : ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem()) ? KR_MODE_EMULATED
+										 : KR_MODE_PAGECACHE;
+		pm->readonly = 1;
+		pm->base = v;
+		pm->size = size;
+		pm->fd = fd;
+		RECORD(map, pm->base, pm->size, path);
+		return KR_OK;
+	}
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | populate,
 		       fd, 0);
 	if (p != MAP_FAILED) {

@@ -193,9 +193,20 @@ static int root_line_ok(const struct kr_root_line *rl)
 	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
 }
 
+/* Counts what a check of the metadata copies found (struct kr_check_report's fields). */
+struct copies_tally {
+	uint64_t bad, repaired, first_bad_off;
+};
+
+static void tally_bad(kr_pool *pool, struct copies_tally *t, const void *where)
+{
+	if (t->bad++ == 0)
+		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
+}
+
 /* Both root lines are written by the same transactions, so after recovery they agree; a
- * copy that fails its check is rewritten from the other. */
-static int root_check(kr_pool *pool)
+ * copy that fails its check is rewritten from the other (if repair). */
+static int root_check(kr_pool *pool, int repair, struct copies_tally *t)
 {
 	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
 	if (!ok0 && !ok1)
@@ -205,12 +216,17 @@ static int root_check(kr_pool *pool)
 		return KR_OK;
 	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
 	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
+	tally_bad(pool, t, bad);
+	if (!repair)
+		return KR_OK;
 	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
+	t->repaired++;
 	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
 }
 
-/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all). */
-static int header_copies_check(kr_pool *pool)
+/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all)
+ * if repair. */
+static int header_copies_check(kr_pool *pool, int repair, struct copies_tally *t)
 {
 	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
 	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
@@ -219,13 +235,31 @@ static int header_copies_check(kr_pool *pool)
 		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
 		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
 			continue;
+		tally_bad(pool, t, copies[i]);
+		if (!repair)
+			continue;
 		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
 		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
 		kr_pm_flush(&pool->pm, copies[i], P);
 		pool->csum_repairs++;
+		t->repaired++;
 		fixed = 1;
 	}
 	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
+}
+
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
+{
+	struct copies_tally t = {0};
+	int rc = header_copies_check(pool, repair, &t);
+	if (rc == KR_OK)
+		rc = root_check(pool, repair, &t);
+	rep->copies += 4; /* two header copies, two root lines */
+	rep->bad_copies += t.bad;
+	rep->repaired_copies += t.repaired;
+	if (t.bad && !rep->first_bad_off)
+		rep->first_bad_off = t.first_bad_off;
+	return rc;
 }
 
 /* Maps the file and brings up the log and heap from a validated header. */
@@ -272,13 +306,14 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	 * allocator records (the heap must not load from damaged ones). */
 	if ((rc = kr_media_repair_listed(pool)))
 		return rc;
-	if ((rc = header_copies_check(pool)))
+	struct copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
+	if ((rc = header_copies_check(pool, 1, &opened)))
 		return rc;
 	if ((rc = kr_scrub_chunk_records(pool)))
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
-	if ((rc = root_check(pool)))
+	if ((rc = root_check(pool, 1, &opened)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
 	struct kr_block b;
@@ -286,6 +321,14 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
 				  (unsigned long long)root);
 	return kr_media_register(pool);
+}
+
+int kr_pool_writable(kr_pool *pool, const char *what)
+{
+	if (!pool->pm.readonly)
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_STATE, "%s: %s is open read-only (KR_OPEN_READONLY)", what,
+			  pool->path);
 }
 
 static kr_pool *pool_alloc(const char *path)
@@ -312,12 +355,16 @@ int kr_pool_open(const char *path, unsigned flags, kr_pool **out)
 		return KR_E_NOMEM;
 	int rc;
 	struct stat st;
-	if ((pool->pm.fd = open(path, O_RDWR | O_CLOEXEC)) < 0) {
+	/* A reader shares the lock with other readers, never with a writer: inspecting a pool
+	 * while it changes would report damage that is only a commit in flight. */
+	int ro = (flags & KR_OPEN_READONLY) != 0;
+	if ((pool->pm.fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC)) < 0) {
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s", path);
 		goto fail;
 	}
-	if (flock(pool->pm.fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: pool is already open", path)
+	if (flock(pool->pm.fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: pool is already open%s", path,
+						       ro ? " for writing" : "")
 					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
 		goto fail;
 	}
@@ -527,6 +574,7 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->scrub_passes = pool->scrub_passes;
 	st->last_repair_ns = pool->last_repair_ns;
 	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
+	st->readonly = pool->pm.readonly;
 	return KR_OK;
 }
 

@@ -50,6 +50,9 @@ int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len);
 
 /* parity ^= old ^ new over [off, off+len) of the data rows (may cross rows and zones);
  * the parity lines are flushed, not fenced. */
+/* XORs delta into the parity word of the 8-byte aligned data word at off (covered), holding
+ * its column's range lock shared, and flushes it. */
+void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta);
 void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
 		     size_t len);
 

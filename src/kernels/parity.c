@@ -13,13 +13,17 @@
  *   XORs (lock xor) and holds its range lock SHARED; a large patch reads and writes parity
  *   with SIMD XOR, which is not atomic, so it holds the range lock EXCLUSIVE. Ranges are
  *   page columns hashed onto KR_PARITY_LOCKS rwlocks; a patch takes its pages' locks in
- *   ascending order. The crossover between the two paths is a measured default.
+ *   ascending order. The crossover between the two paths is a measured default. Single-word
+ *   deltas (kr_parity_xor_word) take the shared lock too: an unlocked atomic XOR is lost if
+ *   it lands inside an exclusive SIMD patch of the same column (invariant 3).
  *
  *   Invariants
  *   1. Outside a commit's apply step, parity row byte c == XOR of byte c of every data row
  *      (the fault-tolerance checker and the crash simulator test this on every image).
  *   2. Recovery never re-applies XOR deltas (they are not idempotent); it recomputes the
  *      parity of every column touched by the transactions it replays.
+ *   3. Every write of parity bytes outside recovery and quiesced repair holds the range lock
+ *      of its page column: shared for atomic XORs, exclusive for plain stores.
  */
 #include <isa-l/raid.h>
 #include <stdlib.h>
@@ -167,6 +171,21 @@ static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 			free(st);
 	}
 	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
+}
+
+/* One 8-byte word's delta (allocator bit records, chunk-record CRC patches). The atomic
+ * XOR alone is not enough: a large patch of the same page column reads and writes parity
+ * with plain SIMD loads and stores under the EXCLUSIVE lock, and an XOR landing between its
+ * load and its store would be lost (stale parity, then wrong data "repaired" from it). So
+ * the word holds its column's lock SHARED, like any small patch. */
+void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta)
+{
+	uint64_t poff = kr_parity_offset(p, off);
+	uint16_t idx = (uint16_t)(poff / P % KR_PARITY_LOCKS);
+	lock_range(p, &idx, 1, 0);
+	kr_pm_xor64(p->pm, (uint64_t *)(p->pm->base + poff), delta);
+	unlock_range(p, &idx, 1);
+	kr_pm_flush(p->pm, p->pm->base + poff, 8);
 }
 
 void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,

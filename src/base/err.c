@@ -118,10 +118,10 @@ int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const cha
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	/* The source location is for whoever debugs keratin, not for users: only with
-	 * KERATIN_DEBUG=1 does it reach the message. */
-	const char *debug = getenv("KERATIN_DEBUG");
-	if (!debug || strcmp(debug, "1") != 0)
+	/* Where in keratin the damage was noticed matters to keratin's developers, not to the
+	 * user reading the message: only with KERATIN_DEBUG=1. */
+	const char *dbg = getenv("KERATIN_DEBUG");
+	if (!dbg || strcmp(dbg, "1") != 0)
 		return kr_err_set(code, "%s at pool offset 0x%llx", what, (unsigned long long)off);
 	const char *base = strrchr(file, '/'); /* the source file, not the build machine's path */
 	return kr_err_set(code, "%s at pool offset 0x%llx (detected at %s:%d)", what,

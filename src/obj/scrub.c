@@ -609,6 +609,11 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		if (s.repair && (h->ro_compat & KR_FEAT_RO_PARITY))
 			repair_items(&s);
 		settle(&s);
+		/* The redundancy of the metadata too: a twin damaged while open is found here,
+		 * not at the next open. */
+		rc = kr_pool_check_copies(pool, s.repair, rep);
+	}
+	if (rc == KR_OK) {
 		if (s.repair) {
 			rc = kr_pm_fence(&pool->pm);
 			pool->csum_repairs += rep->repaired_pages;
@@ -621,12 +626,14 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	rep->bytes_scanned = (uint64_t)h->nzones * h->zone_size;
 	if (rc)
 		return rc;
-	if (rep->unrepairable || (!s.repair && (rep->bad_objects || rep->bad_chunks || rep->bad_columns)))
+	if (rep->unrepairable ||
+	    (!s.repair && (rep->bad_objects || rep->bad_chunks || rep->bad_columns || rep->bad_copies)))
 		return KR_CORRUPT(KR_E_CORRUPT, rep->first_bad_off,
 				  "%llu damaged objects, %llu damaged chunk records, %llu parity columns "
-				  "disagree, %llu unrepairable",
+				  "disagree, %llu metadata copies damaged, %llu unrepairable",
 				  (unsigned long long)rep->bad_objects, (unsigned long long)rep->bad_chunks,
-				  (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable);
+				  (unsigned long long)rep->bad_columns, (unsigned long long)rep->bad_copies,
+				  (unsigned long long)rep->unrepairable);
 	return KR_OK;
 }
 
@@ -635,6 +642,8 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	if (!pool || !rep)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_check: NULL argument");
 	int rc = kr_pool_usable(pool);
+	if (rc == KR_OK && (flags & KR_CHECK_REPAIR))
+		rc = kr_pool_writable(pool, "kr_pool_check with KR_CHECK_REPAIR");
 	if (rc)
 		return rc;
 	if (kr_log_lanes_held(&pool->log) != 0)

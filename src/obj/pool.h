@@ -43,12 +43,17 @@ struct kr_pool {
 
 /* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */
 int kr_pool_usable(kr_pool *pool);
+/* KR_E_MISUSE_STATE (message naming what) if the pool was opened with KR_OPEN_READONLY. */
+int kr_pool_writable(kr_pool *pool, const char *what);
 /* Puts the pool in the error state after a failure that leaves durability unknown. */
 void kr_pool_fail(kr_pool *pool, int err);
 
 /* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
  * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
 int kr_scrub_chunk_records(kr_pool *pool);
+/* The header copies and the root lines of both control pages against each other: counted in
+ * rep->copies / bad_copies, rewritten from the sound twin if repair (repaired_copies). */
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep);
 /* Online repair of one object that failed its checksum (commits held back meanwhile). */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
 /* Stops the background scrubber if it runs. */

@@ -10,7 +10,10 @@
  *   three are flushed and none is fenced: the next fence of the committing thread covers
  *   them, exactly like the write itself (log.c, invariant 5). Bit records use the old value
  *   returned by the atomic OR/AND, so concurrent allocations in one run each patch parity
- *   and the record CRC with their exact delta, and the patches commute.
+ *   and the record CRC with their exact delta, and the patches commute. Every parity patch,
+ *   a single word's included, goes through parity.c under its column's range lock: an
+ *   atomic XOR that slipped into another commit's SIMD patch of the same column would be
+ *   lost (seen as stale parity after two threads allocated and freed at once).
  *
  *   The CRC of a chunk record is patched, never recomputed online: CRC-32C is affine, so the
  *   change of the CRC depends only on the changed bytes (csum.c), and XOR-ing that change
@@ -83,11 +86,8 @@ static void xor_word(struct kr_redund *r, uint64_t off, uint64_t delta)
 	char *base = r->pm->base;
 	kr_pm_xor64(r->pm, (uint64_t *)(base + off), delta);
 	kr_pm_flush(r->pm, base + off, 8);
-	if (parity_on(r) && kr_parity_covers(&r->parity, off, 8)) {
-		uint64_t poff = kr_parity_offset(&r->parity, off);
-		kr_pm_xor64(r->pm, (uint64_t *)(base + poff), delta);
-		kr_pm_flush(r->pm, base + poff, 8);
-	}
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, 8))
+		kr_parity_xor_word(&r->parity, off, delta);
 }
 
 /* Patches the CRC of every chunk record that [off, off+len) changes from old to new. */
@@ -142,11 +142,8 @@ static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *d
 		uint64_t delta = old ^ now;
 		if (!delta)
 			break;
-		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8)) {
-			uint64_t poff = kr_parity_offset(&r->parity, h->off);
-			kr_pm_xor64(r->pm, (uint64_t *)(r->pm->base + poff), delta);
-			kr_pm_flush(r->pm, r->pm->base + poff, 8);
-		}
+		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8))
+			kr_parity_xor_word(&r->parity, h->off, delta);
 		patch_chunk_crcs(r, h->off, (const uint8_t *)&old, (const uint8_t *)&now, 8);
 		break;
 	}

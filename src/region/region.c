@@ -588,18 +588,98 @@ static int window_bits(struct kr_region *r, uint64_t first, uint64_t count, uint
 	return rc == KR_OK ? KR_OK : kr_err_set(rc, "region: PAGEMAP_SCAN query failed");
 }
 
+/* The first damage a check leaves unrepaired, for the report. */
+static void note_bad(struct kr_region_report *rep, int kind, uint64_t index, uint64_t off)
+{
+	if (rep->first_bad_kind == KR_REGION_BAD_NONE) {
+		rep->first_bad_kind = kind;
+		rep->first_bad_index = index;
+		rep->first_bad_off = off;
+	}
+}
+
+static uint64_t side_off(const struct kr_region *r, const void *p)
+{
+	return (uint64_t)((const char *)p - r->sc.pm.base);
+}
+
+/* Whether the stored checksums of pages [sf, sf + sn) can be trusted: every CRC page they
+ * sit in passes its own CRC (the meta array). Judged only where that CRC is kept current:
+ * for CRC pages all of whose pages are in cold segments. A failing CRC page is counted
+ * once per check, by the call whose range holds its first page. */
+static bool crcs_trusted(struct kr_region *r, uint64_t sf, uint64_t sn, uint64_t first,
+			 uint64_t count, struct kr_region_report *rep)
+{
+	const uint64_t per = P / sizeof(uint32_t);
+	bool ok = true;
+	for (uint64_t cp = sf / per; cp <= (sf + sn - 1) / per; cp++) {
+		uint64_t lo = cp * per, n = r->sc.npages - lo < per ? r->sc.npages - lo : per;
+		bool cold = true;
+		for (uint64_t g = lo / r->sc.G; g <= (lo + n - 1) / r->sc.G && cold; g++)
+			cold = !kr_side_hot(&r->sc, g);
+		if (!cold || kr_side_meta_ok(&r->sc, cp))
+			continue;
+		ok = false;
+		if (lo >= first && lo < first + count && sf <= lo && lo < sf + sn)
+			rep->crc_pages_bad++;
+	}
+	return ok;
+}
+
+/* Stripe s with untrusted checksums: its data is sound if it agrees with its parity; then
+ * (repair) its checksums are recomputed from it, and the CRC pages' own CRCs after. */
+static void check_stripe_by_parity(struct kr_region *r, uint64_t s, uint64_t sf, uint64_t sn,
+				   bool repair, struct kr_region_report *rep)
+{
+	const uint64_t per = P / sizeof(uint32_t);
+	memset(r->tbuf, 0, P);
+	for (uint64_t p = sf; p < sf + sn; p++)
+		xor_into(r->tbuf, r->base + p * P);
+	rep->stripes_checked++;
+	uint64_t again[1];
+	if (memcmp(r->tbuf, r->sc.parity + s * P, P) != 0 &&
+	    window_bits(r, sf, sn, again) == KR_OK && again[0]) {
+		rep->pages_unverifiable += sn; /* a store raced with the check */
+		return;
+	}
+	if (memcmp(r->tbuf, r->sc.parity + s * P, P) != 0) {
+		/* Data or parity: nothing says which. */
+		rep->pages_bad++;
+		if (rep->pages_bad - rep->pages_repaired == 1)
+			rep->first_bad_page = sf;
+		note_bad(rep, KR_REGION_BAD_DATA, sf, sf * P);
+		return;
+	}
+	if (!repair || (r->flags & KR_REGION_READONLY)) {
+		note_bad(rep, KR_REGION_BAD_CRCS, sf / per, side_off(r, r->sc.crcs + sf / per * per));
+		return;
+	}
+	for (uint64_t p = sf; p < sf + sn; p++)
+		kr_side_set_crc(&r->sc, p, kr_crc32c(r->base + p * P, P));
+	for (uint64_t cp = sf / per; cp <= (sf + sn - 1) / per; cp++)
+		kr_side_meta(&r->sc, cp);
+	rep->crcs_rebuilt += sn;
+}
+
 static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsigned flags,
 		       struct kr_region_report *rep)
 {
 	int rc = KR_OK;
 	bool repair = flags & KR_REGION_CHECK_REPAIR;
-	/* Stripe by stripe: a stripe's pages and its parity are judged together. */
+	/* Stripe by stripe: a stripe's pages, their checksums and its parity are judged
+	 * together, and each damaged thing is counted once, as what it is. */
 	uint64_t s0 = first / r->sc.W, s1 = (first + count - 1) / r->sc.W;
 	for (uint64_t s = s0; s <= s1 && rc == KR_OK; s++) {
 		uint64_t sf = s * r->sc.W, sn = kr_side_stripe_pages(&r->sc, s), bits[1];
 		if ((rc = window_bits(r, sf, sn, bits)) != KR_OK)
 			break;
 		bool hot_offline = !tracking(r) && kr_side_hot(&r->sc, sf / r->sc.G);
+		if (!bits[0] && !hot_offline && !crcs_trusted(r, sf, sn, first, count, rep)) {
+			check_stripe_by_parity(r, s, sf, sn, repair, rep);
+			if (repair)
+				rc = kr_pm_fence(&r->sc.pm);
+			continue;
+		}
 		bool stripe_sound = !bits[0] && !hot_offline;
 		for (uint64_t p = sf; p < sf + sn; p++) {
 			if (p < first || p >= first + count)
@@ -626,6 +706,7 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 			} else {
 				if (rep->pages_bad - rep->pages_repaired == 1)
 					rep->first_bad_page = p;
+				note_bad(rep, KR_REGION_BAD_DATA, p, p * P);
 				stripe_sound = false;
 			}
 		}
@@ -638,12 +719,13 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 		rep->stripes_checked++;
 		if (memcmp(r->tbuf, r->sc.parity + s * P, P) == 0)
 			continue;
+		rep->parity_bad++;
 		if (repair && !(r->flags & KR_REGION_READONLY)) {
 			kr_side_parity(&r->sc, s, r->base);
 			rc = kr_pm_fence(&r->sc.pm);
 			rep->parity_rebuilt++;
 		} else {
-			rep->pages_bad++;
+			note_bad(rep, KR_REGION_BAD_PARITY, s, side_off(r, r->sc.parity + s * P));
 		}
 	}
 	return rc;
@@ -660,12 +742,18 @@ static int scrub_step(struct kr_region *r)
 	if (r->scrub_next >= r->sc.npages)
 		r->scrub_next = 0;
 	uint64_t n = r->sc.npages - r->scrub_next < budget ? r->sc.npages - r->scrub_next : budget;
-	int rc = check_range(r, r->scrub_next, n, KR_REGION_CHECK_REPAIR, &rep);
+	/* Parity and the checksum array too: damage there stays latent until it is needed,
+	 * when it would turn a repairable loss into an unrepairable one. */
+	int rc = check_range(r, r->scrub_next, n, KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY,
+			     &rep);
 	r->scrub_next += n;
 	r->st.scrubbed_pages += rep.pages_checked;
-	if (rep.pages_bad)
+	if (rep.pages_bad || rep.parity_bad || rep.crc_pages_bad)
 		fprintf(stderr, "keratin: scrub of %s: %" PRIu64 " damaged page(s), %" PRIu64
-			" repaired\n", r->path, rep.pages_bad, rep.pages_repaired);
+			" repaired; %" PRIu64 " damaged parity page(s), %" PRIu64 " rebuilt; %" PRIu64
+			" damaged checksum page(s), %" PRIu64 " checksums rebuilt\n", r->path,
+			rep.pages_bad, rep.pages_repaired, rep.parity_bad, rep.parity_rebuilt,
+			rep.crc_pages_bad, rep.crcs_rebuilt);
 	return rc;
 }
 
@@ -1217,10 +1305,12 @@ int kr_region_check(kr_region *r, uint64_t first, uint64_t count, unsigned flags
 	}
 	report_progress(r, count, count);
 	pthread_mutex_unlock(&r->work);
-	if (rc == KR_OK && rep->pages_bad > rep->pages_repaired + rep->parity_rebuilt)
-		rc = kr_err_set(KR_E_CORRUPT_REGION, "%s: %" PRIu64 " damaged page(s) not repaired "
-				"(first: page %" PRIu64 ")", r->path,
-				rep->pages_bad - rep->pages_repaired, rep->first_bad_page);
+	if (rc == KR_OK && rep->first_bad_kind != KR_REGION_BAD_NONE)
+		rc = kr_err_set(KR_E_CORRUPT_REGION, "%s: damage not repaired: %" PRIu64 " data "
+				"page(s), %" PRIu64 " parity page(s), %" PRIu64 " checksum page(s)",
+				r->path, rep->pages_bad - rep->pages_repaired,
+				rep->parity_bad - rep->parity_rebuilt,
+				rep->crcs_rebuilt ? 0 : rep->crc_pages_bad);
 	return rc;
 }
 
