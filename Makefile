@@ -5,12 +5,15 @@
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
+#   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
+#                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
+#                 pkg-config files and the CMake package (find_package(keratin))
 #   make deps     install missing Debian packages
 
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture install clean
 
 all: build
 
@@ -58,6 +61,11 @@ bench: build
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
+
+PREFIX ?= /usr/local
+# DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
+install: build
+	@DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
 
 fuzz: deps
 	@fuzz/run.sh $${FUZZ_SECONDS:-600}

@@ -76,7 +76,7 @@ static void run_fs(uint32_t unprot, double *t)
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-%d.pool", (int)getpid());
 	unlink(path);
 	uint64_t size = (uint64_t)nops * 4096 * 3 + (64 << 20);
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = size, .ninodes = (nops + 127) / 32 * 32 + 64,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (nops + 127) / 32 * 32 + 64,
 				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot};
 	int rc = kr_fs_mkfs(path, &o);
 	kr_fs *fs;

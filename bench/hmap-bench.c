@@ -160,7 +160,8 @@ int main(int argc, char **argv)
 	unsigned flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | (strcmp(mode, "two") ? 0 : KR_HMAP_TWO_FENCES) | protect;
 	/* Room for every key, a dead entry per key while updating, and the reserve. */
 	uint64_t slots = n + n / 4 + 512;
-	struct kr_hmap_opts o = {.size = 8192 + slots * lines * 64, .entry_lines = lines, .flags = flags};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 8192 + slots * lines * 64,
+				 .entry_lines = lines, .flags = flags};
 	kr_hmap *h;
 	if (kr_hmap_create(path, &o, &h) != KR_OK)
 		die("create");

@@ -95,7 +95,7 @@ static int lib_fail(const struct opts *o, const char *what, int rc)
 
 static int create_pool(const struct opts *o, uint64_t mib, kr_pool **pool)
 {
-	struct kr_create_opts co = {.size = mib << 20,
+	struct kr_create_opts co = {.struct_size = sizeof(co), .size = mib << 20,
 				    .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT,
 				    .protection = o->protection};
 	unlink(o->path);
@@ -375,7 +375,8 @@ static int bench_create(struct opts *o)
 	uint64_t mib = strtoull(o->param, NULL, 10);
 	if (mib < 8)
 		return util_usage_error(PROG, "create: --param MIB, at least 8");
-	struct kr_create_opts co = {.size = mib << 20, .flags = KR_OPEN_FORCE_PMEM,
+	struct kr_create_opts co = {.struct_size = sizeof(co), .size = mib << 20,
+				    .flags = KR_OPEN_FORCE_PMEM,
 				    .protection = o->protection};
 	kr_pool *pool;
 	uint64_t lat[1];

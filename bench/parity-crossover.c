@@ -1,6 +1,6 @@
 /*
  * parity-crossover.c - measures the two ways keratin patches parity, to choose the size at
- * which it switches from one to the other (KR_PARITY_CROSSOVER_DEFAULT in src/parity.h).
+ * which it switches from one to the other (KR_PARITY_CROSSOVER_DEFAULT in src/kernels/parity.h).
  *
  * A small patch is a run of atomic 64-bit XORs (lock xor) under a shared range lock; a large
  * one is ISA-L's SIMD XOR under the exclusive lock, with the old and new bytes staged in
@@ -89,7 +89,8 @@ int main(int argc, char **argv)
 		return perror("mkstemp"), 1;
 	close(fd);
 	unlink(path);
-	struct kr_create_opts opts = {.size = 64ull << 20, .rows = 8, .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT};
+	struct kr_create_opts opts = {.struct_size = sizeof(opts), .size = 64ull << 20, .rows = 8,
+				      .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT};
 	kr_pool *pool;
 	if (kr_pool_create(path, &opts, &pool) != KR_OK) {
 		fprintf(stderr, "parity-crossover: %s\n", kr_errmsg());

@@ -211,7 +211,7 @@ static void run(const struct opts *o)
 	if (mode_lazy) {
 		munmap(map_file(bytes, 1), bytes);
 		unlink(side_path);
-		struct kr_region_opts ro = {0};
+		struct kr_region_opts ro = KR_REGION_OPTS_INIT;
 		ro.period_ms = (uint32_t)o->period_ms;
 		ro.flags = KR_REGION_FORCE_PMEM;
 		ro.sidecar = side_path;
@@ -291,7 +291,7 @@ static void first_store(const struct opts *o)
 	munmap(base, bytes);
 
 	for (int mp = 0; mp < 2; mp++) {
-		struct kr_region_opts ro = {0};
+		struct kr_region_opts ro = KR_REGION_OPTS_INIT;
 		ro.flags = KR_REGION_FORCE_PMEM | KR_REGION_MANUAL | (mp ? KR_REGION_MPROTECT : 0);
 		ro.sidecar = side_path;
 		unlink(side_path);

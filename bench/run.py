@@ -618,8 +618,8 @@ def report(args, summ, outdir, plots, notes):
     hmap_section(w, outdir)
     w("## Against the targets\n")
     if misses or fence_misses:
-        w("Misses, measured in this run (the targets are in issue 4; a miss is reported, never "
-          "tuned away):\n")
+        w("Misses, measured in this run against the project's targets (each line names its "
+          "target; a miss is reported, never tuned away):\n")
         for m in misses + fence_misses:
             w("- " + m)
     else:

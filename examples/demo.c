@@ -237,7 +237,7 @@ static int verify(const struct demo *d, uint64_t acked)
 
 static int create_pool(struct demo *d)
 {
-	struct kr_create_opts opts = {.flags = d->flags};
+	struct kr_create_opts opts = {.struct_size = sizeof(opts), .flags = d->flags};
 	char h[UTIL_HUMAN_LEN];
 	kr_pool *pool;
 	struct kvmap *map;

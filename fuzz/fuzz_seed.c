@@ -108,7 +108,8 @@ int main(int argc, char **argv)
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fuzz-seed-%d.pool", (int)getpid());
 	unlink(path);
-	struct kr_create_opts o = { .size = POOL_SIZE, .rows = 4, .nlanes = 2, .lane_kib = 16,
+	struct kr_create_opts o = { .struct_size = sizeof(o), .size = POOL_SIZE, .rows = 4,
+				    .nlanes = 2, .lane_kib = 16,
 				    .flags = KR_OPEN_FORCE_PMEM };
 	kr_pool *pool;
 	kr_oid root, objs[10];

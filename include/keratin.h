@@ -1,5 +1,10 @@
 /*
- * keratin.h - the public API of libkeratin, a fault-tolerant persistent-memory object store.
+ * keratin.h - the object store of libkeratin, a fault-tolerant persistent-memory library:
+ * errors, pools, transactions, objects, verification and repair, counters.
+ *
+ * The other parts have headers of their own, each the manual of its part: keratin_region.h
+ * (protected regions), keratin_hmap.h (the single-trip hash map), and keratin_map.h (map
+ * structures in a pool, libkeratin-map). keratin.h includes the first two (see its end).
  *
  * A pool is a file mapped into memory. Applications keep objects in it and change them only
  * through transactions: a transaction copies the ranges it will change into DRAM
@@ -46,6 +51,15 @@ extern "C" {
 
 #define KERATIN_VERSION_MAJOR 0
 #define KERATIN_VERSION_MINOR 1
+
+/* Marks what the shared library exports. It is built with -fvisibility=hidden, so the
+ * functions declared with KR_API in the public headers are its whole ABI (a test compares
+ * the two lists). */
+#if defined(__GNUC__)
+#define KR_API __attribute__((visibility("default")))
+#else
+#define KR_API
+#endif
 
 /* ---------------------------------------------------------------------------------------
  * Errors. The high byte is the class; the low byte distinguishes cases inside the class.
@@ -102,13 +116,13 @@ enum kr_err {
 #define KR_ERR_CLASS(e) (-((-(e)) & ~0xff))
 
 /* Static text for a code ("object id is not a live object", ...). Never NULL. */
-const char *kr_strerror(int err);
+KR_API const char *kr_strerror(int err);
 /* The calling thread's last error code and its detailed message (file, offset, errno). */
-int kr_errcode(void);
-const char *kr_errmsg(void);
+KR_API int kr_errcode(void);
+KR_API const char *kr_errmsg(void);
 /* Records code and a printf-style message as the calling thread's last error and returns
  * code: for libraries built on keratin (libkeratin-map) to report through the same channel. */
-int kr_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+KR_API int kr_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---------------------------------------------------------------------------------------
  * Pools
@@ -121,8 +135,25 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 
 #define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
 #define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
+/* Inspect without changing a byte: the file is opened read-only (a mode 0444 file will do)
+ * under a shared lock (refused with KR_E_IO_BUSY while a writer has it open) and mapped
+ * private, copy-on-write (kr_pool_stat: readonly = 1; mode is the one a read-write open
+ * would get). Recovery after a crash and the repair of
+ * listed bad blocks still run, in the private view only, so reads and kr_pool_check see the
+ * recovered state while the file and its bad-block list stay as they were; kr_pool_stat
+ * reports what an ordinary open would repair. Transactions, KR_CHECK_REPAIR and poison
+ * injection return KR_E_MISUSE_STATE. */
+#define KR_OPEN_READONLY 0x4u
 
+/* Option structs (kr_create_opts, kr_region_opts, kr_hmap_opts) begin with struct_size:
+ * set it to sizeof the struct, or start from the struct's KR_*_OPTS_INIT, e.g.
+ *     struct kr_create_opts o = KR_CREATE_OPTS_INIT;
+ *     o.size = 64 << 20;
+ * or  struct kr_create_opts o = {.struct_size = sizeof(o), .size = 64 << 20};
+ * It lets a later release add fields at the end without breaking programs built against
+ * this one (docs/ABI.md). Any other value is KR_E_MISUSE_ARG. */
 struct kr_create_opts {
+	uint32_t struct_size; /* sizeof(struct kr_create_opts) */
 	uint64_t size;   /* pool size in bytes, >= 8 MiB; rounded down to a multiple of 4096 */
 	uint32_t rows;   /* data rows per zone (parity costs 1/rows); 0 = default (100) */
 	uint32_t nlanes; /* log lanes = concurrent transactions; 0 = default (16) */
@@ -149,20 +180,23 @@ enum kr_protection {
 	KR_PROTECT_MLP = 3,  /* + zone parity (media errors repaired; scribbles not detected) */
 };
 
+#define KR_CREATE_OPTS_INIT {.struct_size = sizeof(struct kr_create_opts)}
+
 /* Creates a new pool file at path (which must not exist) and opens it.
- * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry), KR_E_IO_EXISTS, KR_E_IO_*. */
-int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
+ * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry, wrong struct_size),
+ * KR_E_IO_EXISTS, KR_E_IO_*. */
+KR_API int kr_pool_create(const char *path, const struct kr_create_opts *opts, kr_pool **pool);
 
 /* Opens a pool, recovering it if it was not closed cleanly: committed transactions still in
  * the log are replayed and torn ones discarded. A cleanly closed pool opens without scanning
  * the log or the data. A pool is open at most once at a time (an exclusive flock on the
  * file); a second open fails with KR_E_IO_BUSY. Errors: KR_E_IO_*, KR_E_FORMAT_*, KR_E_CORRUPT_*, KR_E_NOMEM. */
-int kr_pool_open(const char *path, unsigned flags, kr_pool **pool);
+KR_API int kr_pool_open(const char *path, unsigned flags, kr_pool **pool);
 
 /* Waits for nothing: the caller must have ended every transaction. Makes everything durable,
  * marks the pool clean and unmaps it. Returns KR_E_MISUSE_STATE (and closes nothing) if a
  * transaction is still open; the pool handle is freed in every other case. */
-int kr_pool_close(kr_pool *pool);
+KR_API int kr_pool_close(kr_pool *pool);
 
 struct kr_pool_stat {
 	uint64_t pool_size;
@@ -192,12 +226,14 @@ struct kr_pool_stat {
 	uint64_t scrub_passes;     /* background scrub passes completed */
 	uint64_t last_repair_ns;   /* duration of the last online page repair */
 	unsigned features;         /* redundancy kept: KR_FEAT_* below */
+	int readonly;              /* opened with KR_OPEN_READONLY: recovery and the repairs
+				    * counted above happened in a private view, not in the file */
 };
 #define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
 #define KR_FEAT_PARITY 0x4u    /* zone parity rows */
 #define KR_FEAT_LOG_REPLICA 0x8u /* redo log written in two copies */
-int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
+KR_API int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st);
 
 /* ---------------------------------------------------------------------------------------
  * Verification and repair
@@ -219,6 +255,9 @@ struct kr_check_report {
 	uint64_t first_bad_off;            /* pool offset of the first damaged item, 0 if none */
 	uint64_t bytes_scanned;            /* heap bytes read */
 	double seconds;
+	uint64_t copies, bad_copies;       /* metadata copies compared (header copies, root
+					    * lines) / damaged or disagreeing with their twin */
+	uint64_t repaired_copies;          /* of those, rewritten from the twin (KR_CHECK_REPAIR) */
 	/* Optional, set by the caller: called for every damaged page found, with its state. */
 	void (*on_page)(void *ctx, uint64_t off, int state);
 	void *ctx;
@@ -242,11 +281,12 @@ enum kr_page_kind {
 	KR_PAGE_UNUSED,       /* between the last zone and the replica lanes, never written */
 };
 /* O(1); KR_E_MISUSE_ARG (negative) for an offset beyond the pool. */
-int kr_pool_page_kind(kr_pool *pool, uint64_t off);
+KR_API int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
 /* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
  * callbacks you want: kr_pool_check reads on_page and progress from it.
- * Verifies every object checksum, every chunk record and every parity column; with
+ * Verifies every object checksum, every chunk record, every parity column and the metadata
+ * copies (header copies, root lines); with
  * KR_CHECK_REPAIR rebuilds damaged pages from parity (a page is rebuilt when a checksum
  * says an item is damaged and parity says which of its pages disagree) and recomputes parity
  * where only parity or free space was damaged. Needs a quiet pool: returns
@@ -254,7 +294,7 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off);
  * was fully repaired), KR_E_CORRUPT if damage remains; *rep is filled in both cases.
  * Two damaged pages in one page column cannot be rebuilt: they are counted unrepairable and
  * the objects there fail with KR_E_CORRUPT_OBJECT when opened for writing. */
-int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
+KR_API int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
 
 /* Media errors. A real machine check arrives as SIGBUS (BUS_MCEERR_AR/AO) with the
  * address; emulated poison is a page of the mapping made inaccessible (SIGSEGV). keratin
@@ -267,11 +307,11 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
  * Without persistent-memory hardware, the "platform" list is emulated by a text file next
  * to the pool, PATH.badblocks, holding one pool offset per line; kr_badblocks_add appends
  * to it (the `keratin inject media` command uses it). */
-int kr_badblocks_add(const char *pool_path, uint64_t off);
+KR_API int kr_badblocks_add(const char *pool_path, uint64_t off);
 
 /* Emulated poison in an open pool: the page at off loses its content and becomes
  * inaccessible; the next access to it faults and is repaired online. For tests and tools. */
-int kr_inject_poison(kr_pool *pool, uint64_t off);
+KR_API int kr_inject_poison(kr_pool *pool, uint64_t off);
 
 /* When checksums are verified: always when an object is opened for writing; with
  * KR_READ_CONSERVATIVE also on every kr_get/kr_tx_get (a failing object is repaired, or
@@ -279,7 +319,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off);
  * runs a repair pass (kr_pool_check with KR_CHECK_REPAIR) every scrub_txs commits or
  * scrub_seconds seconds, whichever comes first. Changeable at any time. */
 enum kr_read_policy { KR_READ_DEFAULT = 0, KR_READ_SCRUB = 1, KR_READ_CONSERVATIVE = 2 };
-int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
+KR_API int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
 			    double scrub_seconds);
 
 /* ---------------------------------------------------------------------------------------
@@ -288,20 +328,20 @@ int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t 
 
 /* Direct pointer to an object's committed bytes, or NULL (KR_E_MISUSE_OID) if oid does not
  * name a live object. Never write through it: changes go through a transaction. */
-const void *kr_get(kr_pool *pool, kr_oid oid);
+KR_API const void *kr_get(kr_pool *pool, kr_oid oid);
 /* Size and type number given at allocation; 0 (and KR_E_MISUSE_OID) for a bad oid. */
-size_t kr_size(kr_pool *pool, kr_oid oid);
-uint32_t kr_type(kr_pool *pool, kr_oid oid);
+KR_API size_t kr_size(kr_pool *pool, kr_oid oid);
+KR_API uint32_t kr_type(kr_pool *pool, kr_oid oid);
 
 /* Iteration over live objects in pool order (the root object included). Returns KR_OID_NULL
  * at the end. Do not run transactions that allocate or free while iterating. */
-kr_oid kr_first(kr_pool *pool);
-kr_oid kr_next(kr_pool *pool, kr_oid oid);
+KR_API kr_oid kr_first(kr_pool *pool);
+KR_API kr_oid kr_next(kr_pool *pool, kr_oid oid);
 
 /* The root object: the one object an application finds without knowing an oid. Creates it
  * zero-filled (in a transaction of its own) on first call; later calls return it. If size is
  * larger than the existing root, KR_E_MISUSE_ARG. */
-int kr_root(kr_pool *pool, size_t size, kr_oid *oid);
+KR_API int kr_root(kr_pool *pool, size_t size, kr_oid *oid);
 
 /* ---------------------------------------------------------------------------------------
  * Transactions
@@ -310,46 +350,46 @@ typedef struct kr_tx kr_tx;
 
 /* Begins a transaction on the calling thread (binds a log lane; waits for one if all are in
  * use). Errors: KR_E_MISUSE_STATE (this thread already has one open on this pool). */
-int kr_tx_begin(kr_pool *pool, kr_tx **tx);
+KR_API int kr_tx_begin(kr_pool *pool, kr_tx **tx);
 
 /* Allocates a zero-filled object of size bytes (1 .. kr_pool_stat().max_alloc) with an
  * application type number. The object exists only if the transaction commits; its content
  * is written with the transaction. */
-int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
+KR_API int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid);
 
 /* Frees an object at commit (an object allocated by the same transaction is simply never
  * created). Freeing an object twice is KR_E_MISUSE_FREED; the root object cannot be freed
  * (KR_E_MISUSE_ARG); later access to a freed object in the transaction is
  * KR_E_MISUSE_FREED. */
-int kr_tx_free(kr_tx *tx, kr_oid oid);
+KR_API int kr_tx_free(kr_tx *tx, kr_oid oid);
 
 /* Returns a writable DRAM micro-buffer for bytes [off, off+len) of the object: the bytes are
  * copied from the pool (or from the transaction's earlier changes) and logged at commit. The
  * pointer is to byte off of a buffer that mirrors the whole object, so pointer arithmetic
  * inside the requested range is valid. Only requested ranges are copied and logged.
  * NULL on error (KR_E_MISUSE_OID, KR_E_MISUSE_RANGE, KR_E_NOMEM). */
-void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len);
+KR_API void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len);
 
 /* kr_tx_add(tx, oid, 0, kr_size(oid)): the whole object, writable. */
-void *kr_tx_open(kr_tx *tx, kr_oid oid);
+KR_API void *kr_tx_open(kr_tx *tx, kr_oid oid);
 
 /* Read access inside a transaction: the transaction's micro-buffer for the object if it has
  * one (completed with the object's committed bytes, so the whole object reads correctly),
  * else the direct pointer of kr_get(). */
-const void *kr_tx_get(kr_tx *tx, kr_oid oid);
+KR_API const void *kr_tx_get(kr_tx *tx, kr_oid oid);
 
 /* Commits: the changes become durable atomically with one store fence, then the
  * transaction ends. On error the transaction is aborted (nothing reaches the pool) and
  * ended. Errors: the transaction's sticky error, KR_E_NOSPACE_LOG, KR_E_CANARY,
  * KR_E_IO_SYNC (pool enters the error state). */
-int kr_tx_commit(kr_tx *tx);
+KR_API int kr_tx_commit(kr_tx *tx);
 
 /* Discards the transaction's changes and ends it. Allocations are returned. */
-void kr_tx_abort(kr_tx *tx);
+KR_API void kr_tx_abort(kr_tx *tx);
 
 /* Single-object atomic update: copies len bytes from src to [off, off+len) of the object in
  * a transaction of its own. */
-int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
+KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
 
 /* Typed helpers. T is the C type stored in the object. */
 #define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))
@@ -374,8 +414,8 @@ struct kr_counters {
 	uint64_t commits;       /* log commits: application transactions, plus the allocator's
 				 * own (formatting a new run, reclaiming empty ones) */
 };
-void kr_counters_get(struct kr_counters *c);
-void kr_counters_reset(void);
+KR_API void kr_counters_get(struct kr_counters *c);
+KR_API void kr_counters_reset(void);
 
 /* ---------------------------------------------------------------------------------------
  * Persistence recorder: a hook that sees every store, flush and fence keratin makes to
@@ -399,253 +439,20 @@ struct kr_recorder {
 	void (*nt)(void *ctx, const void *addr, size_t len);
 	void *ctx;
 };
-void kr_set_recorder(const struct kr_recorder *rec);
+KR_API void kr_set_recorder(const struct kr_recorder *rec);
 
 /* The mapping of an open pool: base address and length (for tools and the recorder). */
-void *kr_pool_base(kr_pool *pool);
-size_t kr_pool_mapped_size(kr_pool *pool);
-
-/* ---------------------------------------------------------------------------------------
- * Protected regions: lazy redundancy for memory written with plain stores (Vilamb).
- *
- * For programs that do not use keratin's transactions: an existing mmap-based store, a
- * libpmemobj pool, any structure written with ordinary stores into a MAP_SHARED mapping of
- * a file. keratin keeps a CRC-32C per 4 KiB page and one XOR parity page per stripe of
- * consecutive pages in a separate sidecar file (the data file's format is never touched),
- * and a background thread brings them up to date once per period for the pages written
- * since the last pass. Stores cost nothing extra except a one-time kernel fault on the
- * first store to each page per period (about 1 us on tmpfs).
- *
- * The window: a page written in the current period is not covered (its redundancy is
- * stale) until the next pass; neither is the rest of its stripe. Everything else is:
- * a page that fails its CRC is rebuilt from its stripe, online (scrubber, emulated poison,
- * real SIGBUS) or offline (`keratin region repair`).
- *
- * Crash consistency: while attached, the region is cut into segments (2 MiB by default);
- * cold segments are write-protected ("sealed"), and the first store into one traps once
- * and durably marks it hot before the store proceeds. After a crash, cold segments'
- * redundancy is trusted and verified (damage found there is real and is repaired), hot
- * segments are rebuilt from the data; stale redundancy is never taken for valid.
- *
- * Contracts (stores that are not seen, whose pages would then look corrupt):
- *   - only stores through the attached mapping, by this process, are tracked: not
- *     write(2)/pwrite(2), not a second mapping, not another process; a forked child may
- *     read the region but a store from it is stopped with a message (SIGSEGV);
- *   - the file must not change size while attached (detected at each pass: the region
- *     stops and reports KR_E_FORMAT_MISMATCH);
- *   - with sealing (the default), kernel-mode writes into a sealed segment, such as
- *     read(2) into the mapping, fail with EFAULT: use KR_REGION_NO_SEAL for such programs;
- *   - do not store into the region while kr_region_close runs.
- * Thread safety: any number of threads may store into the region; calls on one kr_region
- * handle are serialized internally.
- * ------------------------------------------------------------------------------------- */
-typedef struct kr_region kr_region;
-
-#define KR_REGION_MPROTECT 0x01u    /* track with mprotect + SIGSEGV even if userfaultfd works */
-#define KR_REGION_NO_FALLBACK 0x02u /* fail (KR_E_IO) instead of falling back to mprotect */
-#define KR_REGION_MANUAL 0x04u      /* no background thread: passes run in kr_region_sync */
-#define KR_REGION_NO_SEAL 0x08u     /* crash level 1: no sealing; after a crash every page's
-				     * redundancy is rebuilt, none can be verified */
-#define KR_REGION_FORCE_PMEM 0x10u  /* sidecar on emulated pmem (tmpfs): flush+fence, no msync */
-#define KR_REGION_OFFLINE 0x20u     /* tools: no tracking, no thread; nobody writes the file
-				     * meanwhile (the mapping is read-only; repairs go through
-				     * the file); creates the sidecar unless NO_CREATE/READONLY */
-#define KR_REGION_READONLY 0x40u    /* with OFFLINE: change nothing, only report (check) */
-#define KR_REGION_NO_CREATE 0x80u   /* fail if the sidecar does not exist yet */
-
-struct kr_region_opts {
-	const char *sidecar;       /* NULL: the data file's path + ".krs" */
-	uint32_t period_ms;        /* start-to-start period of the background pass; 0: 1000 */
-	/* Geometry, used when the sidecar is created (0: default); an existing sidecar keeps
-	 * its own, and a different nonzero value is KR_E_FORMAT_MISMATCH. */
-	uint32_t stripe_pages;     /* data pages per stripe (+1 parity page), 2..64; 0: 4 */
-	uint32_t batch_pages;      /* pages per background batch; 0: 512 */
-	uint32_t segment_pages;    /* pages per sealable segment, a multiple of stripe_pages;
-				    * 0: 512 (2 MiB), raised if the file has over 16384 */
-	uint32_t scrub_kib_per_s;  /* background verification rate of clean pages; 0: off */
-	unsigned flags;            /* KR_REGION_* */
-	/* Called now and then during long verifications and rebuilds (open, check). */
-	void (*progress)(void *ctx, uint64_t done, uint64_t total);
-	void *progress_ctx;
-};
-
-/* Opens the file at path, maps it MAP_SHARED read/write itself, and protects it: creates
- * the sidecar (computing all redundancy) or opens it and recovers (see above). *base and
- * *len receive the mapping (the whole file; its size must be a nonzero multiple of 4096).
- * Errors: KR_E_MISUSE_ARG, KR_E_IO_* (KR_E_IO_BUSY: attached elsewhere), KR_E_IO (the
- * kernel cannot track writes; the message says what is missing), KR_E_FORMAT_* (damaged or
- * foreign sidecar), KR_E_CORRUPT_REGION (open with damage that could not be repaired:
- * the region is attached anyway; kr_region_check reports which pages), KR_E_NOMEM. */
-int kr_region_open(const char *path, const struct kr_region_opts *opts, kr_region **region,
-		   void **base, size_t *len);
-/* Protects the application's own mapping [base, base + len) of the file at path, which must
- * be one read/write MAP_SHARED mapping of the whole file from offset 0 (for a libpmemobj
- * pool: base = the PMEMobjpool pointer, len = the file size). Same errors as
- * kr_region_open, and KR_E_MISUSE_ARG if the range is not such a mapping. */
-int kr_region_attach(const char *path, void *base, size_t len, const struct kr_region_opts *opts,
-		     kr_region **region);
-/* Brings all redundancy up to date (final pass), marks the sidecar CLEAN, stops tracking;
- * unmaps the file if kr_region_open mapped it (an attached mapping stays, writable).
- * Frees the handle in every case. In a forked child it only frees the handle. */
-int kr_region_close(kr_region *region);
-
-/* Runs one full pass now: every store that completed before the call is covered when it
- * returns. */
-int kr_region_sync(kr_region *region);
-
-struct kr_region_report {
-	uint64_t pages_checked;     /* pages whose CRC was compared */
-	uint64_t pages_bad;         /* of those, pages that failed it */
-	uint64_t pages_repaired;    /* failing pages rebuilt from their stripe */
-	uint64_t pages_unverifiable;/* pages in the window (written since the last pass, or in a
-				     * segment hot at a crash): not judged */
-	uint64_t stripes_checked;   /* stripes whose parity was compared (KR_REGION_CHECK_PARITY) */
-	uint64_t parity_rebuilt;    /* parity pages that disagreed with sound data, rewritten */
-	uint64_t first_bad_page;    /* page index of the first unrepaired page (if any) */
-};
-#define KR_REGION_CHECK_REPAIR 0x1u /* rebuild failing pages (and parity) where possible */
-#define KR_REGION_CHECK_PARITY 0x2u /* also compare each clean stripe's parity with its data */
-/* Verifies pages [first, first + count) (count 0: to the end) against their CRCs, skipping
- * those in the window. Returns KR_OK if every judged page is sound (or was repaired),
- * KR_E_CORRUPT_REGION otherwise; *rep (may be NULL) is filled in both cases. */
-int kr_region_check(kr_region *region, uint64_t first, uint64_t count, unsigned flags,
-		    struct kr_region_report *rep);
-
-struct kr_region_stats {
-	uint64_t npages, nstripes, nsegments;
-	uint32_t stripe_pages, segment_pages, batch_pages, period_ms;
-	int tracking;             /* 1 userfaultfd, 2 mprotect, 0 offline */
-	int failed;               /* 0, or the error that stopped the region (e.g. resized) */
-	uint64_t passes;          /* completed background (or sync) passes */
-	uint64_t hot_segments;    /* segments currently hot (unsealed) */
-	uint64_t window_pages;    /* pages written since the last pass (not yet covered) */
-	/* The last pass. */
-	uint64_t last_dirty_pages, last_stripes, last_pass_ns, last_cpu_ns, last_harvest_ns;
-	uint64_t last_wp_faults;  /* minor faults of the process during the last period */
-	uint64_t last_pass_end_ns;/* CLOCK_MONOTONIC */
-	/* Since attach. */
-	uint64_t dirty_pages, stripes, pass_ns, cpu_ns, harvest_ns;
-	uint64_t max_pass_ns;     /* the longest pass: time to coverage <= period + this */
-	uint64_t unseals, seals, scrubbed_pages, repaired_pages, bad_pages;
-	uint64_t recovered_pages; /* pages rebuilt at attach (hot at a crash, or a new sidecar) */
-	uint64_t stale_at_recovery; /* of those, pages whose old CRC no longer matched */
-};
-int kr_region_stats(kr_region *region, struct kr_region_stats *st);
-
-/* Emulated poison in a protected region: the page at off loses its content (through the
- * file) and becomes inaccessible; the next access faults and is repaired from its stripe
- * if the stripe is covered. For tests and tools. */
-int kr_region_inject_poison(kr_region *region, uint64_t off);
-
-/* Sidecar status of a region file without attaching (for `keratin region status`; works
- * while another process has it attached). */
-struct kr_region_info {
-	uint32_t state;            /* 1 CLEAN, 2 ACTIVE (attached now, or died attached) */
-	uint32_t sealed;           /* the last session sealed cold segments (crash level 2) */
-	uint64_t data_size, npages, nstripes, nsegments, epoch;
-	uint32_t stripe_pages, segment_pages, batch_pages, period_ms;
-	uint64_t hot_segments;     /* segments marked hot in the sidecar */
-	uint64_t covered_pages;    /* pages whose redundancy is trusted (CLEAN: all) */
-	uint64_t passes, last_pass_end_ns /* CLOCK_REALTIME */, last_pass_ns, last_dirty_pages;
-	int32_t pid;               /* the process attached (or last attached) */
-	int attached;              /* another process holds the region now */
-};
-int kr_region_info(const char *path, const char *sidecar, struct kr_region_info *info);
-
-/* ---------------------------------------------------------------------------------------
- * Single-trip hash map (STPS): a persistent key-value map whose every update costs one
- * persist round trip (one fence), from Cohen, Friedman and Larus (OOPSLA'17).
- *
- * The map is a file of its own holding a log of fixed-size entries reused in place; the
- * index is in DRAM and is rebuilt by scanning the log when the map is opened (recovery
- * time grows with the file's size: kr_hmap_stats reports it). Keys of 1 to 128 bytes and
- * values of 0 bytes and up, as long as key + value fit the entry size chosen at creation
- * (lines * 56 - 8 bytes: 48 for 1 line, 1784 for 32). A put, a delete and a transaction
- * of up to 255 changes (all or nothing) are each durable on return, after one fence.
- *
- * Thread safety: every call may be made from any number of threads at once, except
- * kr_hmap_close. Changes to different keys run in parallel (the fences too); changes to
- * one key are serialised in call order. kr_hmap_get and kr_hmap_foreach copy values out
- * under a read lock that only the index updates of writers wait for.
- * ------------------------------------------------------------------------------------- */
-typedef struct kr_hmap kr_hmap;
-
-struct kr_hmap_opts {
-	uint64_t size;         /* file size in bytes, >= 64 KiB */
-	uint32_t entry_lines;  /* cache lines per entry, 1..32; 0: 4 (200 bytes of key + value) */
-	unsigned flags;        /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT, KR_HMAP_TWO_FENCES,
-				* KR_HMAP_PROTECT (the same flags for kr_hmap_open) */
-};
-/* Benchmarks only: commit the classic way, payload then a fence then the marks then a
- * second fence (the comparison the single-trip design is measured against). Same format. */
-#define KR_HMAP_TWO_FENCES 0x100u
-/* Protects the map's pages with CRCs and parity kept lazily in a sidecar (path + ".krs"):
- * the map's mapping is attached as a protected region (see "Protected regions" below, with
- * its defaults: 1 s period, 4+1 stripes, sealing) before the map is read, so a damaged or
- * poisoned page is repaired at open, at its next access or by kr_region_check on
- * kr_hmap_region(map); a crash leaves nothing stale trusted. Give it at every open (an open
- * without it leaves the sidecar stale, and the next protected open refuses it). Create
- * deletes a sidecar already at that path. */
-#define KR_HMAP_PROTECT 0x200u
-
-/* Creates a map file at path (which must not exist) and opens it. Errors: KR_E_MISUSE_ARG,
- * KR_E_IO_EXISTS, KR_E_IO_*. */
-int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_hmap **map);
-/* Opens a map, rebuilding its index from the log: the newest complete version of each key
- * wins, torn entries and incomplete transactions are dropped. Errors: KR_E_IO_*,
- * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM,
- * KR_E_MISUSE_ARG (KR_HMAP_PROTECT given for an unprotected map or left out for a
- * protected one), KR_E_CORRUPT_REGION (a protected map with damage its redundancy
- * cannot repair). */
-int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
-/* Frees the handle; everything acknowledged is already durable. With KR_HMAP_PROTECT, the
- * region's final pass brings the redundancy up to date first. */
-int kr_hmap_close(kr_hmap *map);
-/* The protected region of a map opened with KR_HMAP_PROTECT (NULL otherwise), for
- * kr_region_check, _sync, _stats and _inject_poison. Do not close it. */
-struct kr_region *kr_hmap_region(kr_hmap *map);
-
-/* Inserts or replaces. KR_E_TOO_BIG if key + value do not fit an entry, KR_E_MISUSE_ARG for
- * a key of 0 or over 128 bytes, KR_E_NOSPACE when a new key would take one of the last
- * entries, which are kept (1/8 of the map, at most 256) so that updates and deletes always
- * find room. Every change writes a new entry and frees the old one. */
-int kr_hmap_put(kr_hmap *map, const void *key, size_t klen, const void *val, size_t vlen);
-/* Deletes: 1 if the key was there, 0 if not (nothing written), or an error. */
-int kr_hmap_del(kr_hmap *map, const void *key, size_t klen);
-/* Looks up: 1 and the value (up to cap bytes copied, its length in *vlen), 0 if absent. */
-int kr_hmap_get(kr_hmap *map, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
-uint64_t kr_hmap_count(kr_hmap *map);
-/* Calls fn for every key in no particular order; a nonzero return stops and is returned.
- * Writers of other threads wait meanwhile. fn may call kr_hmap_get; a change of the map
- * from fn, or a nested foreach, fails with KR_E_MISUSE_STATE. */
-int kr_hmap_foreach(kr_hmap *map,
-		    int (*fn)(void *ctx, const void *key, size_t klen, const void *val, size_t vlen),
-		    void *ctx);
-
-/* Transactions: up to 255 puts and deletes of distinct keys, all or nothing, one fence. */
-typedef struct kr_hmap_tx kr_hmap_tx;
-int kr_hmap_tx_begin(kr_hmap *map, kr_hmap_tx **tx);
-int kr_hmap_tx_put(kr_hmap_tx *tx, const void *key, size_t klen, const void *val, size_t vlen);
-int kr_hmap_tx_del(kr_hmap_tx *tx, const void *key, size_t klen);
-/* Writes every change (one fence) and frees tx; on error nothing changed. */
-int kr_hmap_tx_commit(kr_hmap_tx *tx);
-void kr_hmap_tx_abort(kr_hmap_tx *tx);
-
-struct kr_hmap_stats {
-	uint64_t nslots, entry_lines, live, free_slots, dead_slots;
-	uint64_t recovery_ns;      /* the last open's log scan and index rebuild */
-	uint64_t recovered_torn;   /* entries found torn by a crash */
-	uint64_t recovered_dropped;/* entries of incomplete transactions dropped */
-	uint64_t extra_fences;     /* fences beyond one per operation: a transaction reusing
-				    * both a tombstone and an entry it cancels, or an entry of a
-				    * transaction whose watermark another thread stored */
-	uint64_t waits;            /* operations that waited for another thread's fence before
-				    * reusing a slot (tombstone and watermark rules) */
-	uint64_t next_version;
-};
-int kr_hmap_stats(kr_hmap *map, struct kr_hmap_stats *st);
+KR_API void *kr_pool_base(kr_pool *pool);
+KR_API size_t kr_pool_mapped_size(kr_pool *pool);
 
 #ifdef __cplusplus
 }
 #endif
+
+/* The other parts of libkeratin, each in a header of its own. keratin.h includes them so
+ * that programs written when it declared everything still build; new code includes the
+ * header of each part it uses. */
+#include "keratin_region.h"
+#include "keratin_hmap.h"
+
 #endif

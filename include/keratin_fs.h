@@ -61,10 +61,8 @@ typedef struct kr_fs kr_fs;
 /* ---------------------------------------------------------------------------------------
  * Pool lifecycle (enum kr_err codes)
  * ------------------------------------------------------------------------------------- */
-#define KR_FS_OPTS_VERSION 1u
-
 struct kr_fs_mkfs_opts {
-	uint32_t version;     /* KR_FS_OPTS_VERSION */
+	uint32_t struct_size; /* sizeof(struct kr_fs_mkfs_opts) */
 	uint32_t ninodes;     /* inode slots, a multiple of 32; 0 = one per 64 KiB of pool
 			       * (at least 64) */
 	uint64_t size;        /* pool size in bytes, >= 4 MiB, rounded down to 4096 */
@@ -78,6 +76,7 @@ struct kr_fs_mkfs_opts {
 	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
 	uint32_t unprotect;   /* redundancy NOT to keep (0 = full protection): KR_FS_NO_* */
 };
+#define KR_FS_MKFS_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mkfs_opts)}
 
 /* Protection knobs, chosen at mkfs and kept by every mount (the pool records them; there is
  * nothing to change at mount). The space of what is turned off stays reserved, so the
@@ -94,7 +93,7 @@ struct kr_fs_mkfs_opts {
  * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:
  * KR_E_MISUSE_ARG (bad options), KR_E_FORMAT_GEOMETRY (size too small for the dead zone
  * and the areas), KR_E_IO_*. */
-int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
+KR_API int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
 
 /* Mounts the pool at path: verifies and repairs the superblock, rolls back an unfinished
  * journal, scans every inode log (verifying and repairing each entry from its replica),
@@ -104,7 +103,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
  * KR_E_IO_* (KR_E_IO_BUSY: mounted elsewhere), KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION,
  * KR_E_FORMAT_TRUNCATED, KR_E_FORMAT_GEOMETRY, KR_E_CORRUPT_HEADER (both superblocks bad),
  * KR_E_CORRUPT_META (a structure needed to mount is damaged in both copies), KR_E_NOMEM. */
-int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
+KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
 /* Inspection mount: the pool file is opened read-only (shared lock: KR_E_IO_BUSY while it is
  * mounted for writing) and copied into memory, and that copy is mounted. Nothing ever
  * reaches the file: the repairs mount makes (counted and listed by kr_fs_check, as damage
@@ -113,7 +112,7 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
 
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
  * durability call failed. */
-int kr_fs_unmount(kr_fs *fs);
+KR_API int kr_fs_unmount(kr_fs *fs);
 
 /* ---------------------------------------------------------------------------------------
  * Attributes
@@ -166,35 +165,35 @@ struct kr_fs_statfs {
  * directories give -ENOTDIR; unknown inode numbers -ENOENT (stale handles: -ESTALE is not
  * distinguished). A full log area or data area gives -ENOSPC with nothing changed.
  * ------------------------------------------------------------------------------------- */
-int kr_fs_lookup(kr_fs *fs, uint64_t dir, const char *name, struct kr_fs_attr *out);
-int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out);
+KR_API int kr_fs_lookup(kr_fs *fs, uint64_t dir, const char *name, struct kr_fs_attr *out);
+KR_API int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out);
 /* out (may be NULL) receives the attributes after the change. */
-int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_attr *attr,
+KR_API int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_attr *attr,
 		  struct kr_fs_attr *out);
-int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size);
+KR_API int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size);
 
 /* Makes a regular file (S_IFREG), FIFO, socket or device node (rdev) named name in dir;
  * mode's type bits choose (0 = regular). -EEXIST if the name exists. */
-int kr_fs_mknod(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev,
+KR_API int kr_fs_mknod(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev,
 		uint32_t uid, uint32_t gid, struct kr_fs_attr *out);
-int kr_fs_create(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
+KR_API int kr_fs_create(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
 		 uint32_t gid, struct kr_fs_attr *out);
-int kr_fs_mkdir(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
+KR_API int kr_fs_mkdir(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t uid,
 		uint32_t gid, struct kr_fs_attr *out);
-int kr_fs_symlink(kr_fs *fs, uint64_t dir, const char *name, const char *target, uint32_t uid,
+KR_API int kr_fs_symlink(kr_fs *fs, uint64_t dir, const char *name, const char *target, uint32_t uid,
 		  uint32_t gid, struct kr_fs_attr *out);
 /* Copies the target (not NUL-terminated) into buf, at most size bytes; returns its full
  * length. -EINVAL if ino is not a symlink. */
-ssize_t kr_fs_readlink(kr_fs *fs, uint64_t ino, char *buf, size_t size);
+KR_API ssize_t kr_fs_readlink(kr_fs *fs, uint64_t ino, char *buf, size_t size);
 /* -EPERM for directories, -EMLINK past 65000 links. */
-int kr_fs_link(kr_fs *fs, uint64_t ino, uint64_t newdir, const char *newname,
+KR_API int kr_fs_link(kr_fs *fs, uint64_t ino, uint64_t newdir, const char *newname,
 	       struct kr_fs_attr *out);
 /* Removes a non-directory name (-EISDIR for a directory). The inode is freed when its last
  * link goes and it is not open (kr_fs_open); otherwise when the last kr_fs_release comes,
  * or at the next mount after a crash. */
-int kr_fs_unlink(kr_fs *fs, uint64_t dir, const char *name);
+KR_API int kr_fs_unlink(kr_fs *fs, uint64_t dir, const char *name);
 /* Removes an empty directory (-ENOTEMPTY, -ENOTDIR; -EBUSY for the root). */
-int kr_fs_rmdir(kr_fs *fs, uint64_t dir, const char *name);
+KR_API int kr_fs_rmdir(kr_fs *fs, uint64_t dir, const char *name);
 
 /* rename(2)/renameat2(2) semantics. flags: 0, KR_FS_RENAME_NOREPLACE (-EEXIST if newname
  * exists) or KR_FS_RENAME_EXCHANGE (both must exist; they swap). A directory cannot move
@@ -202,30 +201,30 @@ int kr_fs_rmdir(kr_fs *fs, uint64_t dir, const char *name);
  * directory over non-directory is -ENOTDIR, the reverse -EISDIR. */
 #define KR_FS_RENAME_NOREPLACE 0x1u
 #define KR_FS_RENAME_EXCHANGE 0x2u
-int kr_fs_rename(kr_fs *fs, uint64_t olddir, const char *oldname, uint64_t newdir,
+KR_API int kr_fs_rename(kr_fs *fs, uint64_t olddir, const char *oldname, uint64_t newdir,
 		 const char *newname, unsigned flags);
 
 /* Open counts: an inode that is open survives the removal of its last name until released. */
-int kr_fs_open(kr_fs *fs, uint64_t ino);
-int kr_fs_release(kr_fs *fs, uint64_t ino);
+KR_API int kr_fs_open(kr_fs *fs, uint64_t ino);
+KR_API int kr_fs_release(kr_fs *fs, uint64_t ino);
 /* Every operation is durable at return: fsync only reports the error state (-EIO). */
-int kr_fs_fsync(kr_fs *fs, uint64_t ino);
+KR_API int kr_fs_fsync(kr_fs *fs, uint64_t ino);
 
 /* Reads up to len bytes at off (short at end of file; holes read as zeros). Every 512-byte
  * strip is verified against its CRCs; a bad strip is rebuilt from parity and rewritten;
  * a page with two bad strips fails the read with -EIO (never wrong bytes). -EISDIR for
  * directories, -EINVAL for other non-regular files. */
-ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+KR_API ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
 /* Writes len bytes at off, copy-on-write: the whole write is atomic. Extends the file;
  * a gap before off becomes a hole. -EFBIG past KR_FS_MAX_FILE_SIZE. */
-ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+KR_API ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
 
 /* lseek(2)'s SEEK_DATA (3) and SEEK_HOLE (4) for a regular file, at 4 KiB granularity:
  * the first offset >= off in data (a page that was written or allocated) or in a hole (the
  * end of the file counts as one). -ENXIO if off >= size, or if SEEK_DATA finds no data. */
 #define KR_FS_SEEK_DATA 3
 #define KR_FS_SEEK_HOLE 4
-int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence);
+KR_API int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence);
 
 /* fallocate(2) for a regular file. mode 0: every hole page in [off, off + len) gets a zeroed
  * data page (with its checksums and parity) and the size grows to off + len if smaller;
@@ -235,7 +234,7 @@ int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence);
  * become holes (freed). Atomic. Other modes: -EOPNOTSUPP. */
 #define KR_FS_FALLOC_KEEP_SIZE 0x01
 #define KR_FS_FALLOC_PUNCH_HOLE 0x02
-int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+KR_API int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 
 /* Directory listing. fn is called for ".", ".." and each entry in order with the cookie
  * that resumes after that entry; a nonzero return from fn stops the listing before that
@@ -245,9 +244,9 @@ int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t le
  * that returned 0. */
 typedef int (*kr_fs_filldir_fn)(void *ctx, const char *name, size_t name_len, uint64_t ino,
 				uint32_t dtype, uint64_t next_cookie);
-int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx);
+KR_API int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn, void *ctx);
 
-int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
+KR_API int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
 
 /* ---------------------------------------------------------------------------------------
  * Checking and scrubbing (enum kr_err codes)
@@ -265,7 +264,7 @@ struct kr_fs_check_report {
  * parents consistent. Writes one line per problem to report (may be NULL). KR_OK if clean,
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
-int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
+KR_API int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
 
 struct kr_fs_scrub_report {
 	uint64_t meta_items;   /* superblock, journals, slots, log entries and pages verified */
@@ -280,14 +279,14 @@ struct kr_fs_scrub_report {
  * byte offset. Holds the file system's lock for the whole pass. KR_OK if everything is
  * sound or was repaired, KR_E_CORRUPT if damage remains, KR_E_IO_SYNC on a durability
  * failure. */
-int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
+KR_API int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
 
 /* ---------------------------------------------------------------------------------------
  * Paths (a convenience for programs and tests; the operations above are the interface)
  * ------------------------------------------------------------------------------------- */
 /* Resolves an absolute path ("/", "/a/b") from the root, following symlinks in the middle
  * (and at the end if follow) up to 40 of them; -ELOOP beyond, and the errnos of lookup. */
-int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *out);
+KR_API int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *out);
 
 #ifdef __cplusplus
 }

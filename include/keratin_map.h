@@ -47,48 +47,48 @@ enum kr_map_kind {
 typedef struct kr_map kr_map;
 
 /* "ctree", "rbtree", ... ; NULL for an unknown kind. */
-const char *kr_map_kind_name(enum kr_map_kind kind);
+KR_API const char *kr_map_kind_name(enum kr_map_kind kind);
 /* The kind named s, or -1. */
-int kr_map_kind_parse(const char *s);
+KR_API int kr_map_kind_parse(const char *s);
 
 /* Creates an empty map of the given kind in its own transaction (tx NULL) or in the
  * caller's, and returns the oid of its descriptor object: keep it (in the pool's root
  * object, say) to find the map again. Errors: KR_E_MISUSE_ARG, allocation errors. */
-int kr_map_create(kr_pool *pool, kr_tx *tx, enum kr_map_kind kind, kr_oid *map);
+KR_API int kr_map_create(kr_pool *pool, kr_tx *tx, enum kr_map_kind kind, kr_oid *map);
 
 /* A DRAM handle on the map whose descriptor is oid. Errors: KR_E_MISUSE_OID/FREED, or
  * KR_E_FORMAT if the object is not a map descriptor. */
-int kr_map_open(kr_pool *pool, kr_oid map, kr_map **m);
+KR_API int kr_map_open(kr_pool *pool, kr_oid map, kr_map **m);
 /* Frees the handle (the map stays in the pool). */
-void kr_map_close(kr_map *m);
-enum kr_map_kind kr_map_kind_of(const kr_map *m);
+KR_API void kr_map_close(kr_map *m);
+KR_API enum kr_map_kind kr_map_kind_of(const kr_map *m);
 
 /* Inserts key with value, or replaces the value of a present key.
  * Returns 0 (inserted), 1 (replaced) or a negative error; on error with tx == NULL nothing
  * changed, with a caller's tx the caller must abort it. */
-int kr_map_insert(kr_map *m, kr_tx *tx, uint64_t key, uint64_t value);
+KR_API int kr_map_insert(kr_map *m, kr_tx *tx, uint64_t key, uint64_t value);
 
 /* Removes key: 1 (removed; *value, if not NULL, receives its value), 0 (absent) or a
  * negative error (as for insert). */
-int kr_map_remove(kr_map *m, kr_tx *tx, uint64_t key, uint64_t *value);
+KR_API int kr_map_remove(kr_map *m, kr_tx *tx, uint64_t key, uint64_t *value);
 
 /* Looks key up: 1 (present, *value set if not NULL), 0 (absent), or a negative error if
  * the structure is damaged (KR_E_CORRUPT: it never loops or crashes on a bad link). With tx,
  * sees the transaction's own changes; with NULL, reads the pool directly (no transaction). */
-int kr_map_lookup(kr_map *m, kr_tx *tx, uint64_t key, uint64_t *value);
+KR_API int kr_map_lookup(kr_map *m, kr_tx *tx, uint64_t key, uint64_t *value);
 
 /* Calls cb for every pair (in key order for the trees and the skip list, in bucket order for
  * the hash map) until cb returns nonzero; returns that value, 0, or a negative error if the
  * structure is damaged (so callbacks should return positive values to stop early). The map
  * must not be changed from cb. */
-int kr_map_foreach(kr_map *m, int (*cb)(uint64_t key, uint64_t value, void *ctx), void *ctx);
+KR_API int kr_map_foreach(kr_map *m, int (*cb)(uint64_t key, uint64_t value, void *ctx), void *ctx);
 
 /* Number of keys (counts them: O(n) for every kind). */
-uint64_t kr_map_count(kr_map *m);
+KR_API uint64_t kr_map_count(kr_map *m);
 
 /* Verifies the structure's invariants (order, balance, links, counts): KR_OK, or
  * KR_E_CORRUPT with a message naming the first violation. For tests and `keratin check`. */
-int kr_map_check(kr_map *m);
+KR_API int kr_map_check(kr_map *m);
 
 #ifdef __cplusplus
 }

@@ -4,7 +4,7 @@
  * large objects, closed cleanly, with its reference model and the pristine file bytes so
  * that every damage case starts from the same image; the pool geometry read from the
  * header at the offsets docs/FORMAT.md gives (the tests use the documented format, not
- * src/layout.h, so that they check the format as written down); a per-page map of what
+ * src/obj/layout.h, so that they check the format as written down); a per-page map of what
  * kr_pool_page_kind says each page holds and whether live object bytes lie in it; and one
  * verification of a pool against the model (root, directory, every object, the live set).
  */

@@ -35,7 +35,8 @@ int main(void)
 	snprintf(list, sizeof(list), "%s.sysfs", path);
 
 	kr_pool *pool;
-	struct kr_create_opts o = {.size = 16 << 20, .rows = 8, .nlanes = 2};
+	struct kr_create_opts o = {.struct_size = sizeof(o), .size = 16 << 20, .rows = 8,
+				   .nlanes = 2};
 	if (kr_pool_create(path, &o, &pool))
 		return FAIL("create: %s", kr_errmsg());
 	kr_oid objs[16];

@@ -35,14 +35,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fs/fs_layout.h"
+#include "fs_layout.h"
 #include "fsmodel.h"
 #include "keratin_fs.h"
 #include "testutil.h"
 
 static void mkfs_at(const char *path, uint64_t size, uint32_t ninodes, uint64_t meta_bytes)
 {
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = size, .ninodes = ninodes,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = ninodes,
 				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM,
 				    .unprotect = fm_unprotect_from_env()};
 	TU_OK(kr_fs_mkfs(path, &o));
@@ -323,11 +323,15 @@ static void case_bad_pools(void)
 	char path[128], other[128];
 	tu_pool_path(path, sizeof(path), "fs-bad");
 	tu_pool_path(other, sizeof(other), "fs-bad-other");
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM};
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_ASSERT(kr_fs_mkfs(NULL, &o) == KR_E_MISUSE_ARG, "mkfs NULL path");
-	o.version = 99;
-	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "mkfs options of another version");
-	o.version = KR_FS_OPTS_VERSION;
+	o.struct_size = sizeof(o) + 8;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "mkfs options of another size");
+	o.struct_size = sizeof(o);
+	o.unprotect = 0x80;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "mkfs unknown protection flag");
+	o.unprotect = 0;
+	o.struct_size = sizeof(o);
 	o.size = 1 << 20;
 	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "mkfs too small: %s", kr_errmsg());
 	o.size = 8 << 20;
@@ -358,7 +362,7 @@ static void case_bad_pools(void)
 	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_NOT_POOL, "100 bytes");
 	unlink(other);
 	kr_pool *pool;
-	struct kr_create_opts po = {.size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_create_opts po = {.struct_size = sizeof(po), .size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_pool_create(other, &po, &pool));
 	TU_OK(kr_pool_close(pool));
 	TU_ASSERT(mount_rc(other) == KR_E_FORMAT_NOT_POOL, "an object pool: %s", kr_errmsg());
@@ -664,7 +668,7 @@ static void fences_at(uint32_t unprotect)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "fs-fences");
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
 				    .unprotect = unprotect};
 	TU_OK(kr_fs_mkfs(path, &o));
 	kr_fs *fs = mount_at(path);

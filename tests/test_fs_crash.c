@@ -78,7 +78,7 @@ int main(void)
 	unsigned nops = tu_scaled(500, 150);
 	char path[128];
 	tu_pool_path(path, sizeof(path), "fs-crash");
-	struct kr_fs_mkfs_opts mo = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
+	struct kr_fs_mkfs_opts mo = {.struct_size = sizeof(mo), .size = 4 << 20, .ninodes = 64,
 				     .meta_bytes = 64 * 4096, .open_flags = KR_OPEN_FORCE_PMEM,
 				     .unprotect = fm_unprotect_from_env()};
 	TU_OK(kr_fs_mkfs(path, &mo));

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fs/fs_layout.h"
+#include "fs_layout.h"
 #include "fsmodel.h"
 #include "keratin_fs.h"
 #include "testutil.h"
@@ -57,7 +57,7 @@ static void populate(void)
 {
 	tu_pool_path(g_path, sizeof(g_path), "fs-fault");
 	tu_pool_path(g_img, sizeof(g_img), "fs-fault-img");
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 4 << 20, .ninodes = 64,
 				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_fs_mkfs(g_path, &o));
 	kr_fs *fs = fm_mount_new(g_path, &g_model);
@@ -318,7 +318,7 @@ static void bar_sweep(void)
 	char path[128], img[128], why[512];
 	tu_pool_path(path, sizeof(path), "fs-bar");
 	tu_pool_path(img, sizeof(img), "fs-bar-img");
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = 4 << 20, .ninodes = 64,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 4 << 20, .ninodes = 64,
 				    .meta_bytes = 370 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_fs_mkfs(path, &o));
 	struct fm m;

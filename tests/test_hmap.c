@@ -1,5 +1,5 @@
 /*
- * test_hmap.c - the single-trip hash map (src/hmap.c) against a model.
+ * test_hmap.c - the single-trip hash map (src/hmap/hmap.c) against a model.
  *
  *   model   random puts, deletes, lookups and transactions (keys up to 100 bytes, values up
  *           to 1 KiB, 20-line entries) against a model, verified every 500 operations and
@@ -22,7 +22,8 @@
  *   crashthreads  the crash simulator over two writers (per-thread flushes and fences):
  *           the recovered map is the acknowledged state plus any subset of the operations
  *           in flight, each whole; keys change hands between rounds (and lanes).
- *   protect KR_HMAP_PROTECT: a scribble, emulated poison, damage while closed repaired;
+ *   protect KR_HMAP_PROTECT: a scribble, emulated poison, damage while closed (in a page
+ *           of entries or in a parity page of the sidecar) repaired;
  *           two bad pages of a stripe refused; protection must match the map.
  *   protectkill  SIGKILL of a child working on a protected map, then recovery of the map
  *           and of its redundancy (every page and stripe verifies after).
@@ -222,7 +223,8 @@ static void case_model(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-model");
-	struct kr_hmap_opts o = {.size = 32ull << 20, .entry_lines = 20, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 32ull << 20, .entry_lines = 20,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct model m;
@@ -277,7 +279,8 @@ static void case_txreuse(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-txreuse");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 2,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -321,7 +324,8 @@ static void case_full(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-full");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 1, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 1,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -397,7 +401,8 @@ static void case_lanes(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-lanes");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 16, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 16,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct kr_hmap_stats st;
@@ -440,7 +445,8 @@ static void case_rules(void)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "hmap-rules");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *m;
 	TU_OK(kr_hmap_create(path, &o, &m));
 	m->npool = 0;
@@ -582,7 +588,8 @@ static void case_crash(void)
 	co.check_path = crash_check;
 	co.random_images = 3;
 	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	crashsim_enable_checks(false); /* a map whose creation did not return need not open */
 	TU_OK(kr_hmap_create(path, &o, &h));
@@ -747,7 +754,8 @@ static void threads_run(const char *name, uint64_t size, unsigned nkeys, unsigne
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), name);
-	struct kr_hmap_opts o = {.size = size, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = size, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct writer w[2] = {0};
@@ -833,7 +841,8 @@ static void threads_shared(unsigned rounds, unsigned ops)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-threads-shared");
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	struct sharer sh[2];
@@ -967,7 +976,8 @@ static void case_crash_threads(void)
 	co.exec_prepare = writers_save;
 	co.random_images = 3;
 	TU_ASSERT(crashsim_start(&co, NULL, NULL) == 0, "crashsim_start");
-	struct kr_hmap_opts o = {.size = 64 << 10, .entry_lines = 4, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 64 << 10, .entry_lines = 4,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	kr_hmap *h;
 	crashsim_enable_checks(false);
 	TU_OK(kr_hmap_create(path, &o, &h));
@@ -1018,9 +1028,11 @@ static void case_crash_threads(void)
 static void case_protect(void)
 {
 	char path[128], side[160], why[256];
+	int rc;
 	tu_pool_path(path, sizeof(path), "hmap-protect");
 	snprintf(side, sizeof(side), "%s.krs", path);
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = PROT_FLAGS};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	kr_region *r = kr_hmap_region(h);
@@ -1068,6 +1080,18 @@ static void case_protect(void)
 	TU_ASSERT(rep.pages_bad == 0, "all sound after open");
 	TU_OK(kr_hmap_close(h));
 
+	/* Offline: a parity page of the sidecar (no clean session ever needs it, so only a
+	 * verification finds it): repaired when the map is opened. */
+	struct kr_side_sb sb;
+	tu_pread(side, &sb, sizeof(sb), 0);
+	tu_flip_byte(side, sb.parity_off + 2 * pg + 50);
+	TU_OK(kr_hmap_open(path, PROT_FLAGS, &h));
+	rc = kr_region_check(kr_hmap_region(h), 0, 0, KR_REGION_CHECK_PARITY, &rep);
+	TU_ASSERT(rc == KR_OK && rep.parity_bad == 0 && rep.stripes_checked == sb.nstripes,
+		  "parity damage while closed repaired at open: rc %d, %llu bad parity pages", rc,
+		  (unsigned long long)rep.parity_bad);
+	TU_OK(kr_hmap_close(h));
+
 	/* Protection is the map's: both mismatches are refused, and change nothing. */
 	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &h) == KR_E_MISUSE_ARG &&
 		  strstr(kr_errmsg(), "KR_HMAP_PROTECT"), "a protected map opened without it");
@@ -1085,7 +1109,7 @@ static void case_protect(void)
 	/* Two damaged pages of one stripe (4 data pages): not repairable, a clear error. */
 	tu_flip_byte(path, 16 * pg + 8);
 	tu_flip_byte(path, 17 * pg + 8);
-	int rc = kr_hmap_open(path, PROT_FLAGS, &h);
+	rc = kr_hmap_open(path, PROT_FLAGS, &h);
 	TU_ASSERT(rc == KR_E_CORRUPT_REGION, "two pages of a stripe: %d %s", rc, kr_errmsg());
 	printf("hmap protect: scribble and poison repaired online, damage repaired at open, two bad "
 	       "pages of a stripe refused (%s)\n", kr_errmsg());
@@ -1100,7 +1124,8 @@ static void case_protect_kill(void)
 {
 	char path[128], why[256];
 	tu_pool_path(path, sizeof(path), "hmap-protect-kill");
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 4, .flags = PROT_FLAGS};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 4,
+				 .flags = PROT_FLAGS};
 	kr_hmap *h;
 	TU_OK(kr_hmap_create(path, &o, &h));
 	TU_OK(kr_hmap_close(h));
@@ -1150,7 +1175,8 @@ static void case_protect_kill(void)
 		atomic_store(&w->have_op, 0);
 		struct kr_region_report rep;
 		TU_OK(kr_region_check(kr_hmap_region(h), 0, 0, KR_REGION_CHECK_PARITY, &rep));
-		TU_ASSERT(rep.pages_bad == 0 && rep.parity_rebuilt == 0, "kill %u: stale redundancy", k);
+		TU_ASSERT(rep.pages_bad == 0 && rep.parity_bad == 0 && rep.crc_pages_bad == 0,
+			  "kill %u: stale redundancy", k);
 		TU_OK(kr_hmap_close(h));
 		free(next.k);
 	}
@@ -1176,7 +1202,8 @@ static void case_bad(void)
 	int rc;
 	tu_pool_path(path, sizeof(path), "hmap-bad");
 	kr_hmap *h;
-	struct kr_hmap_opts o = {.size = 1 << 20, .entry_lines = 2, .flags = KR_OPEN_FORCE_PMEM};
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .entry_lines = 2,
+				 .flags = KR_OPEN_FORCE_PMEM};
 	TU_ASSERT(kr_hmap_create(path, NULL, &h) == KR_E_MISUSE_ARG, "NULL opts");
 	struct kr_hmap_opts bad = o;
 	bad.entry_lines = 33;

@@ -13,8 +13,9 @@
  * the workload is a deterministic function of the seed and the model - each thread's
  * models after A and after A+1 commits (the +1 covers a kill between a commit and its
  * acknowledgement). A verifier process opens the pool: every thread's directory must equal
- * one of its two models, and exactly the referenced objects may be live. The verifier then
- * either closes the pool cleanly or exits without closing it, so that the next child
+ * one of its two models, exactly the referenced objects may be live, and every parity
+ * column and checksum must agree with the data (threads share parity columns). The
+ * verifier then either closes the pool cleanly or exits without closing it, so the next child
  * sometimes recovers a pool whose previous recovery was never followed by a clean close.
  * The next round continues from the states that matched. Prints kills and recoveries.
  */
@@ -176,7 +177,8 @@ static noreturn void run_verifier(const struct wl_model *a, const struct wl_mode
 			live[n++] = g_dir[t];
 		n += wl_dir_oids(pool, g_dir[t], g_params[t].nslots, live + n, 48);
 	}
-	if (wl_check_live(pool, live, n, v->why, sizeof(v->why)) != 0)
+	if (wl_check_live(pool, live, n, v->why, sizeof(v->why)) != 0 ||
+	    wl_check_redundancy(pool, v->why, sizeof(v->why)) != 0)
 		_exit(2);
 	if (clean_close && kr_pool_close(pool) != KR_OK) {
 		snprintf(v->why, sizeof(v->why), "kr_pool_close: %s", kr_errmsg());

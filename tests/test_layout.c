@@ -1,5 +1,5 @@
 /*
- * test_layout.c - pins the on-media format of src/layout.h and checks real pools against it.
+ * test_layout.c - pins the on-media format of src/obj/layout.h and checks real pools against it.
  *
  * 1. Every struct of layout.h: its size and the offset of every field, and the on-media
  *    constants (magic, kinds, record types, chunk types, the size-class table, which may

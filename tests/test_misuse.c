@@ -397,7 +397,8 @@ static void test_open_twice(void **state)
 	f->pool = NULL;
 	ASSERT_OK(tu_open(f->path, &f->pool));
 	/* creating over an open pool is refused too */
-	struct kr_create_opts o = { .size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM };
+	struct kr_create_opts o = { .struct_size = sizeof(o), .size = 8 << 20,
+				    .flags = KR_OPEN_FORCE_PMEM };
 	EXPECT_ERR(kr_pool_create(f->path, &o, &p2), KR_E_IO_EXISTS);
 }
 
@@ -602,12 +603,14 @@ static void test_create_errors(void **state)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct kr_create_opts o = bad[i];
+		o.struct_size = sizeof(o);
 		o.flags = KR_OPEN_FORCE_PMEM;
 		EXPECT_ERR(kr_pool_create(path, &o, &p), KR_E_MISUSE_ARG);
 		assert_null(p);
 		assert_int_equal(access(path, F_OK), -1); /* and no file left behind */
 	}
-	struct kr_create_opts ok = { .size = 8 << 20, .flags = KR_OPEN_FORCE_PMEM };
+	struct kr_create_opts ok = { .struct_size = sizeof(ok), .size = 8 << 20,
+				     .flags = KR_OPEN_FORCE_PMEM };
 	EXPECT_ERR(kr_pool_create(path, NULL, &p), KR_E_MISUSE_ARG);
 	EXPECT_ERR(kr_pool_create(NULL, &ok, &p), KR_E_MISUSE_ARG);
 	EXPECT_ERR(kr_pool_create(path, &ok, NULL), KR_E_MISUSE_ARG);
@@ -626,6 +629,47 @@ static void test_create_errors(void **state)
 	unlink(path);
 	ASSERT_OK(tu_open(f->path, &f->pool));
 	assert_memory_equal(kr_get(f->pool, f->a), f->a_bytes, 100);
+}
+
+/* Option structs carry their size: a caller that did not set it, or was built against
+ * another layout, gets KR_E_MISUSE_ARG naming the struct, and nothing is created. */
+static void test_opts_size(void **state)
+{
+	(void)state;
+	char path[128];
+	tu_pool_path(path, sizeof(path), "misuse-optsize");
+	unlink(path);
+	const uint32_t wrong[] = {0, 1, sizeof(struct kr_create_opts) - 4,
+				  sizeof(struct kr_create_opts) + 8, UINT32_MAX};
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		kr_pool *p = NULL;
+		struct kr_create_opts co = {.struct_size = wrong[i], .size = 8 << 20,
+					    .flags = KR_OPEN_FORCE_PMEM};
+		EXPECT_ERR(kr_pool_create(path, &co, &p), KR_E_MISUSE_ARG);
+		assert_non_null(strstr(kr_errmsg(), "kr_create_opts.struct_size"));
+		assert_null(p);
+
+		kr_hmap *h = NULL;
+		struct kr_hmap_opts ho = {.struct_size = wrong[i], .size = 1 << 20,
+					  .flags = KR_OPEN_FORCE_PMEM};
+		EXPECT_ERR(kr_hmap_create(path, &ho, &h), KR_E_MISUSE_ARG);
+		assert_non_null(strstr(kr_errmsg(), "kr_hmap_opts.struct_size"));
+		assert_null(h);
+		assert_int_equal(access(path, F_OK), -1);
+
+		tu_write_file(path, "0123", 4); /* any file; the size is judged first */
+		kr_region *r = NULL;
+		void *base = NULL;
+		size_t len = 0;
+		struct kr_region_opts ro = KR_REGION_OPTS_INIT;
+		ro.struct_size = wrong[i];
+		EXPECT_ERR(kr_region_open(path, &ro, &r, &base, &len), KR_E_MISUSE_ARG);
+		assert_non_null(strstr(kr_errmsg(), "kr_region_opts.struct_size"));
+		assert_null(r);
+		unlink(path);
+	}
+	/* The right sizes are what every other test passes, and the README's programs start
+	 * from the _OPTS_INIT macros. */
 }
 
 static void expect_open_fails(const char *path, int want1, int want2)
@@ -903,6 +947,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_abort_leaks_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sticky_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
+		cmocka_unit_test(test_opts_size),
 		cmocka_unit_test(test_open_not_a_pool),
 		cmocka_unit_test_setup_teardown(test_open_bad_headers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_truncated, setup, teardown),

@@ -66,7 +66,7 @@ static int rfix_open(struct rfix *f, struct kr_region_opts *o)
 
 static struct kr_region_opts manual_opts(unsigned flags)
 {
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.flags = KR_REGION_MANUAL | KR_REGION_FORCE_PMEM | flags;
 	o.segment_pages = 64;
 	o.batch_pages = 100;
@@ -214,7 +214,7 @@ static void case_thread(void)
 {
 	struct rfix f;
 	rfix_file(&f, "rthread", 4096, 2);
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.flags = KR_REGION_FORCE_PMEM;
 	o.period_ms = 20;
 	o.segment_pages = 128;
@@ -327,7 +327,8 @@ static void case_corrupt(void)
 	o.flags = KR_REGION_OFFLINE;
 	TU_OK(rfix_open(&f, &o));
 	TU_OK(kr_region_check(f.r, 0, 0, KR_REGION_CHECK_REPAIR | KR_REGION_CHECK_PARITY, &rep));
-	TU_ASSERT(rep.parity_rebuilt == 1 && rep.pages_bad == 0, "parity rebuilt: %llu",
+	TU_ASSERT(rep.parity_bad == 1 && rep.parity_rebuilt == 1 && rep.pages_bad == 0,
+		  "parity: %llu bad, %llu rebuilt", (unsigned long long)rep.parity_bad,
 		  (unsigned long long)rep.parity_rebuilt);
 	TU_OK(kr_region_close(f.r));
 	ru_require_sound(f.path, f.side, "after parity rebuild");
@@ -358,6 +359,25 @@ static void case_corrupt(void)
 	TU_ASSERT(st.repaired_pages == 1 && st.bad_pages == 1, "scrubber repaired %llu",
 		  (unsigned long long)st.repaired_pages);
 	TU_ASSERT(memcmp(f.base + 700 * P, orig + 700 * P, P) == 0, "scrubbed page restored");
+
+	/* ... and damage in the sidecar's own redundancy: a parity page and a page of stored
+	 * checksums, which no read would ever notice. */
+	uint8_t par[P], crcs[P];
+	tu_pread(f.side, par, P, sb.parity_off + 9 * P);
+	tu_pread(f.side, crcs, P, sb.crc_off);
+	tu_flip_byte(f.side, sb.parity_off + 9 * P + 77);
+	tu_flip_byte(f.side, sb.crc_off + 4 * 3);
+	uint64_t from = st.scrubbed_pages;
+	for (int i = 0; i < 500 && st.scrubbed_pages < from + 2 * f.npages; i++) {
+		usleep(10000);
+		TU_OK(kr_region_stats(f.r, &st));
+	}
+	TU_ASSERT(st.scrubbed_pages >= from + 2 * f.npages, "the scrubber did not go round twice");
+	uint8_t back[P];
+	tu_pread(f.side, back, P, sb.parity_off + 9 * P);
+	TU_ASSERT(memcmp(back, par, P) == 0, "the scrubber left a damaged parity page");
+	tu_pread(f.side, back, P, sb.crc_off);
+	TU_ASSERT(memcmp(back, crcs, P) == 0, "the scrubber left a damaged checksum page");
 	TU_OK(kr_region_close(f.r));
 	free(orig);
 	printf("region corrupt: ok\n");

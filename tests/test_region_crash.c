@@ -62,7 +62,7 @@ static void crash_hook(enum kr_region_point pt, uint64_t page)
 
 static struct kr_region_opts opts(unsigned flags)
 {
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.flags = KR_REGION_FORCE_PMEM | flags;
 	o.segment_pages = 64;
 	o.batch_pages = 50;

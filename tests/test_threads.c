@@ -1,7 +1,11 @@
 /*
  * test_threads.c - concurrent transactions from several threads on one pool.
  *
- * Usage: test_threads NTHREADS close|noclose
+ * Usage: test_threads NTHREADS close|noclose [large]
+ *
+ * large: objects up to 96 KiB instead of 16 KiB, so that several threads hold intents for
+ * directly written objects while their lanes fill up (two such threads once waited on
+ * each other until "lane N cannot be trimmed").
  *
  * Each thread owns a directory object of 24 slots (allocated by the main thread and
  * listed in the root before the threads start, so no object is ever changed by two
@@ -17,6 +21,10 @@
  *            kill: every commit returned); the parent recomputes each thread's model by
  *            dry run from the same seeds, reopens (recovery runs on a pool that was never
  *            closed) and checks the same things, then once more after a clean close.
+ *
+ * Each check also verifies every parity column and every checksum (kr_pool_check): threads
+ * allocating, freeing and writing fresh objects patch parity columns they share, including
+ * the allocator metadata's.
  *
  * The test itself shares nothing between threads but the pool handle and the barrier, so
  * any TSan report points into the library.
@@ -46,12 +54,12 @@ struct thr {
 	pthread_barrier_t *start;
 };
 
-static struct wl_params thread_params(unsigned idx)
+static struct wl_params thread_params(unsigned idx, bool large)
 {
 	return (struct wl_params){
 		.nslots = NSLOTS,
 		.min_size = 8,
-		.max_size = 16 * 1024,
+		.max_size = large ? 96 * 1024 : 16 * 1024,
 		.max_ops = 4,
 		.abort_pct = 5,
 		/* distinct type numbers per thread: a mixed-up object shows in kr_type */
@@ -112,6 +120,8 @@ static void verify_pool(const char *path, kr_oid root, struct thr *t, unsigned n
 	}
 	if (wl_check_live(pool, live, n, why, sizeof(why)) != 0)
 		TU_FAIL("%s: %s", when, why);
+	if (wl_check_redundancy(pool, why, sizeof(why)) != 0)
+		TU_FAIL("%s: redundancy: %s", when, why);
 	printf("  %s: %u threads' objects verified, %zu live objects\n", when, nthreads, n);
 	free(live);
 	TU_OK(kr_pool_close(pool));
@@ -119,8 +129,10 @@ static void verify_pool(const char *path, kr_oid root, struct thr *t, unsigned n
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[2], "close") && strcmp(argv[2], "noclose")))
-		TU_FAIL("usage: %s NTHREADS close|noclose", argv[0]);
+	if (argc < 3 || argc > 4 || (strcmp(argv[2], "close") && strcmp(argv[2], "noclose")) ||
+	    (argc == 4 && strcmp(argv[3], "large")))
+		TU_FAIL("usage: %s NTHREADS close|noclose [large]", argv[0]);
+	bool large = argc == 4;
 	unsigned nthreads = (unsigned)atoi(argv[1]);
 	bool noclose = !strcmp(argv[2], "noclose");
 	TU_ASSERT(nthreads >= 1 && nthreads <= MAX_THREADS, "1..%d threads", MAX_THREADS);
@@ -143,7 +155,7 @@ int main(int argc, char **argv)
 	TU_ASSERT(dirs, "kr_tx_open(root): %s", kr_errmsg());
 	for (unsigned i = 0; i < nthreads; i++) {
 		t[i] = (struct thr){ .idx = i, .seed = seed * 131 + i, .ntx = ntx,
-				     .p = thread_params(i) };
+				     .p = thread_params(i, large) };
 		TU_OK(kr_tx_alloc(tx, NSLOTS * sizeof(struct wl_dir_entry), 1, &t[i].dir));
 		dirs[i] = t[i].dir;
 	}

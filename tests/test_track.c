@@ -1,5 +1,5 @@
 /*
- * test_track.c - the dirty-page tracker (src/track.c) against a model.
+ * test_track.c - the dirty-page tracker (src/region/track.c) against a model.
  *
  * A 64 MiB file in /dev/shm is mapped MAP_SHARED and tracked. Each round stores into a
  * random set of pages (some several times, some rounds none), sometimes reads clean pages

@@ -214,7 +214,7 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 	      kr_pool **pool)
 {
 	struct kr_create_opts o = {
-		.size = size,
+		.struct_size = sizeof(o), .size = size,
 		.rows = rows,
 		.nlanes = nlanes,
 		.lane_kib = lane_kib,

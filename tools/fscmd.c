@@ -55,7 +55,7 @@ static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t lo
 {
 	if (!size)
 		return util_usage_error(prog, "mkfs needs --size");
-	struct kr_fs_mkfs_opts o = {.version = KR_FS_OPTS_VERSION, .size = size, .ninodes = (uint32_t)inodes,
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
 				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags};
 	int rc = kr_fs_mkfs(pool, &o);
 	if (rc)

@@ -29,6 +29,7 @@
 struct command {
 	const char *name;
 	const char *synopsis; /* the arguments, as in the usage line */
+	const char *accepts;  /* the kind of file it takes: "pool", "region" or "-" */
 	const char *summary;  /* one line for the command list */
 	const char *details;  /* description and options, for "keratin COMMAND --help" */
 	int (*run)(const struct command *cmd, int argc, char **argv);
@@ -51,7 +52,8 @@ static const char *prog_name(const struct command *cmd)
 
 static int show_help(const struct command *cmd)
 {
-	printf("usage: keratin %s %s\n\n%s", cmd->name, cmd->synopsis, cmd->details);
+	printf("usage: keratin %s %s\n\naccepts: %s\n\n%s", cmd->name, cmd->synopsis, cmd->accepts,
+	       cmd->details);
 	return 0;
 }
 
@@ -84,19 +86,22 @@ static int parse_count(const struct command *cmd, const char *opt, const char *a
 
 /* The command line of commands that only open a pool: PATH [--force-pmem]. */
 static int pool_args(const struct command *cmd, int argc, char **argv, const char **path,
-		     unsigned *flags)
+		     unsigned *flags, int *json)
 {
 	static const struct option longopts[] = {
 		{"force-pmem", no_argument, NULL, 'f'},
+		{"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, rc;
 
 	*flags = 0;
+	*json = 0;
 	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
 		switch (c) {
 		case 'f': *flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'j': *json = 1; break;
 		case 'h': return show_help(cmd);
 		default: return UTIL_EXIT_USAGE;
 		}
@@ -165,7 +170,7 @@ static int cmd_create(const struct command *cmd, int argc, char **argv)
 	};
 	static const char *const levels[] = {[KR_PROTECT_FULL] = "full", [KR_PROTECT_NONE] = "none",
 					     [KR_PROTECT_ML] = "ml", [KR_PROTECT_MLP] = "mlp"};
-	struct kr_create_opts opts = {0};
+	struct kr_create_opts opts = KR_CREATE_OPTS_INIT;
 	const char *path;
 	int c, rc;
 
@@ -261,15 +266,35 @@ static const char *features_str(char *buf, size_t len, unsigned features)
 
 /* What opening the pool did to it: recovery after a crash, and the repairs made on the way
  * (pages from the bad-block list, items whose checksum failed). */
+/* The protection level a pool was created with, from the redundancy it keeps. */
+static const char *protection_name(unsigned f)
+{
+	const unsigned all = KR_FEAT_META_CSUM | KR_FEAT_OBJ_CSUM | KR_FEAT_PARITY | KR_FEAT_LOG_REPLICA;
+	if ((f & all) == all)
+		return "full (crashes, media errors and scribbles repaired)";
+	if ((f & all) == (all & ~KR_FEAT_OBJ_CSUM))
+		return "mlp (no object checksums: scribbles in objects go undetected)";
+	if ((f & all) == (KR_FEAT_META_CSUM | KR_FEAT_LOG_REPLICA))
+		return "ml (no parity: lost pages of data cannot be rebuilt)";
+	if ((f & all) == 0)
+		return "none (crash recovery only)";
+	return "custom";
+}
+
 static void print_open_state(const struct kr_pool_stat *st)
 {
+	/* A read-only open (info, check) recovers and repairs in its private view only: the
+	 * file still holds what an ordinary open would change. */
+	int view = st->readonly;
 	if (st->recovered)
-		util_field("recovered", "yes: %llu transaction%s replayed, %llu discarded",
+		util_field("recovered", "yes%s: %llu transaction%s replayed, %llu discarded",
+		      view ? " (in the view only; the next read-write open replays them)" : "",
 		      (unsigned long long)st->replayed_txs, plural(st->replayed_txs),
 		      (unsigned long long)st->discarded_txs);
 	else
 		util_field("recovered", "no");
-	util_field("repaired at open", "%llu page%s after media errors, %llu item%s after checksum errors",
+	util_field(view ? "repairable at open" : "repaired at open",
+	      "%llu page%s after media errors, %llu item%s after checksum errors",
 	      (unsigned long long)st->media_repairs, plural(st->media_repairs),
 	      (unsigned long long)st->csum_repairs, plural(st->csum_repairs));
 }
@@ -298,22 +323,64 @@ static void print_info(const char *path, const struct kr_pool_stat *st)
 	util_field("parity overhead", "%s", bytes_str(b, sizeof(b), st->parity_bytes, st->pool_size, "pool"));
 	util_field("metadata overhead", "%s", bytes_str(b, sizeof(b), st->meta_bytes, st->pool_size, "pool"));
 	util_field("redundancy", "%s", features_str(b, sizeof(b), st->features));
+	util_field("protection", "%s", protection_name(st->features));
+	util_field("plain reads", "%s", st->features & KR_FEAT_OBJ_CSUM
+		   ? "not verified by default (kr_get returns the bytes stored; checksums are "
+		     "verified on open for write, by the scrubber, and on every read with "
+		     "KR_READ_CONSERVATIVE)"
+		   : "never verified (objects carry no checksums)");
 	print_open_state(st);
+}
+
+/* The open state and the pool's identity as JSON members (no braces), for info and check. */
+static void json_pool_members(const char *path, const struct kr_pool_stat *st)
+{
+	char b[128];
+	printf("\"file\": ");
+	util_json_str(path);
+	printf(", \"kind\": \"pool\", \"readonly_view\": %s, \"durability_mode\": \"%s\", "
+	       "\"pool_size\": %llu, \"redundancy\": \"%s\", \"protection\": \"%s\", "
+	       "\"recovered\": %s, "
+	       "\"replayed_transactions\": %llu, \"discarded_transactions\": %llu, "
+	       "\"%s\": {\"media_pages\": %llu, \"checksum_items\": %llu}",
+	       st->readonly ? "true" : "false", util_mode_name(st->mode),
+	       (unsigned long long)st->pool_size, features_str(b, sizeof(b), st->features),
+	       protection_name(st->features), st->recovered ? "true" : "false", (unsigned long long)st->replayed_txs,
+	       (unsigned long long)st->discarded_txs,
+	       st->readonly ? "repairable_at_open" : "repaired_at_open",
+	       (unsigned long long)st->media_repairs, (unsigned long long)st->csum_repairs);
+}
+
+static void print_info_json(const char *path, const struct kr_pool_stat *st)
+{
+	printf("{");
+	json_pool_members(path, st);
+	printf(", \"nzones\": %u, \"rows\": %u, \"nlanes\": %u, \"heap_size\": %llu, "
+	       "\"parity_bytes\": %llu, \"meta_bytes\": %llu, \"used_bytes\": %llu, "
+	       "\"free_bytes\": %llu, \"objects\": %llu, \"max_object_size\": %llu}\n",
+	       st->nzones, st->rows, st->nlanes, (unsigned long long)st->heap_size,
+	       (unsigned long long)st->parity_bytes, (unsigned long long)st->meta_bytes,
+	       (unsigned long long)st->used_bytes, (unsigned long long)st->free_bytes,
+	       (unsigned long long)st->nobjects, (unsigned long long)st->max_alloc);
 }
 
 static int cmd_info(const struct command *cmd, int argc, char **argv)
 {
 	const char *path;
 	unsigned flags;
-	int rc = pool_args(cmd, argc, argv, &path, &flags);
+	int json;
+	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
 	if (rc != PROCEED)
 		return rc;
 
 	kr_pool *pool;
 	struct kr_pool_stat st;
-	if (open_pool(path, flags, &pool, &st))
+	if (open_pool(path, flags | KR_OPEN_READONLY, &pool, &st))
 		return 1;
-	print_info(path, &st);
+	if (json)
+		print_info_json(path, &st);
+	else
+		print_info(path, &st);
 	return close_pool(path, pool, 0);
 }
 
@@ -327,9 +394,69 @@ static int cmd_info(const struct command *cmd, int argc, char **argv)
 
 enum verify_kind { VERIFY_CHECK, VERIFY_REPAIR, VERIFY_SCRUB };
 
+/* Every damaged page a pass reports: the lowest for the summary, all of them (up to a
+ * bound) for --json. */
+struct damage_list {
+	uint64_t lowest; /* see check_note_page() */
+	uint64_t *off;
+	int *state;
+	size_t n, cap, dropped;
+};
+
 static void note_damaged_page(void *ctx, uint64_t off, int state)
 {
-	check_note_page(ctx, off);
+	struct damage_list *d = ctx;
+	check_note_page(&d->lowest, off);
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 64;
+		uint64_t *o = cap <= 65536 ? realloc(d->off, cap * sizeof(*o)) : NULL;
+		int *s = o ? realloc(d->state, cap * sizeof(*s)) : NULL;
+		if (o)
+			d->off = o;
+		if (!s) {
+			d->dropped++;
+			return;
+		}
+		d->state = s;
+		d->cap = cap;
+	}
+	d->off[d->n] = off;
+	d->state[d->n++] = state;
+}
+
+static void print_verify_json(kr_pool *pool, const char *path, const struct kr_pool_stat *st,
+			      const struct kr_check_report *rep, int rc, const struct damage_list *d,
+			      const char *result)
+{
+	struct pool_geom g;
+	int have_geom = geom_load(pool, &g) == KR_OK;
+	printf("{");
+	json_pool_members(path, st);
+	printf(", \"checked\": {\"objects\": %llu, \"chunk_records\": %llu, "
+	       "\"parity_columns\": %llu, \"bytes\": %llu}, "
+	       "\"bad\": {\"objects\": %llu, \"chunk_records\": %llu, \"parity_columns\": %llu, "
+	       "\"unrepairable\": %llu}, \"pages_rebuilt\": %llu, \"parity_recomputed\": %llu, "
+	       "\"damaged\": [",
+	       (unsigned long long)rep->objects, (unsigned long long)rep->chunks,
+	       (unsigned long long)rep->columns, (unsigned long long)rep->bytes_scanned,
+	       (unsigned long long)rep->bad_objects, (unsigned long long)rep->bad_chunks,
+	       (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable,
+	       (unsigned long long)rep->repaired_pages, (unsigned long long)rep->recomputed_columns);
+	for (size_t i = 0; i < d->n; i++) {
+		char where[128] = "";
+		if (have_geom)
+			geom_describe(pool, &g, d->off[i], where, sizeof(where));
+		printf("%s{\"offset\": %llu, \"holds\": ", i ? ", " : "",
+		       (unsigned long long)d->off[i]);
+		util_json_str(where);
+		printf(", \"state\": %d}", d->state[i]);
+	}
+	printf("], \"damaged_not_listed\": %llu, \"error\": ", (unsigned long long)d->dropped);
+	if (rc)
+		util_json_str(kr_errmsg());
+	else
+		printf("null");
+	printf(", \"result\": \"%s\"}\n", result);
 }
 
 /* "13.8 MiB in 3.9 ms" and "3.53 GB/s" (decimal gigabytes, as storage speeds are quoted). */
@@ -377,7 +504,10 @@ static void print_verify(const char *path, const struct kr_pool_stat *st,
 
 	int repaired = rep->repaired_pages || rep->recomputed_columns || st->media_repairs ||
 		       st->csum_repairs;
-	if (rc == KR_OK)
+	if (rc == KR_OK && repaired && st->readonly)
+		util_field("result", "REPAIRABLE: sound once the damage found at open is repaired "
+				     "(keratin repair writes it)");
+	else if (rc == KR_OK)
 		util_field("result", "%s", repaired ? "sound after repairs" : "sound");
 	else
 		util_field("result", "DAMAGED, first bad offset 0x%llx (%s)", (unsigned long long)first_bad,
@@ -389,19 +519,22 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	static const char *const doing[] = {"checking", "repairing", "scrubbing"};
 	const char *path;
 	unsigned flags;
-	int rc = pool_args(cmd, argc, argv, &path, &flags);
+	int json;
+	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
 	if (rc != PROCEED)
 		return rc;
 
 	kr_pool *pool;
 	struct kr_pool_stat st;
+	if (kind == VERIFY_CHECK)
+		flags |= KR_OPEN_READONLY; /* inspection changes nothing */
 	if (open_pool(path, flags, &pool, &st))
 		return 1;
 
-	uint64_t lowest = 0;
+	struct damage_list dl = {0};
 	struct util_progress bar;
 	util_progress_init(&bar, doing[kind]);
-	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &lowest,
+	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &dl,
 				      .progress = util_progress_cb, .progress_ctx = &bar};
 	rc = kr_pool_check(pool, kind == VERIFY_CHECK ? 0 : KR_CHECK_REPAIR, &rep);
 	util_progress_end(&bar);
@@ -409,11 +542,25 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	/* Damage is an answer, printed in full; any other error means there is none. */
 	if (rc && KR_ERR_CLASS(rc) != KR_E_CORRUPT) {
 		util_lib_error("keratin", path, rc);
+		free(dl.off);
+		free(dl.state);
 		return close_pool(path, pool, 1);
+	}
+	/* Damage the read-only open repaired in its view is still in the file. */
+	int unwritten = rc == KR_OK && st.readonly &&
+			(st.media_repairs || st.csum_repairs);
+	if (json) {
+		print_verify_json(pool, path, &st, &rep, rc, &dl,
+				  rc ? "damaged" : unwritten ? "repairable" : "sound");
+		free(dl.off);
+		free(dl.state);
+		return close_pool(path, pool, rc || unwritten ? 1 : 0);
 	}
 	/* Where the first damage is: an object's page, or a parity page when only parity
 	 * disagreed (damage in free space or in parity itself). */
-	uint64_t first_bad = check_first_bad(&rep, lowest);
+	uint64_t first_bad = check_first_bad(&rep, dl.lowest);
+	free(dl.off);
+	free(dl.state);
 	struct pool_geom g;
 	char where[128] = "";
 	if (rc && geom_load(pool, &g) == KR_OK)
@@ -422,7 +569,12 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	fflush(stdout);
 	if (rc)
 		util_lib_error("keratin", path, rc);
-	return close_pool(path, pool, rc ? 1 : 0);
+	if (unwritten)
+		fprintf(stderr, "keratin: %s: damage found at open (%llu page%s, %llu item%s) is "
+				"not repaired in the file; run 'keratin repair %s'\n", path,
+			(unsigned long long)st.media_repairs, plural(st.media_repairs),
+			(unsigned long long)st.csum_repairs, plural(st.csum_repairs), path);
+	return close_pool(path, pool, rc || unwritten ? 1 : 0);
 }
 
 static int cmd_check(const struct command *cmd, int argc, char **argv)
@@ -775,7 +927,7 @@ static int cmd_help(const struct command *cmd, int argc, char **argv)
  * ------------------------------------------------------------------------------------- */
 
 static const struct command commands[] = {
-	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--protection L] [--force-pmem]",
+	{"create", "PATH --size SIZE [--rows N] [--lanes N] [--lane-kib N] [--protection L] [--force-pmem]", "new pool",
 	 "create a new pool file",
 	 "Creates a pool file at PATH, which must not exist yet, and zeroes it.\n"
 	 "\n"
@@ -790,43 +942,52 @@ static const struct command commands[] = {
 	 "                 copy, nothing else); the lesser levels exist to measure costs\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_create},
-	{"info", "PATH [--force-pmem]", "show a pool's geometry, space use and redundancy",
-	 "Opens the pool at PATH (recovering it if it was not closed cleanly) and prints its\n"
-	 "geometry, space use, redundancy and its overhead, whether the open recovered it and\n"
-	 "what the open repaired.\n"
+	{"info", "PATH [--json] [--force-pmem]", "pool", "show a pool's geometry, space use and redundancy",
+	 "Opens the pool at PATH read-only and prints its geometry, space use, redundancy and\n"
+	 "its overhead, whether it needs recovery after a crash and what an ordinary open\n"
+	 "would repair (recovery and repairs run in a private view: the file is not changed).\n"
 	 "\n"
+	 "  --json         one JSON object instead of the table\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
-	{"check", "PATH [--force-pmem]", "verify every checksum and parity column",
-	 "Opens the pool at PATH (the open itself recovers after a crash and repairs pages\n"
-	 "reported as bad blocks) and verifies every object checksum, every allocator chunk\n"
-	 "record and every parity column, without changing anything. Prints what was checked\n"
-	 "and found, and how fast.\n"
+	{"check", "PATH [--json] [--force-pmem]", "pool", "verify every checksum and parity column",
+	 "Opens the pool at PATH read-only and verifies every object checksum, every\n"
+	 "allocator chunk record and every parity column. Recovery after a crash and the\n"
+	 "repair of pages on the bad-block list happen in a private view, so the check sees\n"
+	 "the recovered pool while not a byte of the file (or of its bad-block list) changes;\n"
+	 "'keratin repair' is the command that writes. A file of mode 0444 can be checked.\n"
 	 "\n"
 	 "Exit status: 0 if the pool is sound, 1 if it is damaged (the first bad offset is\n"
-	 "printed) or cannot be opened.\n"
+	 "printed), if damage found at open is repairable but not yet repaired in the file,\n"
+	 "or if it cannot be opened.\n"
 	 "\n"
+	 "  --json         one JSON object: what was checked, every damaged page's offset\n"
+	 "                 and what it holds, the result (sound, repairable, damaged)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_check},
-	{"repair", "PATH [--force-pmem]", "check and rebuild damaged pages from parity",
-	 "Like check, but rebuilds the pages of damaged objects and chunk records from parity\n"
-	 "and recomputes parity where only parity or free space was damaged. Prints the pages\n"
-	 "rebuilt, the parity columns recomputed, what could not be repaired (two damaged\n"
-	 "pages in one page column), and what the open repaired from the bad-block list.\n"
+	{"repair", "PATH [--json] [--force-pmem]", "pool", "check and rebuild damaged pages from parity",
+	 "Like check, but opens the pool for writing: the open recovers it and repairs pages\n"
+	 "on the bad-block list in the file, then the pass rebuilds the pages of damaged\n"
+	 "objects and chunk records from parity and recomputes parity where only parity or\n"
+	 "free space was damaged. Prints the pages rebuilt, the parity columns recomputed, what\n"
+	 "could not be repaired (two damaged pages in one page column), and what the open\n"
+	 "repaired from the bad-block list.\n"
 	 "\n"
 	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
 	 "\n"
+	 "  --json         one JSON object, as check prints\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_repair},
-	{"scrub", "PATH [--force-pmem]", "one scrub pass: repair, and report its speed",
+	{"scrub", "PATH [--json] [--force-pmem]", "pool", "one scrub pass: repair, and report its speed",
 	 "Runs one scrub pass over the pool at PATH: the repair pass that a background\n"
 	 "scrubber runs, with its throughput in GB/s (heap bytes read per second) first.\n"
 	 "\n"
 	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
 	 "\n"
+	 "  --json         one JSON object, as check prints\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_scrub},
-	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]",
+	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]", "pool",
 	 "damage a pool on purpose, to test repairs",
 	 "Damages the pool file at PATH the way faults do, for testing check and repair: the\n"
 	 "bytes are written with pwrite(), behind the library's back. The pool is opened\n"
@@ -847,7 +1008,7 @@ static const struct command commands[] = {
 	 "               printed, so a run can be repeated)\n"
 	 "  --force-pmem treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_inject},
-	{"map", "PATH [--svg FILE] [--force-pmem]", "draw the pool: what every page holds",
+	{"map", "PATH [--svg FILE] [--force-pmem]", "pool", "draw the pool: what every page holds",
 	 "Draws the pool at PATH: one line per zone row (data rows and the parity row), one\n"
 	 "character per page, or per group of pages in a large pool (the scale is printed),\n"
 	 "and a line for the pages outside the heap. Live object bytes come from one pass\n"
@@ -866,10 +1027,11 @@ static const struct command commands[] = {
 	 "  --svg FILE     also write the picture as an SVG file\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_map},
-	{"region", region_synopsis, "protected regions (plain-store files): status, check, repair",
+	{"region", region_synopsis, "region", "protected regions (plain-store files): status, check, repair",
 	 region_details, cmd_region},
-	{"fs", fs_synopsis, "keratin-fs pools: mkfs, info, check, repair, ls, cat, put", fs_details, cmd_fs},
-	{"help", "[COMMAND]", "show this overview or a command's options",
+	{"fs", fs_synopsis, "fs pool", "keratin-fs pools: mkfs, info, check, repair, ls, cat, put", fs_details,
+	 cmd_fs},
+	{"help", "[COMMAND]", "-", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -886,9 +1048,15 @@ static void print_overview(FILE *out)
 {
 	fprintf(out, "usage: keratin COMMAND [ARGS]\n\n"
 		     "keratin manages keratin persistent-memory pools and protected regions.\n\nCommands:\n");
+	fprintf(out, "  %-8s %-9s %s\n", "command", "accepts", "does");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nRun 'keratin COMMAND --help' for the arguments and options of a command.\n"
+		fprintf(out, "  %-8s %-9s %s\n", commands[i].name, commands[i].accepts,
+			commands[i].summary);
+	fprintf(out, "\nFiles: a pool is made by 'keratin create' or kr_pool_create(); a region is any\n"
+		     "file protected by kr_region_open/attach (sidecar FILE.krs), including a\n"
+		     "single-trip hash map created with KR_HMAP_PROTECT.\n"
+		     "\nRun 'keratin COMMAND --help' for the arguments and options of a command;\n"
+		     "'man keratin' lists the manual page of each.\n"
 		     "Exit status: 0 success, 1 error reported by the library or damage found,\n"
 		     "2 bad command line.\n");
 }

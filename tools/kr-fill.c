@@ -7,11 +7,13 @@
  * are printed: the first, 256 KiB, is wider than a row of a small pool, so a test can damage
  * it in two rows of one page column, which parity cannot rebuild; the second, 100 bytes,
  * lies in one page. It uses only the public API, one object per transaction, because a
- * test pool's lanes are small. Not installed.
+ * test pool's lanes are small. "kr-fill --region-crash FILE" leaves a crashed protected
+ * region instead (see region_crash). Not installed.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "keratin.h"
 #include "util.h"
@@ -56,11 +58,37 @@ static int free_one(kr_pool *pool, kr_oid oid)
 	return kr_tx_commit(tx);
 }
 
+/* "kr-fill --region-crash FILE": attaches FILE as a protected region (no background
+ * thread), stores into its first segment, lets three passes seal every segment, stores into
+ * the first page again (its segment is hot) and exits without closing, as a crashed program
+ * would: the sidecar stays ACTIVE with cold segments whose redundancy is trusted. */
+static int region_crash(const char *path)
+{
+	struct kr_region_opts o = {.struct_size = sizeof(o),
+				   .flags = KR_REGION_MANUAL | KR_REGION_FORCE_PMEM};
+	kr_region *r;
+	void *base;
+	size_t len;
+	int rc = kr_region_open(path, &o, &r, &base, &len);
+	if (rc)
+		return util_lib_error(PROG, path, rc);
+	for (size_t off = 0; off < len && off < (2u << 20); off += 4096)
+		((volatile char *)base)[off] = 'k';
+	for (int i = 0; i < 3 && rc == KR_OK; i++)
+		rc = kr_region_sync(r);
+	if (rc)
+		return util_lib_error(PROG, path, rc);
+	((volatile char *)base)[1] = 'c';
+	fflush(stdout);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"seed", required_argument, NULL, 's'},
 		{"force-pmem", no_argument, NULL, 'f'},
+		{"region-crash", no_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -70,6 +98,10 @@ int main(int argc, char **argv)
 
 	while ((c = util_getopt(PROG, argc, argv, longopts)) != -1) {
 		switch (c) {
+		case 'r':
+			if (argc - optind != 1)
+				return util_usage_error(PROG, "--region-crash takes one FILE");
+			return region_crash(argv[optind]);
 		case 's':
 			if (util_parse_uint(optarg, 0, UINT64_MAX, &seed))
 				return util_usage_error(PROG, "invalid --seed '%s'", optarg);

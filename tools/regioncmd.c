@@ -86,7 +86,7 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 	bool repair = strcmp(verb, "check") != 0, protect = strcmp(verb, "protect") == 0;
 	struct util_progress bar;
 	util_progress_init(&bar, protect ? "computing" : repair ? "recovering" : "opening");
-	struct kr_region_opts o = {0};
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
 	o.sidecar = sidecar;
 	o.flags = KR_REGION_OFFLINE | (protect ? 0 : KR_REGION_NO_CREATE) | (repair ? 0 : KR_REGION_READONLY);
 	o.progress = util_progress_cb;
@@ -98,6 +98,9 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 		return util_lib_error("keratin", path, rc);
 	struct kr_region_stats st;
 	kr_region_stats(r, &st);
+	/* The open verified the cold segments of a crashed session: what it repaired the check
+	 * will not see again; what it could not (read-only) the check counts itself. */
+	uint64_t repaired_at_open = st.repaired_pages;
 	util_progress_init(&bar, repair ? "repairing" : "checking");
 	struct kr_region_report rep = {0};
 	unsigned flags = KR_REGION_CHECK_PARITY | (repair ? KR_REGION_CHECK_REPAIR : 0);
@@ -116,12 +119,20 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 			}
 			if (part.pages_bad > part.pages_repaired && rep.pages_bad == rep.pages_repaired)
 				rep.first_bad_page = part.first_bad_page;
+			if (rep.first_bad_kind == KR_REGION_BAD_NONE) {
+				rep.first_bad_kind = part.first_bad_kind;
+				rep.first_bad_index = part.first_bad_index;
+				rep.first_bad_off = part.first_bad_off;
+			}
 			rep.pages_checked += part.pages_checked;
 			rep.pages_bad += part.pages_bad;
 			rep.pages_repaired += part.pages_repaired;
 			rep.pages_unverifiable += part.pages_unverifiable;
 			rep.stripes_checked += part.stripes_checked;
 			rep.parity_rebuilt += part.parity_rebuilt;
+			rep.parity_bad += part.parity_bad;
+			rep.crc_pages_bad += part.crc_pages_bad;
+			rep.crcs_rebuilt += part.crcs_rebuilt;
 			at += n;
 			util_progress_cb(&bar, at, st.npages);
 			double due = (double)at * 4096 / ((double)rate_mib * 1048576.0) * 1e9;
@@ -134,7 +145,7 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 				}
 				nanosleep(&ts, NULL);
 			}
-			rc = rep.pages_bad > rep.pages_repaired + rep.parity_rebuilt ? KR_E_CORRUPT_REGION : KR_OK;
+			rc = rep.first_bad_kind != KR_REGION_BAD_NONE ? KR_E_CORRUPT_REGION : KR_OK;
 		}
 	}
 	double secs = (double)(util_now_ns() - t0) / 1e9;
@@ -159,19 +170,32 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 	util_field("unverifiable", "%" PRIu64 "%s", unverifiable,
 		   unverifiable ? " (in segments hot at a crash: no trusted checksum)" : "");
 	util_field("stripes checked", "%" PRIu64, rep.stripes_checked);
-	util_field("damaged pages", "%" PRIu64, st.bad_pages);
+	util_field("damaged pages", "%" PRIu64, rep.pages_bad + repaired_at_open);
+	util_field("damaged parity", "%" PRIu64 " page%s", rep.parity_bad, rep.parity_bad == 1 ? "" : "s");
+	util_field("damaged checksums", "%" PRIu64 " page%s of the checksum array", rep.crc_pages_bad,
+		   rep.crc_pages_bad == 1 ? "" : "s");
 	if (repair) {
 		util_field("pages rebuilt", "%" PRIu64, st.repaired_pages);
 		util_field("parity rebuilt", "%" PRIu64, rep.parity_rebuilt);
+		util_field("checksums rebuilt", "%" PRIu64, rep.crcs_rebuilt);
 	}
 	if (strcmp(verb, "scrub") == 0)
 		util_field("speed", "%.2f GB/s (%.3f s)", secs > 0 ? (double)rep.pages_checked * 4096 / secs / 1e9 : 0.0, secs);
 	bool damaged = rc == KR_E_CORRUPT_REGION;
-	if (damaged)
-		util_field("result", "DAMAGED, first bad page %" PRIu64 " (offset 0x%" PRIx64 ")",
-			   rep.first_bad_page, rep.first_bad_page * 4096);
+	if (damaged && rep.first_bad_kind == KR_REGION_BAD_PARITY)
+		util_field("result", "DAMAGED, first bad: parity page of stripe %" PRIu64
+			   " (sidecar offset 0x%" PRIx64 ")",
+			   rep.first_bad_index, rep.first_bad_off);
+	else if (damaged && rep.first_bad_kind == KR_REGION_BAD_CRCS)
+		util_field("result", "DAMAGED, first bad: checksum page %" PRIu64
+			   " (sidecar offset 0x%" PRIx64 ")",
+			   rep.first_bad_index, rep.first_bad_off);
+	else if (damaged)
+		util_field("result", "DAMAGED, first bad: data page %" PRIu64 " (offset 0x%" PRIx64 ")",
+			   rep.first_bad_index, rep.first_bad_off);
 	else
-		util_field("result", "%s", st.repaired_pages || rep.parity_rebuilt ? "sound after repairs" : "sound");
+		util_field("result", "%s", st.repaired_pages || rep.parity_rebuilt || rep.crcs_rebuilt
+						   ? "sound after repairs" : "sound");
 	fflush(stdout);
 	int crc = kr_region_close(r);
 	if (crc)

@@ -7,9 +7,11 @@
 # line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
 # check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
 # parity cannot undo is reported; media: emulated media errors are repaired by the next
-# open; map: the picture and its SVG; region: protected regions' sidecars; fs-files,
-# fs-usage, fs-damage: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and live in /dev/shm where
-# there is one, filled by kr-fill. Prints every failed check and exits 1 if there was any.
+# open; map: the picture and its SVG; region: protected regions' sidecars; messages: what
+# users read when something fails (no source locations unless KERATIN_DEBUG=1); fs-files,
+# fs-usage, fs-damage: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and
+# live in /dev/shm where there is one, filled by kr-fill. Prints every failed check and exits
+# 1 if there was any.
 set -u
 KR=$1
 CASE=$2
@@ -116,7 +118,7 @@ fs-usage)
 	has err "too small for a keratin-fs pool"
 	head -c 65536 /dev/zero >"$DIR/zeros"
 	expect 1 "$KR" fs check "$DIR/zeros"
-	has err "not a keratin-fs pool$"
+	has err "not a keratin-fs pool; .*by 'keratin fs mkfs'"
 	expect 1 "$KR" fs mkfs "$DIR/small" --size 1M
 	;;
 fs-damage)
@@ -161,7 +163,7 @@ region)
 	printf 'Q' | dd of="$F" bs=1 seek=100000 conv=notrunc 2>/dev/null
 	expect 1 "$KR" region check "$F"
 	has out "^damaged pages: *1$"
-	has out "^result: *DAMAGED, first bad page 24 (offset 0x18000)$"
+	has out "^result: *DAMAGED, first bad: data page 24 (offset 0x18000)$"
 	cmp -s "$F" "$DIR/orig" && fail "check changed nothing, so the damage must still be there"
 	expect 0 "$KR" region repair "$F"
 	has out "^pages rebuilt: *1$"
@@ -170,6 +172,44 @@ region)
 	expect 0 "$KR" region scrub "$F" --rate 1000
 	has out "^speed: "
 	has out "^result: *sound$"
+	# Damage in the sidecar's redundancy is reported once, as what it is, where it is:
+	# a parity page (stripe 5) and a page of stored checksums (the first). Repair restores
+	# each page byte for byte (the rest of the sidecar records the sessions).
+	S=$F.krs
+	poff=$(( $(od -A n -t u8 -j 128 -N 8 "$S") + 5 * 4096 ))
+	coff=$(od -A n -t u8 -j 112 -N 8 "$S" | tr -d ' ')
+	page() { dd if="$S" bs=4096 skip=$(($1 / 4096)) count=1 2>/dev/null; }
+	page $poff >"$DIR/parity.orig"
+	page $coff >"$DIR/crcs.orig"
+	printf 'Q' | dd of="$S" bs=1 seek=$((poff + 7)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$F"
+	has out "^damaged pages: *0$"
+	has out "^damaged parity: *1 page$"
+	has out "^damaged checksums: *0 pages"
+	has out "^result: *DAMAGED, first bad: parity page of stripe 5 (sidecar offset $(printf '0x%x' $poff))$"
+	expect 0 "$KR" region repair "$F"
+	has out "^parity rebuilt: *1$"
+	page $poff | cmp -s - "$DIR/parity.orig" || fail "repair did not restore the parity page"
+	printf 'Q' | dd of="$S" bs=1 seek=$((coff + 40)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$F"
+	has out "^damaged pages: *0$"
+	has out "^damaged checksums: *1 page of the checksum array$"
+	has out "^result: *DAMAGED, first bad: checksum page 0 (sidecar offset $(printf '0x%x' $coff))$"
+	expect 0 "$KR" region repair "$F"
+	page $coff | cmp -s - "$DIR/crcs.orig" || fail "repair did not restore the checksum page"
+	expect 0 "$KR" region check "$F"
+	has out "^result: *sound$"
+	# After a crash: one damaged page of a cold segment is one damaged page.
+	G=$DIR/g.dat
+	yes keratin | head -c 8388608 >"$G"
+	"$FILL" --region-crash "$G" || fail "kr-fill --region-crash failed"
+	printf 'Q' | dd of="$G" bs=1 seek=$((700 * 4096 + 9)) conv=notrunc 2>/dev/null
+	expect 1 "$KR" region check "$G"
+	has out "^damaged pages: *1$"
+	has out "^result: *DAMAGED, first bad: data page 700 (offset 0x2bc000)$"
+	expect 0 "$KR" region repair "$G"
+	has out "^damaged pages: *1$"
+	has out "^pages rebuilt: *1$"
 	# Bad command lines and a sidecar that is not one.
 	usage_error region
 	usage_error region bogus "$F"
@@ -189,7 +229,7 @@ create-info)
 	expect 0 "$KR" info "$P"
 	for key in uuid "pool size" "durability mode" zones rows "row size" "zone size" lanes \
 		"heap size" used free "live objects" "max object size" "parity overhead" \
-		"metadata overhead" redundancy recovered "repaired at open"; do
+		"metadata overhead" redundancy recovered "repairable at open"; do
 		has out "^$key: "
 	done
 	has out "^pool size: *16777216 (16.0 MiB)$"
@@ -199,7 +239,9 @@ create-info)
 	has out "^parity overhead: *[0-9]* ([0-9.]* [KMG]*i*B, [0-9.]*% of pool)$"
 	has out "^recovered: *no$"
 	has out "^redundancy: *meta checksums, object checksums, parity, log replica$"
-	has out "^repaired at open: *0 pages after media errors, 0 items after checksum errors$"
+	has out "^protection: *full (crashes, media errors and scribbles repaired)$"
+	has out "^plain reads: *not verified by default"
+	has out "^repairable at open: *0 pages after media errors, 0 items after checksum errors$"
 	# The value column is aligned: every value starts in the same column.
 	[ "$(awk '{ match($0, /: +/); print RSTART + RLENGTH }' "$DIR/out" | sort -u | wc -l)" -eq 1 ] ||
 		fail "info values are not aligned: $(cat "$DIR/out")"
@@ -276,6 +318,29 @@ usage)
 	done
 	expect 0 "$KR" help create
 	has out "--size SIZE"
+	has out "^accepts: new pool$"
+	# The overview says which kind of file each command takes.
+	expect 0 "$KR" --help
+	for c in info check repair scrub inject map; do
+		has out "^  $c  *pool  "
+	done
+	has out "^  region   region  "
+	;;
+messages)
+	# A user's message says what failed, where and what to do; where in keratin's source the
+	# damage was detected only with KERATIN_DEBUG=1.
+	new_pool m
+	"$KR" inject "$P" scribble --seed 3 --force-pmem >/dev/null || fail "inject failed"
+	expect 1 "$KR" check "$P" --force-pmem
+	has err "^keratin: $P: .* at pool offset 0x[0-9a-f]*; 'keratin repair' rebuilds"
+	grep -q '\.c:[0-9]' "$DIR/err" && fail "source location in a user's message: $(cat "$DIR/err")"
+	expect 1 env KERATIN_DEBUG=1 "$KR" check "$P" --force-pmem
+	has err "(detected at [a-z_]*\.c:[0-9]*)"
+	lib_error "$P" create "$P" --size 16M
+	has err "; remove it or choose another path$"
+	echo "hello, I am not a pool" >"$DIR/text"
+	lib_error "$DIR/text" info "$DIR/text"
+	has err "; pools are made by 'keratin create'"
 	;;
 not-a-pool)
 	echo "hello, I am not a pool" >"$DIR/text"
@@ -296,7 +361,7 @@ not-a-pool)
 check-repair)
 	new_pool c
 	expect 0 "$KR" check "$P" --force-pmem
-	for key in pool recovered "repaired at open" objects "chunk records" "parity columns" \
+	for key in pool recovered "repairable at open" objects "chunk records" "parity columns" \
 		unrepairable scanned result; do
 		has out "^$key: "
 	done
@@ -357,9 +422,41 @@ media)
 	has out "^  in the data page, zone 0 row [0-9]* column [0-9]*$"
 	has out "^  reported as a bad block"
 	[ -s "$P.badblocks" ] || fail "inject media left no $P.badblocks"
-	expect 0 "$KR" check "$P" --force-pmem
+	# Inspection changes nothing: check and info find the damage and repair it in a
+	# private view only; the file and the bad-block list stay as they were.
+	cp "$P" "$DIR/damaged"
+	cp "$P.badblocks" "$DIR/damaged.bb"
+	expect 1 "$KR" check "$P" --force-pmem
+	has out "^repairable at open: *1 page after media errors"
+	has out "^result: *REPAIRABLE"
+	expect 0 "$KR" info "$P" --force-pmem
+	has out "^repairable at open: *1 page after media errors"
+	cmp -s "$P" "$DIR/damaged" || fail "check or info changed the pool file"
+	cmp -s "$P.badblocks" "$DIR/damaged.bb" || fail "check or info changed the bad-block list"
+	expect 1 "$KR" check "$P" --json --force-pmem
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["result"] == "repairable" and d["repairable_at_open"]["media_pages"] == 1 and d["readonly_view"] is True, d' "$DIR/out" ||
+		fail "check --json of a repairable pool: $(cat "$DIR/out")"
+	expect 0 "$KR" info "$P" --json --force-pmem
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kind"] == "pool" and d["objects"] > 0, d' "$DIR/out" ||
+		fail "info --json: $(cat "$DIR/out")"
+	cmp -s "$P" "$DIR/damaged" || fail "check --json or info --json changed the pool file"
+	expect 0 "$KR" repair "$P" --force-pmem
 	has out "^repaired at open: *1 page after media errors"
 	has out "^result: *sound after repairs$"
+	[ -e "$P.badblocks" ] && fail "repair left the bad-block list"
+	# Damage a check finds in the data (not at open): listed with its offset and contents.
+	"$KR" inject "$P" scribble --offset $((BIG + 8192)) --length 64 >/dev/null
+	expect 1 "$KR" check "$P" --json --force-pmem
+	python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["result"] == "damaged" and d["bad"]["objects"] >= 1 and len(d["damaged"]) >= 1 and all("holds" in x and x["offset"] > 0 for x in d["damaged"]), d' "$DIR/out" ||
+		fail "check --json of a damaged pool: $(cat "$DIR/out")"
+	# Messages are for users: where in keratin the damage was noticed only on request.
+	expect 1 "$KR" check "$P" --force-pmem
+	grep -q "detected at" "$DIR/err" && fail "a source location in a user's message: $(cat "$DIR/err")"
+	KERATIN_DEBUG=1 "$KR" check "$P" --force-pmem >/dev/null 2>"$DIR/err"
+	grep -q "detected at [a-z_]*\.c:[0-9]" "$DIR/err" || fail "KERATIN_DEBUG=1 shows no source location: $(cat "$DIR/err")"
+	expect 0 "$KR" repair "$P" --force-pmem
+	expect 0 "$KR" check "$P" --force-pmem
+	has out "^result: *sound$"
 	# A page of the big object, and the first copy of the header: given offsets need no
 	# open, so nothing is described; the next open rebuilds each.
 	for off in $((BIG + 4096)) 0; do
@@ -373,7 +470,12 @@ media)
 		has out "^result: *sound$"
 	done
 	expect 0 "$KR" info "$P" --force-pmem
-	has out "^repaired at open: *0 pages" # the list was emptied by the repairing open
+	has out "^repairable at open: *0 pages" # the list was emptied by the repairing open
+	# A read-only file is inspected; a pool another process has open for writing is not.
+	chmod 0444 "$P"
+	expect 0 "$KR" check "$P" --force-pmem
+	has out "^result: *sound$"
+	chmod 0644 "$P"
 
 	usage_error inject "$P" media --offset 16M
 	usage_error inject "$P" media --offset 0x1000000

@@ -310,15 +310,42 @@ int util_getopt(const char *prog, int argc, char **argv, const struct option *lo
 	return c;
 }
 
+/* What a user can do about an error, where the code says enough to tell; NULL otherwise
+ * (the library's message then says it all: a missing file, a refused permission). */
+static const char *error_hint(int rc)
+{
+	switch (rc) {
+	case KR_E_IO_EXISTS: return "remove it or choose another path";
+	case KR_E_IO_BUSY: return "another process has it open; close that first";
+	case KR_E_FORMAT_NOT_POOL:
+	case KR_E_FORMAT_TRUNCATED:
+		return "pools are made by 'keratin create', file systems by 'keratin fs mkfs'; files "
+		       "protected as regions are checked with 'keratin region'";
+	case KR_E_FORMAT_VERSION: return "open it with the (newer) keratin that made it";
+	case KR_E_FORMAT_MISMATCH:
+		return "the sidecar belongs to another file or size: give the right one with "
+		       "--sidecar, or remove it and run 'keratin region protect'";
+	case KR_E_CORRUPT_HEADER:
+	case KR_E_CORRUPT_LOG: return "both copies are damaged: restore the file from a backup";
+	case KR_E_CORRUPT_REGION: return "'keratin region repair' rebuilds what the redundancy allows";
+	case KR_E_CORRUPT:
+	case KR_E_CORRUPT_META:
+	case KR_E_CORRUPT_OBJECT: return "'keratin repair' rebuilds what the redundancy allows";
+	case KR_E_NOSPACE_HEAP: return "the pool is full: free objects, or create a larger pool";
+	default: return NULL;
+	}
+}
+
 int util_lib_error(const char *prog, const char *what, int rc)
 {
 	const char *msg = kr_errcode() == rc ? kr_errmsg() : kr_strerror(rc);
+	const char *hint = error_hint(rc);
 	size_t n = strlen(what);
 
 	/* The library's messages often begin with the file they are about; say it once. */
 	if (strncmp(msg, what, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
 		msg += n + 2;
-	fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
+	fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, msg, hint ? "; " : "", hint ? hint : "");
 	return 1;
 }
 
@@ -357,4 +384,18 @@ void util_field(const char *key, const char *fmt, ...)
 	vprintf(fmt, ap);
 	va_end(ap);
 	putchar('\n');
+}
+
+void util_json_str(const char *s)
+{
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
 }

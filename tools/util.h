@@ -93,8 +93,9 @@ int util_usage_error(const char *prog, const char *fmt, ...) __attribute__((form
  * error was printed. Reset optind = 1 before the first call for a new argv. */
 int util_getopt(const char *prog, int argc, char **argv, const struct option *longopts);
 
-/* A library call failed with rc: prints "PROG: WHAT: message" with the thread's detailed
- * message (kr_errmsg()) and returns 1, the exit status for library errors. */
+/* A library call failed with rc: prints "PROG: WHAT: message[; what to do]" with the
+ * thread's detailed message (kr_errmsg()) and, for codes that tell, what the user can do
+ * about it; returns 1, the exit status for library errors. */
 int util_lib_error(const char *prog, const char *what, int rc);
 
 /* Makes a fresh directory "PREFIX.XXXXXX" under /dev/shm (or /tmp if there is none) and
@@ -103,5 +104,8 @@ int util_lib_error(const char *prog, const char *what, int rc);
 int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs);
 /* Whether path lies on a tmpfs file system (0 if it cannot tell). */
 int util_is_tmpfs(const char *path);
+
+/* Prints s as a JSON string literal (quotes, backslashes and control characters escaped). */
+void util_json_str(const char *s);
 
 #endif

@@ -26,8 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../err.h"
-#include "../pmem.h"
+#include "err.h"
+#include "pmem.h"
 #include "fs_layout.h"
 #include "keratin_fs.h"
 

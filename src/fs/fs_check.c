@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 struct checker {

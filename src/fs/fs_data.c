@@ -33,8 +33,8 @@
 #include <isa-l/raid.h>
 #include <string.h>
 
-#include "../csum.h"
-#include "../simd.h"
+#include "csum.h"
+#include "simd.h"
 #include "fs.h"
 
 static uint64_t csum_a(const struct kr_fs *fs, uint64_t pg) { return fs->sb.csum_a_off + pg * KRFS_CSUM_PER_PAGE; }

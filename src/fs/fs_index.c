@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 #define FAN 64u

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 static uint64_t journal_off(unsigned jn) { return P + (uint64_t)jn * P; }

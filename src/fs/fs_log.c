@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 uint32_t krfs_entry_csum(const struct krfs_entry_hdr *e)

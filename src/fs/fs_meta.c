@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 uint64_t krfs_word_make(uint64_t value, uint64_t owner)

@@ -38,7 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../csum.h"
+#include "csum.h"
 #include "fs.h"
 
 #define SB_CSUM_LEN offsetof(struct krfs_super, csum)
@@ -304,10 +304,12 @@ static int format(struct kr_fs *fs)
 
 int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 {
-	if (!path || !o || o->version != KR_FS_OPTS_VERSION ||
-	    (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY)))
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: path and options (version %u) are required",
-				  KR_FS_OPTS_VERSION);
+	if (!path || !o)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: a path and options are required");
+	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
+		return KR_E_MISUSE_ARG;
+	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY))
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown protection flags 0x%x", o->unprotect);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	struct krfs_super sb = {
 		.magic = KRFS_MAGIC,

@@ -1,0 +1,137 @@
+/*
+ * err.c - error codes, their static descriptions, and the thread's last error.
+ *
+ * The last error lives in thread-local storage so that concurrent threads never see each
+ * other's messages; it is overwritten by the next failure, never cleared by success (like
+ * errno), so callers read it only after a call reported failure.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+
+#define KR_ERRMSG_MAX 512
+
+static _Thread_local int last_code;
+static _Thread_local char last_msg[KR_ERRMSG_MAX];
+
+static const struct {
+	int code;
+	const char *text;
+} kr_err_texts[] = {
+	{KR_OK, "success"},
+	{KR_E_MISUSE, "API misuse"},
+	{KR_E_MISUSE_ARG, "invalid argument"},
+	{KR_E_MISUSE_STATE, "call not valid in the current transaction state"},
+	{KR_E_MISUSE_OID, "object id is not a live object of this pool"},
+	{KR_E_MISUSE_FREED, "object already freed"},
+	{KR_E_MISUSE_RANGE, "range beyond the end of the object"},
+	{KR_E_MISUSE_THREAD, "transaction used from another thread"},
+	{KR_E_NOSPACE, "out of space"},
+	{KR_E_NOSPACE_HEAP, "no free space in the heap for this allocation"},
+	{KR_E_NOSPACE_LOG, "transaction too large for a log lane"},
+	{KR_E_TOO_BIG, "allocation larger than the pool can hold"},
+	{KR_E_IO, "I/O error"},
+	{KR_E_IO_OPEN, "cannot open or create the file"},
+	{KR_E_IO_MAP, "cannot map the file"},
+	{KR_E_IO_SYNC, "cannot make data durable (msync failed)"},
+	{KR_E_IO_EXISTS, "file already exists"},
+	{KR_E_IO_BUSY, "pool is already open"},
+	{KR_E_FORMAT, "not a usable pool"},
+	{KR_E_FORMAT_NOT_POOL, "not a keratin pool"},
+	{KR_E_FORMAT_VERSION, "pool made by a newer keratin"},
+	{KR_E_FORMAT_TRUNCATED, "pool file is truncated"},
+	{KR_E_FORMAT_GEOMETRY, "pool header geometry is inconsistent"},
+	{KR_E_FORMAT_MISMATCH, "sidecar does not describe this file (other file or size)"},
+	{KR_E_CORRUPT, "corruption detected"},
+	{KR_E_CORRUPT_HEADER, "both pool header copies are damaged"},
+	{KR_E_CORRUPT_META, "heap metadata is damaged"},
+	{KR_E_CORRUPT_LOG, "committed log entry is damaged"},
+	{KR_E_CORRUPT_OBJECT, "object fails its checksum"},
+	{KR_E_CORRUPT_REGION, "protected region has pages that fail their checksum"},
+	{KR_E_MEDIA, "unrepairable media error"},
+	{KR_E_NOMEM, "out of memory"},
+	{KR_E_POOL_FAILED, "pool is in the error state; reopen it"},
+	{KR_E_CANARY, "micro-buffer overrun detected; transaction aborted"},
+};
+
+const char *kr_strerror(int err)
+{
+	for (size_t i = 0; i < sizeof(kr_err_texts) / sizeof(kr_err_texts[0]); i++)
+		if (kr_err_texts[i].code == err)
+			return kr_err_texts[i].text;
+	return "unknown error code";
+}
+
+int kr_errcode(void) { return last_code; }
+
+const char *kr_errmsg(void) { return last_msg[0] ? last_msg : kr_strerror(last_code); }
+
+void kr_err_clear(void)
+{
+	last_code = KR_OK;
+	last_msg[0] = '\0';
+}
+
+int kr_err_recode(int code)
+{
+	last_code = code;
+	return code;
+}
+
+static int err_vset(int code, const char *suffix, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
+	if (suffix && n >= 0 && (size_t)n < sizeof(last_msg))
+		snprintf(last_msg + n, sizeof(last_msg) - (size_t)n, ": %s", suffix);
+	last_code = code;
+	return code;
+}
+
+int kr_error_set(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(code, NULL, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int kr_err_errno(int code, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(code, strerror(saved), fmt, ap);
+	va_end(ap);
+	errno = saved;
+	return code;
+}
+
+int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const char *fmt, ...)
+{
+	char what[KR_ERRMSG_MAX / 2];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	/* Where in keratin the damage was noticed matters to keratin's developers, not to the
+	 * user reading the message: only with KERATIN_DEBUG=1. */
+	const char *dbg = getenv("KERATIN_DEBUG");
+	if (!dbg || strcmp(dbg, "1") != 0)
+		return kr_err_set(code, "%s at pool offset 0x%llx", what, (unsigned long long)off);
+	const char *base = strrchr(file, '/'); /* the source file, not the build machine's path */
+	return kr_err_set(code, "%s at pool offset 0x%llx (detected at %s:%d)", what,
+			  (unsigned long long)off, base ? base + 1 : file, line);
+}
+
+int kr_opts_size_check(uint32_t given, size_t expected, const char *name)
+{
+	if (given == expected)
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_ARG, "%s.struct_size is %u, not %zu: set it to sizeof(struct "
+			  "%s) (or start from its _OPTS_INIT macro)", name, given, expected, name);
+}

@@ -1,0 +1,283 @@
+/*
+ * parity.c - zone parity (Pangolin's RAID-4-style rows, one parity row per zone).
+ *
+ * Design
+ *
+ *   Geometry: zone z starts at heap_off + z * zone_size; data row r of it at
+ *   + r * row_size; the parity row at + rows * row_size. Data byte at zone offset
+ *   r * row_size + c has its parity at column c. Objects ignore row boundaries, so one
+ *   patch may touch two rows' parity; kr_parity_patch splits it.
+ *
+ *   Concurrency: XOR commutes, so any number of commits may patch the same parity bytes in
+ *   any order as long as each patch is itself atomic. A small patch is a few atomic 64-bit
+ *   XORs (lock xor) and holds its range lock SHARED; a large patch reads and writes parity
+ *   with SIMD XOR, which is not atomic, so it holds the range lock EXCLUSIVE. Ranges are
+ *   page columns hashed onto KR_PARITY_LOCKS rwlocks; a patch takes its pages' locks in
+ *   ascending order. The crossover between the two paths is a measured default. Single-word
+ *   deltas (kr_parity_xor_word) take the shared lock too: an unlocked atomic XOR is lost if
+ *   it lands inside an exclusive SIMD patch of the same column (invariant 3).
+ *
+ *   Invariants
+ *   1. Outside a commit's apply step, parity row byte c == XOR of byte c of every data row
+ *      (the fault-tolerance checker and the crash simulator test this on every image).
+ *   2. Recovery never re-applies XOR deltas (they are not idempotent); it recomputes the
+ *      parity of every column touched by the transactions it replays.
+ *   3. Every write of parity bytes outside recovery and quiesced repair holds the range lock
+ *      of its page column: shared for atomic XORs, exclusive for plain stores.
+ */
+#include <isa-l/raid.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+#include "simd.h"
+
+#define P KR_PAGE_SIZE
+
+void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_hdr *h)
+{
+	p->pm = pm;
+	p->heap_off = h->heap_off;
+	p->zone_size = h->zone_size;
+	p->row_size = (uint64_t)h->row_pages * P;
+	p->rows = h->rows;
+	p->nzones = h->nzones;
+	p->crossover = KR_PARITY_CROSSOVER_DEFAULT;
+	const char *env = getenv("KERATIN_PARITY_CROSSOVER");
+	if (env && *env)
+		p->crossover = (size_t)strtoull(env, NULL, 10);
+	for (int i = 0; i < KR_PARITY_LOCKS; i++)
+		pthread_rwlock_init(&p->locks[i], NULL);
+}
+
+void kr_parity_fini(struct kr_parity *p)
+{
+	for (int i = 0; i < KR_PARITY_LOCKS; i++)
+		pthread_rwlock_destroy(&p->locks[i]);
+}
+
+int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len)
+{
+	if (off < p->heap_off)
+		return 0;
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	return z < p->nzones && zoff + len <= (uint64_t)p->rows * p->row_size;
+}
+
+uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
+{
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	return p->heap_off + z * p->zone_size + (uint64_t)p->rows * p->row_size + zoff % p->row_size;
+}
+
+/* The distinct lock indices of the page columns of parity bytes [poff, poff+len), in
+ * ascending order (so patches never deadlock on each other or on themselves). */
+static int lock_set(uint64_t poff, size_t len, uint16_t *idx)
+{
+	uint64_t first = poff / P, last = (poff + len - 1) / P;
+	if (last - first + 1 >= KR_PARITY_LOCKS) {
+		for (int i = 0; i < KR_PARITY_LOCKS; i++)
+			idx[i] = (uint16_t)i;
+		return KR_PARITY_LOCKS;
+	}
+	int n = 0;
+	for (uint64_t pg = first; pg <= last; pg++) {
+		uint16_t v = (uint16_t)(pg % KR_PARITY_LOCKS);
+		int k = n;
+		while (k > 0 && idx[k - 1] > v) /* insertion: the set is tiny */
+			k--;
+		if (k > 0 && idx[k - 1] == v)
+			continue;
+		memmove(&idx[k + 1], &idx[k], (size_t)(n - k) * sizeof(*idx));
+		idx[k] = v;
+		n++;
+	}
+	return n;
+}
+
+_Thread_local int kr_parity_unlocked;
+
+/* A thread that must wait for a lock leaves the commit gate while it waits: otherwise an
+ * online repair, which waits for every commit to leave, could wait for it while the
+ * faulting thread holds the lock it wants. */
+static void lock_range(struct kr_parity *p, const uint16_t *idx, int n, int exclusive)
+{
+	if (kr_parity_unlocked)
+		return;
+	for (int i = 0; i < n; i++) {
+		pthread_rwlock_t *l = &p->locks[idx[i]];
+		if ((exclusive ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l)) == 0)
+			continue;
+		int token = p->wait_begin ? p->wait_begin() : 0;
+		exclusive ? pthread_rwlock_wrlock(l) : pthread_rwlock_rdlock(l);
+		if (p->wait_end)
+			p->wait_end(token);
+	}
+}
+
+static void unlock_range(struct kr_parity *p, const uint16_t *idx, int n)
+{
+	if (kr_parity_unlocked)
+		return;
+	for (int i = n - 1; i >= 0; i--)
+		pthread_rwlock_unlock(&p->locks[idx[i]]);
+}
+
+/* Atomic word XORs: the delta of each 8-byte parity word, built from old and new. */
+static void patch_words(struct kr_parity *p, uint64_t poff, const uint8_t *old,
+			const uint8_t *new, size_t len)
+{
+	char *base = p->pm->base;
+	uint64_t w = poff & ~7ull, end = poff + len;
+	for (; w < end; w += 8) {
+		uint64_t delta = 0;
+		if (w >= poff && w + 8 <= end) {
+			uint64_t o, n;
+			memcpy(&o, old + (w - poff), 8);
+			memcpy(&n, new + (w - poff), 8);
+			delta = o ^ n;
+		} else {
+			uint64_t s = w < poff ? poff : w, e = w + 8 < end ? w + 8 : end;
+			for (uint64_t b = s; b < e; b++)
+				delta |= (uint64_t)(old[b - poff] ^ new[b - poff]) << (8 * (b - w));
+		}
+		if (delta)
+			kr_pm_xor64(p->pm, (uint64_t *)(base + w), delta);
+	}
+}
+
+/* SIMD XOR for the 32-byte aligned middle, atomic words for the edges. Exclusive lock. */
+static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
+		       const uint8_t *new, size_t len)
+{
+	uint64_t a = (poff + 31) & ~31ull, e = (poff + len) & ~31ull;
+	if (e <= a + 64) {
+		patch_words(p, poff, old, new, len);
+		return;
+	}
+	patch_words(p, poff, old, new, a - poff);
+	size_t mid = e - a;
+	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch, on
+	 * the stack up to 4 KiB each, allocated for larger patches (amortised over their size). */
+	_Alignas(32) uint8_t local[2 * P];
+	uint8_t *st = 2 * mid <= sizeof(local) ? local : aligned_alloc(32, 2 * mid);
+	if (!st) {
+		patch_words(p, a, old + (a - poff), new + (a - poff), mid);
+	} else {
+		memcpy(st, old + (a - poff), mid);
+		memcpy(st + mid, new + (a - poff), mid);
+		kr_pm_xor2(p->pm, p->pm->base + a, st, st + mid, mid);
+		if (st != local)
+			free(st);
+	}
+	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
+}
+
+/* One 8-byte word's delta (allocator bit records, chunk-record CRC patches). The atomic
+ * XOR alone is not enough: a large patch of the same page column reads and writes parity
+ * with plain SIMD loads and stores under the EXCLUSIVE lock, and an XOR landing between its
+ * load and its store would be lost (stale parity, then wrong data "repaired" from it). So
+ * the word holds its column's lock SHARED, like any small patch. */
+void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta)
+{
+	uint64_t poff = kr_parity_offset(p, off);
+	uint16_t idx = (uint16_t)(poff / P % KR_PARITY_LOCKS);
+	lock_range(p, &idx, 1, 0);
+	kr_pm_xor64(p->pm, (uint64_t *)(p->pm->base + poff), delta);
+	unlock_range(p, &idx, 1);
+	kr_pm_flush(p->pm, p->pm->base + poff, 8);
+}
+
+void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
+		     size_t len)
+{
+	const uint8_t *o = old, *n = new;
+	while (len > 0) {
+		/* One row's share at a time: parity columns are per row offset. */
+		uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
+		size_t piece = p->row_size - zoff % p->row_size;
+		if (piece > len)
+			piece = len;
+		uint64_t poff = kr_parity_offset(p, off);
+		int big = piece >= p->crossover;
+		uint16_t idx[KR_PARITY_LOCKS];
+		int nl = lock_set(poff, piece, idx);
+		lock_range(p, idx, nl, big);
+		if (big)
+			patch_simd(p, poff, o, n, piece);
+		else
+			patch_words(p, poff, o, n, piece);
+		unlock_range(p, idx, nl);
+		kr_pm_flush(p->pm, p->pm->base + poff, piece);
+		off += piece;
+		o += piece;
+		n += piece;
+		len -= piece;
+	}
+}
+
+/* The rows of the page column holding offset off, as ISA-L source vectors. */
+static void column_vectors(struct kr_parity *p, uint64_t off, void **v, uint64_t *col_off)
+{
+	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
+	uint64_t col = (zoff % p->row_size) & ~(uint64_t)(P - 1);
+	char *zb = p->pm->base + p->heap_off + z * p->zone_size;
+	for (uint32_t r = 0; r <= p->rows; r++) /* the last one is the parity row */
+		v[r] = zb + (uint64_t)r * p->row_size + col;
+	*col_off = col;
+}
+
+/* Column work keeps its vectors on the stack (rows are at most KR_MAX_ROWS): it runs in the
+ * fault handler, where nothing may allocate. */
+void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
+{
+	void *v[KR_MAX_ROWS + 1];
+	uint64_t page = off & ~(uint64_t)(P - 1), end = off + len;
+	for (; page < end; page += P) {
+		uint64_t col;
+		column_vectors(p, page, v, &col);
+		uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+		uint16_t idx[1];
+		int nl = lock_set(poff, P, idx);
+		lock_range(p, idx, nl, 1);
+		kr_pm_xor_gen(p->pm, (int)p->rows + 1, P, v);
+		unlock_range(p, idx, nl);
+		kr_pm_flush(p->pm, v[p->rows], P);
+	}
+}
+
+void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff)
+{
+	kr_parity_recompute(p, poff - (uint64_t)p->rows * p->row_size, KR_PAGE_SIZE);
+}
+
+void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
+{
+	uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
+	uint32_t row = (uint32_t)(zoff / p->row_size);
+	void *v[KR_MAX_ROWS + 1];
+	_Alignas(32) uint8_t acc[P];
+	uint64_t col;
+	column_vectors(p, off, v, &col);
+	/* The lost row's bytes = XOR of parity and every other row: one ISA-L pass, the lost
+	 * row's slot taken by the parity row and the destination put last. */
+	uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+	v[row] = v[p->rows];
+	v[p->rows] = acc;
+	uint16_t idx[1];
+	int nl = lock_set(poff, P, idx);
+	lock_range(p, idx, nl, 0);
+	xor_gen((int)p->rows + 1, P, v);
+	kr_simd_done();
+	unlock_range(p, idx, nl);
+	memcpy(out, acc + (zoff % P), len);
+}
+
+int kr_parity_column_ok(struct kr_parity *p, uint64_t off)
+{
+	void *v[KR_MAX_ROWS + 1];
+	uint64_t col;
+	column_vectors(p, off, v, &col);
+	/* xor_check: the XOR of all vectors, parity included, must be zero. */
+	return xor_check((int)p->rows + 1, P, v) == 0;
+}

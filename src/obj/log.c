@@ -1,0 +1,1125 @@
+/*
+ * log.c - the one-fence redo log (Cohen, Friedman, Larus, OOPSLA'17, used as the commit log
+ * of a Pangolin-style object store).
+ *
+ * Design
+ *
+ *   Each thread commits through a lane: a circular array of 64-byte lines (layout.h). A
+ *   transaction's redo image is cut into 56-byte payloads; each line's header word, which
+ *   carries the line kind, its index in the transaction and the low 48 bits of the
+ *   transaction's sequence number (its "stamp"), is stored LAST with one 8-byte store. Under
+ *   whole-line persistence atomicity (the paper's Assumption 2), a line whose header holds
+ *   the stamp of transaction s also holds s's payload; so a transaction is complete iff all
+ *   its lines carry its stamp, and no fence is needed between payload and marker. The same
+ *   lines go to the replica lane; then every line is flushed and ONE sfence is the commit
+ *   point. Applying the records home is flushed but not fenced: the next fence of the same
+ *   thread covers it.
+ *
+ *   Sequence numbers come from one counter. durable_seq (in both control pages) says: every
+ *   transaction with seq <= durable_seq is applied and durable. Recovery replays, in
+ *   sequence order, every complete transaction above durable_seq. Replaying DATA records and
+ *   SET/CLR bit records is idempotent, so replaying a transaction whose apply already
+ *   reached the media is harmless.
+ *
+ *   Invariants
+ *   1. A line is overwritten only if the transaction it belongs to has seq <= the PERSISTED
+ *      durable_seq (d_durable). Hence every committed transaction above durable_seq is
+ *      intact in its lane and recovery sees the complete suffix; a transaction is never
+ *      replayed without the later ones that overwrote the same bytes.
+ *   2. durable_seq is only advanced to D if every transaction with seq <= D has been
+ *      applied and its apply fenced by the thread that flushed it. The lanes publish what
+ *      they have in flight (inflight_seq) and what they applied but may not have fenced
+ *      (pending_seq); D = min over lanes of those, minus one (log_compute_durable).
+ *   3. A thread's fence makes only its own flushes durable. When a lane passes to another
+ *      thread, or an idle lane blocks durable_seq, the new thread "adopts" the pending
+ *      transaction: it re-flushes that transaction's home ranges (read back from the lane,
+ *      which invariant 1 keeps intact) so that its own fence covers them.
+ *   4. Stamps are unique: after recovery durable_seq is set at or above every stamp present
+ *      in any lane, and new sequence numbers start above it, so stale or torn lines can
+ *      never be taken for part of a new transaction.
+ *   5. In steady state a commit costs exactly one fence: durable_seq is advanced by plain
+ *      stores + flush before the commit's own fence, which persists them (d_publish).
+ *      Extra fences happen only when a lane is full and durable_seq cannot otherwise move.
+ *   6. An intent (the ranges a transaction writes directly, before its commit) stays
+ *      pending on its lane, unadoptable, until its direct writes are fenced: by the
+ *      transaction's own commit fence, by an extra fence when its commit must wait for log
+ *      room (two threads each holding an intent would otherwise wait on each other), or
+ *      at abort. durable_seq never passes an intent whose direct writes may still be in
+ *      flight, so recovery always finds it and recomputes the parity of its ranges.
+ *      (Adopting it early let another thread under log pressure trim an intent mid-write:
+ *      stale parity after a SIGKILL.)
+ *
+ *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
+ *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
+ *   -> free (kr_log_lane_release).
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csum.h"
+#include "err.h"
+#include "log.h"
+
+#define FIRST_SZ sizeof(struct kr_tx_first)
+
+static _Atomic uint64_t tid_counter;
+static _Thread_local uint64_t my_tid;
+static _Thread_local struct {
+	const struct kr_log *log;
+	uint32_t idx;
+} lane_hint;
+
+static _Thread_local struct kr_lane *cur_lane; /* the lane this thread is inside, if any */
+static _Thread_local uint64_t fault_pages[8];  /* repaired during this thread's commit */
+static _Thread_local int nfault_pages;
+
+static uint64_t self_tid(void)
+{
+	if (!my_tid)
+		my_tid = atomic_fetch_add(&tid_counter, 1) + 1;
+	return my_tid;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Images
+ * ------------------------------------------------------------------------------------- */
+void kr_img_init(struct kr_img *img) { memset(img, 0, sizeof(*img)); }
+
+void kr_img_reset(struct kr_img *img)
+{
+	img->len = FIRST_SZ;
+	img->nrecords = 0;
+	if (img->buf)
+		memset(img->buf, 0, FIRST_SZ);
+}
+
+void kr_img_free(struct kr_img *img)
+{
+	free(img->buf);
+	kr_img_init(img);
+}
+
+static int img_reserve(struct kr_img *img, size_t more)
+{
+	if (img->len < FIRST_SZ)
+		img->len = FIRST_SZ;
+	size_t need = img->len + more;
+	if (need <= img->cap)
+		return KR_OK;
+	size_t cap = img->cap ? img->cap : 1024;
+	while (cap < need)
+		cap *= 2;
+	uint8_t *nb = realloc(img->buf, cap);
+	if (!nb)
+		return kr_err_set(KR_E_NOMEM, "redo image of %zu bytes", cap);
+	if (!img->buf)
+		memset(nb, 0, FIRST_SZ);
+	img->buf = nb;
+	img->cap = cap;
+	return KR_OK;
+}
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len)
+{
+	size_t total = sizeof(struct kr_rec_hdr) + pad8(len);
+	if (img_reserve(img, total) != KR_OK)
+		return NULL;
+	struct kr_rec_hdr *h = (struct kr_rec_hdr *)(img->buf + img->len);
+	h->kind = KR_REC_DATA;
+	h->reserved = 0;
+	h->len = len;
+	h->off = off;
+	uint8_t *data = (uint8_t *)(h + 1);
+	memset(data + len, 0, pad8(len) - len);
+	img->len += total;
+	img->nrecords++;
+	return data;
+}
+
+int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
+{
+	uint64_t *d = kr_img_data(img, off, 8);
+	if (!d)
+		return kr_errcode();
+	((struct kr_rec_hdr *)d - 1)->kind = (uint16_t)kind;
+	*d = mask;
+	return KR_OK;
+}
+
+int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len)
+{
+	return kr_img_bits(img, KR_REC_INTENT, off, len);
+}
+
+uint32_t kr_img_lines(const struct kr_img *img)
+{
+	size_t len = img->len < FIRST_SZ ? FIRST_SZ : img->len;
+	return (uint32_t)((len + KR_LINE_PAYLOAD - 1) / KR_LINE_PAYLOAD);
+}
+
+/* Walks the records of a payload stream; calls fn for each. Returns KR_OK or the first
+ * nonzero value fn returns. Used to apply, to validate and to adopt. */
+typedef int (*rec_fn)(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
+
+static int stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, rec_fn fn,
+		       void *ctx)
+{
+	size_t pos = FIRST_SZ;
+	for (uint32_t i = 0; i < nrecords; i++) {
+		if (pos + sizeof(struct kr_rec_hdr) > len)
+			return -1;
+		const struct kr_rec_hdr *h = (const struct kr_rec_hdr *)(stream + pos);
+		size_t total = sizeof(*h) + pad8(h->len);
+		if (h->len > len || pos + total > len)
+			return -1;
+		int rc = fn(ctx, h, (const uint8_t *)(h + 1));
+		if (rc)
+			return rc;
+		pos += total;
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Applying records home
+ * ------------------------------------------------------------------------------------- */
+/* Bytes a record writes at its home offset. */
+static uint32_t rec_home_len(const struct kr_rec_hdr *h)
+{
+	return h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
+}
+
+static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	char *dst = log->pm->base + h->off;
+	switch (h->kind) {
+	case KR_REC_DATA:
+	case KR_REC_FRESH:
+		kr_pm_copy(log->pm, dst, data, rec_home_len(h));
+		kr_pm_flush(log->pm, dst, rec_home_len(h));
+		break;
+	case KR_REC_SETBITS:
+		kr_pm_or64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
+		kr_pm_flush(log->pm, dst, 8);
+		break;
+	case KR_REC_CLRBITS:
+		kr_pm_andn64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
+		kr_pm_flush(log->pm, dst, 8);
+		break;
+	}
+	return 0;
+}
+
+static int rec_apply_hooked(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	log->hooks.apply(log->hooks.ctx, h, data);
+	return 0;
+}
+
+void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img)
+{
+	kr_pm_defer_flushes(&l->deferred);
+	stream_walk(img->buf, img->len, img->nrecords, log->hooks.apply ? rec_apply_hooked : rec_apply,
+		    log);
+	kr_pm_defer_flushes(NULL);
+}
+
+static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	/* An intent's range was written directly (with its parity) by the thread that
+	 * logged it: adopting it means fencing those writes too. */
+	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : rec_home_len(h);
+	kr_pm_flush(log->pm, log->pm->base + h->off, len);
+	if (log->hooks.flush)
+		log->hooks.flush(log->hooks.ctx, h->off, len);
+	return 0;
+}
+
+static int in_valid_range(const struct kr_log *log, uint64_t off, uint64_t len)
+{
+	for (int i = 0; i < 3; i++)
+		if (off >= log->valid_lo[i] && off <= log->valid_hi[i] && len <= log->valid_hi[i] - off)
+			return 1;
+	return 0;
+}
+
+/* Recovery only trusts records whose target lies in the heap or the root lines. */
+static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct kr_log *log = ctx;
+	if (h->reserved != 0)
+		return 1;
+	switch (h->kind) {
+	case KR_REC_DATA:
+		break;
+	case KR_REC_SETBITS:
+	case KR_REC_CLRBITS:
+		if (h->len != 8 || (h->off & 7))
+			return 1;
+		break;
+	case KR_REC_FRESH: {
+		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+		if (h->len != sizeof(*f) || f->hdr.size > UINT64_MAX / 2 ||
+		    !in_valid_range(log, h->off, sizeof(f->hdr) + f->hdr.size))
+			return 1;
+		break;
+	}
+	case KR_REC_INTENT: {
+		uint64_t n = *(const uint64_t *)data;
+		return h->len != 8 || n > UINT64_MAX / 2 || !in_valid_range(log, h->off, n);
+	}
+	default:
+		return 1;
+	}
+	return in_valid_range(log, h->off, h->len) ? 0 : 1;
+}
+
+/* A FRESH object's directly written payload must match the CRC-64 its record carries,
+ * unless something later legitimately changed it; see kr_log_recover. */
+static int rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
+			      const uint8_t *data)
+{
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	const char *payload = log->pm->base + h->off + sizeof(f->hdr);
+	return kr_crc64(payload, f->hdr.size) != f->payload_crc64;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Setup
+ * ------------------------------------------------------------------------------------- */
+int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *g)
+{
+	memset(log, 0, sizeof(*log));
+	log->pm = pm;
+	log->ctl[0] = g->ctl[0];
+	log->ctl[1] = g->ctl[1];
+	log->nlanes = g->nlanes;
+	log->lane_lines = g->lane_pages * KR_PAGE_SIZE / KR_LINE_SIZE;
+	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
+	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
+	pthread_mutex_init(&log->d_lock, NULL);
+	log->lanes = calloc(g->nlanes, sizeof(struct kr_lane));
+	if (!log->lanes)
+		return kr_err_set(KR_E_NOMEM, "%u lanes", g->nlanes);
+	for (uint32_t i = 0; i < g->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		l->idx = i;
+		l->log = log;
+		l->lines = (struct kr_log_cacheline *)(g->lanes + (size_t)i * g->lane_pages * KR_PAGE_SIZE);
+		l->replica = g->replica ? (struct kr_log_cacheline *)(g->replica + (size_t)i *
+								      g->lane_pages * KR_PAGE_SIZE)
+					: NULL;
+		pthread_mutex_init(&l->lock, NULL);
+		pthread_mutex_init(&l->st_lock, NULL);
+		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
+		l->fifo_seq = malloc(sizeof(uint64_t) * log->lane_lines);
+		l->fifo_nlines = malloc(sizeof(uint32_t) * log->lane_lines);
+		if (!l->fifo_seq || !l->fifo_nlines) {
+			kr_log_fini(log);
+			return kr_err_set(KR_E_NOMEM, "lane tables");
+		}
+	}
+	return KR_OK;
+}
+
+void kr_log_fini(struct kr_log *log)
+{
+	if (!log->lanes)
+		return;
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		free(log->lanes[i].fifo_seq);
+		free(log->lanes[i].fifo_nlines);
+		kr_pm_flush_list_free(&log->lanes[i].deferred);
+		pthread_mutex_destroy(&log->lanes[i].lock);
+		pthread_mutex_destroy(&log->lanes[i].st_lock);
+	}
+	free(log->lanes);
+	log->lanes = NULL;
+	pthread_mutex_destroy(&log->d_lock);
+}
+
+static uint64_t durable_word(uint64_t d)
+{
+	return d | ((uint64_t)(kr_crc32c(&d, 8) & 0xffff) << KR_DURABLE_CHECK_SHIFT);
+}
+
+/* durable_seq from the control pages: the larger of the copies whose check matches (any
+ * value that reached the media is valid: it is stored only after the transactions it
+ * covers are durable). Fails if neither copy is intact, since replaying from a guess
+ * could apply an old transaction over a newer one whose log lines were reused. */
+static int ctl_durable(const struct kr_log *log, uint64_t *out)
+{
+	int found = 0;
+	*out = 0;
+	for (int i = 0; i < 2; i++) {
+		uint64_t w = log->ctl[i]->durable_word;
+		uint64_t d = w & KR_DURABLE_SEQ_MASK;
+		if (w != durable_word(d) || d >= KR_LINE_SEQ_MASK)
+			continue;
+		if (!found || d > *out)
+			*out = d;
+		found = 1;
+	}
+	if (!found)
+		return KR_CORRUPT(KR_E_CORRUPT_LOG, (uint64_t)((char *)log->ctl[0] - log->pm->base),
+				  "durable_seq is damaged in both control pages");
+	return KR_OK;
+}
+
+int kr_log_is_clean(struct kr_log *log)
+{
+	return log->ctl[0]->clean == KR_CLEAN_MAGIC && log->ctl[1]->clean == KR_CLEAN_MAGIC;
+}
+
+static void log_set_start(struct kr_log *log, uint64_t d)
+{
+	atomic_store(&log->d_durable, d);
+	log->d_written = d;
+	atomic_store(&log->next_seq, d + 1);
+}
+
+int kr_log_start_clean(struct kr_log *log)
+{
+	uint64_t d;
+	int rc = ctl_durable(log, &d);
+	if (rc == KR_OK)
+		log_set_start(log, d);
+	return rc;
+}
+
+/* Stores durable_seq (and the clean word) in both control pages and flushes; the caller
+ * fences. */
+static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean)
+{
+	for (int i = 0; i < 2; i++) {
+		kr_pm_store64(log->pm, &log->ctl[i]->durable_word, durable_word(d));
+		kr_pm_store64(log->pm, &log->ctl[i]->clean, clean);
+		kr_pm_flush(log->pm, log->ctl[i], sizeof(struct kr_log_line));
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Durable sequence number (invariants 2, 3, 5)
+ * ------------------------------------------------------------------------------------- */
+static uint64_t log_compute_durable(struct kr_log *log)
+{
+	/* next_seq first: any sequence number handed out after this read is larger, so a lane
+	 * that is still reserving can only make the bound conservative. */
+	uint64_t w = atomic_load(&log->next_seq);
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		uint64_t inf;
+		while ((inf = atomic_load(&l->inflight_seq)) == KR_SEQ_RESERVING)
+			sched_yield();
+		if (inf && inf < w)
+			w = inf;
+		uint64_t p = atomic_load(&l->pending_seq);
+		if (p && p < w)
+			w = p;
+	}
+	return w - 1;
+}
+
+/* Stores a larger durable_seq if there is one; it becomes valid after the caller's next
+ * fence. Returns the value stored, or 0 if nothing changed. */
+static uint64_t log_advance_durable(struct kr_log *log)
+{
+	uint64_t d = log_compute_durable(log);
+	uint64_t stored = 0;
+	pthread_mutex_lock(&log->d_lock);
+	if (d > log->d_written) {
+		ctl_store(log, d, 0);
+		log->d_written = d;
+		stored = d;
+	}
+	pthread_mutex_unlock(&log->d_lock);
+	return stored;
+}
+
+static void log_publish_durable(struct kr_log *log, uint64_t d)
+{
+	uint64_t cur = atomic_load(&log->d_durable);
+	while (cur < d && !atomic_compare_exchange_weak(&log->d_durable, &cur, d))
+		;
+}
+
+/* Reads a transaction's payload stream out of its lane lines into a malloc'd buffer. */
+static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+				 uint32_t first, uint32_t nlines)
+{
+	uint8_t *s = malloc((size_t)nlines * KR_LINE_PAYLOAD);
+	if (!s)
+		return NULL;
+	for (uint32_t k = 0; k < nlines; k++)
+		memcpy(s + (size_t)k * KR_LINE_PAYLOAD, lines[(first + k) % log->lane_lines].payload,
+		       KR_LINE_PAYLOAD);
+	return s;
+}
+
+/* Re-flushes the home ranges of a lane's pending transaction so that the calling thread's
+ * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
+static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
+{
+	uint8_t *s = lane_read_stream(log, l->lines, l->pending_first, l->pending_nlines);
+	if (!s)
+		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
+	const struct kr_tx_first *f = (const struct kr_tx_first *)s;
+	stream_walk(s, (size_t)l->pending_nlines * KR_LINE_PAYLOAD, f->nrecords, rec_flush, log);
+	free(s);
+	l->pending_tid = self_tid();
+	return KR_OK;
+}
+
+/* Makes every lane's applied transactions durable through this thread, then moves
+ * durable_seq as far as it can go. Costs two fences; used only under log pressure, by
+ * kr_log_sync and at close. Lanes that are mid-commit are left alone (they advance by
+ * themselves). */
+static int log_force_durable(struct kr_log *log)
+{
+	uint64_t adopted[log->nlanes];
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		adopted[i] = 0;
+		pthread_mutex_lock(&l->st_lock);
+		uint64_t p = atomic_load(&l->pending_seq);
+		if (p && atomic_load(&l->inflight_seq) == 0 && !l->intent_open) {
+			/* Even a lane this thread applied on: its write-backs may still be
+			 * deferred in the lane's list, which only the lane's holder touches. */
+			if (lane_adopt_locked(log, l) != KR_OK) {
+				pthread_mutex_unlock(&l->st_lock);
+				return kr_errcode();
+			}
+			adopted[i] = p;
+		}
+		pthread_mutex_unlock(&l->st_lock);
+	}
+	int rc = kr_pm_fence(log->pm); /* orders: all adopted applies durable before D moves */
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		if (!adopted[i])
+			continue;
+		pthread_mutex_lock(&l->st_lock);
+		uint64_t expect = adopted[i];
+		atomic_compare_exchange_strong(&l->pending_seq, &expect, 0);
+		pthread_mutex_unlock(&l->st_lock);
+	}
+	uint64_t d = log_advance_durable(log);
+	rc = kr_pm_fence(log->pm); /* orders: durable_seq persisted before its lines are reused */
+	if (rc)
+		return rc;
+	if (d)
+		log_publish_durable(log, d);
+	return KR_OK;
+}
+
+int kr_log_sync(struct kr_log *log, struct kr_lane *lane)
+{
+	int rc = log_force_durable(log);
+	if (rc == KR_OK && lane)
+		lane->d_publish = 0;
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Lanes
+ * ------------------------------------------------------------------------------------- */
+int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
+{
+	struct kr_lane *l = NULL;
+	uint32_t start = lane_hint.log == log ? lane_hint.idx : (uint32_t)(self_tid() % log->nlanes);
+	for (uint32_t k = 0; k < log->nlanes && !l; k++) {
+		struct kr_lane *c = &log->lanes[(start + k) % log->nlanes];
+		if (pthread_mutex_trylock(&c->lock) == 0)
+			l = c;
+	}
+	if (!l) {
+		l = &log->lanes[start];
+		pthread_mutex_lock(&l->lock);
+	}
+	lane_hint.log = log;
+	lane_hint.idx = l->idx;
+	atomic_store_explicit(&l->held, 1, memory_order_relaxed);
+	/* Invariant 3: the previous holder's unfenced apply becomes ours to fence. */
+	pthread_mutex_lock(&l->st_lock);
+	int rc = KR_OK;
+	if (atomic_load(&l->pending_seq) && l->pending_tid != self_tid())
+		rc = lane_adopt_locked(log, l);
+	pthread_mutex_unlock(&l->st_lock);
+	if (rc) {
+		pthread_mutex_unlock(&l->lock);
+		return rc;
+	}
+	*out = l;
+	return KR_OK;
+}
+
+void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane)
+{
+	/* An aborted transaction's intent: its direct writes are over, flushed, not fenced;
+	 * now adoption may take them (rec_flush re-flushes intent ranges). */
+	if (lane->intent_open) {
+		pthread_mutex_lock(&lane->st_lock);
+		lane->intent_open = 0;
+		pthread_mutex_unlock(&lane->st_lock);
+	}
+	atomic_store_explicit(&lane->held, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&lane->lock);
+}
+
+uint32_t kr_log_lanes_held(struct kr_log *log)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		n += (uint32_t)atomic_load_explicit(&log->lanes[i].held, memory_order_relaxed);
+	return n;
+}
+
+static void lane_trim(struct kr_log *log, struct kr_lane *l)
+{
+	uint64_t d = kr_log_durable_seq(log);
+	while (l->fifo_count && l->fifo_seq[l->fifo_first] <= d) {
+		uint32_t n = l->fifo_nlines[l->fifo_first];
+		l->head = (l->head + n) % log->lane_lines;
+		l->used -= n;
+		l->fifo_first = (l->fifo_first + 1) % log->lane_lines;
+		l->fifo_count--;
+	}
+}
+
+/* Ensures need lines are free behind the persisted durable_seq (invariant 1). */
+static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
+{
+	lane_trim(log, l);
+	if (l->used + need > log->lane_lines / 2 && !l->d_publish)
+		l->d_publish = log_advance_durable(log); /* persisted by this commit's fence */
+	for (int spins = 0; l->used + need > log->lane_lines; spins++) {
+		/* Our own open intent holds durable_seq below it, for every lane, and another
+		 * thread's lane may be waiting on it while we wait on that thread's intent. By
+		 * now our direct writes are done (they precede the commit): fence them and close
+		 * the intent, one extra fence under log pressure (invariant 6). */
+		if (l->intent_open) {
+			int frc = kr_pm_fence(log->pm);
+			if (frc)
+				return frc;
+			pthread_mutex_lock(&l->st_lock);
+			l->intent_open = 0;
+			pthread_mutex_unlock(&l->st_lock);
+		}
+		int rc = log_force_durable(log);
+		if (rc)
+			return rc;
+		l->d_publish = 0;
+		lane_trim(log, l);
+		if (l->used + need <= log->lane_lines)
+			break;
+		if (spins > 1000000)
+			return kr_err_set(KR_E_NOSPACE_LOG, "lane %u cannot be trimmed", l->idx);
+		sched_yield(); /* another lane is mid-commit below us; it finishes on its own */
+	}
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Commit (the durability protocol, top to bottom)
+ * ------------------------------------------------------------------------------------- */
+static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
+			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
+{
+	/* The line index wraps by compare, not by '%': a division per 64-byte line was a
+	 * measurable share of a 4 KiB commit. first < lane_lines always (it is a tail). */
+	uint32_t idx = first;
+	for (uint32_t k = 0; k < nlines; k++, idx = idx + 1 == log->lane_lines ? 0 : idx + 1) {
+		struct kr_log_cacheline *ln = &lines[idx];
+		kr_pm_copy(log->pm, ln->payload, stream + (size_t)k * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
+		/* The header word last, in one store: it validates the payload above it. */
+		atomic_signal_fence(memory_order_release);
+		uint64_t hdr = (k == 0 ? KR_LINE_FIRST : KR_LINE_CONT) |
+			       ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
+			       ((seq & KR_LINE_SEQ_MASK) << KR_LINE_SEQ_SHIFT);
+		kr_pm_store64(log->pm, &ln->header, hdr);
+	}
+	/* Flush after all stores: a line flushed before its header store would not carry it. */
+	uint32_t tail_end = first + nlines <= log->lane_lines ? first + nlines : log->lane_lines;
+	kr_pm_flush(log->pm, &lines[first], (size_t)(tail_end - first) * KR_LINE_SIZE);
+	if (first + nlines > log->lane_lines)
+		kr_pm_flush(log->pm, &lines[0], (size_t)(first + nlines - log->lane_lines) * KR_LINE_SIZE);
+}
+
+static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
+		      uint64_t *seq_out)
+{
+	uint32_t nlines = kr_img_lines(img);
+	if (nlines > log->lane_lines || nlines > KR_TX_MAX_LINES)
+		return kr_err_set(KR_E_NOSPACE_LOG,
+				  "transaction needs %u log lines; a lane holds %u", nlines,
+				  log->lane_lines);
+	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
+		return kr_errcode();
+	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
+
+	/* 1. Room in the lane, behind the persisted durable_seq. */
+	int rc = lane_make_room(log, l, nlines);
+	if (rc)
+		return rc;
+
+	/* 2. Sequence number, published before it exists (invariant 2). Stamps are 48 bits;
+	 * at 10^7 commits per second the space lasts 890 years, so running out means a damaged
+	 * durable_seq, and committing past it would make every later transaction unrecoverable. */
+	if (atomic_load(&log->next_seq) >= KR_LINE_SEQ_MASK)
+		return kr_err_set(KR_E_CORRUPT_LOG, "sequence numbers exhausted (durable_seq damaged?)");
+	atomic_store(&l->inflight_seq, KR_SEQ_RESERVING);
+	uint64_t seq = atomic_fetch_add(&log->next_seq, 1);
+	atomic_store(&l->inflight_seq, seq);
+
+	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream. */
+	struct kr_tx_first *f = (struct kr_tx_first *)img->buf;
+	f->nlines = nlines;
+	f->nrecords = img->nrecords;
+	f->crc = 0;
+	f->flags = flags;
+	f->seq = seq;
+	f->crc = kr_crc32c(img->buf, (size_t)nlines * KR_LINE_PAYLOAD);
+
+	/* 4. Lines, primary then replica, each header last; flush them all. */
+	uint32_t first = l->tail;
+	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
+	if (l->replica)
+		lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
+	/* The previous apply on this lane, so that this fence makes it durable too. */
+	kr_pm_flush_list(log->pm, &l->deferred);
+	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (l->replica ? 2 : 1));
+
+	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq
+	 * advance of step 1, and fresh-object writes made by the caller) before the commit is
+	 * acknowledged. The transaction is durable when it returns. */
+	rc = kr_pm_fence(log->pm);
+	if (l->d_publish) {
+		log_publish_durable(log, l->d_publish);
+		l->d_publish = 0;
+	}
+
+	l->tail = (first + nlines) % log->lane_lines;
+	l->used += nlines;
+	uint32_t slot = (l->fifo_first + l->fifo_count) % log->lane_lines;
+	l->fifo_seq[slot] = seq;
+	l->fifo_nlines[slot] = nlines;
+	l->fifo_count++;
+	/* Kept for adoption: where this transaction's records sit. */
+	pthread_mutex_lock(&l->st_lock);
+	l->pending_first = first;
+	l->pending_nlines = nlines;
+	pthread_mutex_unlock(&l->st_lock);
+	*seq_out = seq;
+	kr_pm_count_commit();
+	atomic_store_explicit(&l->commits, atomic_load_explicit(&l->commits, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	return rc;
+}
+
+int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
+{
+	return log_commit(log, l, img, 0, seq_out);
+}
+
+static void lane_set_pending(struct kr_lane *l, uint64_t seq, uint8_t intent_open)
+{
+	pthread_mutex_lock(&l->st_lock);
+	atomic_store(&l->pending_seq, seq);
+	l->pending_tid = self_tid();
+	l->intent_open = intent_open;
+	atomic_store(&l->inflight_seq, 0);
+	pthread_mutex_unlock(&l->st_lock);
+}
+
+/* An intent has nothing to apply: its "apply" is the direct writes the caller makes next,
+ * which only its transaction's commit fence makes durable. Until then (kr_log_applied, or
+ * the lane's release on abort) the intent stays pending and unadoptable, so durable_seq
+ * cannot pass it: a crash in the middle of the direct writes finds it and recomputes
+ * parity there (invariant 6). */
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
+{
+	uint64_t seq = 0;
+	int rc = log_commit(log, l, img, KR_TXF_INTENT, &seq);
+	if (seq)
+		lane_set_pending(l, seq, 1);
+	return rc;
+}
+
+void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
+{
+	lane_set_pending(l, seq, 0);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The commit gate (Dekker style: each side stores its own flag, then reads the other's;
+ * sequentially consistent atomics order the store before the load)
+ * ------------------------------------------------------------------------------------- */
+void kr_log_enter(struct kr_log *log, struct kr_lane *l)
+{
+	for (;;) {
+		atomic_store(&l->in_commit, 1);
+		if (!atomic_load(&log->repairing))
+			break;
+		atomic_store(&l->in_commit, 0);
+		while (atomic_load(&log->repairing))
+			sched_yield();
+	}
+	cur_lane = l;
+}
+
+void kr_log_exit(struct kr_log *log, struct kr_lane *l)
+{
+	cur_lane = NULL;
+	atomic_store_explicit(&l->in_commit, 0, memory_order_release);
+	for (; nfault_pages > 0; nfault_pages--)
+		if (log->hooks.after_fault)
+			log->hooks.after_fault(log->hooks.fault_ctx, fault_pages[nfault_pages - 1]);
+}
+
+void kr_log_note_fault(uint64_t page)
+{
+	if (cur_lane && nfault_pages < (int)(sizeof(fault_pages) / sizeof(fault_pages[0])))
+		fault_pages[nfault_pages++] = page;
+}
+
+void kr_log_quiesce(struct kr_log *log)
+{
+	atomic_store(&log->repairing, 1);
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		while (atomic_load(&log->lanes[i].in_commit))
+			sched_yield();
+}
+
+void kr_log_resume(struct kr_log *log) { atomic_store(&log->repairing, 0); }
+
+int kr_log_suspend(void)
+{
+	if (!cur_lane)
+		return 0;
+	atomic_store(&cur_lane->in_commit, 0);
+	return 1;
+}
+
+void kr_log_unsuspend(int token)
+{
+	if (!token || !cur_lane)
+		return;
+	/* Back inside the gate, by the same protocol as kr_log_enter: a repair that started
+	 * while this thread was out finishes first. */
+	for (;;) {
+		atomic_store(&cur_lane->in_commit, 1);
+		if (!atomic_load(&cur_lane->log->repairing))
+			return;
+		atomic_store(&cur_lane->in_commit, 0);
+		while (atomic_load(&cur_lane->log->repairing))
+			sched_yield();
+	}
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Open, close, recovery
+ * ------------------------------------------------------------------------------------- */
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2])
+{
+	for (int i = 0; i < 2; i++) {
+		kr_pm_store64(pm, &ctl[i]->durable_word, durable_word(0));
+		kr_pm_store64(pm, &ctl[i]->clean, KR_CLEAN_MAGIC);
+		kr_pm_flush(pm, ctl[i], sizeof(struct kr_log_line));
+	}
+}
+
+int kr_log_mark_open(struct kr_log *log)
+{
+	ctl_store(log, atomic_load(&log->d_durable), 0);
+	return kr_pm_fence(log->pm);
+}
+
+int kr_log_mark_clean(struct kr_log *log)
+{
+	int rc = log_force_durable(log);
+	if (rc)
+		return rc;
+	uint64_t d = atomic_load(&log->next_seq) - 1;
+	ctl_store(log, d, KR_CLEAN_MAGIC);
+	log->d_written = d;
+	return kr_pm_fence(log->pm);
+}
+
+struct found_tx {
+	uint64_t seq;
+	uint8_t *stream;
+	uint32_t nlines, nrecords;
+	uint32_t lane;
+	uint32_t flags;
+	int lane_tail; /* the newest committed transaction of its lane */
+};
+
+/* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
+static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_log *log = ctx;
+	if (!log->hooks.touched)
+		return 0;
+	if (h->kind == KR_REC_INTENT) {
+		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
+	} else if (h->kind == KR_REC_FRESH) {
+		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+		log->hooks.touched(log->hooks.ctx, h->off, sizeof(f->hdr) + f->hdr.size);
+	} else {
+		log->hooks.touched(log->hooks.ctx, h->off, rec_home_len(h));
+	}
+	return 0;
+}
+
+/* Intent entries hold only INTENT records, other entries none. */
+static int rec_is_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind == KR_REC_INTENT;
+}
+
+static int rec_not_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind != KR_REC_INTENT;
+}
+
+/* Walk context: does any record of a transaction write inside [lo, hi)? */
+struct overlap {
+	uint64_t lo, hi;
+};
+
+static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct overlap *o = ctx;
+	return h->off < o->hi && h->off + rec_home_len(h) > o->lo;
+}
+
+struct fresh_ctx {
+	const struct kr_log *log;
+	const struct found_tx *found;
+	size_t nfound, i;
+};
+
+/* Is this FRESH record's payload proof that its transaction's fence never completed?
+ * Only a lane's newest transaction can be torn (a lane commits one transaction after the
+ * other, each after the previous one's fence). And if a later committed transaction wrote
+ * into the object, the allocating commit had returned (the object was not live before),
+ * so its payload may differ and nothing is torn. */
+static int rec_fresh_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct fresh_ctx *c = ctx;
+	if (h->kind != KR_REC_FRESH || !c->found[c->i].lane_tail)
+		return 0;
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	struct overlap o = {h->off + sizeof(f->hdr), h->off + sizeof(f->hdr) + f->hdr.size};
+	for (size_t j = c->i + 1; j < c->nfound; j++)
+		if (stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
+				c->found[j].nrecords, rec_overlaps, &o))
+			return 0;
+	return rec_fresh_mismatch(c->log, h, data);
+}
+
+/* Checks whether lines[first..] hold a complete transaction with stamp s48. Returns the
+ * line count, or 0 if incomplete. */
+static uint32_t lane_complete(const struct kr_log *log, const struct kr_log_cacheline *lines,
+			      uint32_t first, uint64_t s48)
+{
+	const struct kr_log_cacheline *fl = &lines[first];
+	if (fl->header != (KR_LINE_FIRST | (s48 << KR_LINE_SEQ_SHIFT)))
+		return 0;
+	const struct kr_tx_first *f = (const struct kr_tx_first *)fl->payload;
+	if (f->nlines == 0 || f->nlines > log->lane_lines || f->nlines > KR_TX_MAX_LINES ||
+	    (f->seq & KR_LINE_SEQ_MASK) != s48 || f->seq >> 48)
+		return 0;
+	for (uint32_t k = 1; k < f->nlines; k++) {
+		uint64_t want = KR_LINE_CONT | ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
+				(s48 << KR_LINE_SEQ_SHIFT);
+		if (lines[(first + k) % log->lane_lines].header != want)
+			return 0;
+	}
+	return f->nlines;
+}
+
+/* Reads the stream of a complete transaction and checks its CRC; NULL if it fails. */
+static uint8_t *lane_checked_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+				    uint32_t first, uint32_t nlines)
+{
+	uint8_t *s = lane_read_stream(log, lines, first, nlines);
+	if (!s)
+		return NULL;
+	struct kr_tx_first *f = (struct kr_tx_first *)s;
+	uint32_t want = f->crc;
+	f->crc = 0;
+	uint32_t got = kr_crc32c(s, (size_t)nlines * KR_LINE_PAYLOAD);
+	f->crc = want;
+	if (got != want) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* The largest stamp in any lane line that does not exceed bound. */
+static uint64_t log_max_stamp(const struct kr_log *log, uint64_t bound)
+{
+	uint64_t m = 0;
+	for (uint32_t li = 0; li < log->nlanes; li++)
+		for (uint32_t i = 0; i < log->lane_lines; i++)
+			for (int c = 0; c < (log->lanes[li].replica ? 2 : 1); c++) {
+				uint64_t h = (c ? log->lanes[li].replica : log->lanes[li].lines)[i].header;
+				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
+				if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
+					m = stamp;
+			}
+	return m;
+}
+
+static int found_cmp(const void *a, const void *b)
+{
+	const struct found_tx *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
+{
+	uint64_t d;
+	int rc = ctl_durable(log, &d);
+	if (rc)
+		return rc;
+	uint64_t max_stamp = d;
+	size_t nfound = 0, cap = 16;
+	struct found_tx *found = malloc(cap * sizeof(*found));
+	memset(st, 0, sizeof(*st));
+	if (!found)
+		return kr_err_set(KR_E_NOMEM, "recovery table");
+
+	for (uint32_t li = 0; li < log->nlanes && rc == KR_OK; li++) {
+		struct kr_lane *l = &log->lanes[li];
+		for (uint32_t i = 0; i < log->lane_lines; i++) {
+			/* Either copy's stamps count toward invariant 4. */
+			for (int c = 0; c < (l->replica ? 2 : 1); c++) {
+				uint64_t h = (c ? l->replica : l->lines)[i].header;
+				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
+				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
+					max_stamp = stamp;
+			}
+			uint64_t h = l->lines[i].header, hr = l->replica ? l->replica[i].header : 0;
+			uint64_t s48 = 0;
+			if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+				s48 = h >> KR_LINE_SEQ_SHIFT;
+			else if ((hr & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+				s48 = hr >> KR_LINE_SEQ_SHIFT;
+			if (s48 <= d)
+				continue;
+			/* A transaction is committed iff at least one copy is complete with a good
+			 * CRC; validity decides atomicity, the CRC integrity. */
+			uint8_t *stream = NULL;
+			uint32_t n = lane_complete(log, l->lines, i, s48);
+			if (n)
+				stream = lane_checked_stream(log, l->lines, i, n);
+			uint32_t nr = l->replica ? lane_complete(log, l->replica, i, s48) : 0;
+			if (!stream && nr) {
+				n = nr;
+				stream = lane_checked_stream(log, l->replica, i, n);
+			}
+			if (!stream) {
+				if (n || nr) {
+					rc = KR_CORRUPT(KR_E_CORRUPT_LOG,
+							(uint64_t)((char *)&l->lines[i] - log->pm->base),
+							"transaction %llu is complete but fails its CRC "
+							"in both copies",
+							(unsigned long long)s48);
+					break;
+				}
+				st->discarded++;
+				continue;
+			}
+			if (nfound == cap) {
+				cap *= 2;
+				struct found_tx *nf = realloc(found, cap * sizeof(*found));
+				if (!nf) {
+					free(stream);
+					rc = kr_err_set(KR_E_NOMEM, "recovery table");
+					break;
+				}
+				found = nf;
+			}
+			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
+			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, f->flags, 0};
+		}
+	}
+
+	if (rc == KR_OK) {
+		/* Invariant 4 needs every real stamp; a scribbled line can carry any stamp. Real
+		 * ones are bounded: every transaction above the newest complete one (or above
+		 * durable_seq) was in flight at the crash, at most one per lane. */
+		uint64_t bound = d;
+		for (size_t i = 0; i < nfound; i++)
+			if (found[i].seq > bound)
+				bound = found[i].seq;
+		bound += log->nlanes;
+		if (max_stamp > bound) {
+			max_stamp = log_max_stamp(log, bound);
+			if (max_stamp < d)
+				max_stamp = d;
+		}
+		qsort(found, nfound, sizeof(*found), found_cmp);
+		for (size_t i = 0; i < nfound; i++) {
+			found[i].lane_tail = 1;
+			for (size_t j = i + 1; j < nfound && found[i].lane_tail; j++)
+				if (found[j].lane == found[i].lane)
+					found[i].lane_tail = 0;
+		}
+		/* Validate everything before touching the pool: a damaged log must not scribble. */
+		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
+			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			int intent = found[i].flags == KR_TXF_INTENT;
+			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
+			    (found[i].flags & ~KR_TXF_INTENT) ||
+			    stream_walk(found[i].stream, len, found[i].nrecords, rec_validate, log) != 0 ||
+			    stream_walk(found[i].stream, len, found[i].nrecords,
+					intent ? rec_not_intent : rec_is_intent, NULL) != 0)
+				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
+						"transaction %llu has an invalid record",
+						(unsigned long long)found[i].seq);
+		}
+	}
+	if (rc == KR_OK) {
+		for (size_t i = 0; i < nfound; i++) {
+			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			/* Whatever happens to the transaction, its ranges may have changed. */
+			stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
+			if (found[i].flags & KR_TXF_INTENT)
+				continue;
+			struct fresh_ctx fc = {log, found, nfound, i};
+			if (stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
+				st->discarded++; /* its fence never completed: not committed */
+				continue;
+			}
+			stream_walk(found[i].stream, len, found[i].nrecords, rec_apply, log);
+			st->replayed++;
+		}
+		/* Redundancy of what was replayed recomputed, and all of it durable, before
+		 * durable_seq moves past it. */
+		if (log->hooks.settle)
+			rc = log->hooks.settle(log->hooks.ctx);
+		if (rc == KR_OK)
+			rc = kr_pm_fence(log->pm);
+	}
+	for (size_t i = 0; i < nfound; i++)
+		free(found[i].stream);
+	free(found);
+	if (rc)
+		return rc;
+	log_set_start(log, max_stamp);
+	ctl_store(log, max_stamp, 0);
+	return kr_pm_fence(log->pm);
+}

@@ -1,0 +1,193 @@
+/*
+ * log.h - the one-fence redo log: per-thread lanes, replicated, with lazy trimming.
+ *
+ * Users (tx.c) build a transaction's redo image in DRAM with kr_img_*, then:
+ *
+ *     kr_log_lane_acquire()           bind a lane to this thread
+ *     kr_log_commit(lane, img)        log lines + replica, flush, ONE fence: durable
+ *     kr_log_apply(lane, img)         write the records home; write-back deferred to the
+ *                                     lane's next commit fence
+ *     kr_log_applied(lane)            the lane's apply is complete (trimming may follow)
+ *     kr_log_lane_release()
+ *
+ * and at open, kr_log_recover() replays what committed but may not have reached home.
+ * The protocol and its invariants are described at the top of log.c.
+ */
+#ifndef KR_LOG_H
+#define KR_LOG_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "pmem.h"
+
+/* A transaction's redo image: struct kr_tx_first followed by records, as they will sit in
+ * the payload stream of the log lines. */
+struct kr_img {
+	uint8_t *buf;
+	size_t len, cap;
+	uint32_t nrecords;
+};
+
+void kr_img_init(struct kr_img *img);
+void kr_img_reset(struct kr_img *img);
+void kr_img_free(struct kr_img *img);
+/* Append a record; returns a pointer to its data area (len bytes) or NULL (KR_E_NOMEM). */
+void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len);
+int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask);
+/* Append an intent record for [off, off+len) (no data). */
+int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len);
+/* Number of log lines the image occupies. */
+uint32_t kr_img_lines(const struct kr_img *img);
+
+struct kr_log;
+
+struct kr_lane {
+	pthread_mutex_t lock; /* held by the transaction using the lane */
+	uint32_t idx;
+	struct kr_log *log;
+	struct kr_log_cacheline *lines, *replica;
+
+	/* Owned by the lock holder. The lane's live transactions, oldest first, as a ring of
+	 * (seq, nlines); they occupy lines [head, tail) modulo lane size. */
+	uint32_t head, tail, used;
+	uint64_t *fifo_seq;
+	uint32_t *fifo_nlines;
+	uint32_t fifo_first, fifo_count;
+	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
+	/* The last apply's write-backs, issued just before the lane's next commit fence
+	 * (pmem.h, deferred write-back); adoption re-flushes from the lines instead. */
+	struct kr_flush_list deferred;
+
+	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
+	_Atomic int held;      /* bound to a transaction (set and cleared by the holder) */
+	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
+
+	/* Shared with other threads (durable-seq computation and adoption). */
+	pthread_mutex_t st_lock;       /* guards the fields below for adoption */
+	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
+	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0 */
+	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
+	uint32_t pending_first, pending_nlines;
+	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
+	 * it (and so let durable_seq pass it) before its own transaction's fence. */
+	uint8_t intent_open;
+};
+
+/* What the layer above adds to writing records home. The log calls these; it never knows
+ * about parity or checksums itself. Any hook may be NULL.
+ *   apply:   write one record home in the normal (online) apply, with whatever redundancy
+ *            updates go with it; NULL means the plain write + flush
+ *   flush:   flush whatever apply wrote besides the record's own bytes (adoption)
+ *   touched: recovery replayed a record over [off, off+len), or found an intent for it;
+ *            the redundancy of that range must be recomputed
+ *   settle:  recovery is done replaying: recompute what was touched, flush it. Called
+ *            before durable_seq moves past the replayed transactions, so a crash during it
+ *            leads to it again. */
+struct kr_log_hooks {
+	void (*apply)(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
+	void (*flush)(void *ctx, uint64_t off, uint64_t len);
+	void (*touched)(void *ctx, uint64_t off, uint64_t len);
+	int (*settle)(void *ctx);
+	/* A page was repaired online while this thread was inside its own commit (its writes
+	 * to the page's column may straddle the repair): called at kr_log_exit, when the
+	 * commit's writes are final, to make that column's derived data consistent again. */
+	void (*after_fault)(void *fault_ctx, uint64_t page);
+	void *fault_ctx;
+	void *ctx;
+};
+
+struct kr_log {
+	struct kr_pm *pm;
+	struct kr_log_hooks hooks;
+	struct kr_log_line *ctl[2]; /* log lines of the two control pages */
+	uint32_t nlanes, lane_lines;
+	struct kr_lane *lanes;
+
+	/* Record targets recovery accepts: [lo, hi) ranges of the pool. */
+	uint64_t valid_lo[3], valid_hi[3];
+
+	_Atomic int repairing; /* the commit gate is closed (kr_log_quiesce) */
+	_Atomic uint64_t next_seq;
+	_Atomic uint64_t d_durable; /* durable_seq known persisted: lines at or below are free */
+	pthread_mutex_t d_lock;     /* serialises writes of durable_seq */
+	uint64_t d_written;         /* last durable_seq stored (maybe not yet fenced) */
+};
+
+#define KR_SEQ_RESERVING UINT64_MAX
+
+struct kr_log_geom {
+	char *lanes, *replica;
+	uint32_t nlanes, lane_pages;
+	struct kr_log_line *ctl[2];
+	uint64_t valid_lo[3], valid_hi[3];
+};
+
+struct kr_log_recovery {
+	uint64_t replayed, discarded;
+};
+
+/* Writes the log lines of a new pool (durable_seq 0, clean) and flushes; caller fences. */
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2]);
+
+int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *g);
+void kr_log_fini(struct kr_log *log);
+
+/* Reads durable_seq and the clean flag from the control pages (no scanning). */
+int kr_log_is_clean(struct kr_log *log);
+/* Clean start: sequence numbers continue after durable_seq. */
+int kr_log_start_clean(struct kr_log *log);
+/* Crash start: replays every committed transaction above durable_seq in sequence order,
+ * makes the result durable, then advances durable_seq past every stamp found. */
+int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st);
+/* Marks the pool open (clean = 0) or cleanly closed (clean = magic), durably. Closing first
+ * makes every lane's applied transactions durable and moves durable_seq past all of them;
+ * the caller guarantees no transaction is running. */
+int kr_log_mark_open(struct kr_log *log);
+int kr_log_mark_clean(struct kr_log *log);
+
+int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **lane);
+/* Number of lanes bound to a transaction right now (a snapshot; for misuse checks). */
+uint32_t kr_log_lanes_held(struct kr_log *log);
+void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
+
+/* Writes the image to the lane (and its replica) and fences once. On success the
+ * transaction is durable and *seq is its sequence number. */
+int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
+/* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
+ * written outside the log. Recovery never applies an intent; it reports its ranges as
+ * touched, whatever became of the transaction that followed it. Costs one fence. */
+int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
+/* Applies every record of the image to its home location and flushes; no fence. */
+void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
+/* Marks the lane's just-committed transaction applied. */
+void kr_log_applied(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
+
+/* The commit gate. Everything that changes home bytes or parity (building, committing and
+ * applying a transaction) runs between kr_log_enter and kr_log_exit on its lane. Entering
+ * is a store to the lane's own flag and a load of the gate: no shared read-modify-write.
+ * kr_log_quiesce closes the gate and waits until every other lane has left, so parity is
+ * settled for a repair; kr_log_resume opens it. kr_log_suspend/unsuspend let a thread that
+ * is itself inside (a fault in the middle of its own commit) step out while it waits. */
+void kr_log_enter(struct kr_log *log, struct kr_lane *lane);
+void kr_log_exit(struct kr_log *log, struct kr_lane *lane);
+void kr_log_quiesce(struct kr_log *log);
+void kr_log_resume(struct kr_log *log);
+int kr_log_suspend(void);
+void kr_log_unsuspend(int token);
+/* Notes a page repaired during this thread's own commit (see hooks.after_fault). */
+void kr_log_note_fault(uint64_t page);
+
+/* Highest sequence number whose effects are known durable (for deferred frees). */
+static inline uint64_t kr_log_durable_seq(struct kr_log *log)
+{
+	return atomic_load_explicit(&log->d_durable, memory_order_acquire);
+}
+
+/* Forces the durable sequence number forward to cover every applied transaction: adopts
+ * idle lanes, fences, publishes. Used when deferred frees must be released (heap full). */
+int kr_log_sync(struct kr_log *log, struct kr_lane *lane);
+
+#endif

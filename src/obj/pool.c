@@ -1,0 +1,609 @@
+/*
+ * pool.c - pool files: geometry, creation, opening (with recovery), closing, statistics.
+ *
+ * Design
+ *
+ *   A pool's geometry is a pure function of four numbers: pool_size, rows, nlanes and
+ *   lane_pages (kr_layout_compute). The header stores the derived fields too, so a reader
+ *   can check them: open recomputes the geometry and refuses a header whose derived fields
+ *   disagree, which keeps a damaged or forged header from steering any pointer arithmetic.
+ *
+ *   States of a pool file:
+ *
+ *     (no file) --kr_pool_create--> OPEN --kr_pool_close--> CLEAN
+ *     CLEAN --kr_pool_open: no scan, mark open--> OPEN
+ *     OPEN --crash--> DIRTY --kr_pool_open: kr_log_recover, mark open--> OPEN
+ *
+ *   Invariants
+ *   1. The clean flag is set only after every transaction is durable and durable_seq
+ *      covers them all (kr_log_mark_clean); it is cleared, durably, before the first
+ *      transaction of a session can write anything (kr_log_mark_open).
+ *   2. Both header copies are identical and never change after creation; the header is
+ *      written last at creation, so a crash while creating leaves a file that is refused
+ *      as "not a pool", never a half-made pool.
+ *   3. The file is fully allocated at creation (posix_fallocate), so a store to the mapping
+ *      can never fault for lack of space later.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "csum.h"
+#include "err.h"
+#include "media.h"
+#include "pool.h"
+
+#define P KR_PAGE_SIZE
+
+/* ---------------------------------------------------------------------------------------
+ * Geometry
+ * ------------------------------------------------------------------------------------- */
+int kr_layout_compute(struct kr_pool_hdr *h)
+{
+	if (h->pool_size < KR_MIN_POOL_SIZE || h->pool_size > KR_MAX_POOL_SIZE || h->pool_size % P)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY,
+				  "pool size %llu: must be a multiple of 4096 between %llu and %llu",
+				  (unsigned long long)h->pool_size, (unsigned long long)KR_MIN_POOL_SIZE,
+				  (unsigned long long)KR_MAX_POOL_SIZE);
+	if (h->rows < KR_MIN_ROWS || h->rows > KR_MAX_ROWS)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "rows %u: must be %u..%u", h->rows, KR_MIN_ROWS,
+				  KR_MAX_ROWS);
+	if (h->nlanes < 1 || h->nlanes > KR_MAX_NLANES)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "lanes %u: must be 1..%u", h->nlanes,
+				  KR_MAX_NLANES);
+	if (h->lane_pages < KR_MIN_LANE_PAGES || h->lane_pages > KR_MAX_LANE_PAGES)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "lane of %u KiB: must be %u..%u KiB",
+				  h->lane_pages * 4, KR_MIN_LANE_PAGES * 4, (unsigned)(KR_MAX_LANE_PAGES * 4));
+	uint64_t pages = h->pool_size / P;
+	uint64_t lane_bytes = (uint64_t)h->nlanes * h->lane_pages * P;
+	uint64_t fixed = 4 + 2 * (uint64_t)h->nlanes * h->lane_pages;
+	if (fixed >= pages)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "lanes take %llu of %llu pages",
+				  (unsigned long long)fixed, (unsigned long long)pages);
+	uint64_t heap_pages = pages - fixed;
+	uint64_t max_row_pages = KR_MAX_ZONE_DATA_PAGES / h->rows;
+	uint64_t max_zone_pages = (h->rows + 1) * max_row_pages;
+	uint64_t nzones = (heap_pages + max_zone_pages - 1) / max_zone_pages;
+	uint64_t row_pages = heap_pages / nzones / (h->rows + 1);
+	if (row_pages == 0)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "heap of %llu pages cannot hold %u rows",
+				  (unsigned long long)heap_pages, h->rows + 1);
+	uint64_t data_pages = h->rows * row_pages;
+	uint64_t cpz = data_pages / KR_CHUNK_PAGES, meta = 0;
+	while (cpz > 0) {
+		meta = (cpz * sizeof(struct kr_chunk_meta) + P - 1) / P;
+		if (meta + cpz * KR_CHUNK_PAGES <= data_pages)
+			break;
+		cpz--;
+	}
+	if (cpz == 0)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "a zone of %llu data pages holds no chunk",
+				  (unsigned long long)data_pages);
+	h->page_size = P;
+	h->lanes_off = 2 * P;
+	h->ctl_off = P;
+	h->heap_off = h->lanes_off + lane_bytes;
+	h->nzones = (uint32_t)nzones;
+	h->row_pages = (uint32_t)row_pages;
+	h->zone_meta_pages = (uint32_t)meta;
+	h->chunk_pages = KR_CHUNK_PAGES;
+	h->chunks_per_zone = (uint32_t)cpz;
+	h->zone_size = (h->rows + 1) * row_pages * P;
+	h->lanes_replica_off = h->heap_off + nzones * h->zone_size;
+	h->ctl_replica_off = h->pool_size - 2 * P;
+	if (h->lanes_replica_off - h->lanes_off < KR_MIN_REPLICA_DISTANCE)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "log replica only %llu bytes from its primary",
+				  (unsigned long long)(h->lanes_replica_off - h->lanes_off));
+	return KR_OK;
+}
+
+static uint32_t hdr_crc(const struct kr_pool_hdr *h)
+{
+	return kr_crc32c(h, offsetof(struct kr_pool_hdr, crc));
+}
+
+/* Checks one header copy. Order matters for the error a user sees: not a pool, then too
+ * new, then damaged, then inconsistent. */
+static int hdr_check(const struct kr_pool_hdr *h, const char *path)
+{
+	if (memcmp(h->magic, KR_MAGIC, sizeof(h->magic)) != 0)
+		return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin pool (no magic)", path);
+	if (h->version > KR_FORMAT_VERSION || (h->incompat & ~KR_FEAT_INCOMPAT_KNOWN) ||
+	    (h->ro_compat & ~KR_FEAT_RO_COMPAT_KNOWN))
+		return kr_err_set(KR_E_FORMAT_VERSION,
+				  "%s: format version %u (incompat 0x%x, ro_compat 0x%x); this build "
+				  "reads version %u",
+				  path, h->version, h->incompat, h->ro_compat, KR_FORMAT_VERSION);
+	if (hdr_crc(h) != h->crc)
+		return kr_err_set(KR_E_CORRUPT_HEADER, "%s: pool header checksum mismatch", path);
+	if (h->version != KR_FORMAT_VERSION || h->hdr_size != sizeof(*h))
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: header version %u size %u", path,
+				  h->version, h->hdr_size);
+	for (size_t i = 0; i < sizeof(h->reserved); i++)
+		if (h->reserved[i])
+			return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: reserved header byte %zu set", path, i);
+	struct kr_pool_hdr want;
+	memset(&want, 0, sizeof(want));
+	want.pool_size = h->pool_size;
+	want.rows = h->rows;
+	want.nlanes = h->nlanes;
+	want.lane_pages = h->lane_pages;
+	int rc = kr_layout_compute(&want);
+	if (rc)
+		return rc;
+	if (h->page_size != want.page_size || h->lanes_off != want.lanes_off ||
+	    h->lanes_replica_off != want.lanes_replica_off || h->ctl_off != want.ctl_off ||
+	    h->ctl_replica_off != want.ctl_replica_off || h->heap_off != want.heap_off ||
+	    h->nzones != want.nzones || h->row_pages != want.row_pages ||
+	    h->zone_meta_pages != want.zone_meta_pages || h->chunk_pages != want.chunk_pages ||
+	    h->chunks_per_zone != want.chunks_per_zone || h->zone_size != want.zone_size)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: header geometry is inconsistent", path);
+	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Open / create
+ * ------------------------------------------------------------------------------------- */
+int kr_pool_usable(kr_pool *pool)
+{
+	if (atomic_load_explicit(&pool->failed, memory_order_relaxed))
+		return kr_err_set(KR_E_POOL_FAILED, "%s: pool is in the error state; reopen it",
+				  pool->path);
+	return KR_OK;
+}
+
+void kr_pool_fail(kr_pool *pool, int err)
+{
+	atomic_store(&pool->failed, err ? err : KR_E_POOL_FAILED);
+}
+
+static void pool_free(kr_pool *pool)
+{
+	kr_scrub_stop(pool);
+	kr_media_unregister(pool);
+	kr_heap_fini(&pool->heap);
+	kr_log_fini(&pool->log);
+	kr_redund_fini(&pool->redund);
+	kr_pm_unmap(&pool->pm);
+	if (pool->pm.fd >= 0)
+		close(pool->pm.fd);
+	pthread_mutex_destroy(&pool->root_lock);
+	pthread_mutex_destroy(&pool->scrub_lock);
+	pthread_cond_destroy(&pool->scrub_cond);
+	free(pool->path);
+	free(pool);
+}
+
+static int root_line_ok(const struct kr_root_line *rl)
+{
+	static const struct kr_root_line zero;
+	if (memcmp(rl, &zero, sizeof(zero)) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(rl->reserved); i++)
+		if (rl->reserved[i])
+			return 0;
+	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
+}
+
+/* Counts what a check of the metadata copies found (struct kr_check_report's fields). */
+struct copies_tally {
+	uint64_t bad, repaired, first_bad_off;
+};
+
+static void tally_bad(kr_pool *pool, struct copies_tally *t, const void *where)
+{
+	if (t->bad++ == 0)
+		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
+}
+
+/* Both root lines are written by the same transactions, so after recovery they agree; a
+ * copy that fails its check is rewritten from the other (if repair). */
+static int root_check(kr_pool *pool, int repair, struct copies_tally *t)
+{
+	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
+	if (!ok0 && !ok1)
+		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
+				  "root line is damaged in both control pages");
+	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
+		return KR_OK;
+	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
+	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
+	tally_bad(pool, t, bad);
+	if (!repair)
+		return KR_OK;
+	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
+	t->repaired++;
+	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
+}
+
+/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all)
+ * if repair. */
+static int header_copies_check(kr_pool *pool, int repair, struct copies_tally *t)
+{
+	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
+	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
+	int fixed = 0;
+	for (int i = 0; i < 2; i++) {
+		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
+		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
+			continue;
+		tally_bad(pool, t, copies[i]);
+		if (!repair)
+			continue;
+		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
+		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
+		kr_pm_flush(&pool->pm, copies[i], P);
+		pool->csum_repairs++;
+		t->repaired++;
+		fixed = 1;
+	}
+	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
+}
+
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
+{
+	struct copies_tally t = {0};
+	int rc = header_copies_check(pool, repair, &t);
+	if (rc == KR_OK)
+		rc = root_check(pool, repair, &t);
+	rep->copies += 4; /* two header copies, two root lines */
+	rep->bad_copies += t.bad;
+	rep->repaired_copies += t.repaired;
+	if (t.bad && !rep->first_bad_off)
+		rep->first_bad_off = t.first_bad_off;
+	return rc;
+}
+
+/* Maps the file and brings up the log and heap from a validated header. */
+static int pool_start(kr_pool *pool, unsigned flags)
+{
+	struct kr_pool_hdr *h = &pool->hdr;
+	int rc = kr_pm_map(&pool->pm, pool->pm.fd, h->pool_size, flags, pool->path);
+	if (rc)
+		return rc;
+	char *base = pool->pm.base;
+	struct kr_log_geom g = {
+		.lanes = base + h->lanes_off,
+		.replica = (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? base + h->lanes_replica_off : NULL,
+		.nlanes = h->nlanes,
+		.lane_pages = h->lane_pages,
+		.ctl = {(struct kr_log_line *)(base + h->ctl_off) + KR_CTL_LOG_LINE,
+			(struct kr_log_line *)(base + h->ctl_replica_off) + KR_CTL_LOG_LINE},
+		/* Records may target the heap and the two root lines, nothing else. */
+		.valid_lo = {h->heap_off, h->ctl_off, h->ctl_replica_off},
+		.valid_hi = {h->heap_off + (uint64_t)h->nzones * h->zone_size,
+			     h->ctl_off + KR_LINE_SIZE, h->ctl_replica_off + KR_LINE_SIZE},
+	};
+	pool->root[0] = (struct kr_root_line *)(base + h->ctl_off) + KR_CTL_ROOT_LINE;
+	pool->root[1] = (struct kr_root_line *)(base + h->ctl_replica_off) + KR_CTL_ROOT_LINE;
+	kr_redund_init(&pool->redund, &pool->pm, h);
+	if ((rc = kr_log_init(&pool->log, &pool->pm, &g)))
+		return rc;
+	kr_redund_hooks(&pool->redund, &pool->log.hooks);
+	pool->redund.parity.wait_begin = kr_log_suspend;
+	pool->redund.parity.wait_end = kr_log_unsuspend;
+	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
+		return rc;
+	if (kr_log_is_clean(&pool->log)) {
+		rc = kr_log_start_clean(&pool->log);
+		if (rc == KR_OK)
+			rc = kr_log_mark_open(&pool->log);
+	} else {
+		pool->recovered = 1;
+		rc = kr_log_recover(&pool->log, &pool->recovery);
+	}
+	if (rc)
+		return rc;
+	/* Repairs, once the log is settled: pages the platform reports lost, header copies,
+	 * allocator records (the heap must not load from damaged ones). */
+	if ((rc = kr_media_repair_listed(pool)))
+		return rc;
+	struct copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
+	if ((rc = header_copies_check(pool, 1, &opened)))
+		return rc;
+	if ((rc = kr_scrub_chunk_records(pool)))
+		return rc;
+	if ((rc = kr_heap_load(&pool->heap)))
+		return rc;
+	if ((rc = root_check(pool, 1, &opened)))
+		return rc;
+	uint64_t root = pool->root[0]->root_oid;
+	struct kr_block b;
+	if (root && kr_heap_lookup(&pool->heap, root, &b) != KR_OK)
+		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
+				  (unsigned long long)root);
+	return kr_media_register(pool);
+}
+
+int kr_pool_writable(kr_pool *pool, const char *what)
+{
+	if (!pool->pm.readonly)
+		return KR_OK;
+	return kr_err_set(KR_E_MISUSE_STATE, "%s: %s is open read-only (KR_OPEN_READONLY)", what,
+			  pool->path);
+}
+
+static kr_pool *pool_alloc(const char *path)
+{
+	kr_pool *pool = calloc(1, sizeof(*pool));
+	if (!pool || !(pool->path = strdup(path))) {
+		free(pool);
+		kr_err_set(KR_E_NOMEM, "pool handle");
+		return NULL;
+	}
+	pool->pm.fd = -1;
+	pthread_mutex_init(&pool->root_lock, NULL);
+	pthread_mutex_init(&pool->scrub_lock, NULL);
+	pthread_cond_init(&pool->scrub_cond, NULL);
+	return pool;
+}
+
+int kr_pool_open(const char *path, unsigned flags, kr_pool **out)
+{
+	if (!path || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_open: NULL argument");
+	kr_pool *pool = pool_alloc(path);
+	if (!pool)
+		return KR_E_NOMEM;
+	int rc;
+	struct stat st;
+	/* A reader shares the lock with other readers, never with a writer: inspecting a pool
+	 * while it changes would report damage that is only a commit in flight. */
+	int ro = (flags & KR_OPEN_READONLY) != 0;
+	if ((pool->pm.fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC)) < 0) {
+		rc = kr_err_errno(KR_E_IO_OPEN, "%s", path);
+		goto fail;
+	}
+	if (flock(pool->pm.fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: pool is already open%s", path,
+						       ro ? " for writing" : "")
+					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
+		goto fail;
+	}
+	if (fstat(pool->pm.fd, &st) != 0) {
+		rc = kr_err_errno(KR_E_IO_OPEN, "%s: stat", path);
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a regular file", path);
+		goto fail;
+	}
+	/* Copy A at the front; copy B at the end of the file (= pool_size when intact). */
+	struct kr_pool_hdr ha, hb;
+	memset(&ha, 0, sizeof(ha));
+	memset(&hb, 0, sizeof(hb));
+	ssize_t na = pread(pool->pm.fd, &ha, sizeof(ha), 0);
+	rc = na == (ssize_t)sizeof(ha) ? hdr_check(&ha, path)
+				       : kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: too short for a pool", path);
+	if (rc == KR_OK) {
+		pool->hdr = ha;
+	} else if (st.st_size >= 2 * P) {
+		int rca = rc;
+		char msg[512];
+		snprintf(msg, sizeof(msg), "%s", kr_errmsg());
+		ssize_t nb = pread(pool->pm.fd, &hb, sizeof(hb), st.st_size - P);
+		rc = nb == (ssize_t)sizeof(hb) ? hdr_check(&hb, path) : KR_E_FORMAT_NOT_POOL;
+		if (rc == KR_OK && hb.pool_size == (uint64_t)st.st_size)
+			pool->hdr = hb;
+		else if (rca == KR_E_FORMAT_NOT_POOL && rc == KR_E_FORMAT_NOT_POOL)
+			rc = kr_err_set(rca, "%s", msg);
+		else if (rca != KR_E_FORMAT_NOT_POOL)
+			rc = kr_err_set(rca, "%s", msg); /* copy A's own complaint is the informative one */
+		else if (rc == KR_OK)
+			rc = kr_err_set(KR_E_FORMAT_GEOMETRY, "%s: header copies disagree", path);
+	}
+	if (rc)
+		goto fail;
+	if ((uint64_t)st.st_size < pool->hdr.pool_size) {
+		rc = kr_err_set(KR_E_FORMAT_TRUNCATED, "%s: file has %lld bytes, pool needs %llu", path,
+				(long long)st.st_size, (unsigned long long)pool->hdr.pool_size);
+		goto fail;
+	}
+	if ((rc = pool_start(pool, flags)))
+		goto fail;
+	*out = pool;
+	return KR_OK;
+fail:
+	pool_free(pool);
+	return rc;
+}
+
+/* Allocates the file's blocks, reporting progress; on tmpfs and DAX this is the zeroing. */
+static int pool_allocate(int fd, uint64_t size, const struct kr_create_opts *o, const char *path)
+{
+	const uint64_t step = 64ull << 20;
+	for (uint64_t done = 0; done < size;) {
+		uint64_t n = size - done < step ? size - done : step;
+		int e = posix_fallocate(fd, (off_t)done, (off_t)n);
+		if (e) {
+			errno = e;
+			return kr_err_errno(KR_E_IO, "%s: allocating %llu bytes", path,
+					    (unsigned long long)size);
+		}
+		done += n;
+		if (o->progress)
+			o->progress(o->progress_ctx, done, size);
+	}
+	return KR_OK;
+}
+
+int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **out)
+{
+	if (!path || !o || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_create: NULL argument");
+	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_create_opts"))
+		return KR_E_MISUSE_ARG;
+	struct kr_pool_hdr h;
+	memset(&h, 0, sizeof(h));
+	h.pool_size = o->size & ~(uint64_t)(P - 1);
+	h.rows = o->rows ? o->rows : KR_DEFAULT_ROWS;
+	h.nlanes = o->nlanes ? o->nlanes : KR_DEFAULT_NLANES;
+	if (o->lane_kib % 4)
+		return kr_err_set(KR_E_MISUSE_ARG, "lane of %u KiB: must be a multiple of 4 KiB",
+				  o->lane_kib);
+	if (o->protection > KR_PROTECT_MLP)
+		return kr_err_set(KR_E_MISUSE_ARG, "unknown protection level %u", o->protection);
+	if (o->lane_kib) {
+		h.lane_pages = o->lane_kib / 4;
+	} else {
+		/* Default lanes: the two copies together take at most 1/8 of the pool. */
+		uint64_t lp = h.pool_size / P / (16 * (uint64_t)h.nlanes);
+		h.lane_pages = (uint32_t)(lp < KR_MIN_LANE_PAGES ? KR_MIN_LANE_PAGES
+				 : lp > KR_DEFAULT_LANE_PAGES ? KR_DEFAULT_LANE_PAGES : lp);
+	}
+	int rc = kr_layout_compute(&h);
+	if (rc)
+		return kr_err_recode(KR_E_MISUSE_ARG); /* a bad request, not a bad file */
+	memcpy(h.magic, KR_MAGIC, sizeof(h.magic));
+	h.version = KR_FORMAT_VERSION;
+	h.hdr_size = sizeof(h);
+	/* The redundancy asked for. A new pool is all zero, which every kind accepts as
+	 * consistent (zero CRCs of zero records and objects, zero parity of zero rows). */
+	static const uint32_t level_feats[] = {
+		[KR_PROTECT_FULL] = KR_FEAT_RO_COMPAT_KNOWN,
+		[KR_PROTECT_NONE] = 0,
+		[KR_PROTECT_ML] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
+		[KR_PROTECT_MLP] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM | KR_FEAT_RO_PARITY,
+	};
+	h.ro_compat = level_feats[o->protection];
+	h.create_time = (uint64_t)time(NULL);
+	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
+		return kr_err_errno(KR_E_IO, "getrandom");
+	h.crc = hdr_crc(&h);
+
+	kr_pool *pool = pool_alloc(path);
+	if (!pool)
+		return KR_E_NOMEM;
+	pool->hdr = h;
+	int created = 0;
+	pool->pm.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (pool->pm.fd < 0) {
+		rc = kr_err_errno(errno == EEXIST ? KR_E_IO_EXISTS : KR_E_IO_OPEN, "%s", path);
+		goto fail;
+	}
+	created = 1;
+	if (flock(pool->pm.fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = kr_err_errno(KR_E_IO_BUSY, "%s: flock", path);
+		goto fail;
+	}
+	if ((rc = pool_allocate(pool->pm.fd, h.pool_size, o, path)))
+		goto fail;
+	if ((rc = kr_pm_map(&pool->pm, pool->pm.fd, h.pool_size, o->flags, path)))
+		goto fail;
+	/* The file is all zero: an empty heap, empty lanes, no root. Then durable_seq 0 and
+	 * "clean", and the header last (invariant 2). */
+	char *base = pool->pm.base;
+	struct kr_log_line *ctl[2] = {(struct kr_log_line *)(base + h.ctl_off) + KR_CTL_LOG_LINE,
+				      (struct kr_log_line *)(base + h.ctl_replica_off) + KR_CTL_LOG_LINE};
+	kr_log_format(&pool->pm, ctl);
+	kr_pm_copy(&pool->pm, base + h.pool_size - P, &h, sizeof(h));
+	kr_pm_flush(&pool->pm, base + h.pool_size - P, sizeof(h));
+	kr_pm_copy(&pool->pm, base, &h, sizeof(h));
+	kr_pm_flush(&pool->pm, base, sizeof(h));
+	if ((rc = kr_pm_fence(&pool->pm)))
+		goto fail;
+	if (fsync(pool->pm.fd) != 0) {
+		rc = kr_err_errno(KR_E_IO_SYNC, "%s: fsync", path);
+		goto fail;
+	}
+	kr_pm_unmap(&pool->pm);
+	if ((rc = pool_start(pool, o->flags)))
+		goto fail;
+	*out = pool;
+	return KR_OK;
+fail:
+	pool_free(pool);
+	if (created)
+		unlink(path);
+	return rc;
+}
+
+int kr_pool_close(kr_pool *pool)
+{
+	if (!pool)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_close: pool is NULL");
+	uint32_t open = kr_log_lanes_held(&pool->log);
+	if (open)
+		return kr_err_set(KR_E_MISUSE_STATE, "%s: %u transaction(s) still open", pool->path, open);
+	int rc = KR_OK;
+	kr_scrub_stop(pool);
+	if (!atomic_load(&pool->failed))
+		rc = kr_log_mark_clean(&pool->log);
+	pool_free(pool);
+	return rc;
+}
+
+int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
+{
+	if (!pool || !st)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_stat: NULL argument");
+	const struct kr_pool_hdr *h = &pool->hdr;
+	memset(st, 0, sizeof(*st));
+	st->pool_size = h->pool_size;
+	st->mode = pool->pm.mode;
+	st->nzones = h->nzones;
+	st->rows = h->rows;
+	st->nlanes = h->nlanes;
+	st->row_size = (uint64_t)h->row_pages * P;
+	st->zone_size = h->zone_size;
+	st->lane_size = (uint64_t)h->lane_pages * P;
+	st->heap_size = (uint64_t)h->nzones * h->rows * st->row_size;
+	st->parity_bytes = (uint64_t)h->nzones * st->row_size;
+	uint64_t chunk_bytes = (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE;
+	st->meta_bytes = h->pool_size - st->parity_bytes - chunk_bytes;
+	pthread_mutex_lock(&pool->heap.lock);
+	st->used_bytes = pool->heap.used_bytes;
+	st->free_bytes = pool->heap.free_bytes;
+	st->nobjects = pool->heap.nobjects;
+	pthread_mutex_unlock(&pool->heap.lock);
+	st->max_alloc = pool->heap.max_alloc;
+	memcpy(st->uuid, h->uuid, sizeof(st->uuid));
+	st->recovered = pool->recovered;
+	st->replayed_txs = pool->recovery.replayed;
+	st->discarded_txs = pool->recovery.discarded;
+	st->media_repairs = pool->media_repairs;
+	st->csum_repairs = pool->csum_repairs;
+	st->scrub_passes = pool->scrub_passes;
+	st->last_repair_ns = pool->last_repair_ns;
+	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
+	st->readonly = pool->pm.readonly;
+	return KR_OK;
+}
+
+int kr_pool_page_kind(kr_pool *pool, uint64_t off)
+{
+	if (!pool || off >= pool->hdr.pool_size)
+		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
+	const struct kr_pool_hdr *h = &pool->hdr;
+	off &= ~(uint64_t)(P - 1);
+	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
+	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
+	if (off == 0 || off == h->pool_size - P)
+		return KR_PAGE_HEADER;
+	if (off == h->ctl_off || off == h->ctl_replica_off)
+		return KR_PAGE_CONTROL;
+	if (off >= h->lanes_off && off < h->lanes_off + lanes)
+		return KR_PAGE_LANE;
+	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
+		return (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA : KR_PAGE_UNUSED;
+	if (off < h->heap_off || off >= heap_end)
+		return KR_PAGE_UNUSED;
+	uint64_t zoff = (off - h->heap_off) % h->zone_size;
+	uint64_t row_size = (uint64_t)h->row_pages * P;
+	if (zoff >= (uint64_t)h->rows * row_size)
+		return KR_PAGE_PARITY;
+	if (zoff < (uint64_t)h->zone_meta_pages * P)
+		return KR_PAGE_ZONE_META;
+	return KR_PAGE_DATA;
+}
+
+void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }
+size_t kr_pool_mapped_size(kr_pool *pool) { return pool ? pool->pm.size : 0; }

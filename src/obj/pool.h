@@ -1,0 +1,65 @@
+/*
+ * pool.h - the in-DRAM state of an open pool, shared by pool.c (open, close, recovery,
+ * geometry) and tx.c (transactions). Nothing below the object layer sees it.
+ */
+#ifndef KR_POOL_H
+#define KR_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "heap.h"
+#include "layout.h"
+#include "log.h"
+#include "pmem.h"
+#include "redund.h"
+
+struct kr_pool {
+	struct kr_pm pm;
+	struct kr_pool_hdr hdr; /* the validated header */
+	struct kr_log log;
+	struct kr_heap heap;
+	struct kr_redund redund;
+	struct kr_root_line *root[2]; /* root lines of the two control pages */
+	pthread_mutex_t root_lock;
+	_Atomic int failed;   /* sticky error state (see keratin.h) */
+	struct kr_log_recovery recovery;
+	int recovered;
+	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;
+	_Atomic uint64_t poison[64]; /* emulated poisoned pages: offset + 1, or 0 (media.c) */
+
+	/* Read policy and the scrubber (scrub.c). */
+	_Atomic int read_policy;
+	pthread_mutex_t scrub_lock;
+	pthread_cond_t scrub_cond;
+	pthread_t scrub_thread;
+	int scrub_run;
+	uint64_t scrub_txs;
+	double scrub_seconds;
+	struct timespec scrub_last;
+	char *path;
+};
+
+/* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */
+int kr_pool_usable(kr_pool *pool);
+/* KR_E_MISUSE_STATE (message naming what) if the pool was opened with KR_OPEN_READONLY. */
+int kr_pool_writable(kr_pool *pool, const char *what);
+/* Puts the pool in the error state after a failure that leaves durability unknown. */
+void kr_pool_fail(kr_pool *pool, int err);
+
+/* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
+ * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
+int kr_scrub_chunk_records(kr_pool *pool);
+/* The header copies and the root lines of both control pages against each other: counted in
+ * rep->copies / bad_copies, rewritten from the sound twin if repair (repaired_copies). */
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep);
+/* Online repair of one object that failed its checksum (commits held back meanwhile). */
+int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
+/* Stops the background scrubber if it runs. */
+void kr_scrub_stop(kr_pool *pool);
+
+/* Geometry: fills every derived field of hdr from pool_size, rows, nlanes, lane_pages. */
+int kr_layout_compute(struct kr_pool_hdr *hdr);
+
+#endif

@@ -1,0 +1,267 @@
+/*
+ * redund.c - parity and chunk-record checksums kept current by every committed write, and
+ * recomputed after recovery.
+ *
+ * Design
+ *
+ *   Online, each record of a committed image is written home by redund_apply (the log's
+ *   apply hook) in this order: patch parity with old ^ new (reading the old bytes at home),
+ *   patch the CRC of every chunk record the write falls in, then write the new bytes. All
+ *   three are flushed and none is fenced: the next fence of the committing thread covers
+ *   them, exactly like the write itself (log.c, invariant 5). Bit records use the old value
+ *   returned by the atomic OR/AND, so concurrent allocations in one run each patch parity
+ *   and the record CRC with their exact delta, and the patches commute. Every parity patch,
+ *   a single word's included, goes through parity.c under its column's range lock: an
+ *   atomic XOR that slipped into another commit's SIMD patch of the same column would be
+ *   lost (seen as stale parity after two threads allocated and freed at once).
+ *
+ *   The CRC of a chunk record is patched, never recomputed online: CRC-32C is affine, so the
+ *   change of the CRC depends only on the changed bytes (csum.c), and XOR-ing that change
+ *   into the record's CRC word is another commuting atomic update (with its own parity
+ *   patch).
+ *
+ *   Recovery replays records with plain writes (XOR deltas are not idempotent), and the log
+ *   reports every range it replayed or found in an intent (redund_touched). Before
+ *   durable_seq moves past those transactions (redund_settle, called by the log), the CRCs
+ *   of the chunk records in those ranges and then the parity of their page columns are
+ *   recomputed from the data, so a crash during this step simply leads to it again.
+ *
+ *   Invariants (checked by kr_pool_verify and, in tests, on every crash image)
+ *   1. Every parity row byte equals the XOR of the data row bytes of its column.
+ *   2. Every chunk record's crc equals the CRC-32C of its first 136 bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "csum.h"
+#include "err.h"
+#include "redund.h"
+
+#define REC_SZ sizeof(struct kr_chunk_meta)
+#define REC_CRC_OFF offsetof(struct kr_chunk_meta, crc)
+
+void kr_redund_init(struct kr_redund *r, struct kr_pm *pm, const struct kr_pool_hdr *h)
+{
+	memset(r, 0, sizeof(*r));
+	r->pm = pm;
+	r->feats = h->ro_compat;
+	r->heap_off = h->heap_off;
+	r->zone_size = h->zone_size;
+	r->nzones = h->nzones;
+	r->meta_bytes = (uint64_t)h->chunks_per_zone * REC_SZ;
+	kr_parity_init(&r->parity, pm, h);
+}
+
+void kr_redund_fini(struct kr_redund *r)
+{
+	kr_parity_fini(&r->parity);
+	free(r->touched);
+	r->touched = NULL;
+}
+
+int kr_redund_in_meta(const struct kr_redund *r, uint64_t off, uint64_t *rec_off)
+{
+	if (off < r->heap_off)
+		return 0;
+	uint64_t rel = off - r->heap_off, z = rel / r->zone_size, zoff = rel % r->zone_size;
+	if (z >= r->nzones || zoff >= r->meta_bytes)
+		return 0;
+	*rec_off = r->heap_off + z * r->zone_size + zoff / REC_SZ * REC_SZ;
+	return 1;
+}
+
+uint32_t kr_redund_chunk_crc(const struct kr_chunk_meta *m)
+{
+	/* Offset so that an all-zero record (a new pool's free chunk) has crc 0 (layout.h). */
+	static const uint8_t zero[REC_CRC_OFF];
+	return kr_crc32c(m, REC_CRC_OFF) ^ kr_crc32c(zero, REC_CRC_OFF);
+}
+
+static int parity_on(const struct kr_redund *r) { return (r->feats & KR_FEAT_RO_PARITY) != 0; }
+static int meta_csum_on(const struct kr_redund *r) { return (r->feats & KR_FEAT_RO_META_CSUM) != 0; }
+
+/* XOR delta into the 8-byte word at off, and the same delta into its parity. */
+static void xor_word(struct kr_redund *r, uint64_t off, uint64_t delta)
+{
+	char *base = r->pm->base;
+	kr_pm_xor64(r->pm, (uint64_t *)(base + off), delta);
+	kr_pm_flush(r->pm, base + off, 8);
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, 8))
+		kr_parity_xor_word(&r->parity, off, delta);
+}
+
+/* Patches the CRC of every chunk record that [off, off+len) changes from old to new. */
+static void patch_chunk_crcs(struct kr_redund *r, uint64_t off, const uint8_t *old,
+			     const uint8_t *new, uint64_t len)
+{
+	uint64_t rec;
+	if (!meta_csum_on(r) || !kr_redund_in_meta(r, off, &rec))
+		return;
+	for (; rec < off + len && kr_redund_in_meta(r, rec, &rec); rec += REC_SZ) {
+		uint64_t s = off > rec ? off : rec;
+		uint64_t e = off + len < rec + REC_CRC_OFF ? off + len : rec + REC_CRC_OFF;
+		if (s >= e)
+			continue;
+		uint8_t d[REC_CRC_OFF];
+		int any = 0;
+		for (uint64_t b = s; b < e; b++) {
+			d[b - s] = old[b - off] ^ new[b - off];
+			any |= d[b - s];
+		}
+		if (!any)
+			continue;
+		uint32_t cd = kr_crc32c_delta(d, e - s, rec + REC_CRC_OFF - e);
+		xor_word(r, rec + REC_CRC_OFF, cd); /* crc is the low half of its word */
+	}
+}
+
+/* The log's apply hook: one record home, with its redundancy. */
+static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct kr_redund *r = ctx;
+	char *home = r->pm->base + h->off;
+	switch (h->kind) {
+	case KR_REC_DATA:
+	case KR_REC_FRESH: {
+		uint32_t n = h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
+		/* Parity and CRC patches read the old bytes, so they come before the write. */
+		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, n))
+			kr_parity_patch(&r->parity, h->off, home, data, n);
+		patch_chunk_crcs(r, h->off, (const uint8_t *)home, data, n);
+		kr_pm_copy(r->pm, home, data, n);
+		kr_pm_flush(r->pm, home, n);
+		break;
+	}
+	case KR_REC_SETBITS:
+	case KR_REC_CLRBITS: {
+		uint64_t mask = *(const uint64_t *)data;
+		uint64_t old = h->kind == KR_REC_SETBITS ? kr_pm_or64(r->pm, (uint64_t *)home, mask)
+							 : kr_pm_andn64(r->pm, (uint64_t *)home, mask);
+		uint64_t now = h->kind == KR_REC_SETBITS ? old | mask : old & ~mask;
+		kr_pm_flush(r->pm, home, 8);
+		uint64_t delta = old ^ now;
+		if (!delta)
+			break;
+		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8))
+			kr_parity_xor_word(&r->parity, h->off, delta);
+		patch_chunk_crcs(r, h->off, (const uint8_t *)&old, (const uint8_t *)&now, 8);
+		break;
+	}
+	}
+}
+
+/* The log's flush hook (adoption): the parity and record CRCs an apply also wrote. */
+static void redund_flush(void *ctx, uint64_t off, uint64_t len)
+{
+	struct kr_redund *r = ctx;
+	char *base = r->pm->base;
+	if (parity_on(r))
+		for (uint64_t o = off; o < off + len;) {
+			uint64_t next = (o / KR_PAGE_SIZE + 1) * KR_PAGE_SIZE;
+			uint64_t n = (next < off + len ? next : off + len) - o;
+			if (kr_parity_covers(&r->parity, o, n))
+				kr_pm_flush(r->pm, base + kr_parity_offset(&r->parity, o), n);
+			o += n;
+		}
+	uint64_t rec;
+	if (meta_csum_on(r) && kr_redund_in_meta(r, off, &rec))
+		for (; rec < off + len && kr_redund_in_meta(r, rec, &rec); rec += REC_SZ) {
+			kr_pm_flush(r->pm, base + rec + REC_CRC_OFF, 8);
+			if (parity_on(r))
+				kr_pm_flush(r->pm, base + kr_parity_offset(&r->parity, rec + REC_CRC_OFF), 8);
+		}
+}
+
+/* The log's touched hook (recovery): remember the range. */
+static void redund_touched(void *ctx, uint64_t off, uint64_t len)
+{
+	struct kr_redund *r = ctx;
+	if (r->ntouched == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 64;
+		struct kr_range *t = realloc(r->touched, cap * sizeof(*t));
+		if (!t) {
+			r->touched_oom = 1;
+			return;
+		}
+		r->touched = t;
+		r->cap = cap;
+	}
+	r->touched[r->ntouched++] = (struct kr_range){off, len};
+}
+
+void kr_redund_fix_chunk_crc(struct kr_redund *r, uint64_t rec_off)
+{
+	struct kr_chunk_meta *m = (struct kr_chunk_meta *)(r->pm->base + rec_off);
+	uint32_t want = kr_redund_chunk_crc(m);
+	if (want != m->crc)
+		xor_word(r, rec_off + REC_CRC_OFF, (uint64_t)(want ^ m->crc));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The log's settle hook (recovery, after replay, before durable_seq moves): chunk CRCs,
+ * then parity of every page column touched. The caller fences. */
+static int redund_settle(void *ctx)
+{
+	struct kr_redund *r = ctx;
+	if (r->touched_oom)
+		return kr_err_set(KR_E_NOMEM, "recovery range table");
+	size_t npages = 0, cap = 0;
+	uint64_t *pages = NULL;
+	for (size_t i = 0; i < r->ntouched; i++) {
+		uint64_t off = r->touched[i].off, len = r->touched[i].len, rec;
+		if (meta_csum_on(r) && kr_redund_in_meta(r, off, &rec)) {
+			/* A record's CRC word lies outside the bytes the record wrote: widen. */
+			uint64_t end = off + len;
+			for (; rec < end && kr_redund_in_meta(r, rec, &rec); rec += REC_SZ)
+				kr_redund_fix_chunk_crc(r, rec);
+			len = rec - off > len ? rec - off : len;
+		}
+		if (!parity_on(r))
+			continue;
+		for (uint64_t p = off & ~(uint64_t)(KR_PAGE_SIZE - 1); p < off + len; p += KR_PAGE_SIZE) {
+			if (!kr_parity_covers(&r->parity, p, KR_PAGE_SIZE))
+				continue;
+			if (npages == cap) {
+				cap = cap ? cap * 2 : 256;
+				uint64_t *np = realloc(pages, cap * sizeof(*np));
+				if (!np) {
+					free(pages);
+					return kr_err_set(KR_E_NOMEM, "recovery page table");
+				}
+				pages = np;
+			}
+			pages[npages++] = kr_parity_offset(&r->parity, p);
+		}
+	}
+	/* One recomputation per parity page: pages of different rows share a column. */
+	if (npages)
+		qsort(pages, npages, sizeof(*pages), cmp_u64);
+	for (size_t i = 0; i < npages; i++)
+		if (i == 0 || pages[i] != pages[i - 1])
+			kr_parity_recompute_column(&r->parity, pages[i]);
+	free(pages);
+	r->ntouched = 0;
+	return KR_OK;
+}
+
+void kr_redund_hooks(struct kr_redund *r, struct kr_log_hooks *hooks)
+{
+	hooks->apply = redund_apply;
+	hooks->flush = redund_flush;
+	hooks->touched = redund_touched;
+	hooks->settle = redund_settle;
+	hooks->ctx = r;
+}
+
+void kr_redund_write_direct(struct kr_redund *r, uint64_t off, const void *src, size_t len)
+{
+	char *home = r->pm->base + off;
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, len))
+		kr_parity_patch(&r->parity, off, home, src, len);
+	kr_pm_copy_nt(r->pm, home, src, len);
+}

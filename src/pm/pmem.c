@@ -1,0 +1,459 @@
+/*
+ * pmem.c - mapping, stores, flushes and fences to persistent memory, with counters and the
+ * crash recorder.
+ *
+ * Design
+ *
+ *   Every write to a pool passes through here (rule 6 of the house). The functions are small
+ *   and do three things in a fixed order: perform the store, count it, and report it to the
+ *   recorder if one is installed. The recorder check is one predictable branch on a global
+ *   pointer, so the production path pays nothing measurable for it.
+ *
+ *   Invariants
+ *   1. A store reported to the recorder has already happened (the recorder snapshots the
+ *      live bytes); a fence is reported before it takes effect (the crash simulator builds
+ *      its images "just before fence N").
+ *   2. kr_pm_store64 compiles to exactly one aligned 8-byte store (an atomic store), so it
+ *      can carry validity markers.
+ *   3. In page-cache mode, the pages flushed by a thread since its last fence are msynced by
+ *      that fence before it returns; a commit therefore never returns before its data is on
+ *      stable storage.
+ *
+ *   Flush instruction: clwb if the CPU has it, else clflushopt, else clflush (chosen once,
+ *   by CPUID). clflush is ordered by itself but on some CPUs only by mfence, so that mode
+ *   fences with mfence.
+ */
+#define _GNU_SOURCE
+#include <cpuid.h>
+#include <emmintrin.h>
+#include <isa-l/raid.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "simd.h"
+#include "pmem.h"
+
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+
+#define LINE 64u
+#define LINE_DOWN(a) ((uintptr_t)(a) & ~(uintptr_t)(LINE - 1))
+
+enum flush_kind { FLUSH_CLWB, FLUSH_CLFLUSHOPT, FLUSH_CLFLUSH };
+
+static enum flush_kind flush_kind;
+static pthread_once_t flush_once = PTHREAD_ONCE_INIT;
+
+static _Thread_local struct kr_counters counters;
+
+/* The recorder: a copy of the caller's struct, published through one pointer. */
+static struct kr_recorder recorder_copy;
+static const struct kr_recorder *_Atomic recorder;
+
+/* Page-cache mode: page ranges this thread flushed since its last fence. */
+#define SYNC_RANGES 32
+static _Thread_local struct {
+	struct kr_pm *pm;
+	int n;
+	int overflow;
+	uintptr_t start[SYNC_RANGES], end[SYNC_RANGES];
+} sync_ranges;
+
+static void flush_detect(void)
+{
+	unsigned a, b, c, d;
+	flush_kind = FLUSH_CLFLUSH;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+		if (b & (1u << 24))
+			flush_kind = FLUSH_CLWB;
+		else if (b & (1u << 23))
+			flush_kind = FLUSH_CLFLUSHOPT;
+	}
+	const char *forced = getenv("KERATIN_FLUSH");
+	if (forced && strcmp(forced, "clflush") == 0)
+		flush_kind = FLUSH_CLFLUSH;
+	else if (forced && strcmp(forced, "clflushopt") == 0 && flush_kind == FLUSH_CLWB)
+		flush_kind = FLUSH_CLFLUSHOPT;
+}
+
+const char *kr_pm_flush_name(void)
+{
+	pthread_once(&flush_once, flush_detect);
+	static const char *names[] = {"clwb", "clflushopt", "clflush"};
+	return names[flush_kind];
+}
+
+void kr_set_recorder(const struct kr_recorder *rec)
+{
+	if (rec) {
+		recorder_copy = *rec;
+		atomic_store(&recorder, &recorder_copy);
+	} else {
+		atomic_store(&recorder, NULL);
+	}
+}
+
+#define RECORD(cb, ...)                                                                   \
+	do {                                                                                \
+		const struct kr_recorder *r_ = atomic_load_explicit(&recorder,              \
+								    memory_order_relaxed);  \
+		if (__builtin_expect(r_ != NULL, 0) && r_->cb)                              \
+			r_->cb(r_->ctx, ##__VA_ARGS__);                                     \
+	} while (0)
+
+void kr_counters_get(struct kr_counters *c) { *c = counters; }
+void kr_counters_reset(void) { memset(&counters, 0, sizeof(counters)); }
+void kr_pm_count_logged(size_t n) { counters.bytes_logged += n; }
+void kr_pm_count_commit(void) { counters.commits++; }
+
+static int env_force_pmem(void)
+{
+	const char *v = getenv("KERATIN_FORCE_PMEM");
+	return v && v[0] == '1';
+}
+
+int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path)
+{
+	pthread_once(&flush_once, flush_detect);
+	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
+	if (open_flags & KR_OPEN_READONLY) {
+		/* Copy-on-write: whatever the layers above write (recovery, repair in the view)
+		 * stays in this process. Flushes and fences still run and count, harmlessly; the
+		 * mode reported is the one a read-write open would get (msync of a private
+		 * mapping writes nothing). */
+		void *v = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | populate, fd, 0);
+		if (v == MAP_FAILED)
+			return kr_err_errno(KR_E_IO_MAP, "%s: private mmap of %zu bytes", path, size);
+		void *dax = mmap(NULL, size, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		if (dax != MAP_FAILED)
+			munmap(dax, size);
+		pm->mode = dax != MAP_FAILED ? KR_MODE_DAX
+			   : ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem()) ? KR_MODE_EMULATED
+										 : KR_MODE_PAGECACHE;
+		pm->readonly = 1;
+		pm->base = v;
+		pm->size = size;
+		pm->fd = fd;
+		RECORD(map, pm->base, pm->size, path);
+		return KR_OK;
+	}
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | populate,
+		       fd, 0);
+	if (p != MAP_FAILED) {
+		pm->mode = KR_MODE_DAX;
+	} else {
+		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
+		if (p == MAP_FAILED)
+			return kr_err_errno(KR_E_IO_MAP, "%s: mmap of %zu bytes", path, size);
+		pm->mode = ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem())
+				   ? KR_MODE_EMULATED
+				   : KR_MODE_PAGECACHE;
+	}
+	pm->base = p;
+	pm->size = size;
+	pm->fd = fd;
+	RECORD(map, pm->base, pm->size, path);
+	return KR_OK;
+}
+
+void kr_pm_unmap(struct kr_pm *pm)
+{
+	if (!pm->base)
+		return;
+	if (sync_ranges.pm == pm) {
+		sync_ranges.pm = NULL;
+		sync_ranges.n = 0;
+		sync_ranges.overflow = 0;
+	}
+	RECORD(unmap, pm->base, pm->size);
+	munmap(pm->base, pm->size);
+	pm->base = NULL;
+}
+
+/* Page-cache mode bookkeeping: remember [addr, addr+n) rounded to pages. */
+static void sync_note(struct kr_pm *pm, const void *addr, size_t n)
+{
+	if (sync_ranges.pm != pm) {
+		/* A thread switching pools: make the old pool's pages durable now rather than
+		 * lose track of them (earlier durability is always allowed). */
+		if (sync_ranges.pm)
+			kr_pm_fence(sync_ranges.pm);
+		sync_ranges.pm = pm;
+	}
+	uintptr_t ps = 4096;
+	uintptr_t s = (uintptr_t)addr & ~(ps - 1);
+	uintptr_t e = ((uintptr_t)addr + n + ps - 1) & ~(ps - 1);
+	int k = sync_ranges.n;
+	if (k > 0 && s <= sync_ranges.end[k - 1] && e >= sync_ranges.start[k - 1]) {
+		if (s < sync_ranges.start[k - 1])
+			sync_ranges.start[k - 1] = s;
+		if (e > sync_ranges.end[k - 1])
+			sync_ranges.end[k - 1] = e;
+		return;
+	}
+	if (k == SYNC_RANGES) {
+		sync_ranges.overflow = 1;
+		return;
+	}
+	sync_ranges.start[k] = s;
+	sync_ranges.end[k] = e;
+	sync_ranges.n = k + 1;
+}
+
+static int sync_pending(struct kr_pm *pm)
+{
+	int rc = KR_OK;
+	if (sync_ranges.pm != pm)
+		return KR_OK;
+	if (sync_ranges.overflow) {
+		if (msync(pm->base, pm->size, MS_SYNC) != 0)
+			rc = kr_err_errno(KR_E_IO_SYNC, "msync of the whole pool");
+		counters.msyncs++;
+	} else {
+		for (int i = 0; i < sync_ranges.n; i++) {
+			if (msync((void *)sync_ranges.start[i],
+				  sync_ranges.end[i] - sync_ranges.start[i], MS_SYNC) != 0)
+				rc = kr_err_errno(KR_E_IO_SYNC, "msync");
+			counters.msyncs++;
+		}
+	}
+	sync_ranges.n = 0;
+	sync_ranges.overflow = 0;
+	return rc;
+}
+
+void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n)
+{
+	memcpy(dst, src, n);
+	counters.bytes_written += n;
+	RECORD(store, dst, n);
+}
+
+void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n)
+{
+	memset(dst, c, n);
+	counters.bytes_written += n;
+	RECORD(store, dst, n);
+}
+
+void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v)
+{
+	__atomic_store_n(dst, v, __ATOMIC_RELAXED);
+	counters.bytes_written += 8;
+	RECORD(store, dst, 8);
+}
+
+uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+{
+	uint64_t old = __atomic_fetch_or(dst, mask, __ATOMIC_RELAXED);
+	counters.bytes_written += 8;
+	RECORD(store, dst, 8);
+	return old;
+}
+
+uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+{
+	uint64_t old = __atomic_fetch_and(dst, ~mask, __ATOMIC_RELAXED);
+	counters.bytes_written += 8;
+	RECORD(store, dst, 8);
+	return old;
+}
+
+void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
+{
+	__atomic_fetch_xor(dst, mask, __ATOMIC_RELAXED);
+	counters.bytes_written += 8;
+	RECORD(store, dst, 8);
+}
+
+void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n)
+{
+	void *v[4] = {(void *)a, (void *)b, dst, dst};
+	xor_gen(4, (int)n, v);
+	kr_simd_done();
+	counters.bytes_written += n;
+	RECORD(store, dst, n);
+}
+
+void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v)
+{
+	xor_gen(vects, (int)len, v);
+	kr_simd_done();
+	counters.bytes_written += len;
+	RECORD(store, v[vects - 1], len);
+}
+
+__attribute__((target("clwb"))) static void flush_lines_clwb(uintptr_t p, uintptr_t end)
+{
+	for (; p < end; p += LINE)
+		__builtin_ia32_clwb((void *)p);
+}
+
+__attribute__((target("clflushopt"))) static void flush_lines_clflushopt(uintptr_t p,
+									  uintptr_t end)
+{
+	for (; p < end; p += LINE)
+		__builtin_ia32_clflushopt((void *)p);
+}
+
+static void flush_lines_clflush(uintptr_t p, uintptr_t end)
+{
+	for (; p < end; p += LINE)
+		_mm_clflush((void *)p);
+}
+
+static _Thread_local struct kr_flush_list *deferred;
+
+void kr_pm_defer_flushes(struct kr_flush_list *fl) { deferred = fl; }
+
+static int defer_flush(struct kr_flush_list *fl, const void *addr, size_t n)
+{
+	if (fl->n == fl->cap) {
+		size_t cap = fl->cap ? fl->cap * 2 : 32;
+		struct kr_flush_range *v = realloc(fl->v, cap * sizeof(*v));
+		if (!v)
+			return 0;
+		fl->v = v;
+		fl->cap = cap;
+	}
+	fl->v[fl->n++] = (struct kr_flush_range){addr, n};
+	return 1;
+}
+
+void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl)
+{
+	struct kr_flush_list *saved = deferred;
+	deferred = NULL;
+	for (size_t i = 0; i < fl->n; i++)
+		kr_pm_flush(pm, fl->v[i].addr, fl->v[i].len);
+	fl->n = 0;
+	deferred = saved;
+}
+
+void kr_pm_flush_list_free(struct kr_flush_list *fl)
+{
+	free(fl->v);
+	memset(fl, 0, sizeof(*fl));
+}
+
+/* The write-back itself: the instructions, the counters, the recorder. */
+static void flush_lines(const void *addr, size_t n)
+{
+	uintptr_t p = LINE_DOWN(addr);
+	uintptr_t end = (uintptr_t)addr + n;
+	switch (flush_kind) {
+	case FLUSH_CLWB:
+		flush_lines_clwb(p, end);
+		break;
+	case FLUSH_CLFLUSHOPT:
+		flush_lines_clflushopt(p, end);
+		break;
+	case FLUSH_CLFLUSH:
+		flush_lines_clflush(p, end);
+		break;
+	}
+	counters.flushed_lines += (end - p + LINE - 1) / LINE;
+	RECORD(flush, addr, n);
+}
+
+void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
+{
+	if (n == 0)
+		return;
+	if (deferred && defer_flush(deferred, addr, n))
+		return;
+	flush_lines(addr, n);
+	if (pm->mode == KR_MODE_PAGECACHE)
+		sync_note(pm, addr, n);
+}
+
+void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
+{
+	char *d = dst;
+	const char *s = src;
+	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+	if (head > n)
+		head = n;
+	/* Unaligned edges go through the cache (recorded as stores, then flushed); the
+	 * aligned body streams past it and is recorded as one nt copy. */
+	if (head) {
+		kr_pm_copy(pm, d, s, head);
+		kr_pm_flush(pm, d, head);
+	}
+	size_t body = (n - head) & ~(size_t)15;
+	for (size_t i = 0; i < body; i += 16)
+		_mm_stream_si128((__m128i *)(d + head + i), _mm_loadu_si128((const __m128i *)(s + head + i)));
+	if (body) {
+		counters.bytes_written += body;
+		counters.flushed_lines += (body + LINE - 1) / LINE;
+		if (pm->mode == KR_MODE_PAGECACHE)
+			sync_note(pm, d + head, body);
+		RECORD(nt, d + head, body);
+	}
+	size_t tail = n - head - body;
+	if (tail) {
+		kr_pm_copy(pm, d + head + body, s + head + body, tail);
+		kr_pm_flush(pm, d + head + body, tail);
+	}
+}
+
+int kr_pm_fence(struct kr_pm *pm)
+{
+	RECORD(fence);
+	if (flush_kind == FLUSH_CLFLUSH)
+		_mm_mfence();
+	else
+		_mm_sfence();
+	counters.fences++;
+	if (pm->mode == KR_MODE_PAGECACHE)
+		return sync_pending(pm);
+	return KR_OK;
+}
+
+int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n)
+{
+	kr_pm_flush(pm, addr, n);
+	return kr_pm_fence(pm);
+}
+
+int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n)
+{
+	/* Neither the deferred list nor the msync list: the interrupted code may be updating
+	 * either. */
+	flush_lines(addr, n);
+	RECORD(fence);
+	_mm_mfence();
+	counters.fences++;
+	if (pm->mode != KR_MODE_PAGECACHE)
+		return KR_OK;
+	uintptr_t s = (uintptr_t)addr & ~(uintptr_t)4095, e = ((uintptr_t)addr + n + 4095) & ~(uintptr_t)4095;
+	counters.msyncs++;
+	return msync((void *)s, e - s, MS_SYNC) == 0 ? KR_OK : KR_E_IO_SYNC;
+}
+
+int kr_pm_write_file(int fd, const void *buf, size_t n, uint64_t off)
+{
+	const char *p = buf;
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return KR_E_IO;
+		counters.bytes_written += (uint64_t)w;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return KR_OK;
+}

@@ -1,0 +1,95 @@
+/*
+ * pmem.h - the persistence layer: the only code that writes to persistent memory.
+ *
+ * Everything above this layer stores to a pool through these calls, never with plain
+ * assignments, so that three things see every byte: the per-thread counters (fences,
+ * flushed lines, bytes), the recorder used by the crash simulator, and a port to other
+ * hardware (eADR, CXL, msync-only files) which only has to change pmem.c.
+ *
+ * Ordering contract (x86-64 TSO, whole-line persistence):
+ *   - kr_pm_copy/set/store64/or64/andn64 are ordinary cached stores; they become durable
+ *     only after a kr_pm_flush of their lines followed by a kr_pm_fence on the SAME thread.
+ *   - kr_pm_copy_nt is durable after the next kr_pm_fence of the same thread.
+ *   - kr_pm_store64 is one aligned 8-byte store: it is never split or merged, which is what
+ *     makes it usable as a validity marker.
+ */
+#ifndef KR_PMEM_H
+#define KR_PMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keratin.h"
+
+struct kr_pm {
+	char *base;
+	size_t size;
+	int fd;
+	enum kr_mode mode;
+	int readonly; /* a private copy-on-write view (KR_OPEN_READONLY): nothing reaches the file */
+};
+
+/* Maps size bytes of fd and chooses the durability mode (see keratin.h). */
+int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path);
+void kr_pm_unmap(struct kr_pm *pm);
+
+void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
+void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);
+void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n);
+void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
+/* Atomic bit updates; they return the word's previous value. */
+uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
+void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
+/* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
+void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
+/* v[vects-1] = XOR of v[0..vects-2] (ISA-L xor_gen); the destination is in the pool. */
+void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v);
+
+/* Writes back every cache line overlapping [addr, addr+n). No ordering by itself. */
+void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n);
+/* Store fence: everything this thread flushed (or NT-copied) before it is durable after it.
+ * In page-cache mode also msyncs the pages flushed since the last fence; returns
+ * KR_E_IO_SYNC if that fails (durability then unknown). */
+int kr_pm_fence(struct kr_pm *pm);
+/* kr_pm_flush + kr_pm_fence. */
+int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
+
+/* kr_pm_persist for a signal handler, which may interrupt the thread in the middle of any
+ * of these calls: ignores the thread's deferred-flush list and page-cache bookkeeping, and
+ * in page-cache mode msyncs the pages itself. Async-signal-safe. */
+int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n);
+
+/* Writes n bytes at offset off of a file that is not a kr_pm mapping (the data file of a
+ * protected region, repaired through the file so the write is not mistaken for an
+ * application store). Counted in bytes_written; KR_E_IO with errno set on failure.
+ * Async-signal-safe. */
+int kr_pm_write_file(int fd, const void *buf, size_t n, uint64_t off);
+
+/* Deferred write-back. On x86 a locked instruction waits for every earlier clwb of its
+ * thread to complete, so flushes issued in the middle of a commit's bookkeeping (locks,
+ * atomic parity XORs) turn each later lock into a hidden persist round trip. While a
+ * thread has a flush list installed, kr_pm_flush only records the range; kr_pm_flush_list
+ * writes the recorded ranges back later (just before the next fence, where they overlap
+ * with that fence's own flushes) and empties the list. If recording fails (no memory) the
+ * range is written back at once, which is always correct. */
+struct kr_flush_list {
+	struct kr_flush_range {
+		const void *addr;
+		size_t len;
+	} *v;
+	size_t n, cap;
+};
+/* Installs fl for the calling thread (NULL: flush at once again). */
+void kr_pm_defer_flushes(struct kr_flush_list *fl);
+void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl);
+void kr_pm_flush_list_free(struct kr_flush_list *fl);
+
+/* Accounting only: n of the bytes just written were redo-log bytes; one commit done. */
+void kr_pm_count_logged(size_t n);
+void kr_pm_count_commit(void);
+
+/* Name of the flush instruction in use ("clwb", "clflushopt", "clflush"). */
+const char *kr_pm_flush_name(void);
+
+#endif

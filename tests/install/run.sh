@@ -1,0 +1,54 @@
+#!/bin/sh
+# run.sh BUILD_DIR POOL_DIR [CFLAGS] - installs the build into a temporary prefix
+# (cmake --install) and builds consumer.c against it twice, with pkg-config and with
+# find_package(keratin), running each; checks what the install put where, that DESTDIR
+# stages under DESTDIR, and that the installed keratin command and manual pages work.
+# CFLAGS (sanitizer flags of the build under test) are used for both consumer builds.
+set -eu
+build=$1 pooldir=$2 cflags=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+fail() { echo "FAIL: $*"; exit 1; }
+
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1 ||
+	{ cat "$tmp/install.log"; fail "cmake --install"; }
+libdir=$(dirname "$(find "$prefix" -name 'libkeratin.so' | head -n 1)")
+[ -n "$libdir" ] || fail "no libkeratin.so under $prefix"
+for f in bin/keratin include/keratin.h include/keratin_region.h include/keratin_hmap.h \
+	include/keratin_map.h share/man/man1/keratin.1; do
+	[ -e "$prefix/$f" ] || fail "$f not installed"
+done
+for f in libkeratin.a libkeratin-map.so libkeratin-map.a pkgconfig/keratin.pc \
+	cmake/keratin/keratinConfig.cmake cmake/keratin/keratinConfigVersion.cmake \
+	cmake/keratin/keratinTargets.cmake; do
+	[ -e "$libdir/$f" ] || fail "$libdir/$f not installed"
+done
+soname=$(readelf -d "$libdir/libkeratin.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ -e "$libdir/$soname" ] || fail "SONAME $soname has no file in $libdir"
+"$prefix/bin/keratin" --help >/dev/null || fail "installed keratin --help"
+
+# 1. pkg-config, as a Makefile would use it.
+pc="env PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config"
+$pc --exists keratin-map || fail "pkg-config does not find keratin-map"
+[ "$($pc --variable=libdir keratin | xargs realpath)" = "$(realpath "$libdir")" ] ||
+	fail "keratin.pc libdir $($pc --variable=libdir keratin) is not $libdir"
+# shellcheck disable=SC2046,SC2086
+cc $cflags -o "$tmp/consumer-pc" "$here/consumer.c" $($pc --cflags --libs keratin-map) \
+	-Wl,-rpath,"$libdir" || fail "build with pkg-config"
+"$tmp/consumer-pc" "$pooldir/pkg-install-pc.pool" || fail "consumer built with pkg-config"
+
+# 2. find_package(keratin) in a CMake project of its own.
+cmake -S "$here" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$cflags" \
+	-DCMAKE_BUILD_RPATH="$libdir" >"$tmp/cm.log" 2>&1 &&
+	cmake --build "$tmp/cm" >>"$tmp/cm.log" 2>&1 ||
+	{ cat "$tmp/cm.log"; fail "build with find_package(keratin)"; }
+"$tmp/cm/consumer" "$pooldir/pkg-install-cmake.pool" || fail "consumer built with find_package"
+
+# 3. DESTDIR stages the same tree below it.
+DESTDIR=$tmp/stage cmake --install "$build" --prefix /opt/keratin >/dev/null 2>&1 ||
+	fail "DESTDIR install"
+[ -e "$tmp/stage/opt/keratin/bin/keratin" ] && [ -e "$tmp/stage/opt/keratin/include/keratin.h" ] ||
+	fail "DESTDIR install did not stage under DESTDIR"
+echo "PASS: installed, built with pkg-config and with find_package, DESTDIR staged"
