@@ -1,0 +1,157 @@
+/*
+ * ivset.c - sets of byte ranges and growable arrays for the pmsan runtime.
+ *
+ * An ivset keeps its ranges sorted by start, pairwise disjoint and not touching (adjacent
+ * ranges are merged), so membership is one binary search. The runtime's sets are the bytes
+ * a thread stored and has not flushed, the ranges a transaction added to its undo log or
+ * changed, and the freed objects. They stay small in practice (stores and flushes come in
+ * runs that coalesce), so insertion by memmove is cheaper than a tree.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pmsan.h"
+
+/* Index of the first range whose end is > x (that could contain or follow x). */
+static size_t first_after(const struct ivset *s, uintptr_t x)
+{
+	size_t a = 0, b = s->n;
+	while (a < b) {
+		size_t m = (a + b) / 2;
+		if (s->hi[m] <= x)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+static void reserve(struct ivset *s, size_t n)
+{
+	if (n <= s->cap)
+		return;
+	size_t cap = s->cap ? s->cap * 2 : 16;
+	while (cap < n)
+		cap *= 2;
+	s->lo = pmsan_xrealloc(s->lo, cap * sizeof(*s->lo));
+	s->hi = pmsan_xrealloc(s->hi, cap * sizeof(*s->hi));
+	s->cap = cap;
+}
+
+void ivset_add(struct ivset *s, uintptr_t lo, uintptr_t hi)
+{
+	if (lo >= hi)
+		return;
+	/* Ranges i..j-1 touch or overlap [lo, hi): merge them into one. */
+	size_t i = s->n && lo > 0 ? first_after(s, lo - 1) : first_after(s, lo);
+	size_t j = i;
+	while (j < s->n && s->lo[j] <= hi)
+		j++;
+	if (i == j) {
+		reserve(s, s->n + 1);
+		memmove(&s->lo[i + 1], &s->lo[i], (s->n - i) * sizeof(*s->lo));
+		memmove(&s->hi[i + 1], &s->hi[i], (s->n - i) * sizeof(*s->hi));
+		s->lo[i] = lo;
+		s->hi[i] = hi;
+		s->n++;
+		return;
+	}
+	if (s->lo[i] < lo)
+		lo = s->lo[i];
+	if (s->hi[j - 1] > hi)
+		hi = s->hi[j - 1];
+	s->lo[i] = lo;
+	s->hi[i] = hi;
+	memmove(&s->lo[i + 1], &s->lo[j], (s->n - j) * sizeof(*s->lo));
+	memmove(&s->hi[i + 1], &s->hi[j], (s->n - j) * sizeof(*s->hi));
+	s->n -= j - i - 1;
+}
+
+void ivset_sub(struct ivset *s, uintptr_t lo, uintptr_t hi)
+{
+	if (lo >= hi)
+		return;
+	size_t i = first_after(s, lo);
+	if (i == s->n || s->lo[i] >= hi)
+		return;
+	/* A range strictly containing [lo, hi) splits in two. */
+	if (s->lo[i] < lo && s->hi[i] > hi) {
+		reserve(s, s->n + 1);
+		memmove(&s->lo[i + 1], &s->lo[i], (s->n - i) * sizeof(*s->lo));
+		memmove(&s->hi[i + 1], &s->hi[i], (s->n - i) * sizeof(*s->hi));
+		s->n++;
+		s->hi[i] = lo;
+		s->lo[i + 1] = hi;
+		return;
+	}
+	if (s->lo[i] < lo) {
+		s->hi[i] = lo;
+		i++;
+	}
+	size_t j = i;
+	while (j < s->n && s->hi[j] <= hi)
+		j++;
+	if (j < s->n && s->lo[j] < hi)
+		s->lo[j] = hi;
+	memmove(&s->lo[i], &s->lo[j], (s->n - j) * sizeof(*s->lo));
+	memmove(&s->hi[i], &s->hi[j], (s->n - j) * sizeof(*s->hi));
+	s->n -= j - i;
+}
+
+int ivset_covers(const struct ivset *s, uintptr_t lo, uintptr_t hi)
+{
+	if (lo >= hi)
+		return 1;
+	size_t i = first_after(s, lo);
+	return i < s->n && s->lo[i] <= lo && s->hi[i] >= hi;
+}
+
+int ivset_overlaps(const struct ivset *s, uintptr_t lo, uintptr_t hi)
+{
+	size_t i = first_after(s, lo);
+	return i < s->n && s->lo[i] < hi;
+}
+
+int ivset_first_overlap(const struct ivset *s, uintptr_t lo, uintptr_t hi, uintptr_t *olo,
+			uintptr_t *ohi)
+{
+	size_t i = first_after(s, lo);
+	if (i == s->n || s->lo[i] >= hi)
+		return 0;
+	*olo = s->lo[i] > lo ? s->lo[i] : lo;
+	*ohi = s->hi[i] < hi ? s->hi[i] : hi;
+	return 1;
+}
+
+void ivset_clear(struct ivset *s)
+{
+	s->n = 0;
+}
+
+void ivset_free(struct ivset *s)
+{
+	free(s->lo);
+	free(s->hi);
+	memset(s, 0, sizeof(*s));
+}
+
+void *vec_push(struct vec *v)
+{
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 64;
+		v->p = pmsan_xrealloc(v->p, v->cap * v->elem);
+	}
+	return (char *)v->p + v->elem * v->n++;
+}
+
+void vec_clear(struct vec *v)
+{
+	v->n = 0;
+}
+
+void vec_free(struct vec *v)
+{
+	free(v->p);
+	v->p = NULL;
+	v->n = v->cap = 0;
+}

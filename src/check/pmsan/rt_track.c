@@ -1,0 +1,450 @@
+/*
+ * rt_track.c - the pmsan runtime's record of persistent mappings and of each thread's
+ * stores, flushes and fences, and the flush rules checked on it (1, 1a, 1b, and the
+ * redundant-flush, redundant-fence and volatile-pointer warnings).
+ *
+ * Model
+ *
+ *   Each thread keeps, since its last fence: the stores it made to persistent memory
+ *   outside transactions (address, size, time, site, statement group, old bytes when crash
+ *   images are wanted), its flushes, and `dirty`, the bytes stored and not flushed since.
+ *   A flush removes exactly the bytes it names (not whole cache lines: a flush that covers
+ *   an object only by the luck of alignment is still reported), and a non-temporal store
+ *   is never dirty. At a fence:
+ *     - every dirty byte is a violation, attributed to the last store that wrote it;
+ *       rule 1b (partial-flush) if a later flush reached some byte of that store's
+ *       statement, rule 1 (missing-flush) if none did;
+ *     - crash images are cut (rt_image.c) when a check command is set;
+ *     - the thread's record starts afresh.
+ *   The same check runs when a pool is unmapped or closed (its bytes only), when a thread
+ *   exits, and at program exit (every thread).
+ *
+ *   Invariants
+ *   1. pmsan_ranges and __pmsan_lo/__pmsan_hi change only under the exclusive lock;
+ *      [__pmsan_lo, __pmsan_hi) contains every range, so the pass's inline check never
+ *      skips a persistent store (it may let a DRAM one through; pmsan_range_find decides).
+ *   2. A thread's record is written only by that thread (shared lock) and read by others
+ *      only under the exclusive lock.
+ *   3. dirty is a subset of the union of the recorded stores' ranges.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pmsan.h"
+
+#define MAX_RANGES 64
+#define LINE 64u
+
+struct pm_range pmsan_ranges[MAX_RANGES];
+int pmsan_nranges;
+uintptr_t __pmsan_lo = UINTPTR_MAX, __pmsan_hi = 0;
+struct pm_thread *pmsan_threads;
+pthread_mutex_t pmsan_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static __thread struct pm_thread *self;
+static pthread_key_t thread_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int next_tid;
+extern char end; /* the end of the program's data: the brk heap starts after it */
+
+static void thread_exit(void *p)
+{
+	struct pm_thread *t = p;
+	if (!pmsan_active)
+		return;
+	pthread_rwlock_rdlock(&pmsan_big);
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when its thread exits", &pmsan_loc_exit);
+	pmsan_forget_epoch(t);
+	pthread_rwlock_unlock(&pmsan_big);
+	pmsan_tx_thread_exit(t);
+	t->alive = 0;
+	self = NULL;
+}
+
+static void make_key(void)
+{
+	pthread_key_create(&thread_key, thread_exit);
+}
+
+struct pm_thread *pmsan_self(void)
+{
+	if (self)
+		return self;
+	pmsan_init();
+	pthread_once(&key_once, make_key);
+	struct pm_thread *t = pmsan_xalloc(sizeof(*t));
+	t->stores.elem = sizeof(struct pm_store);
+	t->flushes.elem = sizeof(struct pm_flush);
+	t->alive = 1;
+	pthread_attr_t attr;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		void *lo;
+		size_t n;
+		if (pthread_attr_getstack(&attr, &lo, &n) == 0) {
+			t->stack_lo = (uintptr_t)lo;
+			t->stack_hi = (uintptr_t)lo + n;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pthread_mutex_lock(&pmsan_registry_lock);
+	t->tid = next_tid++;
+	t->next = pmsan_threads;
+	pmsan_threads = t;
+	pthread_mutex_unlock(&pmsan_registry_lock);
+	pthread_setspecific(thread_key, t);
+	self = t;
+	return t;
+}
+
+/* ---- mappings */
+
+static void recompute_bounds(void)
+{
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < pmsan_nranges; i++) {
+		if (pmsan_ranges[i].lo < lo)
+			lo = pmsan_ranges[i].lo;
+		if (pmsan_ranges[i].hi > hi)
+			hi = pmsan_ranges[i].hi;
+	}
+	__atomic_store_n(&__pmsan_lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&__pmsan_hi, hi, __ATOMIC_RELAXED);
+}
+
+void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const char *path)
+{
+	if (!pmsan_active || lo >= hi)
+		return;
+	pthread_rwlock_wrlock(&pmsan_big);
+	if (pmsan_nranges == MAX_RANGES) {
+		pmsan_log("pmsan: more than %d persistent mappings; %s is not checked\n",
+			  MAX_RANGES, path ? path : "a mapping");
+	} else {
+		struct pm_range *r = &pmsan_ranges[pmsan_nranges++];
+		r->lo = lo;
+		r->hi = hi;
+		r->kind = kind;
+		r->path = path ? strdup(path) : NULL;
+		recompute_bounds();
+	}
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	pthread_rwlock_wrlock(&pmsan_big);
+	for (int i = 0; i < pmsan_nranges; i++) {
+		struct pm_range *r = &pmsan_ranges[i];
+		if (r->lo != lo)
+			continue;
+		for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+			if (!t->alive)
+				continue;
+			pmsan_check_unflushed(t, r->lo, r->hi, "when the pool is unmapped", loc);
+			pmsan_forget_epoch(t);
+		}
+		free(r->path);
+		*r = pmsan_ranges[--pmsan_nranges];
+		recompute_bounds();
+		break;
+	}
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
+{
+	for (int i = 0; i < pmsan_nranges; i++)
+		if (lo < pmsan_ranges[i].hi && hi > pmsan_ranges[i].lo)
+			return &pmsan_ranges[i];
+	return NULL;
+}
+
+/* ---- records */
+
+void pmsan_forget_epoch(struct pm_thread *t)
+{
+	vec_clear(&t->stores);
+	vec_clear(&t->flushes);
+	ivset_clear(&t->dirty);
+	t->arena_n = 0;
+	t->nt_pending = 0;
+}
+
+void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
+			const struct pmsan_loc *loc, unsigned flags)
+{
+	size_t i = t->stores.n;
+	struct pm_store *s = vec_push(&t->stores);
+	s->addr = addr;
+	s->size = size;
+	s->seq = pmsan_tick();
+	s->loc = loc;
+	s->flags = flags;
+	s->group = i;
+	if ((flags & PMSAN_F_CONT) && i > 0) {
+		struct pm_store *prev = &VEC_AT(&t->stores, struct pm_store, i - 1);
+		if (prev->loc == loc)
+			s->group = prev->group;
+	}
+	s->old_off = SIZE_MAX;
+	if (pmsan_opt.reorder != REORDER_NONE) {
+		if (t->arena_n + size > t->arena_cap) {
+			size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
+			while (cap < t->arena_n + size)
+				cap *= 2;
+			t->arena = pmsan_xrealloc(t->arena, cap);
+			t->arena_cap = cap;
+		}
+		memcpy(t->arena + t->arena_n, (const void *)addr, size);
+		s->old_off = t->arena_n;
+		t->arena_n += size;
+	}
+	if (flags & PMSAN_F_NT)
+		t->nt_pending = 1;
+	else
+		ivset_add(&t->dirty, addr, addr + size);
+}
+
+/* Where the bytes of a store are, for a report: the pool-relative offset. */
+static void place(uintptr_t a, char *buf, size_t n)
+{
+	const struct pm_range *r = pmsan_range_find(a, a + 1);
+	if (r && r->path) {
+		const char *base = strrchr(r->path, '/');
+		snprintf(buf, n, "%s+0x%lx", base ? base + 1 : r->path, (unsigned long)(a - r->lo));
+	} else {
+		snprintf(buf, n, "%p", (void *)a);
+	}
+}
+
+void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
+			   const struct pmsan_loc *at)
+{
+	if (!ivset_overlaps(&t->dirty, lo, hi))
+		return;
+	size_t n = t->stores.n;
+	struct pm_store *st = t->stores.p;
+	struct pm_flush *fl = t->flushes.p;
+	/* Newest to oldest: a dirty byte belongs to the last store that wrote it. */
+	struct ivset claimed = {0};
+	uint64_t *unflushed = pmsan_xalloc((n ? n : 1) * sizeof(*unflushed));
+	for (size_t i = n; i-- > 0;) {
+		struct pm_store *s = &st[i];
+		uintptr_t a = s->addr, e = s->addr + s->size;
+		if (e <= lo || a >= hi)
+			continue;
+		for (uintptr_t p = a; p < e;) {
+			uintptr_t olo, ohi;
+			if (!ivset_first_overlap(&t->dirty, p, e, &olo, &ohi))
+				break;
+			/* [olo, ohi) is dirty; count what no newer store has claimed. */
+			for (uintptr_t q = olo; q < ohi;) {
+				uintptr_t clo, chi;
+				if (!ivset_first_overlap(&claimed, q, ohi, &clo, &chi)) {
+					unflushed[s->group] += ohi - q;
+					break;
+				}
+				unflushed[s->group] += clo - q;
+				q = chi;
+			}
+			p = ohi;
+		}
+		ivset_add(&claimed, a, e);
+	}
+	ivset_free(&claimed);
+	/* One report per site: a loop's iterations share it, and it is printed once anyway. */
+	const struct pmsan_loc *done[16];
+	size_t ndone = 0;
+	for (size_t g = 0; g < n; g++) {
+		if (!unflushed[g])
+			continue;
+		int again = 0;
+		for (size_t d = 0; d < ndone && !again; d++)
+			again = done[d] == st[g].loc;
+		if (again)
+			continue;
+		done[ndone < 16 ? ndone++ : g % 16] = st[g].loc;
+		/* The statement's bytes (its pieces follow it) and whether a later flush reached
+		 * any of them. */
+		uint64_t total = 0;
+		int touched = 0;
+		for (size_t i = g; i < n && st[i].group == g; i++) {
+			total += st[i].size;
+			for (size_t f = 0; f < t->flushes.n && !touched; f++)
+				touched = fl[f].seq > st[i].seq && fl[f].lo < st[i].addr + st[i].size &&
+					  fl[f].hi > st[i].addr;
+		}
+		char where[256];
+		place(st[g].addr, where, sizeof(where));
+		if (touched)
+			pmsan_report(PMSAN_R1B, st[g].loc, 0,
+				     "only %llu of the %llu bytes stored to %s are flushed %s",
+				     (unsigned long long)(total - unflushed[g]),
+				     (unsigned long long)total, where, when);
+		else
+			pmsan_report(PMSAN_R1, st[g].loc, 0, "%llu bytes stored to %s are not flushed %s",
+				     (unsigned long long)unflushed[g], where, when);
+		if (at && at->line)
+			pmsan_note("%s %s:%u (%s)", at == &pmsan_loc_exit ? "at" : "checked at",
+				   at->file, at->line, at->func);
+	}
+	free(unflushed);
+	ivset_sub(&t->dirty, lo, hi);
+}
+
+void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
+			const struct pmsan_loc *loc)
+{
+	if (lo >= hi)
+		return;
+	if (!pmsan_range_find(lo, hi)) {
+		const char *what = "memory that is not persistent";
+		if (lo >= t->stack_lo && lo < t->stack_hi)
+			what = "the stack";
+		else if (lo >= (uintptr_t)&end && lo < (uintptr_t)sbrk(0))
+			what = "the heap";
+		pmsan_report(PMSAN_R1A, loc, 1, "flush of %lu bytes at %p, in %s",
+			     (unsigned long)(hi - lo), (void *)lo, what);
+		return;
+	}
+	pmsan_tick();
+	if (t->depth == 0 &&
+	    !ivset_overlaps(&t->dirty, lo & ~(uintptr_t)(LINE - 1), (hi + LINE - 1) & ~(uintptr_t)(LINE - 1)))
+		pmsan_report(PMSAN_W_FLUSH, loc, 0,
+			     "flush of %lu bytes whose cache lines hold no unflushed store",
+			     (unsigned long)(hi - lo));
+	ivset_sub(&t->dirty, lo, hi);
+	struct pm_flush *f = vec_push(&t->flushes);
+	f->lo = lo;
+	f->hi = hi;
+	f->seq = pmsan_tick();
+}
+
+void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
+{
+	if (t->depth == 0 && t->flushes.n == 0 && !t->nt_pending && t->stores.n == 0)
+		pmsan_report(PMSAN_W_FENCE, loc, 0, "fence with nothing flushed since the last one");
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "before the fence", loc);
+	pmsan_forget_epoch(t);
+}
+
+void pmsan_check_exit(void)
+{
+	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+		if (!t->alive)
+			continue;
+		pmsan_check_unflushed(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
+		pmsan_forget_epoch(t);
+	}
+}
+
+/* ---- events, shared by the instruction hooks and the library-call hooks */
+
+void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
+		       unsigned flags)
+{
+	if (!pmsan_active || size == 0)
+		return;
+	struct pm_thread *t = pmsan_self();
+	pthread_rwlock_rdlock(&pmsan_big);
+	const struct pm_range *r = pmsan_range_find(a, a + size);
+	if (r == NULL)
+		goto out;
+	if (a < r->lo) {
+		size -= r->lo - a;
+		a = r->lo;
+	}
+	if (a + size > r->hi)
+		size = r->hi - a;
+	pmsan_tick();
+	if (atomic_load_explicit(&pmsan_watch_freed, memory_order_relaxed) && !t->in_alloc)
+		pmsan_check_freed(t, a, size, loc, "store to");
+	if ((flags & PMSAN_F_HASVAL) && size == 8) {
+		const char *what = NULL;
+		if (value >= t->stack_lo && value < t->stack_hi)
+			what = "the stack";
+		else if (value >= (uintptr_t)&end && value < (uintptr_t)sbrk(0))
+			what = "the heap";
+		else if (pmsan_range_find(value, value + 1))
+			what = "a persistent mapping (a raw address, invalid once remapped)";
+		if (what)
+			pmsan_report(PMSAN_W_VPTR, loc, 0, "stores %p, a pointer into %s, in persistent memory",
+				     (void *)value, what);
+	}
+	if (r->kind == RANGE_KERATIN) {
+		pmsan_report(PMSAN_R2, loc, 1,
+			     "store of %llu bytes straight into a keratin pool; objects change only through "
+			     "kr_tx_add/kr_tx_open buffers or kr_update",
+			     (unsigned long long)size);
+		goto out;
+	}
+	if (pmsan_tx_store(t, a, size, loc))
+		goto out;
+	pmsan_record_store(t, a, size, loc, flags);
+out:
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	pthread_rwlock_rdlock(&pmsan_big);
+	pmsan_record_flush(t, lo, hi, loc);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+void pmsan_fence_event(const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (pmsan_opt.reorder != REORDER_NONE && t->stores.n) {
+		/* Crash images read the pool: no thread may store meanwhile. */
+		pthread_rwlock_wrlock(&pmsan_big);
+		pmsan_reorder_at_fence(t, loc);
+	} else {
+		pthread_rwlock_rdlock(&pmsan_big);
+	}
+	pmsan_record_fence(t, loc);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+/* ---- the hooks the pass inserts */
+
+void __pmsan_store(void *addr, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
+		   uint32_t flags)
+{
+	pmsan_store_event((uintptr_t)addr, size, value, loc, flags);
+}
+
+void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active || !atomic_load_explicit(&pmsan_watch_freed, memory_order_relaxed))
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->in_alloc)
+		return;
+	pthread_rwlock_rdlock(&pmsan_big);
+	uintptr_t a = (uintptr_t)addr;
+	if (pmsan_range_find(a, a + size))
+		pmsan_check_freed(t, a, size, loc, "load from");
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+void __pmsan_flush_line(const void *addr, const struct pmsan_loc *loc)
+{
+	uintptr_t lo = (uintptr_t)addr & ~(uintptr_t)(LINE - 1);
+	pmsan_flush_event(lo, lo + LINE, loc);
+}
+
+void __pmsan_fence(const struct pmsan_loc *loc)
+{
+	pmsan_fence_event(loc);
+}

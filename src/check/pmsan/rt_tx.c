@@ -1,0 +1,971 @@
+/*
+ * rt_tx.c - the pmsan runtime's model of libpmemobj transactions and allocations, and of
+ * keratin pools, and the rules checked on it: 2 (unlogged-write), 3 (uninitialized-alloc),
+ * 4 (use-after-free), 5 (logging-race). Also the library-call hooks (hooks.def) that turn
+ * libpmem/libpmemobj/keratin calls into mappings, stores, flushes and fences.
+ *
+ * Model
+ *
+ *   A thread's transaction (struct pm_tx) exists from its outermost pmemobj_tx_begin to
+ *   the matching pmemobj_tx_end; nested begins only count depth. It holds:
+ *     added      - ranges given to pmemobj_tx_add_range* (the undo log);
+ *     modified   - ranges this transaction stored into;
+ *     allocated  - objects pmemobj_tx_*alloc returned, with `allocs` naming their call
+ *                  sites and whether the allocator initialised them (zalloc, strdup,
+ *                  realloc's copy), and `written`, the bytes stored into them;
+ *     pending    - objects pmemobj_tx_free'd in it (dead now, freed at commit).
+ *   A store inside a transaction must fall in added or allocated (rule 2) and must not
+ *   touch what a concurrent transaction of another thread added or modified (rule 5).
+ *   At the end: committed - every non-initialised allocation must have been written
+ *   (rule 3) and pending joins `freed`; aborted - the allocations join `freed`.
+ *   `freed` (objects freed by a commit or pmemobj_free, until an allocation returns them)
+ *   is checked by every store and, once anything was freed, every load (rule 4).
+ *
+ *   A store by a thread outside any transaction into a range that a live transaction of
+ *   another thread added or allocated belongs to that transaction (a grouped transaction:
+ *   workers filling in what their parent logged); it is neither a rule 1 store nor a
+ *   rule 2 violation.
+ *
+ *   Invariants
+ *   1. freed changes only under the exclusive lock.
+ *   2. A transaction's added/modified/allocated change only with its mutex held, by its
+ *      own thread; other threads read them only with that mutex held.
+ *   3. t->tx is set and cleared under the exclusive lock, so a thread walking the
+ *      registry under the shared lock sees live transactions only.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <wchar.h>
+
+#include "pmsan.h"
+
+/* libpmemobj's PMEMoid, by value: two 64-bit halves. */
+struct oid {
+	uint64_t pool_uuid_lo;
+	uint64_t off;
+};
+
+/* Weak: a program that uses libpmem alone does not link libpmemobj. */
+extern void *pmemobj_direct(struct oid oid) __attribute__((weak));
+extern size_t pmemobj_alloc_usable_size(struct oid oid) __attribute__((weak));
+extern void *kr_pool_base(void *pool) __attribute__((weak));
+extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
+
+#define POBJ_FLAG_ZERO 1u        /* POBJ_XALLOC_ZERO */
+#define MEM_NODRAIN (1u << 0)    /* PMEM_F_MEM_NODRAIN, PMEMOBJ_F_MEM_NODRAIN */
+#define MEM_NOFLUSH (1u << 5)    /* PMEM_F_MEM_NOFLUSH, PMEMOBJ_F_MEM_NOFLUSH */
+
+struct pm_alloc {
+	uintptr_t lo, hi;
+	const struct pmsan_loc *loc;
+	int initialized;
+};
+
+struct pm_tx {
+	uint64_t id;
+	pthread_mutex_t lock;
+	struct ivset added, modified, allocated, written, pending;
+	struct vec allocs; /* struct pm_alloc */
+	int aborted;
+};
+
+static struct ivset freed;
+_Atomic int pmsan_watch_freed;
+_Atomic int pmsan_live_txs;
+static _Atomic uint64_t next_tx_id;
+
+typedef const struct pmsan_loc loc_t;
+
+/* The bytes of the object an oid names, or 0. */
+static int obj_range(uint64_t uuid, uint64_t off, uintptr_t *lo, uintptr_t *hi)
+{
+	if (!pmemobj_direct || off == 0 || uuid == 0)
+		return 0;
+	struct oid o = {uuid, off};
+	void *p = pmemobj_direct(o);
+	if (p == NULL)
+		return 0;
+	*lo = (uintptr_t)p;
+	*hi = *lo + (pmemobj_alloc_usable_size ? pmemobj_alloc_usable_size(o) : 1);
+	return 1;
+}
+
+static size_t file_size(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* ---- use after free */
+
+void pmsan_check_freed(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc,
+		       const char *access)
+{
+	uintptr_t e = a + size;
+	if (ivset_overlaps(&freed, a, e))
+		pmsan_report(PMSAN_R4, loc, 1,
+			     "%s %llu bytes of an object that a committed transaction or pmemobj_free freed",
+			     access, (unsigned long long)size);
+	else if (t->tx && ivset_overlaps(&t->tx->pending, a, e))
+		pmsan_report(PMSAN_R4, loc, 1,
+			     "%s %llu bytes of an object freed earlier in the running transaction",
+			     access, (unsigned long long)size);
+}
+
+static void free_range(uintptr_t lo, uintptr_t hi)
+{
+	pthread_rwlock_wrlock(&pmsan_big);
+	ivset_add(&freed, lo, hi);
+	atomic_store(&pmsan_watch_freed, 1);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+static void unfree_range(uintptr_t lo, uintptr_t hi)
+{
+	pthread_rwlock_wrlock(&pmsan_big);
+	ivset_sub(&freed, lo, hi);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+/* ---- stores inside transactions */
+
+/* Whether every byte of [a, e) lies in s1 or s2. */
+static int covered_by_either(const struct ivset *s1, const struct ivset *s2, uintptr_t a,
+			     uintptr_t e)
+{
+	while (a < e) {
+		uintptr_t lo, hi;
+		if (ivset_first_overlap(s1, a, a + 1, &lo, &hi) ||
+		    ivset_first_overlap(s2, a, a + 1, &lo, &hi)) {
+			/* hi was clipped to a + 1: find the real end of the covering range. */
+			uintptr_t next = a + 1;
+			if (ivset_first_overlap(s1, a, e, &lo, &hi) && lo == a)
+				next = hi;
+			if (ivset_first_overlap(s2, a, e, &lo, &hi) && lo == a && hi > next)
+				next = hi;
+			a = next;
+			continue;
+		}
+		return 0;
+	}
+	return 1;
+}
+
+static void logging_race_check(struct pm_thread *t, uintptr_t a, uintptr_t e, loc_t *loc)
+{
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *u = pmsan_threads; u; u = u->next) {
+		struct pm_tx *x = u->tx;
+		if (u == t || x == NULL || x == t->tx)
+			continue;
+		pthread_mutex_lock(&x->lock);
+		int logged = ivset_overlaps(&x->added, a, e);
+		int changed = ivset_overlaps(&x->modified, a, e);
+		pthread_mutex_unlock(&x->lock);
+		if (logged || changed) {
+			pmsan_report(PMSAN_R5, loc, 1,
+				     "%llu bytes changed here are also %s by a concurrent transaction "
+				     "of thread T%d; an abort of either undoes the other's update",
+				     (unsigned long long)(e - a),
+				     logged ? "in the undo log" : "changed", u->tid);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+}
+
+/* A store outside a transaction into what another thread's live transaction logged or
+ * allocated: a grouped transaction's worker. Records it there; returns 1 if so. */
+static int grouped_store(struct pm_thread *t, uintptr_t a, uintptr_t e)
+{
+	int found = 0;
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *u = pmsan_threads; u && !found; u = u->next) {
+		struct pm_tx *x = u->tx;
+		if (u == t || x == NULL || x->aborted)
+			continue;
+		pthread_mutex_lock(&x->lock);
+		if (covered_by_either(&x->added, &x->allocated, a, e)) {
+			found = 1;
+			if (ivset_overlaps(&x->allocated, a, e))
+				ivset_add(&x->written, a, e);
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+	return found;
+}
+
+int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
+{
+	uintptr_t e = a + size;
+	struct pm_tx *x = t->tx;
+	if (t->depth > 0 && x) {
+		if (x->aborted)
+			return 1;
+		pthread_mutex_lock(&x->lock);
+		if (ivset_overlaps(&x->allocated, a, e))
+			ivset_add(&x->written, a, e);
+		int ok = covered_by_either(&x->added, &x->allocated, a, e);
+		ivset_add(&x->modified, a, e);
+		pthread_mutex_unlock(&x->lock);
+		if (!ok)
+			pmsan_report(PMSAN_R2, loc, 1,
+				     "store of %llu bytes in a transaction to an object that existed "
+				     "before it, outside every range added to its undo log",
+				     (unsigned long long)size);
+		if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 1)
+			logging_race_check(t, a, e, loc);
+		return 1;
+	}
+	if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 0)
+		return grouped_store(t, a, e);
+	return 0;
+}
+
+/* ---- transaction life cycle */
+
+static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
+{
+	struct pm_tx *x = t->tx;
+	pthread_rwlock_wrlock(&pmsan_big);
+	for (size_t i = 0; i < x->allocs.n; i++) {
+		struct pm_alloc *al = &VEC_AT(&x->allocs, struct pm_alloc, i);
+		if (!committed) {
+			ivset_add(&freed, al->lo, al->hi);
+			continue;
+		}
+		if (!al->initialized && !ivset_overlaps(&x->written, al->lo, al->hi)) {
+			pmsan_report(PMSAN_R3, al->loc, 0,
+				     "object of %lu bytes allocated here (not zeroed) is never written "
+				     "before its transaction commits",
+				     (unsigned long)(al->hi - al->lo));
+			pmsan_note("committed at %s:%u (%s)", loc->file, loc->line, loc->func);
+		}
+	}
+	if (committed)
+		for (size_t i = 0; i < x->pending.n; i++)
+			ivset_add(&freed, x->pending.lo[i], x->pending.hi[i]);
+	if (freed.n)
+		atomic_store(&pmsan_watch_freed, 1);
+	t->tx = NULL;
+	atomic_fetch_sub(&pmsan_live_txs, 1);
+	pthread_rwlock_unlock(&pmsan_big);
+	ivset_free(&x->added);
+	ivset_free(&x->modified);
+	ivset_free(&x->allocated);
+	ivset_free(&x->written);
+	ivset_free(&x->pending);
+	vec_free(&x->allocs);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+void pmsan_tx_thread_exit(struct pm_thread *t)
+{
+	if (t->tx) {
+		t->depth = 0;
+		tx_finish(t, 0, &pmsan_loc_exit);
+	}
+}
+
+void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->depth++ == 0) {
+		struct pm_tx *x = pmsan_xalloc(sizeof(*x));
+		pthread_mutex_init(&x->lock, NULL);
+		x->allocs.elem = sizeof(struct pm_alloc);
+		x->id = ++next_tx_id;
+		pthread_rwlock_wrlock(&pmsan_big);
+		t->tx = x;
+		atomic_fetch_add(&pmsan_live_txs, 1);
+		pthread_rwlock_unlock(&pmsan_big);
+	}
+	if (ret != 0)
+		t->tx->aborted = 1;
+}
+
+void __pmsan_pre_pmemobj_tx_abort(int err, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->tx)
+		t->tx->aborted = 1;
+}
+
+void __pmsan_post_pmemobj_tx_end(int ret, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->depth == 0 || --t->depth > 0 || t->tx == NULL)
+		return;
+	tx_finish(t, ret == 0 && !t->tx->aborted, loc);
+}
+
+static void tx_add(uintptr_t lo, uint64_t size)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	struct pm_tx *x = t->tx;
+	if (x == NULL)
+		return;
+	pthread_mutex_lock(&x->lock);
+	ivset_add(&x->added, lo, lo + size);
+	pthread_mutex_unlock(&x->lock);
+}
+
+void __pmsan_post_pmemobj_tx_add_range(int ret, uint64_t uuid, uint64_t oid_off, uint64_t off,
+				       uint64_t size, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (ret == 0 && obj_range(uuid, oid_off, &lo, &hi))
+		tx_add(lo + off, size);
+}
+
+void __pmsan_post_pmemobj_tx_xadd_range(int ret, uint64_t uuid, uint64_t oid_off, uint64_t off,
+					uint64_t size, uint64_t flags, loc_t *loc)
+{
+	__pmsan_post_pmemobj_tx_add_range(ret, uuid, oid_off, off, size, loc);
+}
+
+void __pmsan_post_pmemobj_tx_add_range_direct(int ret, const void *ptr, uint64_t size, loc_t *loc)
+{
+	if (ret == 0)
+		tx_add((uintptr_t)ptr, size);
+}
+
+void __pmsan_post_pmemobj_tx_xadd_range_direct(int ret, const void *ptr, uint64_t size,
+					       uint64_t flags, loc_t *loc)
+{
+	if (ret == 0)
+		tx_add((uintptr_t)ptr, size);
+}
+
+static void tx_alloc(uint64_t uuid, uint64_t off, int initialized, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
+		return;
+	unfree_range(lo, hi);
+	struct pm_thread *t = pmsan_self();
+	struct pm_tx *x = t->tx;
+	if (x == NULL)
+		return;
+	pthread_mutex_lock(&x->lock);
+	struct pm_alloc *al = vec_push(&x->allocs);
+	al->lo = lo;
+	al->hi = hi;
+	al->loc = loc;
+	al->initialized = initialized;
+	ivset_add(&x->allocated, lo, hi);
+	pthread_mutex_unlock(&x->lock);
+}
+
+void __pmsan_post_pmemobj_tx_alloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				   loc_t *loc)
+{
+	tx_alloc(uuid, off, 0, loc);
+}
+
+void __pmsan_post_pmemobj_tx_zalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, (flags & POBJ_FLAG_ZERO) != 0, loc);
+}
+
+void __pmsan_post_pmemobj_tx_strdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xstrdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
+				     uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_wcsdup(uint64_t uuid, uint64_t off, const wchar_t *s, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xwcsdup(uint64_t uuid, uint64_t off, const wchar_t *s,
+				     uint64_t type, uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, 1, loc);
+}
+
+/* A transactional free: the object is dead from here on, and freed at commit. */
+static void tx_free(uint64_t uuid, uint64_t off)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
+		return;
+	struct pm_thread *t = pmsan_self();
+	struct pm_tx *x = t->tx;
+	if (x == NULL)
+		return;
+	pthread_mutex_lock(&x->lock);
+	ivset_add(&x->pending, lo, hi);
+	/* Freeing what this transaction allocated is no failure to initialise it. */
+	for (size_t i = 0; i < x->allocs.n; i++)
+		if (VEC_AT(&x->allocs, struct pm_alloc, i).lo == lo)
+			VEC_AT(&x->allocs, struct pm_alloc, i).initialized = 1;
+	pthread_mutex_unlock(&x->lock);
+	atomic_store(&pmsan_watch_freed, 1);
+}
+
+void __pmsan_pre_pmemobj_tx_free(uint64_t uuid, uint64_t off, loc_t *loc)
+{
+	tx_free(uuid, off);
+}
+
+void __pmsan_pre_pmemobj_tx_xfree(uint64_t uuid, uint64_t off, uint64_t flags, loc_t *loc)
+{
+	tx_free(uuid, off);
+}
+
+/* Reallocation: the old object dies if the new one lies elsewhere. */
+static __thread uintptr_t realloc_old_lo, realloc_old_hi;
+
+void __pmsan_pre_pmemobj_tx_realloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    loc_t *loc)
+{
+	realloc_old_lo = realloc_old_hi = 0;
+	if (pmsan_active)
+		obj_range(uuid, off, &realloc_old_lo, &realloc_old_hi);
+}
+
+void __pmsan_pre_pmemobj_tx_zrealloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				     loc_t *loc)
+{
+	__pmsan_pre_pmemobj_tx_realloc(uuid, off, size, type, loc);
+}
+
+static void tx_realloc_done(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint64_t ooff,
+			    loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(nuuid, noff, &lo, &hi))
+		return;
+	if (lo == realloc_old_lo)
+		return;
+	if (realloc_old_lo)
+		tx_free(ouuid, ooff);
+	tx_alloc(nuuid, noff, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_realloc(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint64_t ooff,
+				     size_t size, uint64_t type, loc_t *loc)
+{
+	tx_realloc_done(nuuid, noff, ouuid, ooff, loc);
+}
+
+void __pmsan_post_pmemobj_tx_zrealloc(uint64_t nuuid, uint64_t noff, uint64_t ouuid,
+				      uint64_t ooff, size_t size, uint64_t type, loc_t *loc)
+{
+	tx_realloc_done(nuuid, noff, ouuid, ooff, loc);
+}
+
+/* ---- atomic allocations: the library persists the object; constructors run inside the
+ * call, on memory that may still be in `freed`. */
+
+static __thread struct oid atomic_old;
+
+static void atomic_alloc_begin(struct oid *oidp)
+{
+	if (!pmsan_active)
+		return;
+	pmsan_self()->in_alloc++;
+	atomic_old = oidp ? *oidp : (struct oid){0, 0};
+}
+
+static void atomic_alloc_end(int ret, struct oid *oidp)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->in_alloc)
+		t->in_alloc--;
+	uintptr_t lo, hi, olo, ohi;
+	if (ret != 0 || oidp == NULL || !obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
+		return;
+	/* A reallocation that moved frees the old object. */
+	if (obj_range(atomic_old.pool_uuid_lo, atomic_old.off, &olo, &ohi) && olo != lo)
+		free_range(olo, ohi);
+	unfree_range(lo, hi);
+}
+
+void __pmsan_pre_pmemobj_alloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
+			       void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_alloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
+				void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_xalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
+				uint64_t flags, void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_xalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
+				 uint64_t flags, void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_zalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
+				loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_zalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
+				 loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_realloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
+				 loc_t *loc)
+{
+	atomic_alloc_begin(oidp);
+}
+
+void __pmsan_post_pmemobj_realloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
+				  loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_zrealloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
+				  loc_t *loc)
+{
+	atomic_alloc_begin(oidp);
+}
+
+void __pmsan_post_pmemobj_zrealloc(int ret, void *pop, struct oid *oidp, size_t size,
+				   uint64_t type, loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_strdup(void *pop, struct oid *oidp, const char *s, uint64_t type,
+				loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_strdup(int ret, void *pop, struct oid *oidp, const char *s,
+				 uint64_t type, loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_wcsdup(void *pop, struct oid *oidp, const wchar_t *s, uint64_t type,
+				loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_wcsdup(int ret, void *pop, struct oid *oidp, const wchar_t *s,
+				 uint64_t type, loc_t *loc)
+{
+	atomic_alloc_end(ret, oidp);
+}
+
+void __pmsan_pre_pmemobj_root(void *pop, size_t size, loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_root(uint64_t uuid, uint64_t off, void *pop, size_t size, loc_t *loc)
+{
+	struct oid o = {uuid, off};
+	atomic_alloc_end(0, &o);
+}
+
+void __pmsan_pre_pmemobj_list_insert_new(void *pop, size_t pe_offset, void *head, uint64_t duuid,
+					 uint64_t doff, int before, size_t size, uint64_t type,
+					 void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_list_insert_new(uint64_t uuid, uint64_t off, void *pop,
+					  size_t pe_offset, void *head, uint64_t duuid,
+					  uint64_t doff, int before, size_t size, uint64_t type,
+					  void *ctor, void *arg, loc_t *loc)
+{
+	struct oid o = {uuid, off};
+	atomic_alloc_end(off == 0, &o);
+}
+
+void __pmsan_pre_pmemobj_free(struct oid *oidp, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (pmsan_active && oidp && obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
+		free_range(lo, hi);
+}
+
+void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, uint64_t uuid,
+				     uint64_t off, int free_it, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (pmsan_active && free_it && obj_range(uuid, off, &lo, &hi))
+		free_range(lo, hi);
+}
+
+/* ---- mappings */
+
+void __pmsan_post_pmem_map_file(void *ret, const char *path, size_t len, int flags, unsigned mode,
+				size_t *mapped_lenp, int *is_pmemp, loc_t *loc)
+{
+	if (ret == NULL)
+		return;
+	size_t n = mapped_lenp ? *mapped_lenp : len ? len : file_size(path);
+	pmsan_range_add((uintptr_t)ret, (uintptr_t)ret + n, RANGE_PMEM, path);
+}
+
+void __pmsan_pre_pmem_unmap(void *addr, size_t len, loc_t *loc)
+{
+	pmsan_range_remove((uintptr_t)addr, loc);
+}
+
+void __pmsan_post_pmemobj_create(void *pop, const char *path, const char *layout, size_t poolsize,
+				 unsigned mode, loc_t *loc)
+{
+	if (pop == NULL)
+		return;
+	size_t n = file_size(path);
+	pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + (n ? n : poolsize), RANGE_PMEMOBJ, path);
+}
+
+void __pmsan_post_pmemobj_open(void *pop, const char *path, const char *layout, loc_t *loc)
+{
+	if (pop)
+		pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + file_size(path), RANGE_PMEMOBJ, path);
+}
+
+static void drop_freed(uintptr_t lo, uintptr_t hi)
+{
+	pthread_rwlock_wrlock(&pmsan_big);
+	ivset_sub(&freed, lo, hi);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
+void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	pthread_rwlock_rdlock(&pmsan_big);
+	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
+	uintptr_t lo = r ? r->lo : 0, hi = r ? r->hi : 0;
+	pthread_rwlock_unlock(&pmsan_big);
+	if (r == NULL)
+		return;
+	pmsan_range_remove(lo, loc);
+	drop_freed(lo, hi);
+}
+
+void __pmsan_post_kr_pool_create(int ret, const char *path, const void *opts, void **poolp,
+				 loc_t *loc)
+{
+	if (ret != 0 || !poolp || !*poolp || !kr_pool_base || !kr_pool_mapped_size)
+		return;
+	uintptr_t base = (uintptr_t)kr_pool_base(*poolp);
+	pmsan_range_add(base, base + kr_pool_mapped_size(*poolp), RANGE_KERATIN, path);
+}
+
+void __pmsan_post_kr_pool_open(int ret, const char *path, unsigned flags, void **poolp, loc_t *loc)
+{
+	__pmsan_post_kr_pool_create(ret, path, NULL, poolp, loc);
+}
+
+void __pmsan_pre_kr_pool_close(void *pool, loc_t *loc)
+{
+	if (pool && kr_pool_base)
+		pmsan_range_remove((uintptr_t)kr_pool_base(pool), loc);
+}
+
+/* ---- flushes, fences and copies done by the libraries */
+
+/* A persist call: its flush, then its fence. A persist of memory that is not persistent
+ * (rule 1a) orders nothing the checker follows, so it is no fence here. */
+static void flush_fence(const void *addr, size_t len, loc_t *loc)
+{
+	uintptr_t a = (uintptr_t)addr;
+	pmsan_flush_event(a, a + len, loc);
+	pthread_rwlock_rdlock(&pmsan_big);
+	int pm = pmsan_range_find(a, a + len) != NULL;
+	pthread_rwlock_unlock(&pmsan_big);
+	if (pm)
+		pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmem_persist(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_deep_persist(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_msync(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_flush(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmem_deep_flush(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmem_drain(loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmem_deep_drain(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmemobj_persist(void *pop, const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmemobj_xpersist(void *pop, const void *addr, size_t len, unsigned flags,
+				  loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmemobj_flush(void *pop, const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmemobj_xflush(void *pop, const void *addr, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmemobj_drain(void *pop, loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+/* A library copy: the source is read, the destination stored (old bytes recorded now). */
+static void copy_begin(void *dst, const void *src, size_t len, loc_t *loc)
+{
+	if (src)
+		__pmsan_load(src, len, loc);
+	pmsan_store_event((uintptr_t)dst, len, 0, loc, 0);
+}
+
+/* ... and after it, the flush and fence that the call's flags ask for. */
+static void copy_end(void *dst, size_t len, unsigned flags, loc_t *loc)
+{
+	if (flags & MEM_NOFLUSH)
+		return;
+	pmsan_flush_event((uintptr_t)dst, (uintptr_t)dst + len, loc);
+	if (!(flags & MEM_NODRAIN))
+		pmsan_fence_event(loc);
+}
+
+#define COPY_HOOKS(name, flags)                                                                   \
+	void __pmsan_pre_##name(void *dst, const void *src, size_t len, loc_t *loc)               \
+	{                                                                                         \
+		copy_begin(dst, src, len, loc);                                                   \
+	}                                                                                         \
+	void __pmsan_post_##name(void *ret, void *dst, const void *src, size_t len, loc_t *loc)   \
+	{                                                                                         \
+		copy_end(dst, len, flags, loc);                                                   \
+	}
+COPY_HOOKS(pmem_memcpy_persist, 0)
+COPY_HOOKS(pmem_memmove_persist, 0)
+COPY_HOOKS(pmem_memcpy_nodrain, MEM_NODRAIN)
+COPY_HOOKS(pmem_memmove_nodrain, MEM_NODRAIN)
+
+#define SET_HOOKS(name, flags)                                                                    \
+	void __pmsan_pre_##name(void *dst, int c, size_t len, loc_t *loc)                         \
+	{                                                                                         \
+		copy_begin(dst, NULL, len, loc);                                                  \
+	}                                                                                         \
+	void __pmsan_post_##name(void *ret, void *dst, int c, size_t len, loc_t *loc)             \
+	{                                                                                         \
+		copy_end(dst, len, flags, loc);                                                   \
+	}
+SET_HOOKS(pmem_memset_persist, 0)
+SET_HOOKS(pmem_memset_nodrain, MEM_NODRAIN)
+
+void __pmsan_pre_pmem_memcpy(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmem_memcpy(void *ret, void *dst, const void *src, size_t len, unsigned flags,
+			      loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmem_memmove(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmem_memmove(void *ret, void *dst, const void *src, size_t len, unsigned flags,
+			       loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmem_memset(void *dst, int c, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmem_memset(void *ret, void *dst, int c, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memcpy_persist(void *pop, void *dst, const void *src, size_t len,
+					loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memcpy_persist(void *ret, void *pop, void *dst, const void *src,
+					 size_t len, loc_t *loc)
+{
+	copy_end(dst, len, 0, loc);
+}
+
+void __pmsan_pre_pmemobj_memset_persist(void *pop, void *dst, int c, size_t len, loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmemobj_memset_persist(void *ret, void *pop, void *dst, int c, size_t len,
+					 loc_t *loc)
+{
+	copy_end(dst, len, 0, loc);
+}
+
+void __pmsan_pre_pmemobj_memcpy(void *pop, void *dst, const void *src, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memcpy(void *ret, void *pop, void *dst, const void *src, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memmove(void *pop, void *dst, const void *src, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memmove(void *ret, void *pop, void *dst, const void *src, size_t len,
+				  unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memset(void *pop, void *dst, int c, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmemobj_memset(void *ret, void *pop, void *dst, int c, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+/* ---- libc writers */
+
+void __pmsan_pre_strcpy(char *dst, const char *src, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst, strlen(src) + 1, 0, loc, 0);
+}
+
+void __pmsan_pre_strncpy(char *dst, const char *src, size_t n, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst, n, 0, loc, 0);
+}
+
+void __pmsan_pre_strcat(char *dst, const char *src, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst + strlen(dst), strlen(src) + 1, 0, loc, 0);
+}
+
+void __pmsan_pre_strncat(char *dst, const char *src, size_t n, loc_t *loc)
+{
+	size_t k = strnlen(src, n);
+	pmsan_store_event((uintptr_t)dst + strlen(dst), k + 1, 0, loc, 0);
+}
+
+/* read and fread: recorded after the call, for the bytes actually read (no old bytes). */
+static void stored_after(void *buf, long n, loc_t *loc)
+{
+	if (n > 0)
+		pmsan_store_event((uintptr_t)buf, (uint64_t)n, 0, loc, 0);
+}
+
+void __pmsan_post_read(long ret, int fd, void *buf, size_t count, loc_t *loc)
+{
+	stored_after(buf, ret, loc);
+}
+
+void __pmsan_post_pread(long ret, int fd, void *buf, size_t count, long off, loc_t *loc)
+{
+	stored_after(buf, ret, loc);
+}
+
+void __pmsan_post_fread(size_t ret, void *ptr, size_t size, size_t nmemb, void *stream,
+			loc_t *loc)
+{
+	stored_after(ptr, (long)(ret * size), loc);
+}
