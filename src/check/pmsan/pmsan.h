@@ -36,6 +36,8 @@ enum {
 	PMSAN_F_NT = 2,     /* non-temporal store */
 	PMSAN_F_ATOMIC = 4, /* atomic read-modify-write */
 	PMSAN_F_HASVAL = 8, /* the value argument is the 8 bytes stored */
+	PMSAN_F_DIRECT = 16, /* (runtime only) a library's persisting copy: outside any
+			      * transaction even inside one, it is made durable at once */
 };
 
 /* What a report is about: the rules, then the warnings. */
@@ -160,7 +162,8 @@ struct pm_thread {
 	/* libpmemobj transactions */
 	int depth;
 	struct pm_tx *tx;
-	int in_alloc; /* inside an atomic allocation call (constructors may touch freed memory) */
+	int in_alloc; /* inside an atomic allocation call: its constructor may touch memory
+		       * still in `freed`, and its fences do not count (rt_track.c) */
 	/* for the volatile-pointer warning */
 	uintptr_t stack_lo, stack_hi;
 };
@@ -184,6 +187,8 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 			   const struct pmsan_loc *at);
 void pmsan_forget_epoch(struct pm_thread *t);
 void pmsan_check_exit(void);
+/* The end of an atomic allocation: the allocator's own fence, after the constructor. */
+void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc);
 extern struct pm_thread *pmsan_threads;
 extern pthread_mutex_t pmsan_registry_lock;
 /* The events the hooks report, each taking the lock it needs. */

@@ -333,6 +333,14 @@ void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
 	pmsan_forget_epoch(t);
 }
 
+void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc)
+{
+	pthread_rwlock_rdlock(&pmsan_big);
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when the allocation returns", loc);
+	pmsan_forget_epoch(t);
+	pthread_rwlock_unlock(&pmsan_big);
+}
+
 void pmsan_check_exit(void)
 {
 	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
@@ -383,7 +391,7 @@ void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct 
 			     (unsigned long long)size);
 		goto out;
 	}
-	if (pmsan_tx_store(t, a, size, loc))
+	if (!(flags & PMSAN_F_DIRECT) && pmsan_tx_store(t, a, size, loc))
 		goto out;
 	pmsan_record_store(t, a, size, loc, flags);
 out:
@@ -405,6 +413,11 @@ void pmsan_fence_event(const struct pmsan_loc *loc)
 	if (!pmsan_active)
 		return;
 	struct pm_thread *t = pmsan_self();
+	/* Inside an atomic allocation's constructor the new object is unreachable until the
+	 * allocator publishes it (with its own fence, pmsan_alloc_published), so the order of
+	 * its stores against fences in the constructor does not matter yet. */
+	if (t->in_alloc)
+		return;
 	if (pmsan_opt.reorder != REORDER_NONE && t->stores.n) {
 		/* Crash images read the pool: no thread may store meanwhile. */
 		pthread_rwlock_wrlock(&pmsan_big);

@@ -108,7 +108,7 @@ void pmsan_check_freed(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *l
 	uintptr_t e = a + size;
 	if (ivset_overlaps(&freed, a, e))
 		pmsan_report(PMSAN_R4, loc, 1,
-			     "%s %llu bytes of an object that a committed transaction or pmemobj_free freed",
+			     "%s %llu bytes of an object freed earlier (by a committed transaction or an atomic free)",
 			     access, (unsigned long long)size);
 	else if (t->tx && ivset_overlaps(&t->tx->pending, a, e))
 		pmsan_report(PMSAN_R4, loc, 1,
@@ -498,13 +498,13 @@ static void atomic_alloc_begin(struct oid *oidp)
 	atomic_old = oidp ? *oidp : (struct oid){0, 0};
 }
 
-static void atomic_alloc_end(int ret, struct oid *oidp)
+static void atomic_alloc_end(int ret, struct oid *oidp, loc_t *loc)
 {
 	if (!pmsan_active)
 		return;
 	struct pm_thread *t = pmsan_self();
-	if (t->in_alloc)
-		t->in_alloc--;
+	if (t->in_alloc && --t->in_alloc == 0)
+		pmsan_alloc_published(t, loc);
 	uintptr_t lo, hi, olo, ohi;
 	if (ret != 0 || oidp == NULL || !obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
 		return;
@@ -523,7 +523,7 @@ void __pmsan_pre_pmemobj_alloc(void *pop, struct oid *oidp, size_t size, uint64_
 void __pmsan_post_pmemobj_alloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
 				void *ctor, void *arg, loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_xalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
@@ -535,7 +535,7 @@ void __pmsan_pre_pmemobj_xalloc(void *pop, struct oid *oidp, size_t size, uint64
 void __pmsan_post_pmemobj_xalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
 				 uint64_t flags, void *ctor, void *arg, loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_zalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
@@ -547,7 +547,7 @@ void __pmsan_pre_pmemobj_zalloc(void *pop, struct oid *oidp, size_t size, uint64
 void __pmsan_post_pmemobj_zalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
 				 loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_realloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
@@ -559,7 +559,7 @@ void __pmsan_pre_pmemobj_realloc(void *pop, struct oid *oidp, size_t size, uint6
 void __pmsan_post_pmemobj_realloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
 				  loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_zrealloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
@@ -571,7 +571,7 @@ void __pmsan_pre_pmemobj_zrealloc(void *pop, struct oid *oidp, size_t size, uint
 void __pmsan_post_pmemobj_zrealloc(int ret, void *pop, struct oid *oidp, size_t size,
 				   uint64_t type, loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_strdup(void *pop, struct oid *oidp, const char *s, uint64_t type,
@@ -583,7 +583,7 @@ void __pmsan_pre_pmemobj_strdup(void *pop, struct oid *oidp, const char *s, uint
 void __pmsan_post_pmemobj_strdup(int ret, void *pop, struct oid *oidp, const char *s,
 				 uint64_t type, loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_wcsdup(void *pop, struct oid *oidp, const wchar_t *s, uint64_t type,
@@ -595,18 +595,7 @@ void __pmsan_pre_pmemobj_wcsdup(void *pop, struct oid *oidp, const wchar_t *s, u
 void __pmsan_post_pmemobj_wcsdup(int ret, void *pop, struct oid *oidp, const wchar_t *s,
 				 uint64_t type, loc_t *loc)
 {
-	atomic_alloc_end(ret, oidp);
-}
-
-void __pmsan_pre_pmemobj_root(void *pop, size_t size, loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_root(uint64_t uuid, uint64_t off, void *pop, size_t size, loc_t *loc)
-{
-	struct oid o = {uuid, off};
-	atomic_alloc_end(0, &o);
+	atomic_alloc_end(ret, oidp, loc);
 }
 
 void __pmsan_pre_pmemobj_list_insert_new(void *pop, size_t pe_offset, void *head, uint64_t duuid,
@@ -622,7 +611,7 @@ void __pmsan_post_pmemobj_list_insert_new(uint64_t uuid, uint64_t off, void *pop
 					  void *ctor, void *arg, loc_t *loc)
 {
 	struct oid o = {uuid, off};
-	atomic_alloc_end(off == 0, &o);
+	atomic_alloc_end(off == 0, &o, loc);
 }
 
 void __pmsan_pre_pmemobj_free(struct oid *oidp, loc_t *loc)
@@ -789,12 +778,15 @@ void __pmsan_pre_pmemobj_drain(void *pop, loc_t *loc)
 	pmsan_fence_event(loc);
 }
 
-/* A library copy: the source is read, the destination stored (old bytes recorded now). */
+/* A library copy: the source is read, the destination stored (old bytes recorded now).
+ * Inside a transaction it is a deliberate write around the undo log (an append past the
+ * end of a log, say): it persists itself and no rollback is meant to undo it, so it is
+ * held to the flush rules, not to rule 2. */
 static void copy_begin(void *dst, const void *src, size_t len, loc_t *loc)
 {
 	if (src)
 		__pmsan_load(src, len, loc);
-	pmsan_store_event((uintptr_t)dst, len, 0, loc, 0);
+	pmsan_store_event((uintptr_t)dst, len, 0, loc, PMSAN_F_DIRECT);
 }
 
 /* ... and after it, the flush and fence that the call's flags ask for. */
