@@ -155,3 +155,113 @@ void vec_free(struct vec *v)
 	v->p = NULL;
 	v->n = v->cap = 0;
 }
+
+/* ---- byteset: bytes, kept as a hash of 64-byte lines with a mask of their bytes, plus an
+ * ivset for the ranges of more than BIG_RANGE bytes. Adding many small scattered ranges
+ * (an undo log that snapshots one field of every entry of a hash map) costs O(1) each
+ * here, where the sorted ivset would move half its array every time. */
+
+#define BIG_RANGE 4096u
+
+static size_t line_slot(const struct byteset *s, uintptr_t line)
+{
+	uint64_t h = (uint64_t)line * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 20) & (s->cap - 1);
+}
+
+static uint64_t *line_mask(struct byteset *s, uintptr_t line, int create)
+{
+	if (s->cap == 0) {
+		if (!create)
+			return NULL;
+		s->cap = 64;
+		s->keys = pmsan_xalloc(s->cap * sizeof(*s->keys));
+		s->masks = pmsan_xalloc(s->cap * sizeof(*s->masks));
+	}
+	size_t i = line_slot(s, line);
+	while (s->keys[i]) {
+		if (s->keys[i] == line + 1)
+			return &s->masks[i];
+		i = (i + 1) & (s->cap - 1);
+	}
+	if (!create)
+		return NULL;
+	if (2 * (s->n + 1) > s->cap) {
+		struct byteset old = *s;
+		s->cap *= 2;
+		s->n = 0;
+		s->keys = pmsan_xalloc(s->cap * sizeof(*s->keys));
+		s->masks = pmsan_xalloc(s->cap * sizeof(*s->masks));
+		for (size_t k = 0; k < old.cap; k++)
+			if (old.keys[k])
+				*line_mask(s, old.keys[k] - 1, 1) = old.masks[k];
+		free(old.keys);
+		free(old.masks);
+		return line_mask(s, line, 1);
+	}
+	s->keys[i] = line + 1;
+	s->masks[i] = 0;
+	s->n++;
+	return &s->masks[i];
+}
+
+/* The mask of the bytes of line (64-byte aligned address / 64) within [lo, hi). */
+static uint64_t span_mask(uintptr_t line, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t base = line * 64;
+	unsigned a = lo > base ? (unsigned)(lo - base) : 0;
+	unsigned b = hi < base + 64 ? (unsigned)(hi - base) : 64;
+	uint64_t upto = b == 64 ? ~0ull : (1ull << b) - 1;
+	return upto & ~((1ull << a) - 1);
+}
+
+void byteset_add(struct byteset *s, uintptr_t lo, uintptr_t hi)
+{
+	if (hi - lo > BIG_RANGE) {
+		ivset_add(&s->big, lo, hi);
+		return;
+	}
+	for (uintptr_t line = lo / 64; line * 64 < hi; line++)
+		*line_mask(s, line, 1) |= span_mask(line, lo, hi);
+}
+
+int byteset_covers(struct byteset *s, uintptr_t lo, uintptr_t hi)
+{
+	for (uintptr_t line = lo / 64; line * 64 < hi; line++) {
+		uint64_t need = span_mask(line, lo, hi);
+		uint64_t *m = line_mask(s, line, 0);
+		uint64_t miss = need & ~(m ? *m : 0);
+		/* Bytes the lines lack may lie in a big range: check each run of them. */
+		while (miss) {
+			unsigned a = (unsigned)__builtin_ctzll(miss);
+			uint64_t run = miss >> a;
+			unsigned n = ~run ? (unsigned)__builtin_ctzll(~run) : 64 - a;
+			if (!ivset_covers(&s->big, line * 64 + a, line * 64 + a + n))
+				return 0;
+			miss &= ~(n == 64 ? ~0ull : ((1ull << n) - 1) << a);
+		}
+	}
+	return 1;
+}
+
+int byteset_overlaps(struct byteset *s, uintptr_t lo, uintptr_t hi)
+{
+	if (ivset_overlaps(&s->big, lo, hi))
+		return 1;
+	if (s->n == 0)
+		return 0;
+	for (uintptr_t line = lo / 64; line * 64 < hi; line++) {
+		uint64_t *m = line_mask(s, line, 0);
+		if (m && (*m & span_mask(line, lo, hi)))
+			return 1;
+	}
+	return 0;
+}
+
+void byteset_free(struct byteset *s)
+{
+	ivset_free(&s->big);
+	free(s->keys);
+	free(s->masks);
+	memset(s, 0, sizeof(*s));
+}

@@ -9,7 +9,8 @@
  *     loc, flags), behind an inline range check against __pmsan_lo/__pmsan_hi, the bounds
  *     of every persistent mapping, so that a store to DRAM costs two compares;
  *   - loads, and the source of memcpy/memmove: __pmsan_load(addr, size, loc), behind the
- *     same check (they matter for use after free only);
+ *     same check and the runtime's flag __pmsan_watch_loads (they matter for use after
+ *     free only, so not before anything was freed);
  *   - clflush, clflushopt, clwb (intrinsics or inline assembly): __pmsan_flush_line;
  *     sfence, mfence, and sequentially consistent fences: __pmsan_fence;
  *   - calls into libpmem, libpmemobj, keratin and a few libc writers (hooks.def): the
@@ -34,6 +35,7 @@
 #include "llvm/IR/Instructions.h"
 #include "llvm/IR/IntrinsicInst.h"
 #include "llvm/IR/IntrinsicsX86.h"
+#include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/PassManager.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -77,7 +79,7 @@ class Instrumenter {
 	const DataLayout &DL;
 	Type *VoidTy, *I8PtrTy, *I32Ty, *I64Ty, *IntPtrTy;
 	StructType *LocTy;
-	GlobalVariable *Lo, *Hi;
+	GlobalVariable *Lo, *Hi, *Watch;
 	FunctionCallee StoreFn, LoadFn, FlushLineFn, FenceFn;
 	std::map<std::tuple<std::string, std::string, unsigned, unsigned>, Constant *> Locs;
 	StringMap<Constant *> Strings;
@@ -92,8 +94,9 @@ public:
 		I64Ty = Type::getInt64Ty(C);
 		IntPtrTy = DL.getIntPtrType(C);
 		LocTy = StructType::get(C, {I8PtrTy, I8PtrTy, I32Ty, I32Ty});
-		Lo = bound("__pmsan_lo");
-		Hi = bound("__pmsan_hi");
+		Lo = bound("__pmsan_lo", IntPtrTy);
+		Hi = bound("__pmsan_hi", IntPtrTy);
+		Watch = bound("__pmsan_watch_loads", I32Ty);
 		Type *LocPtr = LocTy->getPointerTo();
 		StoreFn = M.getOrInsertFunction("__pmsan_store", VoidTy, I8PtrTy, I64Ty, I64Ty, LocPtr,
 						I32Ty);
@@ -114,10 +117,9 @@ public:
 	}
 
 private:
-	GlobalVariable *bound(StringRef name)
+	GlobalVariable *bound(StringRef name, Type *T)
 	{
-		auto *G = dyn_cast_or_null<GlobalVariable>(M.getOrInsertGlobal(name, IntPtrTy));
-		return G;
+		return cast<GlobalVariable>(M.getOrInsertGlobal(name, T));
 	}
 
 	Constant *str(StringRef s)
@@ -167,9 +169,10 @@ private:
 		return isa<AllocaInst>(U) || isa<GlobalVariable>(U);
 	}
 
-	/* Splits before I on the range check `addr < hi && addr + size > lo` and returns a
-	 * builder positioned in the taken branch. */
-	IRBuilder<> guarded(Instruction *I, Value *Ptr, Value *Size)
+	/* Splits before I on the range check `addr < hi && addr + size > lo` (and, for
+	 * loads, the runtime's flag that anything was freed) and returns a builder positioned
+	 * in the taken branch, which is marked unlikely. */
+	IRBuilder<> guarded(Instruction *I, Value *Ptr, Value *Size, GlobalVariable *Flag = nullptr)
 	{
 		IRBuilder<> B(I);
 		Value *A = B.CreatePtrToInt(Ptr, IntPtrTy);
@@ -177,7 +180,11 @@ private:
 		Value *HiV = B.CreateLoad(IntPtrTy, Hi);
 		Value *LoV = B.CreateLoad(IntPtrTy, Lo);
 		Value *In = B.CreateAnd(B.CreateICmpULT(A, HiV), B.CreateICmpUGT(End, LoV));
-		Instruction *Then = SplitBlockAndInsertIfThen(In, I, false);
+		if (Flag)
+			In = B.CreateAnd(In, B.CreateICmpNE(B.CreateLoad(I32Ty, Flag),
+							    ConstantInt::get(I32Ty, 0)));
+		MDNode *Unlikely = MDBuilder(C).createBranchWeights(1, 1000);
+		Instruction *Then = SplitBlockAndInsertIfThen(In, I, false, Unlikely);
 		return IRBuilder<>(Then);
 	}
 
@@ -199,7 +206,7 @@ private:
 	void loadHook(Instruction *I, Value *Ptr, Value *Size)
 	{
 		Constant *L = loc(I);
-		IRBuilder<> B = guarded(I, Ptr, Size);
+		IRBuilder<> B = guarded(I, Ptr, Size, Watch);
 		B.CreateCall(LoadFn, {B.CreatePointerCast(Ptr, I8PtrTy),
 				      B.CreateZExtOrTrunc(Size, I64Ty), L});
 	}

@@ -7,11 +7,12 @@
  * The hooks the instrumented program calls (__pmsan_*) are declared where they are
  * defined; their signatures follow the pass (pass.cpp) and hooks.def.
  *
- * Locking: one global reader/writer lock, used the thesis's way round. Hooks that record
- * into the calling thread's own state take the shared side, so threads record at once;
- * work that reads every thread or changes shared tables (mappings, freed objects, crash
- * images, the exit check) takes the exclusive side. A thread's transaction ranges have
- * their own mutex, for the logging-race check that reads other threads' transactions.
+ * Locking (details at the top of rt_track.c and rt_tx.c): each thread's record of stores
+ * and flushes, and each transaction, has its own mutex, so threads record at once without
+ * sharing a cache line; the table of mappings and the freed-object bitmaps are read
+ * without locks. The thesis's global reader/writer lock survives only for crash images:
+ * with a check command set, every store and flush holds its shared side, and the fence
+ * that cuts images its exclusive side, so that no thread stores while a pool is copied.
  */
 #ifndef PMSAN_H
 #define PMSAN_H
@@ -91,6 +92,18 @@ int ivset_first_overlap(const struct ivset *s, uintptr_t lo, uintptr_t hi, uintp
 void ivset_clear(struct ivset *s);
 void ivset_free(struct ivset *s);
 
+/* A set of bytes for many small scattered ranges (ivset.c). */
+struct byteset {
+	struct ivset big;   /* ranges of more than 4 KiB */
+	uintptr_t *keys;    /* line index + 1, 0 = empty slot */
+	uint64_t *masks;    /* bytes of the line in the set */
+	size_t n, cap;
+};
+void byteset_add(struct byteset *s, uintptr_t lo, uintptr_t hi);
+int byteset_covers(struct byteset *s, uintptr_t lo, uintptr_t hi);
+int byteset_overlaps(struct byteset *s, uintptr_t lo, uintptr_t hi);
+void byteset_free(struct byteset *s);
+
 /* A growable array of fixed-size elements. */
 struct vec {
 	void *p;
@@ -104,14 +117,9 @@ void vec_free(struct vec *v);
 /* ---- rt_main.c: options, reports, life cycle. */
 extern struct pmsan_options pmsan_opt;
 extern int pmsan_active;          /* 0 in a check command's process: every hook returns */
-extern pthread_rwlock_t pmsan_big; /* the global lock (see the top of this file) */
-extern _Atomic uint64_t pmsan_clock;
+extern pthread_rwlock_t pmsan_big; /* held exclusively while crash images are cut */
 
 void pmsan_init(void);
-static inline uint64_t pmsan_tick(void)
-{
-	return atomic_fetch_add_explicit(&pmsan_clock, 1, memory_order_relaxed) + 1;
-}
 /* One report: printed once per (kind, file, line); stack: print the caller's stack. */
 void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -125,9 +133,10 @@ extern const struct pmsan_loc pmsan_loc_exit, pmsan_loc_unknown;
 /* ---- rt_track.c: mappings, per-thread records, rule 1. */
 enum range_kind { RANGE_PMEM, RANGE_PMEMOBJ, RANGE_KERATIN };
 struct pm_range {
-	uintptr_t lo, hi;
+	uintptr_t lo, hi; /* atomically written; lo == hi: a dead slot */
 	enum range_kind kind;
 	char *path; /* the file behind it (crash images copy it) */
+	_Atomic unsigned char *freed; /* freed-object bitmap (rt_track.c), or NULL */
 };
 
 /* A store since the thread's last fence. */
@@ -150,6 +159,8 @@ struct pm_tx;
 
 struct pm_thread {
 	struct pm_thread *next; /* registry */
+	pthread_mutex_t lock;   /* guards the record below (rt_track.c) */
+	uint64_t clock;         /* orders this thread's stores and flushes */
 	int tid;                /* small number, for reports */
 	int alive;
 	/* Since the last fence of this thread (outside transactions). */
@@ -169,8 +180,11 @@ struct pm_thread {
 };
 
 extern struct pm_range pmsan_ranges[];
-extern int pmsan_nranges;
 extern uintptr_t __pmsan_lo, __pmsan_hi;
+extern int pmsan_used;
+/* Freed objects (rule 4): mark [lo, hi) freed (on) or live again (off); test a range. */
+void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on);
+int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi);
 
 struct pm_thread *pmsan_self(void);
 void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const char *path);
@@ -204,11 +218,15 @@ void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc);
  * (it then takes no part in rule 1 and crash images). */
 int pmsan_tx_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 		   const struct pmsan_loc *loc);
-void pmsan_check_freed(struct pm_thread *t, uintptr_t addr, uint64_t size,
-		       const struct pmsan_loc *loc, const char *access);
-extern _Atomic int pmsan_watch_freed; /* any freed or pending-free object exists */
+void pmsan_check_freed(struct pm_thread *t, const struct pm_range *r, uintptr_t a,
+		       uint64_t size, const struct pmsan_loc *loc, const char *access);
+/* Some object was freed (or is pending free): loads need checking from now on. The pass
+ * tests it inline before calling __pmsan_load. */
+extern _Atomic int __pmsan_watch_loads;
 extern _Atomic int pmsan_live_txs;
 void pmsan_tx_thread_exit(struct pm_thread *t);
+/* Whether t's transaction (t->tx != NULL) has a free pending in [lo, hi). */
+int pmsan_tx_pending(const struct pm_thread *t, uintptr_t lo, uintptr_t hi);
 
 /* ---- rt_image.c: crash images and rule 6. */
 void pmsan_reorder_at_fence(struct pm_thread *t, const struct pmsan_loc *fence);

@@ -47,7 +47,6 @@ struct pmsan_options pmsan_opt = {
 };
 int pmsan_active = 1;
 pthread_rwlock_t pmsan_big = PTHREAD_RWLOCK_INITIALIZER;
-_Atomic uint64_t pmsan_clock;
 const struct pmsan_loc pmsan_loc_exit = {"<exit>", "exit", 0, 0};
 const struct pmsan_loc pmsan_loc_unknown = {"<unknown>", "?", 0, 0};
 
@@ -548,18 +547,15 @@ static void fini(void)
 {
 	if (!pmsan_active)
 		return;
-	pthread_rwlock_wrlock(&pmsan_big);
 	pmsan_check_exit();
 	pthread_mutex_lock(&report_lock);
-	int used = pmsan_clock > 0 || violations() > 0;
-	if (used || pmsan_opt.verbose)
+	if (pmsan_used || violations() > 0 || pmsan_opt.verbose)
 		summary();
 	unsigned v = violations();
 	fflush(NULL);
 	pthread_mutex_unlock(&report_lock);
 	if (v)
 		_exit(pmsan_opt.exitcode);
-	pthread_rwlock_unlock(&pmsan_big);
 }
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

@@ -19,13 +19,22 @@
  *   The same check runs when a pool is unmapped or closed (its bytes only), when a thread
  *   exits, and at program exit (every thread).
  *
+ *   Locking: a thread's record has its own mutex, taken by the thread for every event and
+ *   by others only to check or forget it (unmap, exit). The table of mappings is read
+ *   without a lock: slots are filled and emptied by single atomic stores and never move,
+ *   and a slot's memory (its path, its freed-object bitmap) is never given back, so a
+ *   reader racing with an unmap at worst checks one access against a dead mapping. Only
+ *   crash images need every thread still: then stores and flushes also hold the global
+ *   lock's shared side, and the fence that cuts images holds its exclusive side.
+ *
  *   Invariants
- *   1. pmsan_ranges and __pmsan_lo/__pmsan_hi change only under the exclusive lock;
- *      [__pmsan_lo, __pmsan_hi) contains every range, so the pass's inline check never
- *      skips a persistent store (it may let a DRAM one through; pmsan_range_find decides).
- *   2. A thread's record is written only by that thread (shared lock) and read by others
- *      only under the exclusive lock.
+ *   1. [__pmsan_lo, __pmsan_hi) contains every live mapping, so the pass's inline check
+ *      never skips a persistent store (it may let a DRAM one through; pmsan_range_find
+ *      decides).
+ *   2. A thread's record changes only with its mutex held, and only by that thread.
  *   3. dirty is a subset of the union of the recorded stores' ranges.
+ *   4. A freed-object bit is set only for an 8-byte granule that lies wholly inside an
+ *      object freed and not allocated again, so a set bit never blames a live byte.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -37,10 +46,13 @@
 
 #define MAX_RANGES 64
 #define LINE 64u
+#define GRANULE 8u /* bytes per freed-object bit */
 
 struct pm_range pmsan_ranges[MAX_RANGES];
-int pmsan_nranges;
+static int nslots; /* slots ever used; a dead slot has lo == hi == 0 */
+static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 uintptr_t __pmsan_lo = UINTPTR_MAX, __pmsan_hi = 0;
+int pmsan_used; /* a persistent mapping was seen: print the summary at exit */
 struct pm_thread *pmsan_threads;
 pthread_mutex_t pmsan_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -55,12 +67,12 @@ static void thread_exit(void *p)
 	struct pm_thread *t = p;
 	if (!pmsan_active)
 		return;
-	pthread_rwlock_rdlock(&pmsan_big);
+	pthread_mutex_lock(&t->lock);
 	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when its thread exits", &pmsan_loc_exit);
 	pmsan_forget_epoch(t);
-	pthread_rwlock_unlock(&pmsan_big);
-	pmsan_tx_thread_exit(t);
 	t->alive = 0;
+	pthread_mutex_unlock(&t->lock);
+	pmsan_tx_thread_exit(t);
 	self = NULL;
 }
 
@@ -76,6 +88,7 @@ struct pm_thread *pmsan_self(void)
 	pmsan_init();
 	pthread_once(&key_once, make_key);
 	struct pm_thread *t = pmsan_xalloc(sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
 	t->stores.elem = sizeof(struct pm_store);
 	t->flushes.elem = sizeof(struct pm_flush);
 	t->alive = 1;
@@ -99,69 +112,193 @@ struct pm_thread *pmsan_self(void)
 	return t;
 }
 
+/* The exclusive side of the global lock is wanted only by crash images. */
+static void hold(struct pm_thread *t)
+{
+	if (pmsan_opt.reorder != REORDER_NONE)
+		pthread_rwlock_rdlock(&pmsan_big);
+	pthread_mutex_lock(&t->lock);
+}
+
+static void release(struct pm_thread *t)
+{
+	pthread_mutex_unlock(&t->lock);
+	if (pmsan_opt.reorder != REORDER_NONE)
+		pthread_rwlock_unlock(&pmsan_big);
+}
+
 /* ---- mappings */
+
+static uintptr_t load(const uintptr_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
 
 static void recompute_bounds(void)
 {
 	uintptr_t lo = UINTPTR_MAX, hi = 0;
-	for (int i = 0; i < pmsan_nranges; i++) {
-		if (pmsan_ranges[i].lo < lo)
-			lo = pmsan_ranges[i].lo;
-		if (pmsan_ranges[i].hi > hi)
-			hi = pmsan_ranges[i].hi;
+	for (int i = 0; i < nslots; i++) {
+		struct pm_range *r = &pmsan_ranges[i];
+		if (r->lo == r->hi)
+			continue;
+		lo = r->lo < lo ? r->lo : lo;
+		hi = r->hi > hi ? r->hi : hi;
 	}
-	__atomic_store_n(&__pmsan_lo, lo, __ATOMIC_RELAXED);
-	__atomic_store_n(&__pmsan_hi, hi, __ATOMIC_RELAXED);
+	__atomic_store_n(&__pmsan_lo, lo, __ATOMIC_RELEASE);
+	__atomic_store_n(&__pmsan_hi, hi, __ATOMIC_RELEASE);
 }
 
 void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const char *path)
 {
 	if (!pmsan_active || lo >= hi)
 		return;
-	pthread_rwlock_wrlock(&pmsan_big);
-	if (pmsan_nranges == MAX_RANGES) {
+	pthread_mutex_lock(&ranges_lock);
+	int i = 0;
+	while (i < nslots && pmsan_ranges[i].lo != pmsan_ranges[i].hi)
+		i++;
+	if (i == MAX_RANGES) {
 		pmsan_log("pmsan: more than %d persistent mappings; %s is not checked\n",
 			  MAX_RANGES, path ? path : "a mapping");
 	} else {
-		struct pm_range *r = &pmsan_ranges[pmsan_nranges++];
-		r->lo = lo;
-		r->hi = hi;
+		struct pm_range *r = &pmsan_ranges[i];
 		r->kind = kind;
-		r->path = path ? strdup(path) : NULL;
+		r->path = path ? strdup(path) : NULL; /* never freed: see the top of this file */
+		r->freed = NULL;
+		__atomic_store_n(&r->lo, lo, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->hi, hi, __ATOMIC_RELEASE);
+		if (i == nslots)
+			__atomic_store_n(&nslots, i + 1, __ATOMIC_RELEASE);
 		recompute_bounds();
+		pmsan_used = 1;
 	}
-	pthread_rwlock_unlock(&pmsan_big);
+	pthread_mutex_unlock(&ranges_lock);
 }
 
 void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
 {
 	if (!pmsan_active)
 		return;
-	pthread_rwlock_wrlock(&pmsan_big);
-	for (int i = 0; i < pmsan_nranges; i++) {
+	pthread_mutex_lock(&ranges_lock);
+	for (int i = 0; i < nslots; i++) {
 		struct pm_range *r = &pmsan_ranges[i];
-		if (r->lo != lo)
+		if (r->lo != lo || r->lo == r->hi)
 			continue;
+		pthread_mutex_lock(&pmsan_registry_lock);
 		for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
-			if (!t->alive)
-				continue;
-			pmsan_check_unflushed(t, r->lo, r->hi, "when the pool is unmapped", loc);
-			pmsan_forget_epoch(t);
+			pthread_mutex_lock(&t->lock);
+			if (t->alive) {
+				pmsan_check_unflushed(t, r->lo, r->hi, "when the pool is unmapped", loc);
+				pmsan_forget_epoch(t);
+			}
+			pthread_mutex_unlock(&t->lock);
 		}
-		free(r->path);
-		*r = pmsan_ranges[--pmsan_nranges];
+		pthread_mutex_unlock(&pmsan_registry_lock);
+		__atomic_store_n(&r->hi, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->lo, 0, __ATOMIC_RELEASE);
 		recompute_bounds();
 		break;
 	}
-	pthread_rwlock_unlock(&pmsan_big);
+	pthread_mutex_unlock(&ranges_lock);
+}
+
+static inline __attribute__((always_inline)) const struct pm_range *range_find(uintptr_t lo,
+										 uintptr_t hi)
+{
+	int n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++) {
+		const struct pm_range *r = &pmsan_ranges[i];
+		uintptr_t rlo = load(&r->lo), rhi = load(&r->hi);
+		if (rlo < rhi && lo < rhi && hi > rlo)
+			return r;
+	}
+	return NULL;
 }
 
 const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
 {
-	for (int i = 0; i < pmsan_nranges; i++)
-		if (lo < pmsan_ranges[i].hi && hi > pmsan_ranges[i].lo)
-			return &pmsan_ranges[i];
-	return NULL;
+	return range_find(lo, hi);
+}
+
+/* ---- freed objects (rule 4): one bit per granule of each mapping, set while the granule
+ * lies inside a freed object. The bitmap is made on the mapping's first free. */
+
+static _Atomic unsigned char *freed_map(struct pm_range *r)
+{
+	_Atomic unsigned char *m = __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE);
+	if (m)
+		return m;
+	size_t n = (r->hi - r->lo) / GRANULE / 8 + 1;
+	_Atomic unsigned char *fresh = pmsan_xalloc(n);
+	if (__atomic_compare_exchange_n(&r->freed, &m, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return fresh;
+	free((void *)fresh);
+	return m;
+}
+
+/* Sets (on) the bits of granules [g0, g1) of bitmap m, or clears them: whole bytes at a
+ * time where it can. */
+static void bits_apply(_Atomic unsigned char *m, uintptr_t g0, uintptr_t g1, int on)
+{
+	while (g0 < g1) {
+		if (g0 % 8 == 0 && g1 - g0 >= 8) {
+			if (on)
+				atomic_store_explicit(&m[g0 / 8], 0xff, memory_order_relaxed);
+			else
+				atomic_store_explicit(&m[g0 / 8], 0, memory_order_relaxed);
+			g0 += 8;
+			continue;
+		}
+		unsigned char bit = (unsigned char)(1u << (g0 % 8));
+		if (on)
+			atomic_fetch_or_explicit(&m[g0 / 8], bit, memory_order_relaxed);
+		else
+			atomic_fetch_and_explicit(&m[g0 / 8], (unsigned char)~bit, memory_order_relaxed);
+		g0++;
+	}
+}
+
+/* Sets (on) the bits of the granules wholly inside [lo, hi), or clears those of every
+ * granule [lo, hi) touches. */
+void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on)
+{
+	struct pm_range *r = (struct pm_range *)pmsan_range_find(lo, hi);
+	if (r == NULL)
+		return;
+	lo = lo < r->lo ? r->lo : lo;
+	hi = hi > r->hi ? r->hi : hi;
+	if (!on && __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE) == NULL)
+		return;
+	_Atomic unsigned char *m = freed_map(r);
+	if (on) {
+		atomic_store(&__pmsan_watch_loads, 1);
+		bits_apply(m, (lo - r->lo + GRANULE - 1) / GRANULE, (hi - r->lo) / GRANULE, 1);
+	} else {
+		bits_apply(m, (lo - r->lo) / GRANULE, (hi - r->lo + GRANULE - 1) / GRANULE, 0);
+	}
+}
+
+static inline __attribute__((always_inline)) int freed_test(const struct pm_range *r,
+								 uintptr_t lo, uintptr_t hi)
+{
+	_Atomic unsigned char *m = __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE);
+	if (m == NULL)
+		return 0;
+	lo = lo < r->lo ? r->lo : lo;
+	hi = hi > r->hi ? r->hi : hi;
+	uintptr_t g0 = (lo - r->lo) / GRANULE, g1 = (hi - r->lo + GRANULE - 1) / GRANULE;
+	while (g0 < g1) {
+		unsigned char b = atomic_load_explicit(&m[g0 / 8], memory_order_relaxed);
+		unsigned first = g0 % 8, last = g1 - g0 + first < 8 ? (unsigned)(g1 - g0 + first) : 8;
+		if (b & (unsigned char)((0xffu << first) & (0xffu >> (8 - last))))
+			return 1;
+		g0 += last - first;
+	}
+	return 0;
+}
+
+int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
+{
+	return freed_test(r, lo, hi);
 }
 
 /* ---- records */
@@ -182,7 +319,7 @@ void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 	struct pm_store *s = vec_push(&t->stores);
 	s->addr = addr;
 	s->size = size;
-	s->seq = pmsan_tick();
+	s->seq = ++t->clock;
 	s->loc = loc;
 	s->flags = flags;
 	s->group = i;
@@ -312,7 +449,6 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 			     (unsigned long)(hi - lo), (void *)lo, what);
 		return;
 	}
-	pmsan_tick();
 	if (t->depth == 0 &&
 	    !ivset_overlaps(&t->dirty, lo & ~(uintptr_t)(LINE - 1), (hi + LINE - 1) & ~(uintptr_t)(LINE - 1)))
 		pmsan_report(PMSAN_W_FLUSH, loc, 0,
@@ -322,7 +458,7 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 	struct pm_flush *f = vec_push(&t->flushes);
 	f->lo = lo;
 	f->hi = hi;
-	f->seq = pmsan_tick();
+	f->seq = ++t->clock;
 }
 
 void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
@@ -335,20 +471,24 @@ void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
 
 void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc)
 {
-	pthread_rwlock_rdlock(&pmsan_big);
+	pthread_mutex_lock(&t->lock);
 	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when the allocation returns", loc);
 	pmsan_forget_epoch(t);
-	pthread_rwlock_unlock(&pmsan_big);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void pmsan_check_exit(void)
 {
+	pthread_mutex_lock(&pmsan_registry_lock);
 	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
-		if (!t->alive)
-			continue;
-		pmsan_check_unflushed(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
-		pmsan_forget_epoch(t);
+		pthread_mutex_lock(&t->lock);
+		if (t->alive) {
+			pmsan_check_unflushed(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
+			pmsan_forget_epoch(t);
+		}
+		pthread_mutex_unlock(&t->lock);
 	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
 }
 
 /* ---- events, shared by the instruction hooks and the library-call hooks */
@@ -358,20 +498,18 @@ void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct 
 {
 	if (!pmsan_active || size == 0)
 		return;
-	struct pm_thread *t = pmsan_self();
-	pthread_rwlock_rdlock(&pmsan_big);
 	const struct pm_range *r = pmsan_range_find(a, a + size);
 	if (r == NULL)
-		goto out;
+		return;
+	struct pm_thread *t = pmsan_self();
 	if (a < r->lo) {
 		size -= r->lo - a;
 		a = r->lo;
 	}
 	if (a + size > r->hi)
 		size = r->hi - a;
-	pmsan_tick();
-	if (atomic_load_explicit(&pmsan_watch_freed, memory_order_relaxed) && !t->in_alloc)
-		pmsan_check_freed(t, a, size, loc, "store to");
+	if (atomic_load_explicit(&__pmsan_watch_loads, memory_order_relaxed) && !t->in_alloc)
+		pmsan_check_freed(t, r, a, size, loc, "store to");
 	if ((flags & PMSAN_F_HASVAL) && size == 8) {
 		const char *what = NULL;
 		if (value >= t->stack_lo && value < t->stack_hi)
@@ -389,13 +527,13 @@ void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct 
 			     "store of %llu bytes straight into a keratin pool; objects change only through "
 			     "kr_tx_add/kr_tx_open buffers or kr_update",
 			     (unsigned long long)size);
-		goto out;
+		return;
 	}
 	if (!(flags & PMSAN_F_DIRECT) && pmsan_tx_store(t, a, size, loc))
-		goto out;
+		return;
+	hold(t);
 	pmsan_record_store(t, a, size, loc, flags);
-out:
-	pthread_rwlock_unlock(&pmsan_big);
+	release(t);
 }
 
 void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc)
@@ -403,9 +541,9 @@ void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc)
 	if (!pmsan_active)
 		return;
 	struct pm_thread *t = pmsan_self();
-	pthread_rwlock_rdlock(&pmsan_big);
+	hold(t);
 	pmsan_record_flush(t, lo, hi, loc);
-	pthread_rwlock_unlock(&pmsan_big);
+	release(t);
 }
 
 void pmsan_fence_event(const struct pmsan_loc *loc)
@@ -421,12 +559,16 @@ void pmsan_fence_event(const struct pmsan_loc *loc)
 	if (pmsan_opt.reorder != REORDER_NONE && t->stores.n) {
 		/* Crash images read the pool: no thread may store meanwhile. */
 		pthread_rwlock_wrlock(&pmsan_big);
+		pthread_mutex_lock(&t->lock);
 		pmsan_reorder_at_fence(t, loc);
-	} else {
-		pthread_rwlock_rdlock(&pmsan_big);
+		pmsan_record_fence(t, loc);
+		pthread_mutex_unlock(&t->lock);
+		pthread_rwlock_unlock(&pmsan_big);
+		return;
 	}
+	pthread_mutex_lock(&t->lock);
 	pmsan_record_fence(t, loc);
-	pthread_rwlock_unlock(&pmsan_big);
+	pthread_mutex_unlock(&t->lock);
 }
 
 /* ---- the hooks the pass inserts */
@@ -437,18 +579,22 @@ void __pmsan_store(void *addr, uint64_t size, uint64_t value, const struct pmsan
 	pmsan_store_event((uintptr_t)addr, size, value, loc, flags);
 }
 
+/* Loads matter for use after free only. The common case - nothing freed where the load
+ * reads, no free pending in the thread's transaction - takes no lock and no call. */
 void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc)
 {
-	if (!pmsan_active || !atomic_load_explicit(&pmsan_watch_freed, memory_order_relaxed))
+	if (!pmsan_active)
 		return;
-	struct pm_thread *t = pmsan_self();
-	if (t->in_alloc)
-		return;
-	pthread_rwlock_rdlock(&pmsan_big);
 	uintptr_t a = (uintptr_t)addr;
-	if (pmsan_range_find(a, a + size))
-		pmsan_check_freed(t, a, size, loc, "load from");
-	pthread_rwlock_unlock(&pmsan_big);
+	const struct pm_range *r = range_find(a, a + size);
+	if (r == NULL)
+		return;
+	struct pm_thread *t = self;
+	if (!freed_test(r, a, a + size) && !(t && t->tx && pmsan_tx_pending(t, a, a + size)))
+		return;
+	t = pmsan_self();
+	if (!t->in_alloc)
+		pmsan_check_freed(t, r, a, size, loc, "load from");
 }
 
 void __pmsan_flush_line(const void *addr, const struct pmsan_loc *loc)

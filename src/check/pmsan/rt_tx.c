@@ -8,18 +8,19 @@
  *
  *   A thread's transaction (struct pm_tx) exists from its outermost pmemobj_tx_begin to
  *   the matching pmemobj_tx_end; nested begins only count depth. It holds:
- *     added      - ranges given to pmemobj_tx_add_range* (the undo log);
- *     modified   - ranges this transaction stored into;
- *     allocated  - objects pmemobj_tx_*alloc returned, with `allocs` naming their call
- *                  sites and whether the allocator initialised them (zalloc, strdup,
- *                  realloc's copy), and `written`, the bytes stored into them;
- *     pending    - objects pmemobj_tx_free'd in it (dead now, freed at commit).
- *   A store inside a transaction must fall in added or allocated (rule 2) and must not
- *   touch what a concurrent transaction of another thread added or modified (rule 5).
- *   At the end: committed - every non-initialised allocation must have been written
- *   (rule 3) and pending joins `freed`; aborted - the allocations join `freed`.
- *   `freed` (objects freed by a commit or pmemobj_free, until an allocation returns them)
- *   is checked by every store and, once anything was freed, every load (rule 4).
+ *     added   - ranges given to pmemobj_tx_add_range* (the undo log);
+ *     allocs  - objects pmemobj_tx_*alloc returned, sorted by address, each with its call
+ *               site, whether the allocator initialised it (zalloc, strdup, realloc's
+ *               copy) and whether the transaction has written it since;
+ *     pending - objects pmemobj_tx_free'd in it (dead now, freed at commit).
+ *   A store inside a transaction must fall in added or allocs (rule 2) and must not touch
+ *   what a concurrent transaction of another thread added (rule 5: a store there races
+ *   with that transaction's undo log; the other transaction's own stores lie in its added
+ *   ranges or its new objects, or were reported under rule 2). At the end: committed -
+ *   every allocation neither initialised nor written is a rule 3 violation, and pending
+ *   becomes freed; aborted - the allocations become freed. Freed objects (until an
+ *   allocation returns their memory) live in the mappings' freed bitmaps (rt_track.c),
+ *   checked by every store and, once anything was freed, every load (rule 4).
  *
  *   A store by a thread outside any transaction into a range that a live transaction of
  *   another thread added or allocated belongs to that transaction (a grouped transaction:
@@ -27,11 +28,10 @@
  *   rule 2 violation.
  *
  *   Invariants
- *   1. freed changes only under the exclusive lock.
- *   2. A transaction's added/modified/allocated change only with its mutex held, by its
+ *   1. A transaction's added, allocs and pending change only with its mutex held, by its
  *      own thread; other threads read them only with that mutex held.
- *   3. t->tx is set and cleared under the exclusive lock, so a thread walking the
- *      registry under the shared lock sees live transactions only.
+ *   2. t->tx is set and cleared with the registry lock held, so a thread walking the
+ *      registry sees live transactions only.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -62,21 +62,20 @@ extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
 struct pm_alloc {
 	uintptr_t lo, hi;
 	const struct pmsan_loc *loc;
-	int initialized;
+	int initialized; /* by the allocator, or freed again in the transaction */
+	int written;
 };
 
 struct pm_tx {
-	uint64_t id;
 	pthread_mutex_t lock;
-	struct ivset added, modified, allocated, written, pending;
-	struct vec allocs; /* struct pm_alloc */
+	struct byteset added;
+	struct ivset pending;
+	struct vec allocs; /* struct pm_alloc, sorted by lo, disjoint */
 	int aborted;
 };
 
-static struct ivset freed;
-_Atomic int pmsan_watch_freed;
+_Atomic int __pmsan_watch_loads;
 _Atomic int pmsan_live_txs;
-static _Atomic uint64_t next_tx_id;
 
 typedef const struct pmsan_loc loc_t;
 
@@ -102,13 +101,19 @@ static size_t file_size(const char *path)
 
 /* ---- use after free */
 
-void pmsan_check_freed(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc,
-		       const char *access)
+int pmsan_tx_pending(const struct pm_thread *t, uintptr_t lo, uintptr_t hi)
+{
+	return t->tx->pending.n > 0 && ivset_overlaps(&t->tx->pending, lo, hi);
+}
+
+void pmsan_check_freed(struct pm_thread *t, const struct pm_range *r, uintptr_t a,
+		       uint64_t size, loc_t *loc, const char *access)
 {
 	uintptr_t e = a + size;
-	if (ivset_overlaps(&freed, a, e))
+	if (pmsan_freed_test(r, a, e))
 		pmsan_report(PMSAN_R4, loc, 1,
-			     "%s %llu bytes of an object freed earlier (by a committed transaction or an atomic free)",
+			     "%s %llu bytes of an object freed earlier (by a committed transaction or an "
+			     "atomic free)",
 			     access, (unsigned long long)size);
 	else if (t->tx && ivset_overlaps(&t->tx->pending, a, e))
 		pmsan_report(PMSAN_R4, loc, 1,
@@ -116,43 +121,43 @@ void pmsan_check_freed(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *l
 			     access, (unsigned long long)size);
 }
 
-static void free_range(uintptr_t lo, uintptr_t hi)
-{
-	pthread_rwlock_wrlock(&pmsan_big);
-	ivset_add(&freed, lo, hi);
-	atomic_store(&pmsan_watch_freed, 1);
-	pthread_rwlock_unlock(&pmsan_big);
-}
-
-static void unfree_range(uintptr_t lo, uintptr_t hi)
-{
-	pthread_rwlock_wrlock(&pmsan_big);
-	ivset_sub(&freed, lo, hi);
-	pthread_rwlock_unlock(&pmsan_big);
-}
-
 /* ---- stores inside transactions */
 
-/* Whether every byte of [a, e) lies in s1 or s2. */
-static int covered_by_either(const struct ivset *s1, const struct ivset *s2, uintptr_t a,
-			     uintptr_t e)
+/* The first allocation of x that ends after address a (it contains a if its lo <= a), or
+ * NULL. Caller holds x->lock. */
+static struct pm_alloc *alloc_from(struct pm_tx *x, uintptr_t a)
 {
+	struct pm_alloc *v = x->allocs.p;
+	size_t lo = 0, hi = x->allocs.n;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (v[m].hi <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < x->allocs.n ? &v[lo] : NULL;
+}
+
+/* Whether every byte of [a, e) lies in x's added ranges or new objects; marks the new
+ * objects it touches written. Caller holds x->lock. */
+static int tx_covers(struct pm_tx *x, uintptr_t a, uintptr_t e)
+{
+	int ok = 1;
 	while (a < e) {
-		uintptr_t lo, hi;
-		if (ivset_first_overlap(s1, a, a + 1, &lo, &hi) ||
-		    ivset_first_overlap(s2, a, a + 1, &lo, &hi)) {
-			/* hi was clipped to a + 1: find the real end of the covering range. */
-			uintptr_t next = a + 1;
-			if (ivset_first_overlap(s1, a, e, &lo, &hi) && lo == a)
-				next = hi;
-			if (ivset_first_overlap(s2, a, e, &lo, &hi) && lo == a && hi > next)
-				next = hi;
-			a = next;
+		struct pm_alloc *al = alloc_from(x, a);
+		if (al && al->lo <= a) {
+			al->written = 1;
+			a = al->hi;
 			continue;
 		}
-		return 0;
+		/* Up to the next new object (or the end), the bytes must have been added. */
+		uintptr_t next = al && al->lo < e ? al->lo : e;
+		if (!byteset_covers(&x->added, a, next))
+			ok = 0;
+		a = next;
 	}
-	return 1;
+	return ok;
 }
 
 static void logging_race_check(struct pm_thread *t, uintptr_t a, uintptr_t e, loc_t *loc)
@@ -160,18 +165,16 @@ static void logging_race_check(struct pm_thread *t, uintptr_t a, uintptr_t e, lo
 	pthread_mutex_lock(&pmsan_registry_lock);
 	for (struct pm_thread *u = pmsan_threads; u; u = u->next) {
 		struct pm_tx *x = u->tx;
-		if (u == t || x == NULL || x == t->tx)
+		if (u == t || x == NULL)
 			continue;
 		pthread_mutex_lock(&x->lock);
-		int logged = ivset_overlaps(&x->added, a, e);
-		int changed = ivset_overlaps(&x->modified, a, e);
+		int logged = byteset_overlaps(&x->added, a, e);
 		pthread_mutex_unlock(&x->lock);
-		if (logged || changed) {
+		if (logged) {
 			pmsan_report(PMSAN_R5, loc, 1,
-				     "%llu bytes changed here are also %s by a concurrent transaction "
-				     "of thread T%d; an abort of either undoes the other's update",
-				     (unsigned long long)(e - a),
-				     logged ? "in the undo log" : "changed", u->tid);
+				     "%llu bytes changed here are also in the undo log of a concurrent "
+				     "transaction of thread T%d; an abort of either undoes the other's update",
+				     (unsigned long long)(e - a), u->tid);
 			break;
 		}
 	}
@@ -179,7 +182,7 @@ static void logging_race_check(struct pm_thread *t, uintptr_t a, uintptr_t e, lo
 }
 
 /* A store outside a transaction into what another thread's live transaction logged or
- * allocated: a grouped transaction's worker. Records it there; returns 1 if so. */
+ * allocated: a grouped transaction's worker. Returns 1 if so. */
 static int grouped_store(struct pm_thread *t, uintptr_t a, uintptr_t e)
 {
 	int found = 0;
@@ -189,11 +192,7 @@ static int grouped_store(struct pm_thread *t, uintptr_t a, uintptr_t e)
 		if (u == t || x == NULL || x->aborted)
 			continue;
 		pthread_mutex_lock(&x->lock);
-		if (covered_by_either(&x->added, &x->allocated, a, e)) {
-			found = 1;
-			if (ivset_overlaps(&x->allocated, a, e))
-				ivset_add(&x->written, a, e);
-		}
+		found = tx_covers(x, a, e);
 		pthread_mutex_unlock(&x->lock);
 	}
 	pthread_mutex_unlock(&pmsan_registry_lock);
@@ -208,10 +207,7 @@ int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
 		if (x->aborted)
 			return 1;
 		pthread_mutex_lock(&x->lock);
-		if (ivset_overlaps(&x->allocated, a, e))
-			ivset_add(&x->written, a, e);
-		int ok = covered_by_either(&x->added, &x->allocated, a, e);
-		ivset_add(&x->modified, a, e);
+		int ok = tx_covers(x, a, e);
 		pthread_mutex_unlock(&x->lock);
 		if (!ok)
 			pmsan_report(PMSAN_R2, loc, 1,
@@ -232,14 +228,15 @@ int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
 static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 {
 	struct pm_tx *x = t->tx;
-	pthread_rwlock_wrlock(&pmsan_big);
+	pthread_mutex_lock(&pmsan_registry_lock);
+	t->tx = NULL;
+	atomic_fetch_sub(&pmsan_live_txs, 1);
+	pthread_mutex_unlock(&pmsan_registry_lock);
 	for (size_t i = 0; i < x->allocs.n; i++) {
 		struct pm_alloc *al = &VEC_AT(&x->allocs, struct pm_alloc, i);
 		if (!committed) {
-			ivset_add(&freed, al->lo, al->hi);
-			continue;
-		}
-		if (!al->initialized && !ivset_overlaps(&x->written, al->lo, al->hi)) {
+			pmsan_freed_mark(al->lo, al->hi, 1);
+		} else if (!al->initialized && !al->written) {
 			pmsan_report(PMSAN_R3, al->loc, 0,
 				     "object of %lu bytes allocated here (not zeroed) is never written "
 				     "before its transaction commits",
@@ -249,16 +246,8 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 	}
 	if (committed)
 		for (size_t i = 0; i < x->pending.n; i++)
-			ivset_add(&freed, x->pending.lo[i], x->pending.hi[i]);
-	if (freed.n)
-		atomic_store(&pmsan_watch_freed, 1);
-	t->tx = NULL;
-	atomic_fetch_sub(&pmsan_live_txs, 1);
-	pthread_rwlock_unlock(&pmsan_big);
-	ivset_free(&x->added);
-	ivset_free(&x->modified);
-	ivset_free(&x->allocated);
-	ivset_free(&x->written);
+			pmsan_freed_mark(x->pending.lo[i], x->pending.hi[i], 1);
+	byteset_free(&x->added);
 	ivset_free(&x->pending);
 	vec_free(&x->allocs);
 	pthread_mutex_destroy(&x->lock);
@@ -282,11 +271,10 @@ void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
 		struct pm_tx *x = pmsan_xalloc(sizeof(*x));
 		pthread_mutex_init(&x->lock, NULL);
 		x->allocs.elem = sizeof(struct pm_alloc);
-		x->id = ++next_tx_id;
-		pthread_rwlock_wrlock(&pmsan_big);
+		pthread_mutex_lock(&pmsan_registry_lock);
 		t->tx = x;
 		atomic_fetch_add(&pmsan_live_txs, 1);
-		pthread_rwlock_unlock(&pmsan_big);
+		pthread_mutex_unlock(&pmsan_registry_lock);
 	}
 	if (ret != 0)
 		t->tx->aborted = 1;
@@ -320,7 +308,7 @@ static void tx_add(uintptr_t lo, uint64_t size)
 	if (x == NULL)
 		return;
 	pthread_mutex_lock(&x->lock);
-	ivset_add(&x->added, lo, lo + size);
+	byteset_add(&x->added, lo, lo + size);
 	pthread_mutex_unlock(&x->lock);
 }
 
@@ -356,18 +344,21 @@ static void tx_alloc(uint64_t uuid, uint64_t off, int initialized, loc_t *loc)
 	uintptr_t lo, hi;
 	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
 		return;
-	unfree_range(lo, hi);
+	pmsan_freed_mark(lo, hi, 0);
 	struct pm_thread *t = pmsan_self();
 	struct pm_tx *x = t->tx;
 	if (x == NULL)
 		return;
 	pthread_mutex_lock(&x->lock);
-	struct pm_alloc *al = vec_push(&x->allocs);
-	al->lo = lo;
-	al->hi = hi;
-	al->loc = loc;
-	al->initialized = initialized;
-	ivset_add(&x->allocated, lo, hi);
+	/* Insert in address order. */
+	vec_push(&x->allocs);
+	struct pm_alloc *v = x->allocs.p;
+	size_t i = x->allocs.n - 1;
+	while (i > 0 && v[i - 1].lo > lo) {
+		v[i] = v[i - 1];
+		i--;
+	}
+	v[i] = (struct pm_alloc){lo, hi, loc, initialized, 0};
 	pthread_mutex_unlock(&x->lock);
 }
 
@@ -426,11 +417,11 @@ static void tx_free(uint64_t uuid, uint64_t off)
 	pthread_mutex_lock(&x->lock);
 	ivset_add(&x->pending, lo, hi);
 	/* Freeing what this transaction allocated is no failure to initialise it. */
-	for (size_t i = 0; i < x->allocs.n; i++)
-		if (VEC_AT(&x->allocs, struct pm_alloc, i).lo == lo)
-			VEC_AT(&x->allocs, struct pm_alloc, i).initialized = 1;
+	struct pm_alloc *al = alloc_from(x, lo);
+	if (al && al->lo <= lo)
+		al->initialized = 1;
 	pthread_mutex_unlock(&x->lock);
-	atomic_store(&pmsan_watch_freed, 1);
+	atomic_store(&__pmsan_watch_loads, 1);
 }
 
 void __pmsan_pre_pmemobj_tx_free(uint64_t uuid, uint64_t off, loc_t *loc)
@@ -486,7 +477,7 @@ void __pmsan_post_pmemobj_tx_zrealloc(uint64_t nuuid, uint64_t noff, uint64_t ou
 }
 
 /* ---- atomic allocations: the library persists the object; constructors run inside the
- * call, on memory that may still be in `freed`. */
+ * call, on memory that may still be marked freed. */
 
 static __thread struct oid atomic_old;
 
@@ -510,8 +501,8 @@ static void atomic_alloc_end(int ret, struct oid *oidp, loc_t *loc)
 		return;
 	/* A reallocation that moved frees the old object. */
 	if (obj_range(atomic_old.pool_uuid_lo, atomic_old.off, &olo, &ohi) && olo != lo)
-		free_range(olo, ohi);
-	unfree_range(lo, hi);
+		pmsan_freed_mark(olo, ohi, 1);
+	pmsan_freed_mark(lo, hi, 0);
 }
 
 void __pmsan_pre_pmemobj_alloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
@@ -618,7 +609,7 @@ void __pmsan_pre_pmemobj_free(struct oid *oidp, loc_t *loc)
 {
 	uintptr_t lo, hi;
 	if (pmsan_active && oidp && obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
-		free_range(lo, hi);
+		pmsan_freed_mark(lo, hi, 1);
 }
 
 void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, uint64_t uuid,
@@ -626,7 +617,7 @@ void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, ui
 {
 	uintptr_t lo, hi;
 	if (pmsan_active && free_it && obj_range(uuid, off, &lo, &hi))
-		free_range(lo, hi);
+		pmsan_freed_mark(lo, hi, 1);
 }
 
 /* ---- mappings */
@@ -660,25 +651,13 @@ void __pmsan_post_pmemobj_open(void *pop, const char *path, const char *layout, 
 		pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + file_size(path), RANGE_PMEMOBJ, path);
 }
 
-static void drop_freed(uintptr_t lo, uintptr_t hi)
-{
-	pthread_rwlock_wrlock(&pmsan_big);
-	ivset_sub(&freed, lo, hi);
-	pthread_rwlock_unlock(&pmsan_big);
-}
-
 void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
 {
 	if (!pmsan_active)
 		return;
-	pthread_rwlock_rdlock(&pmsan_big);
 	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
-	uintptr_t lo = r ? r->lo : 0, hi = r ? r->hi : 0;
-	pthread_rwlock_unlock(&pmsan_big);
-	if (r == NULL)
-		return;
-	pmsan_range_remove(lo, loc);
-	drop_freed(lo, hi);
+	if (r)
+		pmsan_range_remove(r->lo, loc);
 }
 
 void __pmsan_post_kr_pool_create(int ret, const char *path, const void *opts, void **poolp,
@@ -709,10 +688,7 @@ static void flush_fence(const void *addr, size_t len, loc_t *loc)
 {
 	uintptr_t a = (uintptr_t)addr;
 	pmsan_flush_event(a, a + len, loc);
-	pthread_rwlock_rdlock(&pmsan_big);
-	int pm = pmsan_range_find(a, a + len) != NULL;
-	pthread_rwlock_unlock(&pmsan_big);
-	if (pm)
+	if (pmsan_range_find(a, a + len))
 		pmsan_fence_event(loc);
 }
 
