@@ -339,12 +339,16 @@ void __pmsan_post_pmemobj_tx_xadd_range_direct(int ret, const void *ptr, uint64_
 		tx_add((uintptr_t)ptr, size);
 }
 
-static void tx_alloc(uint64_t uuid, uint64_t off, int initialized, loc_t *loc)
+/* An object the transaction allocated: `size` bytes asked for (0: unknown, the usable
+ * size counts). */
+static void tx_alloc(uint64_t uuid, uint64_t off, size_t size, int initialized, loc_t *loc)
 {
 	uintptr_t lo, hi;
 	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
 		return;
 	pmsan_freed_mark(lo, hi, 0);
+	if (size && lo + size < hi)
+		hi = lo + size;
 	struct pm_thread *t = pmsan_self();
 	struct pm_tx *x = t->tx;
 	if (x == NULL)
@@ -365,43 +369,43 @@ static void tx_alloc(uint64_t uuid, uint64_t off, int initialized, loc_t *loc)
 void __pmsan_post_pmemobj_tx_alloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
 				   loc_t *loc)
 {
-	tx_alloc(uuid, off, 0, loc);
+	tx_alloc(uuid, off, size, 0, loc);
 }
 
 void __pmsan_post_pmemobj_tx_zalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
 				    loc_t *loc)
 {
-	tx_alloc(uuid, off, 1, loc);
+	tx_alloc(uuid, off, size, 1, loc);
 }
 
 void __pmsan_post_pmemobj_tx_xalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
 				    uint64_t flags, loc_t *loc)
 {
-	tx_alloc(uuid, off, (flags & POBJ_FLAG_ZERO) != 0, loc);
+	tx_alloc(uuid, off, size, (flags & POBJ_FLAG_ZERO) != 0, loc);
 }
 
 void __pmsan_post_pmemobj_tx_strdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
 				    loc_t *loc)
 {
-	tx_alloc(uuid, off, 1, loc);
+	tx_alloc(uuid, off, 0, 1, loc);
 }
 
 void __pmsan_post_pmemobj_tx_xstrdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
 				     uint64_t flags, loc_t *loc)
 {
-	tx_alloc(uuid, off, 1, loc);
+	tx_alloc(uuid, off, 0, 1, loc);
 }
 
 void __pmsan_post_pmemobj_tx_wcsdup(uint64_t uuid, uint64_t off, const wchar_t *s, uint64_t type,
 				    loc_t *loc)
 {
-	tx_alloc(uuid, off, 1, loc);
+	tx_alloc(uuid, off, 0, 1, loc);
 }
 
 void __pmsan_post_pmemobj_tx_xwcsdup(uint64_t uuid, uint64_t off, const wchar_t *s,
 				     uint64_t type, uint64_t flags, loc_t *loc)
 {
-	tx_alloc(uuid, off, 1, loc);
+	tx_alloc(uuid, off, 0, 1, loc);
 }
 
 /* A transactional free: the object is dead from here on, and freed at commit. */
@@ -461,7 +465,7 @@ static void tx_realloc_done(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint6
 		return;
 	if (realloc_old_lo)
 		tx_free(ouuid, ooff);
-	tx_alloc(nuuid, noff, 1, loc);
+	tx_alloc(nuuid, noff, 0, 1, loc);
 }
 
 void __pmsan_post_pmemobj_tx_realloc(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint64_t ooff,
