@@ -1,8 +1,9 @@
 /*
- * r1_raw_flush.fixed.c - the twin of r1_raw_flush.bug.c: both cache lines of the record
- * are flushed before the fence.
+ * r1_raw_flush.bug.c - rule 1 (missing-flush) with raw instructions instead of libpmem: a
+ * log record spans two cache lines; the writer flushes the first line with clflush and
+ * fences with sfence, but never flushes the second line, where the record's checksum is.
  */
-#include "case.h"
+#include "../cases/case.h"
 #include <emmintrin.h>
 
 struct record {
@@ -25,9 +26,8 @@ int main(int argc, char **argv)
 	struct record *rec = case_map(argv[1], 4096);
 
 	memset(rec->payload, 'x', sizeof(rec->payload));
-	rec->checksum = sum(rec->payload, sizeof(rec->payload));
+	rec->checksum = sum(rec->payload, sizeof(rec->payload)); /* expect: 1 missing-flush */
 	_mm_clflush(rec->payload);
-	_mm_clflush(&rec->checksum);
 	_mm_sfence();
 
 	pmem_unmap(rec, 4096);
