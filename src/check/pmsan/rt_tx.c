@@ -299,15 +299,22 @@ void __pmsan_post_pmemobj_tx_end(int ret, loc_t *loc)
 	tx_finish(t, ret == 0 && !t->tx->aborted, loc);
 }
 
-static void tx_add(uintptr_t lo, uint64_t size)
+/* The calling thread's transaction, locked, or NULL outside one. */
+static struct pm_tx *locked_tx(void)
 {
 	if (!pmsan_active)
-		return;
-	struct pm_thread *t = pmsan_self();
-	struct pm_tx *x = t->tx;
+		return NULL;
+	struct pm_tx *x = pmsan_self()->tx;
+	if (x)
+		pthread_mutex_lock(&x->lock);
+	return x;
+}
+
+static void tx_add(uintptr_t lo, uint64_t size)
+{
+	struct pm_tx *x = locked_tx();
 	if (x == NULL)
 		return;
-	pthread_mutex_lock(&x->lock);
 	byteset_add(&x->added, lo, lo + size);
 	pthread_mutex_unlock(&x->lock);
 }
@@ -349,11 +356,9 @@ static void tx_alloc(uint64_t uuid, uint64_t off, size_t size, int initialized, 
 	pmsan_freed_mark(lo, hi, 0);
 	if (size && lo + size < hi)
 		hi = lo + size;
-	struct pm_thread *t = pmsan_self();
-	struct pm_tx *x = t->tx;
+	struct pm_tx *x = locked_tx();
 	if (x == NULL)
 		return;
-	pthread_mutex_lock(&x->lock);
 	/* Insert in address order. */
 	vec_push(&x->allocs);
 	struct pm_alloc *v = x->allocs.p;
@@ -414,11 +419,9 @@ static void tx_free(uint64_t uuid, uint64_t off)
 	uintptr_t lo, hi;
 	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
 		return;
-	struct pm_thread *t = pmsan_self();
-	struct pm_tx *x = t->tx;
+	struct pm_tx *x = locked_tx();
 	if (x == NULL)
 		return;
-	pthread_mutex_lock(&x->lock);
 	ivset_add(&x->pending, lo, hi);
 	/* Freeing what this transaction allocated is no failure to initialise it. */
 	struct pm_alloc *al = alloc_from(x, lo);
@@ -509,89 +512,25 @@ static void atomic_alloc_end(int ret, struct oid *oidp, loc_t *loc)
 	pmsan_freed_mark(lo, hi, 0);
 }
 
-void __pmsan_pre_pmemobj_alloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
-			       void *ctor, void *arg, loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_alloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
-				void *ctor, void *arg, loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_xalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
-				uint64_t flags, void *ctor, void *arg, loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_xalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
-				 uint64_t flags, void *ctor, void *arg, loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_zalloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
-				loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_zalloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
-				 loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_realloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
-				 loc_t *loc)
-{
-	atomic_alloc_begin(oidp);
-}
-
-void __pmsan_post_pmemobj_realloc(int ret, void *pop, struct oid *oidp, size_t size, uint64_t type,
-				  loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_zrealloc(void *pop, struct oid *oidp, size_t size, uint64_t type,
-				  loc_t *loc)
-{
-	atomic_alloc_begin(oidp);
-}
-
-void __pmsan_post_pmemobj_zrealloc(int ret, void *pop, struct oid *oidp, size_t size,
-				   uint64_t type, loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_strdup(void *pop, struct oid *oidp, const char *s, uint64_t type,
-				loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_strdup(int ret, void *pop, struct oid *oidp, const char *s,
-				 uint64_t type, loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
-
-void __pmsan_pre_pmemobj_wcsdup(void *pop, struct oid *oidp, const wchar_t *s, uint64_t type,
-				loc_t *loc)
-{
-	atomic_alloc_begin(NULL);
-}
-
-void __pmsan_post_pmemobj_wcsdup(int ret, void *pop, struct oid *oidp, const wchar_t *s,
-				 uint64_t type, loc_t *loc)
-{
-	atomic_alloc_end(ret, oidp, loc);
-}
+/* The pre and post hooks of an atomic allocator called as NAME(pop, oidp, ...): MOVES
+ * says whether it reallocates *oidp (whose old object then dies if it moves). */
+#define ATOMIC_ALLOC_HOOKS(name, moves, ...)                                                       \
+	void __pmsan_pre_##name(void *pop, struct oid *oidp, __VA_ARGS__, loc_t *loc)               \
+	{                                                                                           \
+		atomic_alloc_begin(moves ? oidp : NULL);                                            \
+	}                                                                                           \
+	void __pmsan_post_##name(int ret, void *pop, struct oid *oidp, __VA_ARGS__, loc_t *loc)     \
+	{                                                                                           \
+		atomic_alloc_end(ret, oidp, loc);                                                   \
+	}
+ATOMIC_ALLOC_HOOKS(pmemobj_alloc, 0, size_t size, uint64_t type, void *ctor, void *arg)
+ATOMIC_ALLOC_HOOKS(pmemobj_xalloc, 0, size_t size, uint64_t type, uint64_t flags, void *ctor,
+		   void *arg)
+ATOMIC_ALLOC_HOOKS(pmemobj_zalloc, 0, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_realloc, 1, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_zrealloc, 1, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_strdup, 0, const char *s, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_wcsdup, 0, const wchar_t *s, uint64_t type)
 
 void __pmsan_pre_pmemobj_list_insert_new(void *pop, size_t pe_offset, void *head, uint64_t duuid,
 					 uint64_t doff, int before, size_t size, uint64_t type,
