@@ -16,6 +16,7 @@ fi
 mkdir -p "$out"
 tmp=$(mktemp -d /dev/shm/pmsan-pmdk-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
+: >"$tmp/warnings"
 export PMEM_IS_PMEM_FORCE=1
 # Reports go to $tmp/log.PID, apart from the programs' own output.
 export PMSAN_OPTIONS="suppressions=$here/pmdk_examples.supp:log_path=$tmp/log"
@@ -41,6 +42,7 @@ check() {
 	runs=$((runs + 1))
 	cat "$tmp"/log.* >"$tmp/reports" 2>/dev/null
 	rm -f "$tmp"/log.*
+	grep '^pmsan: warning' "$tmp/reports" >>"$tmp/warnings"
 	local v s
 	v=$(grep -c '^pmsan: rule' "$tmp/reports")
 	s=$(sed -n 's/^pmsan: summary: .* \([0-9]*\) suppressed$/\1/p' "$tmp/reports" |
@@ -134,5 +136,9 @@ build obj_pmemblk pmemblk/obj_pmemblk.c &&
 	run_seq "obj_pmemblk" 0 "$out/obj_pmemblk c @ 512 w:0:hello w:5:world r:0 r:5" \
 		"$out/obj_pmemblk o @ 512 z:0 r:0 e:5 r:5"
 
+# Warnings (redundant flushes and fences, volatile pointers) are advice, not violations:
+# listed for the reader, by kind.
+echo "warnings, by kind (distinct source lines):"
+sed 's/^pmsan: warning (\([a-z-]*\)).*/\1/' "$tmp/warnings" 2>/dev/null | sort | uniq -c | sed 's/^/    /'
 echo "$runs runs, $([[ $fail == 0 ]] && echo "no false positive" || echo FAILED)"
 exit $fail

@@ -86,6 +86,41 @@ if PMSAN_OPTIONS= t "format" 66 "$bin/r2_unlogged_write.bug" "$tmp/pool"; then
 	fi
 fi
 
+# The three warnings, which do not change the exit status, and warnings=0.
+cat >"$tmp/warn.c" <<'C'
+#include <libpmem.h>
+#include <stdint.h>
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+	size_t n;
+	uint64_t *p = pmem_map_file(argv[1], 4096, PMEM_FILE_CREATE, 0600, &n, NULL);
+	int *heap = malloc(sizeof(int));
+	p[0] = 1;
+	pmem_persist(p, 8);
+	pmem_flush(p, 8);
+	pmem_drain();
+	pmem_drain();
+	p[1] = (uint64_t)(uintptr_t)heap;
+	pmem_persist(&p[1], 8);
+	pmem_unmap(p, 4096);
+	free(heap);
+	return 0;
+}
+C
+if "$cc" -g -O1 "$tmp/warn.c" -o "$tmp/warn" -lpmem >"$tmp/out" 2>&1; then
+	if PMSAN_OPTIONS= t "warnings" 0 "$tmp/warn" "$tmp/pool"; then
+		has "warning: redundant flush" '^pmsan: warning \(redundant-flush\): .*warn\.c:11 \(main\)$'
+		has "warning: redundant fence" '^pmsan: warning \(redundant-fence\): .*warn\.c:13 \(main\)$'
+		has "warning: volatile pointer" '^pmsan: warning \(volatile-pointer\): .*the heap.*warn\.c:14 \(main\)$'
+		has "warnings counted, exit 0" '^pmsan: summary: 0 violations, 3 warnings, 0 suppressed$'
+	fi
+	PMSAN_OPTIONS=warnings=0 t "warnings=0" 0 "$tmp/warn" "$tmp/pool" &&
+		has "warnings=0 silences them" '^pmsan: summary: 0 violations, 0 warnings, 0 suppressed$'
+else
+	bad "warnings program build"
+fi
+
 # make CC=keratin-pmsan-cc: compile and link as separate steps, with make's own rules.
 mkdir "$tmp/make"
 cp "$src/r1_missing_flush.bug.c" "$src/case.h" "$tmp/make/"
