@@ -1,7 +1,8 @@
 /*
  * test_pmsan_sets.c - the pmsan runtime's range sets (src/check/pmsan/ivset.c) against a
  * byte-array model: ivset (sorted, coalesced ranges: add, subtract, covers, overlaps,
- * first overlap) and byteset (hashed line masks plus big ranges: add, covers, overlaps),
+ * first overlap) and byteset (hashed line masks plus big ranges: add, covers, overlaps,
+ * count of missing bytes),
  * under seeded random operations over a 64 KiB universe, with small and big ranges.
  */
 #include <stdio.h>
@@ -120,6 +121,11 @@ static int test_byteset(void)
 			return fail("byteset_covers", op, lo, hi);
 		if (byteset_overlaps(&s, BASE + lo, BASE + hi) != model_overlaps(lo, hi))
 			return fail("byteset_overlaps", op, lo, hi);
+		uint64_t miss = 0;
+		for (unsigned i = lo; i < hi; i++)
+			miss += !model[i];
+		if (byteset_count_missing(&s, BASE + lo, BASE + hi) != miss)
+			return fail("byteset_count_missing", op, lo, hi);
 	}
 	printf("ok   byteset: %d random operations agree with the model (%zu lines hashed)\n",
 	       OPS, s.n);

@@ -225,23 +225,46 @@ void byteset_add(struct byteset *s, uintptr_t lo, uintptr_t hi)
 		*line_mask(s, line, 1) |= span_mask(line, lo, hi);
 }
 
-int byteset_covers(struct byteset *s, uintptr_t lo, uintptr_t hi)
+/* The bytes of [lo, hi) in neither the lines nor the big ranges of s; stops counting at
+ * the first such byte if `first` is set. */
+static uint64_t missing(struct byteset *s, uintptr_t lo, uintptr_t hi, int first)
 {
+	uint64_t count = 0;
 	for (uintptr_t line = lo / 64; line * 64 < hi; line++) {
 		uint64_t need = span_mask(line, lo, hi);
-		uint64_t *m = line_mask(s, line, 0);
+		uint64_t *m = s->n ? line_mask(s, line, 0) : NULL;
 		uint64_t miss = need & ~(m ? *m : 0);
-		/* Bytes the lines lack may lie in a big range: check each run of them. */
+		/* Bytes the lines lack may lie in big ranges: count each run's remainder. */
 		while (miss) {
 			unsigned a = (unsigned)__builtin_ctzll(miss);
 			uint64_t run = miss >> a;
 			unsigned n = ~run ? (unsigned)__builtin_ctzll(~run) : 64 - a;
-			if (!ivset_covers(&s->big, line * 64 + a, line * 64 + a + n))
-				return 0;
+			uintptr_t p = line * 64 + a, e = p + n;
+			while (p < e) {
+				uintptr_t blo, bhi;
+				if (!ivset_first_overlap(&s->big, p, e, &blo, &bhi)) {
+					count += e - p;
+					break;
+				}
+				count += blo - p;
+				p = bhi;
+			}
+			if (count && first)
+				return count;
 			miss &= ~(n == 64 ? ~0ull : ((1ull << n) - 1) << a);
 		}
 	}
-	return 1;
+	return count;
+}
+
+int byteset_covers(struct byteset *s, uintptr_t lo, uintptr_t hi)
+{
+	return missing(s, lo, hi, 1) == 0;
+}
+
+uint64_t byteset_count_missing(struct byteset *s, uintptr_t lo, uintptr_t hi)
+{
+	return missing(s, lo, hi, 0);
 }
 
 int byteset_overlaps(struct byteset *s, uintptr_t lo, uintptr_t hi)

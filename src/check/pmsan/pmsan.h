@@ -39,6 +39,7 @@ enum {
 	PMSAN_F_HASVAL = 8, /* the value argument is the 8 bytes stored */
 	PMSAN_F_DIRECT = 16, /* (runtime only) a library's persisting copy: outside any
 			      * transaction even inside one, it is made durable at once */
+	PMSAN_F_MERGED = 32, /* (runtime only) a record holding a run of a loop's stores */
 };
 
 /* What a report is about: the rules, then the warnings. */
@@ -102,6 +103,8 @@ struct byteset {
 void byteset_add(struct byteset *s, uintptr_t lo, uintptr_t hi);
 int byteset_covers(struct byteset *s, uintptr_t lo, uintptr_t hi);
 int byteset_overlaps(struct byteset *s, uintptr_t lo, uintptr_t hi);
+/* The number of bytes of [lo, hi) not in s. */
+uint64_t byteset_count_missing(struct byteset *s, uintptr_t lo, uintptr_t hi);
 void byteset_free(struct byteset *s);
 
 /* A growable array of fixed-size elements. */

@@ -312,10 +312,45 @@ void pmsan_forget_epoch(struct pm_thread *t)
 	t->nt_pending = 0;
 }
 
+/* Appends size old bytes at addr to the thread's arena; returns their offset. */
+static size_t keep_old_bytes(struct pm_thread *t, uintptr_t addr, uint64_t size)
+{
+	if (t->arena_n + size > t->arena_cap) {
+		size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
+		while (cap < t->arena_n + size)
+			cap *= 2;
+		t->arena = pmsan_xrealloc(t->arena, cap);
+		t->arena_cap = cap;
+	}
+	memcpy(t->arena + t->arena_n, (const void *)addr, size);
+	t->arena_n += size;
+	return t->arena_n - size;
+}
+
+/* Past this many stores since a fence, a store that continues the previous one (same
+ * site, next address, nothing recorded between) extends it instead of taking a record:
+ * a loop filling a large array then costs one record, not one per element. */
+#define MERGE_AFTER 4096
+
 void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 			const struct pmsan_loc *loc, unsigned flags)
 {
 	size_t i = t->stores.n;
+	int want_old = pmsan_opt.reorder != REORDER_NONE;
+	if (i >= MERGE_AFTER) {
+		struct pm_store *prev = &VEC_AT(&t->stores, struct pm_store, i - 1);
+		if (prev->loc == loc && prev->addr + prev->size == addr && prev->seq == t->clock &&
+		    (prev->flags & PMSAN_F_NT) == (flags & PMSAN_F_NT) &&
+		    (!want_old || prev->old_off + prev->size == t->arena_n)) {
+			if (want_old)
+				keep_old_bytes(t, addr, size);
+			prev->size += size;
+			prev->flags |= PMSAN_F_MERGED;
+			if (!(flags & PMSAN_F_NT))
+				ivset_add(&t->dirty, addr, addr + size);
+			return;
+		}
+	}
 	struct pm_store *s = vec_push(&t->stores);
 	s->addr = addr;
 	s->size = size;
@@ -328,19 +363,7 @@ void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 		if (prev->loc == loc)
 			s->group = prev->group;
 	}
-	s->old_off = SIZE_MAX;
-	if (pmsan_opt.reorder != REORDER_NONE) {
-		if (t->arena_n + size > t->arena_cap) {
-			size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
-			while (cap < t->arena_n + size)
-				cap *= 2;
-			t->arena = pmsan_xrealloc(t->arena, cap);
-			t->arena_cap = cap;
-		}
-		memcpy(t->arena + t->arena_n, (const void *)addr, size);
-		s->old_off = t->arena_n;
-		t->arena_n += size;
-	}
+	s->old_off = want_old ? keep_old_bytes(t, addr, size) : SIZE_MAX;
 	if (flags & PMSAN_F_NT)
 		t->nt_pending = 1;
 	else
@@ -368,7 +391,7 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 	struct pm_store *st = t->stores.p;
 	struct pm_flush *fl = t->flushes.p;
 	/* Newest to oldest: a dirty byte belongs to the last store that wrote it. */
-	struct ivset claimed = {0};
+	struct byteset claimed = {0};
 	uint64_t *unflushed = pmsan_xalloc((n ? n : 1) * sizeof(*unflushed));
 	for (size_t i = n; i-- > 0;) {
 		struct pm_store *s = &st[i];
@@ -380,20 +403,12 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 			if (!ivset_first_overlap(&t->dirty, p, e, &olo, &ohi))
 				break;
 			/* [olo, ohi) is dirty; count what no newer store has claimed. */
-			for (uintptr_t q = olo; q < ohi;) {
-				uintptr_t clo, chi;
-				if (!ivset_first_overlap(&claimed, q, ohi, &clo, &chi)) {
-					unflushed[s->group] += ohi - q;
-					break;
-				}
-				unflushed[s->group] += clo - q;
-				q = chi;
-			}
+			unflushed[s->group] += byteset_count_missing(&claimed, olo, ohi);
 			p = ohi;
 		}
-		ivset_add(&claimed, a, e);
+		byteset_add(&claimed, a, e);
 	}
-	ivset_free(&claimed);
+	byteset_free(&claimed);
 	/* One report per site: a loop's iterations share it, and it is printed once anyway. */
 	const struct pmsan_loc *done[16];
 	size_t ndone = 0;
@@ -412,7 +427,8 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 		int touched = 0;
 		for (size_t i = g; i < n && st[i].group == g; i++) {
 			total += st[i].size;
-			for (size_t f = 0; f < t->flushes.n && !touched; f++)
+			/* A merged run of a loop's stores is no one statement's range. */
+			for (size_t f = 0; f < t->flushes.n && !touched && !(st[i].flags & PMSAN_F_MERGED); f++)
 				touched = fl[f].seq > st[i].seq && fl[f].lo < st[i].addr + st[i].size &&
 					  fl[f].hi > st[i].addr;
 		}
