@@ -32,6 +32,13 @@
  *     safe from any number of threads.
  *   - kr_get() pointers stay valid until the object is freed and the pool is closed.
  *
+ * Debug protection: with KERATIN_DEBUG_PROTECT=1 in the environment at create or open, the
+ * pool is mapped a second time read-only, and kr_get() returns pointers into that view;
+ * keratin writes through its own writable mapping. A store through a kr_get() pointer
+ * then faults: keratin prints the object and offset it hit on stderr and passes the
+ * fault on (by default the process dies there). Costs one more mapping; emulated poison
+ * (kr_inject_poison) is not seen through the view.
+ *
  * Durability modes (chosen at open, reported by kr_pool_stat()):
  *   - KR_MODE_DAX: the file supports MAP_SYNC; cache-line flushes + sfence make data durable.
  *   - KR_MODE_PAGECACHE: ordinary file; the same, plus msync() of the touched pages before a

@@ -721,7 +721,7 @@ static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 
 const void *kr_get(kr_pool *pool, kr_oid oid)
 {
-	return live_header(pool, oid) ? pool->pm.base + oid : NULL;
+	return live_header(pool, oid) ? pool->pm.view + oid : NULL;
 }
 
 size_t kr_size(kr_pool *pool, kr_oid oid)

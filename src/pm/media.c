@@ -28,6 +28,11 @@
  *   Protected regions (region.c) resolve their own faults: they watch their mapping here
  *   (kr_media_watch) and the handler hands them every fault inside it.
  *
+ *   Debug protection (KERATIN_DEBUG_PROTECT=1): the application reads objects through a
+ *   read-only alias of the pool (pmem.c), so a store through a kr_get pointer faults
+ *   there. The handler names the object and offset on stderr and passes the fault on,
+ *   which by default kills the process where the stray store was made.
+ *
  *   Everything the handler calls is async-signal-safe in practice (system calls, atomics,
  *   memory copies); it allocates nothing.
  */
@@ -403,6 +408,45 @@ static const struct watch *watch_of(const void *addr)
 	return NULL;
 }
 
+/* The pool whose read-only view (debug protection) holds addr, or NULL. */
+static kr_pool *pool_of_view(const void *addr)
+{
+	for (int i = 0; i < MAX_POOLS; i++) {
+		kr_pool *p = atomic_load_explicit(&registry[i], memory_order_acquire);
+		if (p && p->pm.view != p->pm.base && (const char *)addr >= p->pm.view &&
+		    (const char *)addr < p->pm.view + p->pm.size)
+			return p;
+	}
+	return NULL;
+}
+
+/* A store through a kr_get pointer under debug protection: one line on stderr naming the
+ * object (the last one starting at or before the address) and the offset in it. */
+static void report_stray_store(kr_pool *pool, const void *addr)
+{
+	uint64_t off = (uint64_t)((const char *)addr - pool->pm.view), obj = 0;
+	for (uint64_t o = kr_heap_next(&pool->heap, 0); o && o <= off; o = kr_heap_next(&pool->heap, o))
+		obj = o;
+	char line[512];
+	int n;
+	const struct kr_obj_hdr *hdr =
+		obj ? (const struct kr_obj_hdr *)(pool->pm.base + obj - sizeof(*hdr)) : NULL;
+	if (hdr && off < obj + hdr->size)
+		n = snprintf(line, sizeof(line),
+			     "keratin: stray store to object 0x%llx + %llu (of %llu bytes) in %s at %p: "
+			     "objects change only through kr_tx_add/kr_tx_open or kr_update\n",
+			     (unsigned long long)obj, (unsigned long long)(off - obj),
+			     (unsigned long long)hdr->size, pool->path, addr);
+	else
+		n = snprintf(line, sizeof(line),
+			     "keratin: stray store to %s + 0x%llx (no object there) at %p\n", pool->path,
+			     (unsigned long long)off, addr);
+	if (n > 0) {
+		ssize_t w = write(2, line, strnlen(line, sizeof(line)));
+		(void)w; /* nothing better to do on the way to the fault's default action */
+	}
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
@@ -411,6 +455,13 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		if (!w->fn(w->ctx, sig, si))
 			chain(sig, si, uc);
 		errno = saved_errno;
+		return;
+	}
+	kr_pool *view_pool = sig == SIGSEGV ? pool_of_view(si->si_addr) : NULL;
+	if (view_pool) {
+		report_stray_store(view_pool, si->si_addr);
+		errno = saved_errno;
+		chain(sig, si, uc);
 		return;
 	}
 	kr_pool *pool = pool_of(si->si_addr);

@@ -160,8 +160,19 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 				   : KR_MODE_PAGECACHE;
 	}
 	pm->base = p;
+	pm->view = p;
 	pm->size = size;
 	pm->fd = fd;
+	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
+	if (protect && protect[0] == '1') {
+		void *v = mmap(NULL, size, PROT_READ, MAP_SHARED | populate, fd, 0);
+		if (v == MAP_FAILED) {
+			munmap(p, size);
+			pm->base = pm->view = NULL;
+			return kr_err_errno(KR_E_IO_MAP, "%s: read-only alias of %zu bytes", path, size);
+		}
+		pm->view = v;
+	}
 	RECORD(map, pm->base, pm->size, path);
 	return KR_OK;
 }
@@ -176,8 +187,10 @@ void kr_pm_unmap(struct kr_pm *pm)
 		sync_ranges.overflow = 0;
 	}
 	RECORD(unmap, pm->base, pm->size);
+	if (pm->view != pm->base)
+		munmap(pm->view, pm->size);
 	munmap(pm->base, pm->size);
-	pm->base = NULL;
+	pm->base = pm->view = NULL;
 }
 
 /* Page-cache mode bookkeeping: remember [addr, addr+n) rounded to pages. */

@@ -23,6 +23,10 @@
 
 struct kr_pm {
 	char *base;
+	/* What kr_get hands the application: base, or with KERATIN_DEBUG_PROTECT=1 a
+	 * read-only alias of the same file, so that a stray store faults (media.c reports it)
+	 * while the library keeps writing through base. */
+	char *view;
 	size_t size;
 	int fd;
 	enum kr_mode mode;

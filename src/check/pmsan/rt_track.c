@@ -1,0 +1,625 @@
+/*
+ * rt_track.c - the pmsan runtime's record of persistent mappings and of each thread's
+ * stores, flushes and fences, and the flush rules checked on it (1, 1a, 1b, and the
+ * redundant-flush, redundant-fence and volatile-pointer warnings).
+ *
+ * Model
+ *
+ *   Each thread keeps, since its last fence: the stores it made to persistent memory
+ *   outside transactions (address, size, time, site, statement group, old bytes when crash
+ *   images are wanted), its flushes, and `dirty`, the bytes stored and not flushed since.
+ *   A flush removes exactly the bytes it names (not whole cache lines: a flush that covers
+ *   an object only by the luck of alignment is still reported), and a non-temporal store
+ *   is never dirty. At a fence:
+ *     - every dirty byte is a violation, attributed to the last store that wrote it;
+ *       rule 1b (partial-flush) if a later flush reached some byte of that store's
+ *       statement, rule 1 (missing-flush) if none did;
+ *     - crash images are cut (rt_image.c) when a check command is set;
+ *     - the thread's record starts afresh.
+ *   The same check runs when a pool is unmapped or closed (its bytes only), when a thread
+ *   exits, and at program exit (every thread).
+ *
+ *   Locking: a thread's record has its own mutex, taken by the thread for every event and
+ *   by others only to check or forget it (unmap, exit). The table of mappings is read
+ *   without a lock: slots are filled and emptied by single atomic stores and never move,
+ *   and a slot's memory (its path, its freed-object bitmap) is never given back, so a
+ *   reader racing with an unmap at worst checks one access against a dead mapping. Only
+ *   crash images need every thread still: then stores and flushes also hold the global
+ *   lock's shared side, and the fence that cuts images holds its exclusive side.
+ *
+ *   Invariants
+ *   1. [__pmsan_lo, __pmsan_hi) contains every live mapping, so the pass's inline check
+ *      never skips a persistent store (it may let a DRAM one through; pmsan_range_find
+ *      decides).
+ *   2. A thread's record changes only with its mutex held, and only by that thread.
+ *   3. dirty is a subset of the union of the recorded stores' ranges.
+ *   4. A freed-object bit is set only for an 8-byte granule that lies wholly inside an
+ *      object freed and not allocated again, so a set bit never blames a live byte.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pmsan.h"
+
+#define MAX_RANGES 64
+#define LINE 64u
+#define GRANULE 8u /* bytes per freed-object bit */
+
+struct pm_range pmsan_ranges[MAX_RANGES];
+static int nslots; /* slots ever used; a dead slot has lo == hi == 0 */
+static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
+uintptr_t __pmsan_lo = UINTPTR_MAX, __pmsan_hi = 0;
+int pmsan_used; /* a persistent mapping was seen: print the summary at exit */
+struct pm_thread *pmsan_threads;
+pthread_mutex_t pmsan_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static __thread struct pm_thread *self;
+static pthread_key_t thread_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int next_tid;
+extern char end; /* the end of the program's data: the brk heap starts after it */
+
+static void thread_exit(void *p)
+{
+	struct pm_thread *t = p;
+	if (!pmsan_active)
+		return;
+	pthread_mutex_lock(&t->lock);
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when its thread exits", &pmsan_loc_exit);
+	pmsan_forget_epoch(t);
+	t->alive = 0;
+	pthread_mutex_unlock(&t->lock);
+	pmsan_tx_thread_exit(t);
+	self = NULL;
+}
+
+static void make_key(void)
+{
+	pthread_key_create(&thread_key, thread_exit);
+}
+
+struct pm_thread *pmsan_self(void)
+{
+	if (self)
+		return self;
+	pmsan_init();
+	pthread_once(&key_once, make_key);
+	struct pm_thread *t = pmsan_xalloc(sizeof(*t));
+	pthread_mutex_init(&t->lock, NULL);
+	t->stores.elem = sizeof(struct pm_store);
+	t->flushes.elem = sizeof(struct pm_flush);
+	t->alive = 1;
+	pthread_attr_t attr;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		void *lo;
+		size_t n;
+		if (pthread_attr_getstack(&attr, &lo, &n) == 0) {
+			t->stack_lo = (uintptr_t)lo;
+			t->stack_hi = (uintptr_t)lo + n;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	pthread_mutex_lock(&pmsan_registry_lock);
+	t->tid = next_tid++;
+	t->next = pmsan_threads;
+	pmsan_threads = t;
+	pthread_mutex_unlock(&pmsan_registry_lock);
+	pthread_setspecific(thread_key, t);
+	self = t;
+	return t;
+}
+
+/* The exclusive side of the global lock is wanted only by crash images. */
+static void hold(struct pm_thread *t)
+{
+	if (pmsan_opt.reorder != REORDER_NONE)
+		pthread_rwlock_rdlock(&pmsan_big);
+	pthread_mutex_lock(&t->lock);
+}
+
+static void release(struct pm_thread *t)
+{
+	pthread_mutex_unlock(&t->lock);
+	if (pmsan_opt.reorder != REORDER_NONE)
+		pthread_rwlock_unlock(&pmsan_big);
+}
+
+/* ---- mappings */
+
+static uintptr_t load(const uintptr_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static void recompute_bounds(void)
+{
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	for (int i = 0; i < nslots; i++) {
+		struct pm_range *r = &pmsan_ranges[i];
+		if (r->lo == r->hi)
+			continue;
+		lo = r->lo < lo ? r->lo : lo;
+		hi = r->hi > hi ? r->hi : hi;
+	}
+	__atomic_store_n(&__pmsan_lo, lo, __ATOMIC_RELEASE);
+	__atomic_store_n(&__pmsan_hi, hi, __ATOMIC_RELEASE);
+}
+
+void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const char *path)
+{
+	if (!pmsan_active || lo >= hi)
+		return;
+	pthread_mutex_lock(&ranges_lock);
+	int i = 0;
+	while (i < nslots && pmsan_ranges[i].lo != pmsan_ranges[i].hi)
+		i++;
+	if (i == MAX_RANGES) {
+		pmsan_log("pmsan: more than %d persistent mappings; %s is not checked\n",
+			  MAX_RANGES, path ? path : "a mapping");
+	} else {
+		struct pm_range *r = &pmsan_ranges[i];
+		r->kind = kind;
+		r->path = path ? strdup(path) : NULL; /* never freed: see the top of this file */
+		r->freed = NULL;
+		__atomic_store_n(&r->lo, lo, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->hi, hi, __ATOMIC_RELEASE);
+		if (i == nslots)
+			__atomic_store_n(&nslots, i + 1, __ATOMIC_RELEASE);
+		recompute_bounds();
+		pmsan_used = 1;
+	}
+	pthread_mutex_unlock(&ranges_lock);
+}
+
+void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	pthread_mutex_lock(&ranges_lock);
+	for (int i = 0; i < nslots; i++) {
+		struct pm_range *r = &pmsan_ranges[i];
+		if (r->lo != lo || r->lo == r->hi)
+			continue;
+		pthread_mutex_lock(&pmsan_registry_lock);
+		for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+			pthread_mutex_lock(&t->lock);
+			if (t->alive) {
+				pmsan_check_unflushed(t, r->lo, r->hi, "when the pool is unmapped", loc);
+				pmsan_forget_epoch(t);
+			}
+			pthread_mutex_unlock(&t->lock);
+		}
+		pthread_mutex_unlock(&pmsan_registry_lock);
+		__atomic_store_n(&r->hi, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->lo, 0, __ATOMIC_RELEASE);
+		recompute_bounds();
+		break;
+	}
+	pthread_mutex_unlock(&ranges_lock);
+}
+
+static inline __attribute__((always_inline)) const struct pm_range *range_find(uintptr_t lo,
+										 uintptr_t hi)
+{
+	int n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++) {
+		const struct pm_range *r = &pmsan_ranges[i];
+		uintptr_t rlo = load(&r->lo), rhi = load(&r->hi);
+		if (rlo < rhi && lo < rhi && hi > rlo)
+			return r;
+	}
+	return NULL;
+}
+
+const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
+{
+	return range_find(lo, hi);
+}
+
+/* ---- freed objects (rule 4): one bit per granule of each mapping, set while the granule
+ * lies inside a freed object. The bitmap is made on the mapping's first free. */
+
+static _Atomic unsigned char *freed_map(struct pm_range *r)
+{
+	_Atomic unsigned char *m = __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE);
+	if (m)
+		return m;
+	size_t n = (r->hi - r->lo) / GRANULE / 8 + 1;
+	_Atomic unsigned char *fresh = pmsan_xalloc(n);
+	if (__atomic_compare_exchange_n(&r->freed, &m, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return fresh;
+	free((void *)fresh);
+	return m;
+}
+
+/* Sets (on) the bits of granules [g0, g1) of bitmap m, or clears them: whole bytes at a
+ * time where it can. */
+static void bits_apply(_Atomic unsigned char *m, uintptr_t g0, uintptr_t g1, int on)
+{
+	while (g0 < g1) {
+		if (g0 % 8 == 0 && g1 - g0 >= 8) {
+			if (on)
+				atomic_store_explicit(&m[g0 / 8], 0xff, memory_order_relaxed);
+			else
+				atomic_store_explicit(&m[g0 / 8], 0, memory_order_relaxed);
+			g0 += 8;
+			continue;
+		}
+		unsigned char bit = (unsigned char)(1u << (g0 % 8));
+		if (on)
+			atomic_fetch_or_explicit(&m[g0 / 8], bit, memory_order_relaxed);
+		else
+			atomic_fetch_and_explicit(&m[g0 / 8], (unsigned char)~bit, memory_order_relaxed);
+		g0++;
+	}
+}
+
+/* Sets (on) the bits of the granules wholly inside [lo, hi), or clears those of every
+ * granule [lo, hi) touches. */
+void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on)
+{
+	struct pm_range *r = (struct pm_range *)pmsan_range_find(lo, hi);
+	if (r == NULL)
+		return;
+	lo = lo < r->lo ? r->lo : lo;
+	hi = hi > r->hi ? r->hi : hi;
+	if (!on && __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE) == NULL)
+		return;
+	_Atomic unsigned char *m = freed_map(r);
+	if (on) {
+		atomic_store(&__pmsan_watch_loads, 1);
+		bits_apply(m, (lo - r->lo + GRANULE - 1) / GRANULE, (hi - r->lo) / GRANULE, 1);
+	} else {
+		bits_apply(m, (lo - r->lo) / GRANULE, (hi - r->lo + GRANULE - 1) / GRANULE, 0);
+	}
+}
+
+static inline __attribute__((always_inline)) int freed_test(const struct pm_range *r,
+								 uintptr_t lo, uintptr_t hi)
+{
+	_Atomic unsigned char *m = __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE);
+	if (m == NULL)
+		return 0;
+	lo = lo < r->lo ? r->lo : lo;
+	hi = hi > r->hi ? r->hi : hi;
+	uintptr_t g0 = (lo - r->lo) / GRANULE, g1 = (hi - r->lo + GRANULE - 1) / GRANULE;
+	while (g0 < g1) {
+		unsigned char b = atomic_load_explicit(&m[g0 / 8], memory_order_relaxed);
+		unsigned first = g0 % 8, last = g1 - g0 + first < 8 ? (unsigned)(g1 - g0 + first) : 8;
+		if (b & (unsigned char)((0xffu << first) & (0xffu >> (8 - last))))
+			return 1;
+		g0 += last - first;
+	}
+	return 0;
+}
+
+int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
+{
+	return freed_test(r, lo, hi);
+}
+
+/* ---- records */
+
+void pmsan_forget_epoch(struct pm_thread *t)
+{
+	vec_clear(&t->stores);
+	vec_clear(&t->flushes);
+	ivset_clear(&t->dirty);
+	t->arena_n = 0;
+	t->nt_pending = 0;
+}
+
+/* Appends size old bytes at addr to the thread's arena; returns their offset. */
+static size_t keep_old_bytes(struct pm_thread *t, uintptr_t addr, uint64_t size)
+{
+	if (t->arena_n + size > t->arena_cap) {
+		size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
+		while (cap < t->arena_n + size)
+			cap *= 2;
+		t->arena = pmsan_xrealloc(t->arena, cap);
+		t->arena_cap = cap;
+	}
+	memcpy(t->arena + t->arena_n, (const void *)addr, size);
+	t->arena_n += size;
+	return t->arena_n - size;
+}
+
+/* Past this many stores since a fence, a store that continues the previous one (same
+ * site, next address, nothing recorded between) extends it instead of taking a record:
+ * a loop filling a large array then costs one record, not one per element. */
+#define MERGE_AFTER 4096
+
+void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
+			const struct pmsan_loc *loc, unsigned flags)
+{
+	size_t i = t->stores.n;
+	int want_old = pmsan_opt.reorder != REORDER_NONE;
+	if (i >= MERGE_AFTER) {
+		struct pm_store *prev = &VEC_AT(&t->stores, struct pm_store, i - 1);
+		if (prev->loc == loc && prev->addr + prev->size == addr && prev->seq == t->clock &&
+		    (prev->flags & PMSAN_F_NT) == (flags & PMSAN_F_NT) &&
+		    (!want_old || prev->old_off + prev->size == t->arena_n)) {
+			if (want_old)
+				keep_old_bytes(t, addr, size);
+			prev->size += size;
+			prev->flags |= PMSAN_F_MERGED;
+			if (!(flags & PMSAN_F_NT))
+				ivset_add(&t->dirty, addr, addr + size);
+			return;
+		}
+	}
+	struct pm_store *s = vec_push(&t->stores);
+	s->addr = addr;
+	s->size = size;
+	s->seq = ++t->clock;
+	s->loc = loc;
+	s->flags = flags;
+	s->group = i;
+	if ((flags & PMSAN_F_CONT) && i > 0) {
+		struct pm_store *prev = &VEC_AT(&t->stores, struct pm_store, i - 1);
+		if (prev->loc == loc)
+			s->group = prev->group;
+	}
+	s->old_off = want_old ? keep_old_bytes(t, addr, size) : SIZE_MAX;
+	if (flags & PMSAN_F_NT)
+		t->nt_pending = 1;
+	else
+		ivset_add(&t->dirty, addr, addr + size);
+}
+
+/* Where the bytes of a store are, for a report: the pool-relative offset. */
+static void place(uintptr_t a, char *buf, size_t n)
+{
+	const struct pm_range *r = pmsan_range_find(a, a + 1);
+	if (r && r->path) {
+		const char *base = strrchr(r->path, '/');
+		snprintf(buf, n, "%s+0x%lx", base ? base + 1 : r->path, (unsigned long)(a - r->lo));
+	} else {
+		snprintf(buf, n, "%p", (void *)a);
+	}
+}
+
+void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
+			   const struct pmsan_loc *at)
+{
+	if (!ivset_overlaps(&t->dirty, lo, hi))
+		return;
+	size_t n = t->stores.n;
+	struct pm_store *st = t->stores.p;
+	struct pm_flush *fl = t->flushes.p;
+	/* Newest to oldest: a dirty byte belongs to the last store that wrote it. */
+	struct byteset claimed = {0};
+	uint64_t *unflushed = pmsan_xalloc((n ? n : 1) * sizeof(*unflushed));
+	for (size_t i = n; i-- > 0;) {
+		struct pm_store *s = &st[i];
+		uintptr_t a = s->addr, e = s->addr + s->size;
+		if (e <= lo || a >= hi)
+			continue;
+		for (uintptr_t p = a; p < e;) {
+			uintptr_t olo, ohi;
+			if (!ivset_first_overlap(&t->dirty, p, e, &olo, &ohi))
+				break;
+			/* [olo, ohi) is dirty; count what no newer store has claimed. */
+			unflushed[s->group] += byteset_count_missing(&claimed, olo, ohi);
+			p = ohi;
+		}
+		byteset_add(&claimed, a, e);
+	}
+	byteset_free(&claimed);
+	/* One report per site: a loop's iterations share it, and it is printed once anyway. */
+	const struct pmsan_loc *done[16];
+	size_t ndone = 0;
+	for (size_t g = 0; g < n; g++) {
+		if (!unflushed[g])
+			continue;
+		int again = 0;
+		for (size_t d = 0; d < ndone && !again; d++)
+			again = done[d] == st[g].loc;
+		if (again)
+			continue;
+		done[ndone < 16 ? ndone++ : g % 16] = st[g].loc;
+		/* The statement's bytes (its pieces follow it) and whether a later flush reached
+		 * any of them. */
+		uint64_t total = 0;
+		int touched = 0;
+		for (size_t i = g; i < n && st[i].group == g; i++) {
+			total += st[i].size;
+			/* A merged run of a loop's stores is no one statement's range. */
+			for (size_t f = 0; f < t->flushes.n && !touched && !(st[i].flags & PMSAN_F_MERGED); f++)
+				touched = fl[f].seq > st[i].seq && fl[f].lo < st[i].addr + st[i].size &&
+					  fl[f].hi > st[i].addr;
+		}
+		char where[256];
+		place(st[g].addr, where, sizeof(where));
+		if (touched)
+			pmsan_report(PMSAN_R1B, st[g].loc, 0,
+				     "only %llu of the %llu bytes stored to %s are flushed %s",
+				     (unsigned long long)(total - unflushed[g]),
+				     (unsigned long long)total, where, when);
+		else
+			pmsan_report(PMSAN_R1, st[g].loc, 0, "%llu bytes stored to %s are not flushed %s",
+				     (unsigned long long)unflushed[g], where, when);
+		if (at && at->line)
+			pmsan_note("%s %s:%u (%s)", at == &pmsan_loc_exit ? "at" : "checked at",
+				   at->file, at->line, at->func);
+	}
+	free(unflushed);
+	ivset_sub(&t->dirty, lo, hi);
+}
+
+void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
+			const struct pmsan_loc *loc)
+{
+	if (lo >= hi)
+		return;
+	if (!pmsan_range_find(lo, hi)) {
+		const char *what = "memory that is not persistent";
+		if (lo >= t->stack_lo && lo < t->stack_hi)
+			what = "the stack";
+		else if (lo >= (uintptr_t)&end && lo < (uintptr_t)sbrk(0))
+			what = "the heap";
+		pmsan_report(PMSAN_R1A, loc, 1, "flush of %lu bytes at %p, in %s",
+			     (unsigned long)(hi - lo), (void *)lo, what);
+		return;
+	}
+	if (t->depth == 0 &&
+	    !ivset_overlaps(&t->dirty, lo & ~(uintptr_t)(LINE - 1), (hi + LINE - 1) & ~(uintptr_t)(LINE - 1)))
+		pmsan_report(PMSAN_W_FLUSH, loc, 0,
+			     "flush of %lu bytes whose cache lines hold no unflushed store",
+			     (unsigned long)(hi - lo));
+	ivset_sub(&t->dirty, lo, hi);
+	struct pm_flush *f = vec_push(&t->flushes);
+	f->lo = lo;
+	f->hi = hi;
+	f->seq = ++t->clock;
+}
+
+void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
+{
+	if (t->depth == 0 && t->flushes.n == 0 && !t->nt_pending && t->stores.n == 0)
+		pmsan_report(PMSAN_W_FENCE, loc, 0, "fence with nothing flushed since the last one");
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "before the fence", loc);
+	pmsan_forget_epoch(t);
+}
+
+void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc)
+{
+	pthread_mutex_lock(&t->lock);
+	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when the allocation returns", loc);
+	pmsan_forget_epoch(t);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void pmsan_check_exit(void)
+{
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		if (t->alive) {
+			pmsan_check_unflushed(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
+			pmsan_forget_epoch(t);
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+}
+
+/* ---- events, shared by the instruction hooks and the library-call hooks */
+
+void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
+		       unsigned flags)
+{
+	if (!pmsan_active || size == 0)
+		return;
+	const struct pm_range *r = pmsan_range_find(a, a + size);
+	if (r == NULL)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (a < r->lo) {
+		size -= r->lo - a;
+		a = r->lo;
+	}
+	if (a + size > r->hi)
+		size = r->hi - a;
+	if (atomic_load_explicit(&__pmsan_watch_loads, memory_order_relaxed) && !t->in_alloc)
+		pmsan_check_freed(t, r, a, size, loc, "store to");
+	if ((flags & PMSAN_F_HASVAL) && size == 8) {
+		const char *what = NULL;
+		if (value >= t->stack_lo && value < t->stack_hi)
+			what = "the stack";
+		else if (value >= (uintptr_t)&end && value < (uintptr_t)sbrk(0))
+			what = "the heap";
+		else if (pmsan_range_find(value, value + 1))
+			what = "a persistent mapping (a raw address, invalid once remapped)";
+		if (what)
+			pmsan_report(PMSAN_W_VPTR, loc, 0, "stores %p, a pointer into %s, in persistent memory",
+				     (void *)value, what);
+	}
+	if (r->kind == RANGE_KERATIN) {
+		pmsan_report(PMSAN_R2, loc, 1,
+			     "store of %llu bytes straight into a keratin pool; objects change only through "
+			     "kr_tx_add/kr_tx_open buffers or kr_update",
+			     (unsigned long long)size);
+		return;
+	}
+	if (!(flags & PMSAN_F_DIRECT) && pmsan_tx_store(t, a, size, loc))
+		return;
+	hold(t);
+	pmsan_record_store(t, a, size, loc, flags);
+	release(t);
+}
+
+void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	hold(t);
+	pmsan_record_flush(t, lo, hi, loc);
+	release(t);
+}
+
+void pmsan_fence_event(const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	/* Inside an atomic allocation's constructor the new object is unreachable until the
+	 * allocator publishes it (with its own fence, pmsan_alloc_published), so the order of
+	 * its stores against fences in the constructor does not matter yet. */
+	if (t->in_alloc)
+		return;
+	if (pmsan_opt.reorder != REORDER_NONE && t->stores.n) {
+		/* Crash images read the pool: no thread may store meanwhile. */
+		pthread_rwlock_wrlock(&pmsan_big);
+		pthread_mutex_lock(&t->lock);
+		pmsan_reorder_at_fence(t, loc);
+		pmsan_record_fence(t, loc);
+		pthread_mutex_unlock(&t->lock);
+		pthread_rwlock_unlock(&pmsan_big);
+		return;
+	}
+	pthread_mutex_lock(&t->lock);
+	pmsan_record_fence(t, loc);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- the hooks the pass inserts */
+
+void __pmsan_store(void *addr, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
+		   uint32_t flags)
+{
+	pmsan_store_event((uintptr_t)addr, size, value, loc, flags);
+}
+
+/* Loads matter for use after free only. The common case - nothing freed where the load
+ * reads, no free pending in the thread's transaction - takes no lock and no call. */
+void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc)
+{
+	if (!pmsan_active)
+		return;
+	uintptr_t a = (uintptr_t)addr;
+	const struct pm_range *r = range_find(a, a + size);
+	if (r == NULL)
+		return;
+	struct pm_thread *t = self;
+	if (!freed_test(r, a, a + size) && !(t && t->tx && pmsan_tx_pending(t, a, a + size)))
+		return;
+	t = pmsan_self();
+	if (!t->in_alloc)
+		pmsan_check_freed(t, r, a, size, loc, "load from");
+}
+
+void __pmsan_flush_line(const void *addr, const struct pmsan_loc *loc)
+{
+	uintptr_t lo = (uintptr_t)addr & ~(uintptr_t)(LINE - 1);
+	pmsan_flush_event(lo, lo + LINE, loc);
+}
+
+void __pmsan_fence(const struct pmsan_loc *loc)
+{
+	pmsan_fence_event(loc);
+}

@@ -1,0 +1,882 @@
+/*
+ * rt_tx.c - the pmsan runtime's model of libpmemobj transactions and allocations, and of
+ * keratin pools, and the rules checked on it: 2 (unlogged-write), 3 (uninitialized-alloc),
+ * 4 (use-after-free), 5 (logging-race). Also the library-call hooks (hooks.def) that turn
+ * libpmem/libpmemobj/keratin calls into mappings, stores, flushes and fences.
+ *
+ * Model
+ *
+ *   A thread's transaction (struct pm_tx) exists from its outermost pmemobj_tx_begin to
+ *   the matching pmemobj_tx_end; nested begins only count depth. It holds:
+ *     added   - ranges given to pmemobj_tx_add_range* (the undo log);
+ *     allocs  - objects pmemobj_tx_*alloc returned, sorted by address, each with its call
+ *               site, whether the allocator initialised it (zalloc, strdup, realloc's
+ *               copy) and whether the transaction has written it since;
+ *     pending - objects pmemobj_tx_free'd in it (dead now, freed at commit).
+ *   A store inside a transaction must fall in added or allocs (rule 2) and must not touch
+ *   what a concurrent transaction of another thread added (rule 5: a store there races
+ *   with that transaction's undo log; the other transaction's own stores lie in its added
+ *   ranges or its new objects, or were reported under rule 2). At the end: committed -
+ *   every allocation neither initialised nor written is a rule 3 violation, and pending
+ *   becomes freed; aborted - the allocations become freed. Freed objects (until an
+ *   allocation returns their memory) live in the mappings' freed bitmaps (rt_track.c),
+ *   checked by every store and, once anything was freed, every load (rule 4).
+ *
+ *   A store by a thread outside any transaction into a range that a live transaction of
+ *   another thread added or allocated belongs to that transaction (a grouped transaction:
+ *   workers filling in what their parent logged); it is neither a rule 1 store nor a
+ *   rule 2 violation.
+ *
+ *   Invariants
+ *   1. A transaction's added, allocs and pending change only with its mutex held, by its
+ *      own thread; other threads read them only with that mutex held.
+ *   2. t->tx is set and cleared with the registry lock held, so a thread walking the
+ *      registry sees live transactions only.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <wchar.h>
+
+#include "pmsan.h"
+
+/* libpmemobj's PMEMoid, by value: two 64-bit halves. */
+struct oid {
+	uint64_t pool_uuid_lo;
+	uint64_t off;
+};
+
+/* Weak: a program that uses libpmem alone does not link libpmemobj. */
+extern void *pmemobj_direct(struct oid oid) __attribute__((weak));
+extern size_t pmemobj_alloc_usable_size(struct oid oid) __attribute__((weak));
+extern void *kr_pool_base(void *pool) __attribute__((weak));
+extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
+
+#define POBJ_FLAG_ZERO 1u        /* POBJ_XALLOC_ZERO */
+#define MEM_NODRAIN (1u << 0)    /* PMEM_F_MEM_NODRAIN, PMEMOBJ_F_MEM_NODRAIN */
+#define MEM_NOFLUSH (1u << 5)    /* PMEM_F_MEM_NOFLUSH, PMEMOBJ_F_MEM_NOFLUSH */
+
+struct pm_alloc {
+	uintptr_t lo, hi;
+	const struct pmsan_loc *loc;
+	int initialized; /* by the allocator, or freed again in the transaction */
+	int written;
+};
+
+struct pm_tx {
+	pthread_mutex_t lock;
+	struct byteset added;
+	struct ivset pending;
+	struct vec allocs; /* struct pm_alloc, sorted by lo, disjoint */
+	int aborted;
+};
+
+_Atomic int __pmsan_watch_loads;
+_Atomic int pmsan_live_txs;
+
+typedef const struct pmsan_loc loc_t;
+
+/* The bytes of the object an oid names, or 0. */
+static int obj_range(uint64_t uuid, uint64_t off, uintptr_t *lo, uintptr_t *hi)
+{
+	if (!pmemobj_direct || off == 0 || uuid == 0)
+		return 0;
+	struct oid o = {uuid, off};
+	void *p = pmemobj_direct(o);
+	if (p == NULL)
+		return 0;
+	*lo = (uintptr_t)p;
+	*hi = *lo + (pmemobj_alloc_usable_size ? pmemobj_alloc_usable_size(o) : 1);
+	return 1;
+}
+
+static size_t file_size(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* ---- use after free */
+
+int pmsan_tx_pending(const struct pm_thread *t, uintptr_t lo, uintptr_t hi)
+{
+	return t->tx->pending.n > 0 && ivset_overlaps(&t->tx->pending, lo, hi);
+}
+
+void pmsan_check_freed(struct pm_thread *t, const struct pm_range *r, uintptr_t a,
+		       uint64_t size, loc_t *loc, const char *access)
+{
+	uintptr_t e = a + size;
+	if (pmsan_freed_test(r, a, e))
+		pmsan_report(PMSAN_R4, loc, 1,
+			     "%s %llu bytes of an object freed earlier (by a committed transaction or an "
+			     "atomic free)",
+			     access, (unsigned long long)size);
+	else if (t->tx && ivset_overlaps(&t->tx->pending, a, e))
+		pmsan_report(PMSAN_R4, loc, 1,
+			     "%s %llu bytes of an object freed earlier in the running transaction",
+			     access, (unsigned long long)size);
+}
+
+/* ---- stores inside transactions */
+
+/* The first allocation of x that ends after address a (it contains a if its lo <= a), or
+ * NULL. Caller holds x->lock. */
+static struct pm_alloc *alloc_from(struct pm_tx *x, uintptr_t a)
+{
+	struct pm_alloc *v = x->allocs.p;
+	size_t lo = 0, hi = x->allocs.n;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (v[m].hi <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < x->allocs.n ? &v[lo] : NULL;
+}
+
+/* Whether every byte of [a, e) lies in x's added ranges or new objects; marks the new
+ * objects it touches written. Caller holds x->lock. */
+static int tx_covers(struct pm_tx *x, uintptr_t a, uintptr_t e)
+{
+	int ok = 1;
+	while (a < e) {
+		struct pm_alloc *al = alloc_from(x, a);
+		if (al && al->lo <= a) {
+			al->written = 1;
+			a = al->hi;
+			continue;
+		}
+		/* Up to the next new object (or the end), the bytes must have been added. */
+		uintptr_t next = al && al->lo < e ? al->lo : e;
+		if (!byteset_covers(&x->added, a, next))
+			ok = 0;
+		a = next;
+	}
+	return ok;
+}
+
+static void logging_race_check(struct pm_thread *t, uintptr_t a, uintptr_t e, loc_t *loc)
+{
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *u = pmsan_threads; u; u = u->next) {
+		struct pm_tx *x = u->tx;
+		if (u == t || x == NULL)
+			continue;
+		pthread_mutex_lock(&x->lock);
+		int logged = byteset_overlaps(&x->added, a, e);
+		pthread_mutex_unlock(&x->lock);
+		if (logged) {
+			pmsan_report(PMSAN_R5, loc, 1,
+				     "%llu bytes changed here are also in the undo log of a concurrent "
+				     "transaction of thread T%d; an abort of either undoes the other's update",
+				     (unsigned long long)(e - a), u->tid);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+}
+
+/* A store outside a transaction into what another thread's live transaction logged or
+ * allocated: a grouped transaction's worker. Returns 1 if so. */
+static int grouped_store(struct pm_thread *t, uintptr_t a, uintptr_t e)
+{
+	int found = 0;
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *u = pmsan_threads; u && !found; u = u->next) {
+		struct pm_tx *x = u->tx;
+		if (u == t || x == NULL || x->aborted)
+			continue;
+		pthread_mutex_lock(&x->lock);
+		found = tx_covers(x, a, e);
+		pthread_mutex_unlock(&x->lock);
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+	return found;
+}
+
+int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
+{
+	uintptr_t e = a + size;
+	struct pm_tx *x = t->tx;
+	if (t->depth > 0 && x) {
+		if (x->aborted)
+			return 1;
+		pthread_mutex_lock(&x->lock);
+		int ok = tx_covers(x, a, e);
+		pthread_mutex_unlock(&x->lock);
+		if (!ok)
+			pmsan_report(PMSAN_R2, loc, 1,
+				     "store of %llu bytes in a transaction to an object that existed "
+				     "before it, outside every range added to its undo log",
+				     (unsigned long long)size);
+		if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 1)
+			logging_race_check(t, a, e, loc);
+		return 1;
+	}
+	if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 0)
+		return grouped_store(t, a, e);
+	return 0;
+}
+
+/* ---- transaction life cycle */
+
+static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
+{
+	struct pm_tx *x = t->tx;
+	pthread_mutex_lock(&pmsan_registry_lock);
+	t->tx = NULL;
+	atomic_fetch_sub(&pmsan_live_txs, 1);
+	pthread_mutex_unlock(&pmsan_registry_lock);
+	for (size_t i = 0; i < x->allocs.n; i++) {
+		struct pm_alloc *al = &VEC_AT(&x->allocs, struct pm_alloc, i);
+		if (!committed) {
+			pmsan_freed_mark(al->lo, al->hi, 1);
+		} else if (!al->initialized && !al->written) {
+			pmsan_report(PMSAN_R3, al->loc, 0,
+				     "object of %lu bytes allocated here (not zeroed) is never written "
+				     "before its transaction commits",
+				     (unsigned long)(al->hi - al->lo));
+			pmsan_note("committed at %s:%u (%s)", loc->file, loc->line, loc->func);
+		}
+	}
+	if (committed)
+		for (size_t i = 0; i < x->pending.n; i++)
+			pmsan_freed_mark(x->pending.lo[i], x->pending.hi[i], 1);
+	byteset_free(&x->added);
+	ivset_free(&x->pending);
+	vec_free(&x->allocs);
+	pthread_mutex_destroy(&x->lock);
+	free(x);
+}
+
+void pmsan_tx_thread_exit(struct pm_thread *t)
+{
+	if (t->tx) {
+		t->depth = 0;
+		tx_finish(t, 0, &pmsan_loc_exit);
+	}
+}
+
+void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->depth++ == 0) {
+		struct pm_tx *x = pmsan_xalloc(sizeof(*x));
+		pthread_mutex_init(&x->lock, NULL);
+		x->allocs.elem = sizeof(struct pm_alloc);
+		pthread_mutex_lock(&pmsan_registry_lock);
+		t->tx = x;
+		atomic_fetch_add(&pmsan_live_txs, 1);
+		pthread_mutex_unlock(&pmsan_registry_lock);
+	}
+	if (ret != 0)
+		t->tx->aborted = 1;
+}
+
+void __pmsan_pre_pmemobj_tx_abort(int err, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->tx)
+		t->tx->aborted = 1;
+}
+
+void __pmsan_post_pmemobj_tx_end(int ret, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->depth == 0 || --t->depth > 0 || t->tx == NULL)
+		return;
+	tx_finish(t, ret == 0 && !t->tx->aborted, loc);
+}
+
+/* The calling thread's transaction, locked, or NULL outside one. */
+static struct pm_tx *locked_tx(void)
+{
+	if (!pmsan_active)
+		return NULL;
+	struct pm_tx *x = pmsan_self()->tx;
+	if (x)
+		pthread_mutex_lock(&x->lock);
+	return x;
+}
+
+static void tx_add(uintptr_t lo, uint64_t size)
+{
+	struct pm_tx *x = locked_tx();
+	if (x == NULL)
+		return;
+	byteset_add(&x->added, lo, lo + size);
+	pthread_mutex_unlock(&x->lock);
+}
+
+void __pmsan_post_pmemobj_tx_add_range(int ret, uint64_t uuid, uint64_t oid_off, uint64_t off,
+				       uint64_t size, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (ret == 0 && obj_range(uuid, oid_off, &lo, &hi))
+		tx_add(lo + off, size);
+}
+
+void __pmsan_post_pmemobj_tx_xadd_range(int ret, uint64_t uuid, uint64_t oid_off, uint64_t off,
+					uint64_t size, uint64_t flags, loc_t *loc)
+{
+	__pmsan_post_pmemobj_tx_add_range(ret, uuid, oid_off, off, size, loc);
+}
+
+void __pmsan_post_pmemobj_tx_add_range_direct(int ret, const void *ptr, uint64_t size, loc_t *loc)
+{
+	if (ret == 0)
+		tx_add((uintptr_t)ptr, size);
+}
+
+void __pmsan_post_pmemobj_tx_xadd_range_direct(int ret, const void *ptr, uint64_t size,
+					       uint64_t flags, loc_t *loc)
+{
+	if (ret == 0)
+		tx_add((uintptr_t)ptr, size);
+}
+
+/* An object the transaction allocated: `size` bytes asked for (0: unknown, the usable
+ * size counts). */
+static void tx_alloc(uint64_t uuid, uint64_t off, size_t size, int initialized, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
+		return;
+	pmsan_freed_mark(lo, hi, 0);
+	if (size && lo + size < hi)
+		hi = lo + size;
+	struct pm_tx *x = locked_tx();
+	if (x == NULL)
+		return;
+	/* Insert in address order. */
+	vec_push(&x->allocs);
+	struct pm_alloc *v = x->allocs.p;
+	size_t i = x->allocs.n - 1;
+	while (i > 0 && v[i - 1].lo > lo) {
+		v[i] = v[i - 1];
+		i--;
+	}
+	v[i] = (struct pm_alloc){lo, hi, loc, initialized, 0};
+	pthread_mutex_unlock(&x->lock);
+}
+
+void __pmsan_post_pmemobj_tx_alloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				   loc_t *loc)
+{
+	tx_alloc(uuid, off, size, 0, loc);
+}
+
+void __pmsan_post_pmemobj_tx_zalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, size, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xalloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, size, (flags & POBJ_FLAG_ZERO) != 0, loc);
+}
+
+void __pmsan_post_pmemobj_tx_strdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, 0, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xstrdup(uint64_t uuid, uint64_t off, const char *s, uint64_t type,
+				     uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, 0, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_wcsdup(uint64_t uuid, uint64_t off, const wchar_t *s, uint64_t type,
+				    loc_t *loc)
+{
+	tx_alloc(uuid, off, 0, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_xwcsdup(uint64_t uuid, uint64_t off, const wchar_t *s,
+				     uint64_t type, uint64_t flags, loc_t *loc)
+{
+	tx_alloc(uuid, off, 0, 1, loc);
+}
+
+/* A transactional free: the object is dead from here on, and freed at commit. */
+static void tx_free(uint64_t uuid, uint64_t off)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(uuid, off, &lo, &hi))
+		return;
+	struct pm_tx *x = locked_tx();
+	if (x == NULL)
+		return;
+	ivset_add(&x->pending, lo, hi);
+	/* Freeing what this transaction allocated is no failure to initialise it. */
+	struct pm_alloc *al = alloc_from(x, lo);
+	if (al && al->lo <= lo)
+		al->initialized = 1;
+	pthread_mutex_unlock(&x->lock);
+	atomic_store(&__pmsan_watch_loads, 1);
+}
+
+void __pmsan_pre_pmemobj_tx_free(uint64_t uuid, uint64_t off, loc_t *loc)
+{
+	tx_free(uuid, off);
+}
+
+void __pmsan_pre_pmemobj_tx_xfree(uint64_t uuid, uint64_t off, uint64_t flags, loc_t *loc)
+{
+	tx_free(uuid, off);
+}
+
+/* Reallocation: the old object dies if the new one lies elsewhere. */
+static __thread uintptr_t realloc_old_lo, realloc_old_hi;
+
+void __pmsan_pre_pmemobj_tx_realloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				    loc_t *loc)
+{
+	realloc_old_lo = realloc_old_hi = 0;
+	if (pmsan_active)
+		obj_range(uuid, off, &realloc_old_lo, &realloc_old_hi);
+}
+
+void __pmsan_pre_pmemobj_tx_zrealloc(uint64_t uuid, uint64_t off, size_t size, uint64_t type,
+				     loc_t *loc)
+{
+	__pmsan_pre_pmemobj_tx_realloc(uuid, off, size, type, loc);
+}
+
+static void tx_realloc_done(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint64_t ooff,
+			    loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !obj_range(nuuid, noff, &lo, &hi))
+		return;
+	if (lo == realloc_old_lo)
+		return;
+	if (realloc_old_lo)
+		tx_free(ouuid, ooff);
+	tx_alloc(nuuid, noff, 0, 1, loc);
+}
+
+void __pmsan_post_pmemobj_tx_realloc(uint64_t nuuid, uint64_t noff, uint64_t ouuid, uint64_t ooff,
+				     size_t size, uint64_t type, loc_t *loc)
+{
+	tx_realloc_done(nuuid, noff, ouuid, ooff, loc);
+}
+
+void __pmsan_post_pmemobj_tx_zrealloc(uint64_t nuuid, uint64_t noff, uint64_t ouuid,
+				      uint64_t ooff, size_t size, uint64_t type, loc_t *loc)
+{
+	tx_realloc_done(nuuid, noff, ouuid, ooff, loc);
+}
+
+/* ---- atomic allocations: the library persists the object; constructors run inside the
+ * call, on memory that may still be marked freed. */
+
+static __thread struct oid atomic_old;
+
+static void atomic_alloc_begin(struct oid *oidp)
+{
+	if (!pmsan_active)
+		return;
+	pmsan_self()->in_alloc++;
+	atomic_old = oidp ? *oidp : (struct oid){0, 0};
+}
+
+static void atomic_alloc_end(int ret, struct oid *oidp, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	struct pm_thread *t = pmsan_self();
+	if (t->in_alloc && --t->in_alloc == 0)
+		pmsan_alloc_published(t, loc);
+	uintptr_t lo, hi, olo, ohi;
+	if (ret != 0 || oidp == NULL || !obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
+		return;
+	/* A reallocation that moved frees the old object. */
+	if (obj_range(atomic_old.pool_uuid_lo, atomic_old.off, &olo, &ohi) && olo != lo)
+		pmsan_freed_mark(olo, ohi, 1);
+	pmsan_freed_mark(lo, hi, 0);
+}
+
+/* The pre and post hooks of an atomic allocator called as NAME(pop, oidp, ...): MOVES
+ * says whether it reallocates *oidp (whose old object then dies if it moves). */
+#define ATOMIC_ALLOC_HOOKS(name, moves, ...)                                                       \
+	void __pmsan_pre_##name(void *pop, struct oid *oidp, __VA_ARGS__, loc_t *loc)               \
+	{                                                                                           \
+		atomic_alloc_begin(moves ? oidp : NULL);                                            \
+	}                                                                                           \
+	void __pmsan_post_##name(int ret, void *pop, struct oid *oidp, __VA_ARGS__, loc_t *loc)     \
+	{                                                                                           \
+		atomic_alloc_end(ret, oidp, loc);                                                   \
+	}
+ATOMIC_ALLOC_HOOKS(pmemobj_alloc, 0, size_t size, uint64_t type, void *ctor, void *arg)
+ATOMIC_ALLOC_HOOKS(pmemobj_xalloc, 0, size_t size, uint64_t type, uint64_t flags, void *ctor,
+		   void *arg)
+ATOMIC_ALLOC_HOOKS(pmemobj_zalloc, 0, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_realloc, 1, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_zrealloc, 1, size_t size, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_strdup, 0, const char *s, uint64_t type)
+ATOMIC_ALLOC_HOOKS(pmemobj_wcsdup, 0, const wchar_t *s, uint64_t type)
+
+void __pmsan_pre_pmemobj_list_insert_new(void *pop, size_t pe_offset, void *head, uint64_t duuid,
+					 uint64_t doff, int before, size_t size, uint64_t type,
+					 void *ctor, void *arg, loc_t *loc)
+{
+	atomic_alloc_begin(NULL);
+}
+
+void __pmsan_post_pmemobj_list_insert_new(uint64_t uuid, uint64_t off, void *pop,
+					  size_t pe_offset, void *head, uint64_t duuid,
+					  uint64_t doff, int before, size_t size, uint64_t type,
+					  void *ctor, void *arg, loc_t *loc)
+{
+	struct oid o = {uuid, off};
+	atomic_alloc_end(off == 0, &o, loc);
+}
+
+void __pmsan_pre_pmemobj_free(struct oid *oidp, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (pmsan_active && oidp && obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
+		pmsan_freed_mark(lo, hi, 1);
+}
+
+void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, uint64_t uuid,
+				     uint64_t off, int free_it, loc_t *loc)
+{
+	uintptr_t lo, hi;
+	if (pmsan_active && free_it && obj_range(uuid, off, &lo, &hi))
+		pmsan_freed_mark(lo, hi, 1);
+}
+
+/* ---- mappings */
+
+void __pmsan_post_pmem_map_file(void *ret, const char *path, size_t len, int flags, unsigned mode,
+				size_t *mapped_lenp, int *is_pmemp, loc_t *loc)
+{
+	if (ret == NULL)
+		return;
+	size_t n = mapped_lenp ? *mapped_lenp : len ? len : file_size(path);
+	pmsan_range_add((uintptr_t)ret, (uintptr_t)ret + n, RANGE_PMEM, path);
+}
+
+void __pmsan_pre_pmem_unmap(void *addr, size_t len, loc_t *loc)
+{
+	pmsan_range_remove((uintptr_t)addr, loc);
+}
+
+void __pmsan_post_pmemobj_create(void *pop, const char *path, const char *layout, size_t poolsize,
+				 unsigned mode, loc_t *loc)
+{
+	if (pop == NULL)
+		return;
+	size_t n = file_size(path);
+	pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + (n ? n : poolsize), RANGE_PMEMOBJ, path);
+}
+
+void __pmsan_post_pmemobj_open(void *pop, const char *path, const char *layout, loc_t *loc)
+{
+	if (pop)
+		pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + file_size(path), RANGE_PMEMOBJ, path);
+}
+
+void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
+{
+	if (!pmsan_active)
+		return;
+	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
+	if (r)
+		pmsan_range_remove(r->lo, loc);
+}
+
+void __pmsan_post_kr_pool_create(int ret, const char *path, const void *opts, void **poolp,
+				 loc_t *loc)
+{
+	if (ret != 0 || !poolp || !*poolp || !kr_pool_base || !kr_pool_mapped_size)
+		return;
+	uintptr_t base = (uintptr_t)kr_pool_base(*poolp);
+	pmsan_range_add(base, base + kr_pool_mapped_size(*poolp), RANGE_KERATIN, path);
+}
+
+void __pmsan_post_kr_pool_open(int ret, const char *path, unsigned flags, void **poolp, loc_t *loc)
+{
+	__pmsan_post_kr_pool_create(ret, path, NULL, poolp, loc);
+}
+
+void __pmsan_pre_kr_pool_close(void *pool, loc_t *loc)
+{
+	if (pool && kr_pool_base)
+		pmsan_range_remove((uintptr_t)kr_pool_base(pool), loc);
+}
+
+/* ---- flushes, fences and copies done by the libraries */
+
+/* A persist call: its flush, then its fence. A persist of memory that is not persistent
+ * (rule 1a) orders nothing the checker follows, so it is no fence here. */
+static void flush_fence(const void *addr, size_t len, loc_t *loc)
+{
+	uintptr_t a = (uintptr_t)addr;
+	pmsan_flush_event(a, a + len, loc);
+	if (pmsan_range_find(a, a + len))
+		pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmem_persist(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_deep_persist(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_msync(const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmem_flush(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmem_deep_flush(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmem_drain(loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmem_deep_drain(const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+void __pmsan_pre_pmemobj_persist(void *pop, const void *addr, size_t len, loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmemobj_xpersist(void *pop, const void *addr, size_t len, unsigned flags,
+				  loc_t *loc)
+{
+	flush_fence(addr, len, loc);
+}
+
+void __pmsan_pre_pmemobj_flush(void *pop, const void *addr, size_t len, loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmemobj_xflush(void *pop, const void *addr, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
+}
+
+void __pmsan_pre_pmemobj_drain(void *pop, loc_t *loc)
+{
+	pmsan_fence_event(loc);
+}
+
+/* A library copy: the source is read, the destination stored (old bytes recorded now).
+ * Inside a transaction it is a deliberate write around the undo log (an append past the
+ * end of a log, say): it persists itself and no rollback is meant to undo it, so it is
+ * held to the flush rules, not to rule 2. */
+static void copy_begin(void *dst, const void *src, size_t len, loc_t *loc)
+{
+	if (src)
+		__pmsan_load(src, len, loc);
+	pmsan_store_event((uintptr_t)dst, len, 0, loc, PMSAN_F_DIRECT);
+}
+
+/* ... and after it, the flush and fence that the call's flags ask for. */
+static void copy_end(void *dst, size_t len, unsigned flags, loc_t *loc)
+{
+	if (flags & MEM_NOFLUSH)
+		return;
+	pmsan_flush_event((uintptr_t)dst, (uintptr_t)dst + len, loc);
+	if (!(flags & MEM_NODRAIN))
+		pmsan_fence_event(loc);
+}
+
+#define COPY_HOOKS(name, flags)                                                                   \
+	void __pmsan_pre_##name(void *dst, const void *src, size_t len, loc_t *loc)               \
+	{                                                                                         \
+		copy_begin(dst, src, len, loc);                                                   \
+	}                                                                                         \
+	void __pmsan_post_##name(void *ret, void *dst, const void *src, size_t len, loc_t *loc)   \
+	{                                                                                         \
+		copy_end(dst, len, flags, loc);                                                   \
+	}
+COPY_HOOKS(pmem_memcpy_persist, 0)
+COPY_HOOKS(pmem_memmove_persist, 0)
+COPY_HOOKS(pmem_memcpy_nodrain, MEM_NODRAIN)
+COPY_HOOKS(pmem_memmove_nodrain, MEM_NODRAIN)
+
+#define SET_HOOKS(name, flags)                                                                    \
+	void __pmsan_pre_##name(void *dst, int c, size_t len, loc_t *loc)                         \
+	{                                                                                         \
+		copy_begin(dst, NULL, len, loc);                                                  \
+	}                                                                                         \
+	void __pmsan_post_##name(void *ret, void *dst, int c, size_t len, loc_t *loc)             \
+	{                                                                                         \
+		copy_end(dst, len, flags, loc);                                                   \
+	}
+SET_HOOKS(pmem_memset_persist, 0)
+SET_HOOKS(pmem_memset_nodrain, MEM_NODRAIN)
+
+void __pmsan_pre_pmem_memcpy(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmem_memcpy(void *ret, void *dst, const void *src, size_t len, unsigned flags,
+			      loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmem_memmove(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmem_memmove(void *ret, void *dst, const void *src, size_t len, unsigned flags,
+			       loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmem_memset(void *dst, int c, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmem_memset(void *ret, void *dst, int c, size_t len, unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memcpy_persist(void *pop, void *dst, const void *src, size_t len,
+					loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memcpy_persist(void *ret, void *pop, void *dst, const void *src,
+					 size_t len, loc_t *loc)
+{
+	copy_end(dst, len, 0, loc);
+}
+
+void __pmsan_pre_pmemobj_memset_persist(void *pop, void *dst, int c, size_t len, loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmemobj_memset_persist(void *ret, void *pop, void *dst, int c, size_t len,
+					 loc_t *loc)
+{
+	copy_end(dst, len, 0, loc);
+}
+
+void __pmsan_pre_pmemobj_memcpy(void *pop, void *dst, const void *src, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memcpy(void *ret, void *pop, void *dst, const void *src, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memmove(void *pop, void *dst, const void *src, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_begin(dst, src, len, loc);
+}
+
+void __pmsan_post_pmemobj_memmove(void *ret, void *pop, void *dst, const void *src, size_t len,
+				  unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+void __pmsan_pre_pmemobj_memset(void *pop, void *dst, int c, size_t len, unsigned flags,
+				loc_t *loc)
+{
+	copy_begin(dst, NULL, len, loc);
+}
+
+void __pmsan_post_pmemobj_memset(void *ret, void *pop, void *dst, int c, size_t len,
+				 unsigned flags, loc_t *loc)
+{
+	copy_end(dst, len, flags, loc);
+}
+
+/* ---- libc writers */
+
+void __pmsan_pre_strcpy(char *dst, const char *src, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst, strlen(src) + 1, 0, loc, 0);
+}
+
+void __pmsan_pre_strncpy(char *dst, const char *src, size_t n, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst, n, 0, loc, 0);
+}
+
+void __pmsan_pre_strcat(char *dst, const char *src, loc_t *loc)
+{
+	pmsan_store_event((uintptr_t)dst + strlen(dst), strlen(src) + 1, 0, loc, 0);
+}
+
+void __pmsan_pre_strncat(char *dst, const char *src, size_t n, loc_t *loc)
+{
+	size_t k = strnlen(src, n);
+	pmsan_store_event((uintptr_t)dst + strlen(dst), k + 1, 0, loc, 0);
+}
+
+/* read and fread: recorded after the call, for the bytes actually read (no old bytes). */
+static void stored_after(void *buf, long n, loc_t *loc)
+{
+	if (n > 0)
+		pmsan_store_event((uintptr_t)buf, (uint64_t)n, 0, loc, 0);
+}
+
+void __pmsan_post_read(long ret, int fd, void *buf, size_t count, loc_t *loc)
+{
+	stored_after(buf, ret, loc);
+}
+
+void __pmsan_post_pread(long ret, int fd, void *buf, size_t count, long off, loc_t *loc)
+{
+	stored_after(buf, ret, loc);
+}
+
+void __pmsan_post_fread(size_t ret, void *ptr, size_t size, size_t nmemb, void *stream,
+			loc_t *loc)
+{
+	stored_after(ptr, (long)(ret * size), loc);
+}
