@@ -6,9 +6,10 @@ set -euo pipefail
 # build + tests: compiler toolchain, CMake, ISA-L (CRC-32C, XOR), cmocka, pkg-config;
 # clang + its runtime for the libFuzzer target and the sanitizer builds; libpmemobj-dev
 # (the baseline, whose example maps the benchmark builds from its documentation) and
-# python3 (the benchmark harness), which `make check` smoke-runs.
+# python3 (the benchmark harness), which `make check` smoke-runs; clang-14's development
+# files for keratin-pmscan, the static persistence checker (a plugin of clang's analyzer).
 pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev
-	libpmemobj-dev python3)
+	libpmemobj-dev python3 clang-14 libclang-14-dev llvm-14-dev)
 if [ "${1:-}" = "--bench" ]; then
 	pkgs+=(gnuplot-nox) # the report's plots
 fi
