@@ -35,6 +35,7 @@
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Expr.h"
+#include "clang/Analysis/CallGraph.h"
 #include "clang/Lex/Lexer.h"
 #include "clang/StaticAnalyzer/Core/BugReporter/BugReporter.h"
 #include "clang/StaticAnalyzer/Core/BugReporter/BugType.h"
@@ -43,6 +44,7 @@
 #include "clang/StaticAnalyzer/Core/PathSensitive/CallEvent.h"
 #include "clang/StaticAnalyzer/Core/PathSensitive/CheckerContext.h"
 #include "clang/StaticAnalyzer/Core/PathSensitive/ProgramStateTrait.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <memory>
 #include <string>
@@ -79,7 +81,7 @@ struct Oid {
 class PmScanChecker
     : public Checker<check::PreCall, check::PostCall, eval::Call, check::Bind, check::Location,
 		     check::EndFunction, check::PointerEscape, check::PostStmt<CastExpr>,
-		     check::DeadSymbols> {
+		     check::LiveSymbols, check::DeadSymbols> {
 public:
 	bool Strict = false;
 
@@ -92,6 +94,7 @@ public:
 	ProgramStateRef checkPointerEscape(ProgramStateRef St, const InvalidatedSymbols &Escaped,
 					   const CallEvent *Call, PointerEscapeKind Kind) const;
 	void checkPostStmt(const CastExpr *CE, CheckerContext &C) const;
+	void checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const;
 	void checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const;
 
 private:
@@ -122,6 +125,12 @@ private:
 	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
+	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
+
+	// The functions some other function of the translation unit calls (for the thesis'
+	// "top-level function": one with no caller in the same file).
+	mutable const ASTContext *CalleesOf = nullptr;
+	mutable llvm::DenseSet<const Decl *> Callees;
 	bool failed(SVal V, ProgramStateRef St) const;
 
 	bool evalModel(const Model &M, const CallEvent &Call, CheckerContext &C) const;
@@ -227,6 +236,24 @@ int64_t concreteOr(SVal V, int64_t Dflt)
 
 } // namespace
 
+// A TOID union holding Oid, as a value: a temporary union (at E) whose `oid` member is bound
+// to Oid. The analyzer leaves union values it makes itself unknown (a cast to a union, the
+// result of a call it does not inline); the checker needs to see the oid inside.
+static SVal unionHolding(CheckerContext &C, ProgramStateRef &St, const Expr *E, QualType UnionT,
+			 SVal Oid)
+{
+	const auto *RT = UnionT.getCanonicalType()->getAs<RecordType>();
+	const FieldDecl *F = fieldNamed(RT->getDecl(), "oid");
+	const LocationContext *LC = C.getLocationContext();
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const CXXTempObjectRegion *TR = MRM.getCXXTempObjectRegion(E, LC);
+	St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(F, TR)), Oid, LC);
+	return C.getSValBuilder().makeLazyCompoundVal(
+	    StoreRef(St->getStore(), St->getStateManager().getStoreManager()), TR);
+}
+
+static int RegTag, OidTag, RetTag; // kinds of symbols the checker conjures
+
 // --- reports -------------------------------------------------------------------------------
 
 void PmScanChecker::report(CheckerContext &C, const BugType &BT, const std::string &Detail,
@@ -235,6 +262,13 @@ void PmScanChecker::report(CheckerContext &C, const BugType &BT, const std::stri
 	if (!S || !LC)
 		return;
 	std::string Desc = BT.getDescription().str() + ": " + Detail + " [in " + functionName(LC) + "]";
+	if (getenv("PMSCAN_DEBUG")) {
+		llvm::errs() << "REPORT " << Desc << "\n  stack:";
+		for (const LocationContext *L = C.getLocationContext(); L; L = L->getParent())
+			if (const auto *SF = dyn_cast<StackFrameContext>(L))
+				llvm::errs() << " " << functionName(SF) << "@" << (SF->getCallSite() ? C.getSourceManager().getExpansionLineNumber(SF->getCallSite()->getBeginLoc()) : 0);
+		llvm::errs() << "\n";
+	}
 	auto Loc = PathDiagnosticLocation::createBegin(S, C.getSourceManager(), LC);
 	auto R = std::make_unique<BasicBugReport>(BT, Desc, Loc);
 	R->setDeclWithIssue(LC->getDecl());
@@ -303,7 +337,6 @@ SymbolRef PmScanChecker::conjure(CheckerContext &C, const Expr *E, QualType T,
 	return C.getSymbolManager().conjureSymbol(E, C.getLocationContext(), T, C.blockCount(), Tag);
 }
 
-static int RegTag, OidTag, RetTag;
 
 // The region symbol of the object O names, made (as an existing object) if the path has not
 // met the oid before.
@@ -662,6 +695,16 @@ void PmScanChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) cons
 		if (SymbolRef S = Ret.getAsSymbol())
 			St = St->add<CallRets>(S);
 	}
+	// A TOID returned by code the analysis does not see: a fresh oid in it.
+	if (!C.wasInlined && Ret.isUnknown() && isOidRecord(RT) && !isPmemOid(RT) &&
+	    Call.getOriginExpr()) {
+		const auto *UD = RT.getCanonicalType()->getAs<RecordType>()->getDecl();
+		if (const FieldDecl *F = fieldNamed(UD, "oid")) {
+			SymbolRef Fresh = conjure(C, Call.getOriginExpr(), F->getType(), &OidTag);
+			SVal U = unionHolding(C, St, Call.getOriginExpr(), RT, nonloc::SymbolVal(Fresh));
+			St = St->BindExpr(Call.getOriginExpr(), C.getLocationContext(), U);
+		}
+	}
 	// An oid handed by value to code the analysis does not see.
 	if (!C.wasInlined) {
 		for (unsigned I = 0; I < Call.getNumArgs(); I++) {
@@ -797,6 +840,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		}
 		SymbolRef Reg;
 		St = objectFor(St, C, CE, O, Reg);
+		if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "direct@" << C.getSourceManager().getExpansionLineNumber(CE->getBeginLoc()) << " arg "; arg(M.Oid).dump(); llvm::errs() << " off "; O.OffVal.dump(); llvm::errs() << " key "; if (O.Key) O.Key->dump(); llvm::errs() << " -> "; Reg->dump(); llvm::errs() << "\n"; }
 		St = St->BindExpr(CE, LC, regLoc(Reg));
 		St = St->assume(regLoc(Reg), true);
 		if (St)
@@ -920,6 +964,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	}
 	case Fn::TxAdd: {
 		Oid O = oidOf(arg(M.Oid), St, C);
+		if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "txadd@" << C.getSourceManager().getExpansionLineNumber(CE->getBeginLoc()) << " "; arg(M.Oid).dump(); llvm::errs() << " key "; if (O.Key) O.Key->dump(); llvm::errs() << "\n"; }
 		if (!O.Null) {
 			SymbolRef Reg;
 			St = objectFor(St, C, CE, O, Reg);
@@ -939,6 +984,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	case Fn::TxAddDirect: {
 		if (const MemRegion *R = arg(M.Addr).getAsRegion()) {
 			Place P = placeOf(R, Ctx);
+			if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "adddirect "; R->dump(); llvm::errs() << " base " << (P.Base ? "yes" : "no") << " tracked " << (P.Base && St->get<ObjStates>(P.Base)) << "\n"; }
 			if (P.Base && St->get<ObjStates>(P.Base)) {
 				Rec L;
 				L.Off = P.Off;
@@ -1152,25 +1198,15 @@ void PmScanChecker::checkLocation(SVal Loc, bool IsLoad, const Stmt *S, CheckerC
 	       S, C.getLocationContext());
 }
 
-// TOID(T) casts (a GNU cast to union): the analyzer leaves their value unknown. Build it: a
-// temporary union whose `oid` member holds the oid that was cast.
+// TOID(T) casts: `(TOID(T))pmemobj_tx_alloc(...)`, a GNU cast of a PMEMoid to a union.
 void PmScanChecker::checkPostStmt(const CastExpr *CE, CheckerContext &C) const
 {
-	if (CE->getCastKind() != CK_ToUnion || !isOidRecord(CE->getType()))
-		return;
-	const auto *RT = CE->getType().getCanonicalType()->getAs<RecordType>();
-	const FieldDecl *F = fieldNamed(RT->getDecl(), "oid");
-	if (!F || !isPmemOid(CE->getSubExpr()->getType()))
+	if (CE->getCastKind() != CK_ToUnion || !isOidRecord(CE->getType()) ||
+	    !isPmemOid(CE->getSubExpr()->getType()))
 		return;
 	ProgramStateRef St = C.getState();
-	const LocationContext *LC = C.getLocationContext();
-	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
-	const CXXTempObjectRegion *TR = MRM.getCXXTempObjectRegion(CE, LC);
-	SVal Src = C.getSVal(CE->getSubExpr());
-	St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(F, TR)), Src, LC);
-	SVal U = C.getSValBuilder().makeLazyCompoundVal(
-	    StoreRef(St->getStore(), St->getStateManager().getStoreManager()), TR);
-	C.addTransition(St->BindExpr(CE, LC, U));
+	SVal U = unionHolding(C, St, CE, CE->getType(), C.getSVal(CE->getSubExpr()));
+	C.addTransition(St->BindExpr(CE, C.getLocationContext(), U));
 }
 
 // --- ends of paths -------------------------------------------------------------------------
@@ -1201,9 +1237,32 @@ bool PmScanChecker::errorPath(const ReturnStmt *RS, CheckerContext &C) const
 			   true);
 }
 
+bool PmScanChecker::calledInUnit(const Decl *D, ASTContext &Ctx) const
+{
+	if (CalleesOf != &Ctx) {
+		CallGraph CG;
+		CG.addToCallGraph(Ctx.getTranslationUnitDecl());
+		Callees.clear();
+		for (const auto &N : CG) {
+			if (!N.first)
+				continue; // the graph's root, which "calls" every function
+			for (const CallGraphNode *Callee : N.second->callees())
+				if (Callee->getDecl()->getCanonicalDecl() != N.first->getCanonicalDecl())
+					Callees.insert(Callee->getDecl()->getCanonicalDecl());
+		}
+		CalleesOf = &Ctx;
+	}
+	return Callees.count(D->getCanonicalDecl());
+}
+
+// Rule 1 at the return of a top-level function. The analyzer also starts from functions it
+// could not inline into their callers; those are not top-level (their caller flushes, or
+// runs them in a transaction), so their returns check nothing.
 void PmScanChecker::checkEndFunction(const ReturnStmt *RS, CheckerContext &C) const
 {
 	if (!C.inTopFrame())
+		return;
+	if (calledInUnit(C.getLocationContext()->getDecl(), C.getASTContext()))
 		return;
 	if (errorPath(RS, C))
 		return;
@@ -1232,6 +1291,19 @@ ProgramStateRef PmScanChecker::checkPointerEscape(ProgramStateRef St,
 			St = opaque(St, *R);
 	}
 	return St;
+}
+
+// The checker's maps keep their symbols alive: an object's region symbol and its oid stay
+// meaningful (and the path's constraints on them stay) while no variable holds them, since
+// pmemobj_direct of the same oid brings the same object back.
+void PmScanChecker::checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const
+{
+	for (const auto &E : St->get<ObjStates>())
+		SR.markLive(E.first);
+	for (const auto &E : St->get<OidToReg>()) {
+		SR.markLive(E.first);
+		SR.markLive(E.second);
+	}
 }
 
 void PmScanChecker::checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const
