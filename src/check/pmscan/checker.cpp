@@ -81,6 +81,7 @@ struct Oid {
 class PmScanChecker
     : public Checker<check::PreCall, check::PostCall, eval::Call, check::Bind, check::Location,
 		     check::EndFunction, check::PointerEscape, check::PostStmt<CastExpr>,
+		     check::PostStmt<BinaryOperator>,
 		     check::LiveSymbols, check::DeadSymbols> {
 public:
 	bool Strict = false;
@@ -94,6 +95,7 @@ public:
 	ProgramStateRef checkPointerEscape(ProgramStateRef St, const InvalidatedSymbols &Escaped,
 					   const CallEvent *Call, PointerEscapeKind Kind) const;
 	void checkPostStmt(const CastExpr *CE, CheckerContext &C) const;
+	void checkPostStmt(const BinaryOperator *BO, CheckerContext &C) const;
 	void checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const;
 	void checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const;
 
@@ -109,6 +111,7 @@ private:
 		    const LocationContext *LC) const;
 
 	Oid oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const;
+	SVal readThrough(CheckerContext &C, Store S, const SubRegion *R, int Depth) const;
 	SymbolRef canonical(SymbolRef S, ProgramStateRef St) const;
 	SymbolRef conjure(CheckerContext &C, const Expr *E, QualType T, const void *Tag) const;
 	ProgramStateRef objectFor(ProgramStateRef St, CheckerContext &C, const Expr *E, const Oid &O,
@@ -288,6 +291,74 @@ SymbolRef PmScanChecker::canonical(SymbolRef S, ProgramStateRef St) const
 	return S;
 }
 
+// The other name of a TOID's field reached through a pointer: the analyzer spells *p both as
+// the pointer's symbolic region and as element 0 of it, and keeps the union member bindings
+// of the two apart (union members have no fixed offset in its store).
+static const SubRegion *otherSpelling(CheckerContext &C, const SubRegion *R)
+{
+	const auto *Leaf = dyn_cast<FieldRegion>(R);
+	const auto *Member = Leaf ? dyn_cast<FieldRegion>(Leaf->getSuperRegion()) : nullptr;
+	if (!Member || !Member->getDecl()->getParent()->isUnion())
+		return nullptr;
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const MemRegion *Holder = Member->getSuperRegion();
+	const SubRegion *Other = nullptr;
+	if (const auto *ER = dyn_cast<ElementRegion>(Holder)) {
+		if (ER->getIndex().isZeroConstant() && isa<SymbolicRegion>(ER->getSuperRegion()))
+			Other = cast<SubRegion>(ER->getSuperRegion());
+	} else if (const auto *SR = dyn_cast<SymbolicRegion>(Holder)) {
+		QualType U = C.getASTContext().getRecordType(Member->getDecl()->getParent());
+		Other = MRM.getElementRegion(U, C.getSValBuilder().makeZeroArrayIndex(), SR,
+					     C.getASTContext());
+	}
+	if (!Other)
+		return nullptr;
+	return MRM.getFieldRegion(Leaf->getDecl(), MRM.getFieldRegion(Member->getDecl(), Other));
+}
+
+// The value of R (a scalar inside an oid) in store S, following what the store itself does
+// not: the other spelling of a TOID behind a pointer, and copies of such a TOID (a lazy
+// value bound to an enclosing variable or parameter).
+SVal PmScanChecker::readThrough(CheckerContext &C, Store S, const SubRegion *R, int Depth) const
+{
+	StoreManager &SM = C.getStoreManager();
+	// (A lazy value for a scalar is the store giving up on a copy it would not follow.)
+	auto resolved = [](SVal X) { return !X.isUnknown() && !X.getAs<nonloc::LazyCompoundVal>(); };
+	SVal V = SM.getBinding(S, loc::MemRegionVal(R));
+	if (resolved(V) || Depth > 6)
+		return V;
+	if (const SubRegion *Alt = otherSpelling(C, R)) {
+		SVal A = SM.getBinding(S, loc::MemRegionVal(Alt));
+		if (resolved(A))
+			return A;
+	}
+	// A copy: the base region (a variable, a parameter) holds a lazy value; read the same
+	// path below the region it copies. (The store keeps default bindings per base region.)
+	llvm::SmallVector<const SubRegion *, 4> Path;
+	const SubRegion *Base = R;
+	while (isa<FieldRegion>(Base) || isa<ElementRegion>(Base)) {
+		Path.push_back(Base);
+		Base = dyn_cast<SubRegion>(Base->getSuperRegion());
+		if (!Base)
+			return V;
+	}
+	Optional<SVal> D = SM.getDefaultBinding(S, Base);
+	if (!D || !D->getAs<nonloc::LazyCompoundVal>())
+		return V;
+	auto L = D->castAs<nonloc::LazyCompoundVal>();
+	if (L.getRegion() == Base)
+		return V;
+	MemRegionManager &MRM = SM.getRegionManager();
+	const SubRegion *Y = L.getRegion();
+	for (auto It = Path.rbegin(); It != Path.rend(); ++It) {
+		if (const auto *F = dyn_cast<FieldRegion>(*It))
+			Y = MRM.getFieldRegionWithSuper(F, Y);
+		else
+			Y = MRM.getElementRegionWithSuper(cast<ElementRegion>(*It), Y);
+	}
+	return readThrough(C, L.getStore(), Y, Depth + 1);
+}
+
 Oid PmScanChecker::oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const
 {
 	Oid O;
@@ -307,8 +378,7 @@ Oid PmScanChecker::oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const
 		const FieldDecl *OffF = RT ? fieldNamed(RT->getDecl(), "off") : nullptr;
 		if (!OffF)
 			return O;
-		const FieldRegion *OffR = MRM.getFieldRegion(OffF, R);
-		Off = C.getStoreManager().getBinding(LCV->getStore(), loc::MemRegionVal(OffR));
+		Off = readThrough(C, LCV->getStore(), MRM.getFieldRegion(OffF, R), 0);
 	} else if (SymbolRef S = V.getAsSymbol()) {
 		if (isOidRecord(S->getType())) {
 			O.Key = canonical(S, St);
@@ -1154,9 +1224,54 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 
 // --- memory accesses -----------------------------------------------------------------------
 
+// `*p = oid` through a pointer the analyzer has no type for (a parameter, say): the store
+// binds the whole value to the untyped region, and a later read of (*p).off does not see
+// it (a read under a region with a whole-value binding is unknown). Bind the oid's two
+// fields instead (readThrough finds them under the other spelling of *p too).
+static ProgramStateRef bindOidFields(ProgramStateRef St, CheckerContext &C,
+				     const SymbolicRegion *R, SVal Val, QualType T)
+{
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const RecordDecl *RD = T.getCanonicalType()->getAs<RecordType>()->getDecl();
+	const FieldDecl *OidF = RD->isUnion() ? fieldNamed(RD, "oid") : nullptr;
+	const RecordDecl *OidRD =
+	    OidF ? OidF->getType().getCanonicalType()->getAs<RecordType>()->getDecl() : RD;
+	auto oidIn = [&](const SubRegion *Base) -> const SubRegion * {
+		return OidF ? MRM.getFieldRegion(OidF, Base) : Base;
+	};
+	SymbolRef Whole = OidF ? nullptr : Val.getAsSymbol(); // a PMEMoid a call returned
+	auto LCV = Val.getAs<nonloc::LazyCompoundVal>();
+	if (!LCV && !Whole)
+		return St;
+	for (const FieldDecl *F : OidRD->fields()) {
+		SVal V = Whole ? C.getSValBuilder().makeSymbolVal(C.getSymbolManager().getDerivedSymbol(
+				     Whole, MRM.getFieldRegion(F, oidIn(R))))
+			       : C.getStoreManager().getBinding(
+				     LCV->getStore(),
+				     loc::MemRegionVal(MRM.getFieldRegion(F, oidIn(LCV->getRegion()))));
+		St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(F, oidIn(R))), V,
+				 C.getLocationContext());
+	}
+	return St;
+}
+
+void PmScanChecker::checkPostStmt(const BinaryOperator *BO, CheckerContext &C) const
+{
+	if (BO->getOpcode() != BO_Assign || !isOidRecord(BO->getType()))
+		return;
+	ProgramStateRef St = C.getState();
+	const auto *SR = dyn_cast_or_null<SymbolicRegion>(C.getSVal(BO->getLHS()).getAsRegion());
+	if (!SR)
+		return;
+	ProgramStateRef N = bindOidFields(St, C, SR, C.getSVal(BO->getRHS()), BO->getType());
+	if (N != St)
+		C.addTransition(N);
+}
+
 void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext &C) const
 {
 	const MemRegion *R = Loc.getAsRegion();
+	if (getenv("PMSCAN_DEBUG") && R) { llvm::errs() << "bind "; R->dump(); llvm::errs() << " = "; Val.dump(); llvm::errs() << "\n"; }
 	if (!R || isa<DeclStmt>(S))
 		return;
 	ProgramStateRef St = C.getState();
