@@ -8,10 +8,11 @@ set -euo pipefail
 # (the baseline, whose example maps the benchmark builds from its documentation) and
 # python3 (the benchmark harness), which `make check` smoke-runs; clang-14 and llvm-14-dev
 # for the persistence checker pmsan (its pass plugin builds against LLVM 14; llvm-14 brings
-# llvm-symbolizer for its stacks), and the libpmemlog/libpmemblk headers that two of the
-# libpmemobj examples of its false-positive run include.
+# llvm-symbolizer for its stacks), libclang-14-dev for keratin-pmscan, the static checker
+# (a plugin of clang's analyzer), and the libpmemlog/libpmemblk headers that two of the
+# libpmemobj examples of the checkers' false-positive runs include.
 pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev
-	libpmemobj-dev python3 clang-14 llvm-14-dev libpmemlog-dev libpmemblk-dev)
+	libpmemobj-dev python3 clang-14 llvm-14-dev libclang-14-dev libpmemlog-dev libpmemblk-dev)
 if [ "${1:-}" = "--bench" ]; then
 	pkgs+=(gnuplot-nox) # the report's plots
 fi

@@ -1,0 +1,1454 @@
+// checker.cpp - keratin-pmscan's path-sensitive checker: the persistence state machine of
+// PmemConjurer on the Clang Static Analyzer, and the rules it reports.
+//
+// Along every path the analyzer explores, the checker keeps:
+//   ObjStates  region symbol -> ObjState   one entry per persistent object (or mapping)
+//   OidToReg   oid symbol -> region symbol  which object an oid names
+//   TxDepth, TxStage                        the libpmemobj transaction the path is in
+//   Volatile                                symbols of pointers known not to be persistent
+//   CallRets, SawFailure                    what the error-path pruning needs
+//
+// Objects appear where a modeled function returns one (pmemobj_root, pmemobj_tx_alloc,
+// pmem_map_file, kr_get ...) and where pmemobj_direct meets an oid it has not seen (an
+// object that existed before). pmemobj_direct of the same oid always returns the same
+// region symbol, so writes through any pointer to an object, and adds to the undo log by
+// oid, meet in one state. An oid is recognized by the symbol of its `off` field; when that
+// symbol was derived from a struct-valued symbol (the PMEMoid a call returned), the
+// struct's symbol is the key, whichever variable the oid was copied into.
+//
+// Transitions (the thesis' Table 4.2, with byte ranges):
+//   store to object        Existing in a transaction: rule 2 unless the bytes are logged
+//                          NewAlloc in a transaction: Initialized
+//                          otherwise: a Modified range (rule 4 first, if freed/invalid)
+//   load from object       rule 4 if freed (in the running transaction) or invalid
+//   flush                  rules 1a, 1b; removes the flushed Modified ranges (lenient: all
+//                          of the object's)
+//   barrier, top-level return
+//                          rule 1 for every Modified range left (the return is skipped
+//                          on an error path: a callee failed and the function fails)
+//   tx begin / nested end  depth +1 / -1
+//   outermost commit       rule 3 for NewAlloc objects never written; NewAlloc ->
+//                          Existing, Freed -> Invalid, logs dropped
+//   call the analyzer cannot see, given a pointer to or the oid of an object
+//                          the object becomes Opaque: it draws no more reports
+#include "pmscan.h"
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Expr.h"
+#include "clang/Analysis/CallGraph.h"
+#include "clang/Lex/Lexer.h"
+#include "clang/StaticAnalyzer/Core/BugReporter/BugReporter.h"
+#include "clang/StaticAnalyzer/Core/BugReporter/BugType.h"
+#include "clang/StaticAnalyzer/Core/Checker.h"
+#include "clang/StaticAnalyzer/Core/CheckerManager.h"
+#include "clang/StaticAnalyzer/Core/PathSensitive/CallEvent.h"
+#include "clang/StaticAnalyzer/Core/PathSensitive/CheckerContext.h"
+#include "clang/StaticAnalyzer/Core/PathSensitive/ProgramStateTrait.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <memory>
+#include <string>
+
+using namespace clang;
+using namespace clang::ento;
+using namespace pmscan;
+
+REGISTER_MAP_WITH_PROGRAMSTATE(ObjStates, SymbolRef, ObjState)
+REGISTER_MAP_WITH_PROGRAMSTATE(OidToReg, SymbolRef, SymbolRef)
+REGISTER_SET_WITH_PROGRAMSTATE(Volatile, SymbolRef)
+REGISTER_SET_WITH_PROGRAMSTATE(CallRets, SymbolRef)
+REGISTER_TRAIT_WITH_PROGRAMSTATE(SawFailure, bool)
+REGISTER_TRAIT_WITH_PROGRAMSTATE(TxDepth, unsigned)
+REGISTER_TRAIT_WITH_PROGRAMSTATE(TxStage, unsigned)
+
+namespace {
+
+// libpmemobj's enum pobj_tx_stage.
+enum : unsigned { StageNone, StageWork, StageOnCommit, StageOnAbort, StageFinally };
+
+const uint64_t FlagZero = 1;           // POBJ_XALLOC_ZERO
+const uint64_t MemNoDrain = 1u << 0;   // PMEM_F_MEM_NODRAIN
+const uint64_t MemNoFlush = 1u << 5;   // PMEM_F_MEM_NOFLUSH
+const int64_t CacheLineSize = 64;
+
+// An oid as the checker sees it: the key of the object it names, or null, or neither.
+struct Oid {
+	SymbolRef Key = nullptr;
+	bool Null = false;
+	SVal OffVal; // the `off` field (or the kr_oid itself), for null splits
+};
+
+class PmScanChecker
+    : public Checker<check::PreCall, check::PostCall, eval::Call, check::Bind, check::Location,
+		     check::EndFunction, check::PointerEscape, check::PostStmt<CastExpr>,
+		     check::PostStmt<BinaryOperator>,
+		     check::LiveSymbols, check::DeadSymbols> {
+public:
+	bool Strict = false;
+
+	void checkPreCall(const CallEvent &Call, CheckerContext &C) const;
+	void checkPostCall(const CallEvent &Call, CheckerContext &C) const;
+	bool evalCall(const CallEvent &Call, CheckerContext &C) const;
+	void checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext &C) const;
+	void checkLocation(SVal Loc, bool IsLoad, const Stmt *S, CheckerContext &C) const;
+	void checkEndFunction(const ReturnStmt *RS, CheckerContext &C) const;
+	ProgramStateRef checkPointerEscape(ProgramStateRef St, const InvalidatedSymbols &Escaped,
+					   const CallEvent *Call, PointerEscapeKind Kind) const;
+	void checkPostStmt(const CastExpr *CE, CheckerContext &C) const;
+	void checkPostStmt(const BinaryOperator *BO, CheckerContext &C) const;
+	void checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const;
+	void checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const;
+
+private:
+	BugType MissingFlush{this, "rule 1 (missing-flush)", "Persistence"};
+	BugType FlushNotPm{this, "rule 1a (flush-not-pm)", "Persistence"};
+	BugType PartialFlush{this, "rule 1b (partial-flush)", "Persistence"};
+	BugType UnloggedWrite{this, "rule 2 (unlogged-write)", "Persistence"};
+	BugType UninitAlloc{this, "rule 3 (uninitialized-alloc)", "Persistence"};
+	BugType UseAfterFree{this, "rule 4 (use-after-free)", "Persistence"};
+
+	void report(CheckerContext &C, const BugType &BT, const std::string &Detail, const Stmt *S,
+		    const LocationContext *LC) const;
+
+	Oid oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const;
+	SVal readThrough(CheckerContext &C, Store S, const SubRegion *R, int Depth) const;
+	SymbolRef canonical(SymbolRef S, ProgramStateRef St) const;
+	SymbolRef conjure(CheckerContext &C, const Expr *E, QualType T, const void *Tag) const;
+	ProgramStateRef objectFor(ProgramStateRef St, CheckerContext &C, const Expr *E, const Oid &O,
+				  SymbolRef &Reg) const;
+
+	ProgramStateRef write(ProgramStateRef St, CheckerContext &C, SymbolRef Reg, const Lin &Off,
+			      const Lin &Len, const Stmt *S, const std::string &What) const;
+	ProgramStateRef writeAt(ProgramStateRef St, CheckerContext &C, SVal Addr, const Lin &Len,
+				const Stmt *S, const std::string &What) const;
+	ProgramStateRef flush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
+			      SVal Addr, const Lin &Len, bool CheckTarget) const;
+	ProgramStateRef barrier(ProgramStateRef St, CheckerContext &C,
+				const std::string &Where) const;
+	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
+	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
+	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
+	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
+
+	// The functions some other function of the translation unit calls (for the thesis'
+	// "top-level function": one with no caller in the same file).
+	mutable const ASTContext *CalleesOf = nullptr;
+	mutable llvm::DenseSet<const Decl *> Callees;
+	bool failed(SVal V, ProgramStateRef St) const;
+
+	bool evalModel(const Model &M, const CallEvent &Call, CheckerContext &C) const;
+};
+
+bool inTx(ProgramStateRef St) { return St->get<TxDepth>() > 0 && St->get<TxStage>() == StageWork; }
+
+const Model *modelOf(const CallEvent &Call)
+{
+	const auto *FD = dyn_cast_or_null<FunctionDecl>(Call.getDecl());
+	if (!FD || !FD->getIdentifier())
+		return nullptr;
+	return findModel(FD->getName());
+}
+
+std::string sourceText(const Stmt *S, CheckerContext &C)
+{
+	if (!S)
+		return "?";
+	const SourceManager &SM = C.getSourceManager();
+	CharSourceRange R = CharSourceRange::getTokenRange(S->getSourceRange());
+	if (R.getBegin().isMacroID() || R.getEnd().isMacroID())
+		R = SM.getExpansionRange(R);
+	std::string T = Lexer::getSourceText(R, SM, C.getLangOpts()).str();
+	std::string Out;
+	bool Space = false;
+	for (char Ch : T) { // one line, single spaces
+		if (Ch == '\n' || Ch == '\t' || Ch == ' ') {
+			Space = !Out.empty();
+			continue;
+		}
+		if (Space)
+			Out += ' ';
+		Space = false;
+		Out += Ch;
+	}
+	if (Out.size() > 60)
+		Out = Out.substr(0, 57) + "...";
+	return Out.empty() ? "?" : Out;
+}
+
+// The lvalue a store writes, for the message: `p->x` of `p->x = 3`.
+const Stmt *storedExpr(const Stmt *S)
+{
+	if (const auto *BO = dyn_cast_or_null<BinaryOperator>(S))
+		return BO->getLHS();
+	if (const auto *UO = dyn_cast_or_null<UnaryOperator>(S))
+		return UO->getSubExpr();
+	return S;
+}
+
+std::string functionName(const LocationContext *LC)
+{
+	if (const auto *ND = dyn_cast_or_null<NamedDecl>(LC ? LC->getDecl() : nullptr))
+		return ND->getNameAsString();
+	return "?";
+}
+
+int64_t sizeOfType(ASTContext &Ctx, QualType T)
+{
+	if (T.isNull() || T->isVoidType() || T->isIncompleteType() || !T->isConstantSizeType())
+		return -1;
+	return Ctx.getTypeSizeInChars(T).getQuantity();
+}
+
+bool isOidRecord(QualType T);
+
+const FieldDecl *fieldNamed(const RecordDecl *RD, StringRef Name)
+{
+	for (const FieldDecl *F : RD->fields())
+		if (F->getName() == Name)
+			return F;
+	return nullptr;
+}
+
+// PMEMoid itself (struct pmemoid { pool_uuid_lo, off }).
+bool isPmemOid(QualType T)
+{
+	const auto *RT = T.getCanonicalType()->getAs<RecordType>();
+	if (!RT || !RT->getDecl()->isStruct())
+		return false;
+	const RecordDecl *RD = RT->getDecl();
+	return fieldNamed(RD, "off") && fieldNamed(RD, "pool_uuid_lo");
+}
+
+// PMEMoid, or a TOID union (whose `oid` member is a PMEMoid).
+bool isOidRecord(QualType T)
+{
+	if (isPmemOid(T))
+		return true;
+	const auto *RT = T.getCanonicalType()->getAs<RecordType>();
+	if (!RT || !RT->getDecl()->isUnion())
+		return false;
+	const FieldDecl *F = fieldNamed(RT->getDecl(), "oid");
+	return F && isPmemOid(F->getType());
+}
+
+int64_t concreteOr(SVal V, int64_t Dflt)
+{
+	Lin L = linOf(V);
+	return L.isConst() ? L.K : Dflt;
+}
+
+} // namespace
+
+// A TOID union holding Oid, as a value: a temporary union (at E) whose `oid` member is bound
+// to Oid. The analyzer leaves union values it makes itself unknown (a cast to a union, the
+// result of a call it does not inline); the checker needs to see the oid inside.
+static SVal unionHolding(CheckerContext &C, ProgramStateRef &St, const Expr *E, QualType UnionT,
+			 SVal Oid)
+{
+	const auto *RT = UnionT.getCanonicalType()->getAs<RecordType>();
+	const FieldDecl *F = fieldNamed(RT->getDecl(), "oid");
+	const LocationContext *LC = C.getLocationContext();
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const CXXTempObjectRegion *TR = MRM.getCXXTempObjectRegion(E, LC);
+	St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(F, TR)), Oid, LC);
+	return C.getSValBuilder().makeLazyCompoundVal(
+	    StoreRef(St->getStore(), St->getStateManager().getStoreManager()), TR);
+}
+
+static int RegTag, OidTag, RetTag; // kinds of symbols the checker conjures
+
+// --- reports -------------------------------------------------------------------------------
+
+void PmScanChecker::report(CheckerContext &C, const BugType &BT, const std::string &Detail,
+			   const Stmt *S, const LocationContext *LC) const
+{
+	if (!S || !LC)
+		return;
+	std::string Desc = BT.getDescription().str() + ": " + Detail + " [in " + functionName(LC) + "]";
+	if (getenv("PMSCAN_DEBUG")) {
+		llvm::errs() << "REPORT " << Desc << "\n  stack:";
+		for (const LocationContext *L = C.getLocationContext(); L; L = L->getParent())
+			if (const auto *SF = dyn_cast<StackFrameContext>(L))
+				llvm::errs() << " " << functionName(SF) << "@" << (SF->getCallSite() ? C.getSourceManager().getExpansionLineNumber(SF->getCallSite()->getBeginLoc()) : 0);
+		llvm::errs() << "\n";
+	}
+	auto Loc = PathDiagnosticLocation::createBegin(S, C.getSourceManager(), LC);
+	auto R = std::make_unique<BasicBugReport>(BT, Desc, Loc);
+	R->setDeclWithIssue(LC->getDecl());
+	C.emitReport(std::move(R));
+}
+
+// --- oids and objects ----------------------------------------------------------------------
+
+SymbolRef PmScanChecker::canonical(SymbolRef S, ProgramStateRef St) const
+{
+	for (int Guard = 0; S && Guard < 8; Guard++) {
+		const auto *D = dyn_cast<SymbolDerived>(S);
+		if (!D || !isOidRecord(D->getParentSymbol()->getType()))
+			break;
+		S = D->getParentSymbol();
+	}
+	return S;
+}
+
+// The other name of a TOID's field reached through a pointer: the analyzer spells *p both as
+// the pointer's symbolic region and as element 0 of it, and keeps the union member bindings
+// of the two apart (union members have no fixed offset in its store).
+static const SubRegion *otherSpelling(CheckerContext &C, const SubRegion *R)
+{
+	const auto *Leaf = dyn_cast<FieldRegion>(R);
+	const auto *Member = Leaf ? dyn_cast<FieldRegion>(Leaf->getSuperRegion()) : nullptr;
+	if (!Member || !Member->getDecl()->getParent()->isUnion())
+		return nullptr;
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const MemRegion *Holder = Member->getSuperRegion();
+	const SubRegion *Other = nullptr;
+	if (const auto *ER = dyn_cast<ElementRegion>(Holder)) {
+		if (ER->getIndex().isZeroConstant() && isa<SymbolicRegion>(ER->getSuperRegion()))
+			Other = cast<SubRegion>(ER->getSuperRegion());
+	} else if (const auto *SR = dyn_cast<SymbolicRegion>(Holder)) {
+		QualType U = C.getASTContext().getRecordType(Member->getDecl()->getParent());
+		Other = MRM.getElementRegion(U, C.getSValBuilder().makeZeroArrayIndex(), SR,
+					     C.getASTContext());
+	}
+	if (!Other)
+		return nullptr;
+	return MRM.getFieldRegion(Leaf->getDecl(), MRM.getFieldRegion(Member->getDecl(), Other));
+}
+
+// The value of R (a scalar inside an oid) in store S, following what the store itself does
+// not: the other spelling of a TOID behind a pointer, and copies of such a TOID (a lazy
+// value bound to an enclosing variable or parameter).
+SVal PmScanChecker::readThrough(CheckerContext &C, Store S, const SubRegion *R, int Depth) const
+{
+	StoreManager &SM = C.getStoreManager();
+	// (A lazy value for a scalar is the store giving up on a copy it would not follow.)
+	auto resolved = [](SVal X) { return !X.isUnknown() && !X.getAs<nonloc::LazyCompoundVal>(); };
+	SVal V = SM.getBinding(S, loc::MemRegionVal(R));
+	if (resolved(V) || Depth > 6)
+		return V;
+	if (const SubRegion *Alt = otherSpelling(C, R)) {
+		SVal A = SM.getBinding(S, loc::MemRegionVal(Alt));
+		if (resolved(A))
+			return A;
+	}
+	// A copy: the base region (a variable, a parameter) holds a lazy value; read the same
+	// path below the region it copies. (The store keeps default bindings per base region.)
+	llvm::SmallVector<const SubRegion *, 4> Path;
+	const SubRegion *Base = R;
+	while (isa<FieldRegion>(Base) || isa<ElementRegion>(Base)) {
+		Path.push_back(Base);
+		Base = dyn_cast<SubRegion>(Base->getSuperRegion());
+		if (!Base)
+			return V;
+	}
+	Optional<SVal> D = SM.getDefaultBinding(S, Base);
+	if (!D || !D->getAs<nonloc::LazyCompoundVal>())
+		return V;
+	auto L = D->castAs<nonloc::LazyCompoundVal>();
+	if (L.getRegion() == Base)
+		return V;
+	MemRegionManager &MRM = SM.getRegionManager();
+	const SubRegion *Y = L.getRegion();
+	for (auto It = Path.rbegin(); It != Path.rend(); ++It) {
+		if (const auto *F = dyn_cast<FieldRegion>(*It))
+			Y = MRM.getFieldRegionWithSuper(F, Y);
+		else
+			Y = MRM.getElementRegionWithSuper(cast<ElementRegion>(*It), Y);
+	}
+	return readThrough(C, L.getStore(), Y, Depth + 1);
+}
+
+Oid PmScanChecker::oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const
+{
+	Oid O;
+	SVal Off = UnknownVal();
+	if (auto LCV = V.getAs<nonloc::LazyCompoundVal>()) {
+		const TypedValueRegion *R = LCV->getRegion();
+		QualType T = R->getValueType();
+		MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+		const auto *RT = T.getCanonicalType()->getAs<RecordType>();
+		if (RT && RT->getDecl()->isUnion()) {
+			const FieldDecl *F = fieldNamed(RT->getDecl(), "oid");
+			if (!F)
+				return O;
+			R = MRM.getFieldRegion(F, R);
+			RT = F->getType().getCanonicalType()->getAs<RecordType>();
+		}
+		const FieldDecl *OffF = RT ? fieldNamed(RT->getDecl(), "off") : nullptr;
+		if (!OffF)
+			return O;
+		Off = readThrough(C, LCV->getStore(), MRM.getFieldRegion(OffF, R), 0);
+	} else if (SymbolRef S = V.getAsSymbol()) {
+		if (isOidRecord(S->getType())) {
+			O.Key = canonical(S, St);
+			return O;
+		}
+		Off = V; // a kr_oid: the integer is the oid
+	} else if (V.getAs<nonloc::ConcreteInt>()) {
+		Off = V;
+	} else if (auto CV = V.getAs<nonloc::CompoundVal>()) {
+		// {pool_uuid_lo, off} written out, as in OID_NULL's compound literal
+		auto It = CV->begin();
+		if (It != CV->end() && ++It != CV->end())
+			Off = *It;
+	}
+	O.OffVal = Off;
+	if (Off.isZeroConstant())
+		O.Null = true;
+	else if (SymbolRef S = Off.getAsSymbol())
+		O.Key = canonical(S, St);
+	return O;
+}
+
+SymbolRef PmScanChecker::conjure(CheckerContext &C, const Expr *E, QualType T,
+				 const void *Tag) const
+{
+	return C.getSymbolManager().conjureSymbol(E, C.getLocationContext(), T, C.blockCount(), Tag);
+}
+
+
+// The region symbol of the object O names, made (as an existing object) if the path has not
+// met the oid before.
+ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, const Expr *E,
+					 const Oid &O, SymbolRef &Reg) const
+{
+	if (O.Key)
+		if (const SymbolRef *R = St->get<OidToReg>(O.Key)) {
+			Reg = *R;
+			return St;
+		}
+	Reg = conjure(C, E, C.getASTContext().VoidPtrTy, &RegTag);
+	St = St->set<ObjStates>(Reg, ObjState());
+	if (O.Key)
+		St = St->set<OidToReg>(O.Key, Reg);
+	return St;
+}
+
+ProgramStateRef PmScanChecker::opaque(ProgramStateRef St, SymbolRef Sym) const
+{
+	const ObjState *O = St->get<ObjStates>(Sym);
+	if (!O || O->Opaque)
+		return St;
+	ObjState N = *O;
+	N.Opaque = true;
+	N.Modified.clear();
+	return St->set<ObjStates>(Sym, N);
+}
+
+// --- stores, flushes, barriers, commits ----------------------------------------------------
+
+// Byte ranges with constant ends: Whole minus Part, as zero, one or two pieces.
+static llvm::SmallVector<Rec, 2> subtract(const Rec &Whole, const Lin &POff, const Lin &PLen)
+{
+	llvm::SmallVector<Rec, 2> Out;
+	int64_t A = Whole.Off.K, B = A + Whole.Len.K, F = POff.K, G = F + PLen.K;
+	if (F > A) {
+		Rec L = Whole;
+		L.Len = Lin::constant(std::min(B, F) - A);
+		Out.push_back(L);
+	}
+	if (G < B) {
+		Rec R = Whole;
+		R.Off = Lin::constant(std::max(A, G));
+		R.Len = Lin::constant(B - std::max(A, G));
+		Out.push_back(R);
+	}
+	if (F >= B || G <= A) { // no overlap: the whole range stays
+		Out.clear();
+		Out.push_back(Whole);
+	}
+	return Out;
+}
+
+static bool allConst(const Lin &A, const Lin &B, const Lin &C, const Lin &D)
+{
+	return A.isConst() && B.isConst() && C.isConst() && D.isConst();
+}
+
+// Is [Off, Off+Len) covered by the union of the logged ranges?
+static bool logged(const ObjState &O, const Lin &Off, const Lin &Len, ProgramStateRef St,
+		   SValBuilder &SVB)
+{
+	llvm::SmallVector<Rec, 2> Left;
+	Rec W;
+	W.Off = Off;
+	W.Len = Len;
+	Left.push_back(W);
+	for (const Rec &L : O.Logged) {
+		llvm::SmallVector<Rec, 2> Next;
+		for (const Rec &P : Left) {
+			if (provablyInside(L.Off, L.Len, P.Off, P.Len, St, SVB))
+				continue;
+			if (allConst(P.Off, P.Len, L.Off, L.Len))
+				for (const Rec &Q : subtract(P, L.Off, L.Len))
+					Next.push_back(Q);
+			else
+				Next.push_back(P);
+		}
+		Left = Next;
+		if (Left.empty())
+			return true;
+	}
+	return Left.empty();
+}
+
+ProgramStateRef PmScanChecker::write(ProgramStateRef St, CheckerContext &C, SymbolRef Reg,
+				     const Lin &Off, const Lin &Len, const Stmt *S,
+				     const std::string &What) const
+{
+	const ObjState *O = St->get<ObjStates>(Reg);
+	if (!O || O->Opaque)
+		return St;
+	const LocationContext *LC = C.getLocationContext();
+	if (O->K == ObjState::Invalid || O->Freed) {
+		report(C, UseAfterFree,
+		       "'" + What + "' written after its object was " +
+			   (O->K == ObjState::Invalid && !O->Freed ? "freed or unmapped" : "freed") +
+			   " (line " + std::to_string(C.getSourceManager().getExpansionLineNumber(
+					      O->Site ? O->Site->getBeginLoc() : SourceLocation())) +
+			   ")",
+		       S, LC);
+		return St;
+	}
+	ObjState N = *O;
+	if (inTx(St) && O->K == ObjState::Existing) {
+		bool Ok = Strict ? logged(*O, Off, Len, St, C.getSValBuilder()) : O->AnyLogged;
+		if (!Ok)
+			report(C, UnloggedWrite,
+			       "'" + What + "' written in a transaction without being added to "
+					    "the undo log first",
+			       S, LC);
+		return St;
+	}
+	if (inTx(St) && O->K == ObjState::NewAlloc) {
+		if (O->Initialized)
+			return St;
+		N.Initialized = true;
+		return St->set<ObjStates>(Reg, N);
+	}
+	Rec R;
+	R.Off = Off;
+	R.Len = Len;
+	R.S = S;
+	R.LC = LC;
+	for (const Rec &M : N.Modified)
+		if (M == R)
+			return St;
+	N.Modified.push_back(R);
+	return St->set<ObjStates>(Reg, N);
+}
+
+ProgramStateRef PmScanChecker::writeAt(ProgramStateRef St, CheckerContext &C, SVal Addr,
+				       const Lin &Len, const Stmt *S, const std::string &What) const
+{
+	const MemRegion *R = Addr.getAsRegion();
+	if (!R)
+		return St;
+	Place P = placeOf(R, C.getASTContext());
+	if (!P.Base || !St->get<ObjStates>(P.Base))
+		return St;
+	return write(St, C, P.Base, P.Off, Len, S, What);
+}
+
+// Why a flush target is not persistent memory, or "" if it is (or might be).
+static std::string notPersistent(const MemRegion *R, ProgramStateRef St)
+{
+	const MemRegion *Base = R->getBaseRegion();
+	const MemSpaceRegion *Space = R->getMemorySpace();
+	if (isa<StackSpaceRegion>(Space)) {
+		if (const auto *VR = dyn_cast<VarRegion>(Base)) {
+			std::string N = "the stack variable '" + VR->getDecl()->getNameAsString() + "'";
+			SVal Held = St->getSVal(loc::MemRegionVal(VR));
+			if (const MemRegion *HR = Held.getAsRegion())
+				if (const auto *SR = dyn_cast<SymbolicRegion>(HR->getBaseRegion()))
+					if (St->get<ObjStates>(SR->getSymbol()))
+						N += ", which holds a pointer to persistent memory (pass " +
+						     VR->getDecl()->getNameAsString() + ", not &" +
+						     VR->getDecl()->getNameAsString() + ")";
+			return N;
+		}
+		return "stack memory";
+	}
+	if (isa<HeapSpaceRegion>(Space))
+		return "heap memory";
+	if (isa<GlobalsSpaceRegion>(Space) && !isa<SymbolicRegion>(Base)) {
+		if (const auto *VR = dyn_cast<VarRegion>(Base))
+			return "the global variable '" + VR->getDecl()->getNameAsString() + "'";
+		return "static memory";
+	}
+	if (const auto *SR = dyn_cast<SymbolicRegion>(Base))
+		if (St->contains<Volatile>(SR->getSymbol()))
+			return "volatile memory (from malloc or a keratin transaction buffer)";
+	return "";
+}
+
+ProgramStateRef PmScanChecker::flush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
+				     SVal Addr, const Lin &Len, bool CheckTarget) const
+{
+	const MemRegion *R = Addr.getAsRegion();
+	if (!R)
+		return St;
+	const Expr *CE = Call.getOriginExpr();
+	const LocationContext *LC = C.getLocationContext();
+	std::string Callee = Call.getCalleeIdentifier() ? Call.getCalleeIdentifier()->getName().str()
+							: "flush";
+	if (CheckTarget) {
+		std::string Why = notPersistent(R, St);
+		if (!Why.empty()) {
+			report(C, FlushNotPm, Callee + " flushes " + Why + ", not persistent memory", CE,
+			       LC);
+			return St;
+		}
+	}
+	Place P = placeOf(R, C.getASTContext());
+	if (!P.Base)
+		return St;
+	const ObjState *O = St->get<ObjStates>(P.Base);
+	if (!O || O->Opaque)
+		return St;
+	SValBuilder &SVB = C.getSValBuilder();
+	ObjState N = *O;
+	bool Partial = false;
+	if (CheckTarget) {
+		// Rule 1b, by type: fewer bytes than the pointer's target type.
+		const Expr *A = Call.getArgExpr(findModel(Callee) ? findModel(Callee)->Addr : 0);
+		A = A ? A->IgnoreParenImpCasts() : nullptr;
+		while (const auto *Cast = dyn_cast_or_null<ExplicitCastExpr>(A)) {
+			if (!Cast->getType()->isVoidPointerType())
+				break;
+			A = Cast->getSubExpr()->IgnoreParenImpCasts();
+		}
+		QualType PT = A ? A->getType() : QualType();
+		int64_t Want = PT.isNull() || !PT->isPointerType()
+				   ? -1
+				   : sizeOfType(C.getASTContext(), PT->getPointeeType());
+		// (A flush of nothing, as `(n - lo) * size` when no element is new, is harmless.)
+		if (Want > 1 && provablyNonNegative(Lin::constant(Want - 1).minus(Len), St, SVB) &&
+		    provablyNonNegative(Len.minus(Lin::constant(1)), St, SVB)) {
+			report(C, PartialFlush,
+			       Callee + " flushes " +
+				   (Len.isConst() ? std::to_string(Len.K) : std::string("fewer")) +
+				   " bytes of '" + sourceText(A, C) + "', whose type has " +
+				   std::to_string(Want),
+			       CE, LC);
+			Partial = true;
+		}
+		// Rule 1b, by what was written: a block stored at this very address by one
+		// statement, and flushed short.
+		for (const Rec &M : N.Modified) {
+			if (Partial)
+				break;
+			Lin Gap = M.Off.minus(P.Off);
+			if (!Gap.isConst() || Gap.K != 0 || !M.Len.Known)
+				continue;
+			if (!provablyNonNegative(M.Len.minus(Len).minus(Lin::constant(1)), St, SVB))
+				continue;
+			report(C, PartialFlush,
+			       Callee + " flushes " +
+				   (Len.isConst() ? std::to_string(Len.K) : std::string("fewer")) +
+				   " bytes of '" + sourceText(A, C) + "', where line " +
+				   std::to_string(C.getSourceManager().getExpansionLineNumber(
+				       M.S->getBeginLoc())) +
+				   " stored " +
+				   (M.Len.isConst() ? std::to_string(M.Len.K) : std::string("more")),
+			       CE, LC);
+			Partial = true;
+		}
+	}
+	if (!Strict) {
+		N.Modified.clear();
+		return St->set<ObjStates>(P.Base, N);
+	}
+	llvm::SmallVector<Rec, 2> Left;
+	for (const Rec &M : N.Modified) {
+		if (Partial && (M.Off.minus(P.Off).isConst() && M.Off.minus(P.Off).K == 0))
+			continue; // reported as 1b: the rest of the block is that report's
+		if (provablyInside(P.Off, Len, M.Off, M.Len, St, SVB))
+			continue;
+		if (allConst(M.Off, M.Len, P.Off, Len)) {
+			for (const Rec &Q : subtract(M, P.Off, Len))
+				Left.push_back(Q);
+			continue;
+		}
+		Left.push_back(M);
+	}
+	N.Modified = Left;
+	return St->set<ObjStates>(P.Base, N);
+}
+
+ProgramStateRef PmScanChecker::barrier(ProgramStateRef St, CheckerContext &C,
+				       const std::string &Where) const
+{
+	for (const auto &E : St->get<ObjStates>()) {
+		if (E.second.Modified.empty() || E.second.Opaque)
+			continue;
+		for (const Rec &M : E.second.Modified)
+			report(C, MissingFlush,
+			       "'" + sourceText(storedExpr(M.S), C) + "' stored here is not flushed " +
+				   Where,
+			       M.S, M.LC);
+		ObjState N = E.second;
+		N.Modified.clear();
+		St = St->set<ObjStates>(E.first, N);
+	}
+	return St;
+}
+
+ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) const
+{
+	if (St->get<TxDepth>() != 1)
+		return St; // a nested commit changes nothing until the outermost one
+	for (const auto &E : St->get<ObjStates>()) {
+		const ObjState &O = E.second;
+		if (O.K != ObjState::NewAlloc && !O.Freed && O.Logged.empty() && !O.AnyLogged)
+			continue;
+		ObjState N = O;
+		if (O.K == ObjState::NewAlloc) {
+			if (!O.Initialized && !O.Opaque && !O.Freed)
+				report(C, UninitAlloc,
+				       "object allocated here by " + sourceText(O.Site, C).substr(0, 40) +
+					   " is never written before the transaction commits",
+				       O.Site, O.SiteLC);
+			N.K = ObjState::Existing;
+		}
+		if (O.Freed) {
+			N.K = ObjState::Invalid;
+			N.Freed = false;
+		}
+		N.Logged.clear();
+		N.AnyLogged = false;
+		St = St->set<ObjStates>(E.first, N);
+	}
+	return St;
+}
+
+// --- calls ---------------------------------------------------------------------------------
+
+void PmScanChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
+{
+	const Model *M = modelOf(Call);
+	if (!M || M->Kind != Fn::Write)
+		return;
+	if (M->Addr >= (int)Call.getNumArgs())
+		return;
+	Lin Len = M->Len >= 0 && M->Len < (int)Call.getNumArgs() ? linOf(Call.getArgSVal(M->Len))
+								  : Lin::constant(1);
+	ProgramStateRef St = C.getState();
+	ProgramStateRef N = writeAt(St, C, Call.getArgSVal(M->Addr), Len, Call.getOriginExpr(),
+				    Call.getCalleeIdentifier()->getName().str() + " to " +
+					sourceText(Call.getArgExpr(M->Addr), C));
+	if (N != St)
+		C.addTransition(N);
+}
+
+void PmScanChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) const
+{
+	ProgramStateRef St = C.getState();
+	const Model *M = modelOf(Call);
+	SVal Ret = Call.getReturnValue();
+	if (M && M->Kind == Fn::Volatile) {
+		if (SymbolRef S = Ret.getAsSymbol())
+			C.addTransition(St->add<Volatile>(S));
+		return;
+	}
+	if (M)
+		return;
+	// The error-path pruning needs to know which callees failed on the path.
+	QualType RT = Call.getResultType();
+	if (RT->isIntegerType() || RT->isPointerType()) {
+		if (failed(Ret, St)) {
+			if (!St->get<SawFailure>())
+				C.addTransition(St->set<SawFailure>(true));
+			return;
+		}
+		if (SymbolRef S = Ret.getAsSymbol())
+			St = St->add<CallRets>(S);
+	}
+	// A TOID returned by code the analysis does not see: a fresh oid in it.
+	if (!C.wasInlined && Ret.isUnknown() && isOidRecord(RT) && !isPmemOid(RT) &&
+	    Call.getOriginExpr()) {
+		const auto *UD = RT.getCanonicalType()->getAs<RecordType>()->getDecl();
+		if (const FieldDecl *F = fieldNamed(UD, "oid")) {
+			SymbolRef Fresh = conjure(C, Call.getOriginExpr(), F->getType(), &OidTag);
+			SVal U = unionHolding(C, St, Call.getOriginExpr(), RT, nonloc::SymbolVal(Fresh));
+			St = St->BindExpr(Call.getOriginExpr(), C.getLocationContext(), U);
+		}
+	}
+	// An oid handed by value to code the analysis does not see.
+	if (!C.wasInlined) {
+		for (unsigned I = 0; I < Call.getNumArgs(); I++) {
+			if (!isOidRecord(Call.getArgExpr(I) ? Call.getArgExpr(I)->getType() : QualType()))
+				continue;
+			Oid O = oidOf(Call.getArgSVal(I), St, C);
+			if (!O.Key)
+				continue;
+			if (const SymbolRef *R = St->get<OidToReg>(O.Key))
+				St = opaque(St, *R);
+		}
+	}
+	C.addTransition(St);
+}
+
+bool PmScanChecker::failed(SVal V, ProgramStateRef St) const
+{
+	if (auto L = V.getAs<Loc>()) {
+		if (L->isZeroConstant())
+			return true;
+		ConditionTruthVal Null = St->isNull(V);
+		return Null.isConstrainedTrue();
+	}
+	auto NL = V.getAs<NonLoc>();
+	if (!NL)
+		return false;
+	Lin L = linOf(V);
+	if (L.isConst())
+		return L.K < 0;
+	SymbolRef S = V.getAsSymbol();
+	if (!S || !S->getType()->isSignedIntegerType())
+		return false;
+	// provably below zero: "S >= 0" is impossible
+	SValBuilder &SVB = St->getStateManager().getSValBuilder();
+	SVal Cond = SVB.evalBinOpNN(St, BO_GE, *NL,
+				    SVB.makeIntVal(0, S->getType()).castAs<NonLoc>(),
+				    SVB.getConditionType());
+	auto D = Cond.getAs<DefinedOrUnknownSVal>();
+	return D && !D->isUnknown() && !St->assume(*D, true);
+}
+
+bool PmScanChecker::evalCall(const CallEvent &Call, CheckerContext &C) const
+{
+	const Model *M = modelOf(Call);
+	if (!M)
+		return false;
+	switch (M->Kind) {
+	case Fn::Write:
+	case Fn::Volatile:
+		return false; // the analyzer's own evaluation; the checker watches around it
+	default:
+		break;
+	}
+	const auto *CE = dyn_cast_or_null<CallExpr>(Call.getOriginExpr());
+	if (!CE)
+		return false;
+	return evalModel(*M, Call, C);
+}
+
+bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerContext &C) const
+{
+	ProgramStateRef St = C.getState();
+	const auto *CE = cast<CallExpr>(Call.getOriginExpr());
+	const LocationContext *LC = C.getLocationContext();
+	SValBuilder &SVB = C.getSValBuilder();
+	ASTContext &Ctx = C.getASTContext();
+	QualType RT = CE->getType();
+	auto arg = [&](int I) -> SVal {
+		return I >= 0 && I < (int)Call.getNumArgs() ? Call.getArgSVal(I) : UnknownVal();
+	};
+	auto retConj = [&](ProgramStateRef S) {
+		if (RT->isVoidType())
+			return S;
+		return S->BindExpr(CE, LC, SVB.conjureSymbolVal(&RetTag, CE, LC, RT, C.blockCount()));
+	};
+	auto retInt = [&](ProgramStateRef S, int64_t V) {
+		if (RT->isVoidType())
+			return S;
+		return S->BindExpr(CE, LC, SVB.makeIntVal(V, RT));
+	};
+	auto regLoc = [&](SymbolRef R) { return loc::MemRegionVal(C.getStoreManager().getRegionManager().getSymbolicRegion(R)); };
+	// A fresh oid (a PMEMoid-typed symbol, or a kr_oid integer) naming a fresh object.
+	auto newObject = [&](ProgramStateRef S, QualType OidT, ObjState O, SVal &OidV) {
+		SymbolRef Key = conjure(C, CE, OidT, &OidTag);
+		SymbolRef Reg = conjure(C, CE, Ctx.VoidPtrTy, &RegTag);
+		OidV = nonloc::SymbolVal(Key);
+		S = S->set<ObjStates>(Reg, O);
+		return S->set<OidToReg>(Key, Reg);
+	};
+	auto objectAt = [&](SVal Addr) -> SymbolRef {
+		const MemRegion *R = Addr.getAsRegion();
+		if (!R)
+			return nullptr;
+		Place P = placeOf(R, Ctx);
+		return P.Base && St->get<ObjStates>(P.Base) ? P.Base : nullptr;
+	};
+	auto oidAt = [&](SVal OidP) -> Oid {
+		const MemRegion *R = OidP.getAsRegion();
+		if (!R)
+			return Oid();
+		return oidOf(St->getSVal(R), St, C);
+	};
+	auto setState = [&](ProgramStateRef S, SymbolRef Reg, auto Fn) {
+		const ObjState *O = S->get<ObjStates>(Reg);
+		if (!O)
+			return S;
+		ObjState N = *O;
+		Fn(N);
+		return S->set<ObjStates>(Reg, N);
+	};
+
+	switch (M.Kind) {
+	case Fn::Direct:
+	case Fn::KrGet: {
+		Oid O = oidOf(arg(M.Oid), St, C);
+		if (O.Null) {
+			C.addTransition(St->BindExpr(CE, LC, SVB.makeNull()));
+			return true;
+		}
+		const SymbolRef *Known = O.Key ? St->get<OidToReg>(O.Key) : nullptr;
+		const ObjState *KnownObj = Known ? St->get<ObjStates>(*Known) : nullptr;
+		if (auto Off = O.OffVal.getAs<DefinedOrUnknownSVal>()) {
+			if (!Off->isUnknown() && !(KnownObj && KnownObj->NonNull)) {
+				auto IsNull = SVB.evalEQ(St, *Off, SVB.makeZeroVal(Off->getType(Ctx)));
+				ProgramStateRef Zero, NonZero;
+				std::tie(Zero, NonZero) = St->assume(IsNull);
+				if (Zero)
+					C.addTransition(Zero->BindExpr(CE, LC, SVB.makeNull()));
+				if (!NonZero)
+					return true;
+				St = NonZero;
+			}
+		}
+		SymbolRef Reg;
+		St = objectFor(St, C, CE, O, Reg);
+		if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "direct@" << C.getSourceManager().getExpansionLineNumber(CE->getBeginLoc()) << " arg "; arg(M.Oid).dump(); llvm::errs() << " off "; O.OffVal.dump(); llvm::errs() << " key "; if (O.Key) O.Key->dump(); llvm::errs() << " -> "; Reg->dump(); llvm::errs() << "\n"; }
+		St = St->BindExpr(CE, LC, regLoc(Reg));
+		St = St->assume(regLoc(Reg), true);
+		if (St)
+			C.addTransition(St);
+		return true;
+	}
+	case Fn::OidOf: {
+		SVal V;
+		SymbolRef Reg = objectAt(arg(M.Addr));
+		SymbolRef Key = conjure(C, CE, RT, &OidTag);
+		if (Reg)
+			St = St->set<OidToReg>(Key, Reg);
+		C.addTransition(St->BindExpr(CE, LC, nonloc::SymbolVal(Key)));
+		return true;
+	}
+	case Fn::Root:
+	case Fn::Lookup: {
+		ObjState O;
+		O.Size = M.Len >= 0 ? linOf(arg(M.Len)) : Lin::unknown();
+		O.NonNull = M.Kind == Fn::Root; // the root exists once the pool is open
+		SVal V;
+		St = newObject(St, RT, O, V);
+		C.addTransition(St->BindExpr(CE, LC, V));
+		return true;
+	}
+	case Fn::TxAlloc:
+	case Fn::TxRealloc: {
+		ObjState O;
+		O.K = ObjState::NewAlloc;
+		O.NonNull = true; // a failed allocation aborts the transaction
+		O.Initialized = M.Zero || (M.Flags >= 0 && (concreteOr(arg(M.Flags), FlagZero) & FlagZero));
+		O.Site = CE;
+		O.SiteLC = LC;
+		O.Size = M.Len >= 0 ? linOf(arg(M.Len)) : Lin::unknown();
+		if (M.Kind == Fn::TxRealloc) {
+			Oid Old = oidOf(arg(M.Oid), St, C);
+			if (Old.Key)
+				if (const SymbolRef *R = St->get<OidToReg>(Old.Key))
+					St = setState(St, *R, [&](ObjState &N) {
+						N.Freed = true;
+						N.Site = CE;
+						N.SiteLC = LC;
+					});
+		}
+		SVal V;
+		St = newObject(St, RT, O, V);
+		C.addTransition(St->BindExpr(CE, LC, V));
+		return true;
+	}
+	case Fn::AtomicAlloc:
+	case Fn::AtomicRealloc:
+	case Fn::KrRoot:
+	case Fn::KrTxAlloc: {
+		// Success: a new object's oid in *oidp, 0 returned. Failure: -1 (or an error
+		// code), *oidp untouched. Both paths are followed.
+		const MemRegion *OidR = arg(M.Addr).getAsRegion();
+		C.addTransition(retInt(St, -1));
+		if (M.Kind == Fn::AtomicRealloc) {
+			Oid Old = oidAt(arg(M.Addr));
+			if (Old.Key)
+				if (const SymbolRef *R = St->get<OidToReg>(Old.Key))
+					St = setState(St, *R, [&](ObjState &N) {
+						N.K = ObjState::Invalid;
+						N.Site = CE;
+						N.SiteLC = LC;
+					});
+		}
+		ObjState O;
+		O.Size = linOf(arg(M.Len));
+		O.NonNull = true;
+		if (M.Kind == Fn::KrTxAlloc) {
+			O.K = ObjState::NewAlloc;
+			O.Initialized = true;
+			O.Site = CE;
+			O.SiteLC = LC;
+		}
+		if (OidR) {
+			QualType OidT = OidR->getAs<TypedValueRegion>()
+					    ? OidR->getAs<TypedValueRegion>()->getValueType()
+					    : QualType();
+			if (OidT.isNull())
+				if (const auto *PT = Call.getArgExpr(M.Addr)->getType()->getAs<PointerType>())
+					OidT = PT->getPointeeType();
+			SVal V;
+			St = newObject(St, OidT, O, V);
+			St = St->bindLoc(loc::MemRegionVal(OidR), V, LC);
+		}
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::AtomicFree: {
+		Oid Old = oidAt(arg(M.Addr));
+		if (Old.Key)
+			if (const SymbolRef *R = St->get<OidToReg>(Old.Key))
+				St = setState(St, *R, [&](ObjState &N) {
+					N.K = ObjState::Invalid;
+					N.Site = CE;
+					N.SiteLC = LC;
+				});
+		if (const MemRegion *OidR = arg(M.Addr).getAsRegion())
+			if (const auto *TR = OidR->getAs<TypedValueRegion>())
+				St = St->bindLoc(loc::MemRegionVal(OidR), SVB.makeZeroVal(TR->getValueType()),
+						 LC);
+		C.addTransition(retConj(St));
+		return true;
+	}
+	case Fn::TxFree:
+	case Fn::KrTxFree: {
+		Oid O = oidOf(arg(M.Oid), St, C);
+		if (!O.Null) {
+			SymbolRef Reg;
+			St = objectFor(St, C, CE, O, Reg);
+			St = setState(St, Reg, [&](ObjState &N) {
+				N.Freed = true;
+				N.Site = CE;
+				N.SiteLC = LC;
+			});
+		}
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::TxAdd: {
+		Oid O = oidOf(arg(M.Oid), St, C);
+		if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "txadd@" << C.getSourceManager().getExpansionLineNumber(CE->getBeginLoc()) << " "; arg(M.Oid).dump(); llvm::errs() << " key "; if (O.Key) O.Key->dump(); llvm::errs() << "\n"; }
+		if (!O.Null) {
+			SymbolRef Reg;
+			St = objectFor(St, C, CE, O, Reg);
+			Rec L;
+			L.Off = linOf(arg(M.Off));
+			L.Len = linOf(arg(M.Len));
+			L.S = CE;
+			L.LC = LC;
+			St = setState(St, Reg, [&](ObjState &N) {
+				N.AnyLogged = true;
+				N.Logged.push_back(L);
+			});
+		}
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::TxAddDirect: {
+		if (const MemRegion *R = arg(M.Addr).getAsRegion()) {
+			Place P = placeOf(R, Ctx);
+			if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "adddirect "; R->dump(); llvm::errs() << " base " << (P.Base ? "yes" : "no") << " tracked " << (P.Base && St->get<ObjStates>(P.Base)) << "\n"; }
+			if (P.Base && St->get<ObjStates>(P.Base)) {
+				Rec L;
+				L.Off = P.Off;
+				L.Len = linOf(arg(M.Len));
+				L.S = CE;
+				L.LC = LC;
+				St = setState(St, P.Base, [&](ObjState &N) {
+					N.AnyLogged = true;
+					N.Logged.push_back(L);
+				});
+			}
+		}
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::TxBegin:
+	case Fn::KrTxBegin: {
+		St = St->set<TxDepth>(St->get<TxDepth>() + 1)->set<TxStage>(StageWork);
+		if (M.Kind == Fn::KrTxBegin)
+			if (const MemRegion *TxP = arg(1).getAsRegion())
+				if (const auto *TR = TxP->getAs<TypedValueRegion>())
+					St = St->bindLoc(loc::MemRegionVal(TxP),
+							 SVB.conjureSymbolVal(&RetTag, CE, LC,
+									      TR->getValueType(),
+									      C.blockCount()),
+							 LC);
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::TxStage:
+		C.addTransition(retInt(St, St->get<TxStage>()));
+		return true;
+	case Fn::TxProcess:
+	case Fn::TxCommit: {
+		unsigned Stage = St->get<TxStage>();
+		if (Stage == StageWork) {
+			St = commit(St, C);
+			Stage = StageOnCommit;
+		} else if (M.Kind == Fn::TxProcess) {
+			Stage = Stage == StageOnCommit || Stage == StageOnAbort ? StageFinally
+										: StageNone;
+		}
+		C.addTransition(retConj(St->set<TxStage>(Stage)));
+		return true;
+	}
+	case Fn::TxEnd: {
+		unsigned D = St->get<TxDepth>();
+		if (D > 0)
+			D--;
+		St = St->set<TxDepth>(D)->set<TxStage>(D > 0 ? StageWork : StageNone);
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::KrTxCommit: {
+		if (Call.getCalleeIdentifier()->getName() == "kr_tx_abort") {
+			C.generateSink(St, C.getPredecessor());
+			return true;
+		}
+		St = commit(St, C);
+		unsigned D = St->get<TxDepth>();
+		St = St->set<TxDepth>(D > 0 ? D - 1 : 0)->set<TxStage>(D > 1 ? StageWork : StageNone);
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::TxAbort:
+		C.generateSink(St, C.getPredecessor());
+		return true;
+	case Fn::SetJmp:
+		C.addTransition(retInt(St, 0));
+		return true;
+	case Fn::MapFile:
+	case Fn::KrPoolBase: {
+		SymbolRef Reg = conjure(C, CE, Ctx.VoidPtrTy, &RegTag);
+		ObjState O;
+		O.K = ObjState::Map;
+		O.Size = M.Kind == Fn::MapFile ? linOf(arg(1)) : Lin::unknown();
+		if (M.Kind == Fn::MapFile) {
+			C.addTransition(St->BindExpr(CE, LC, SVB.makeNull()));
+			for (int Out : {4, 5})
+				if (const MemRegion *R = arg(Out).getAsRegion())
+					if (const auto *TR = R->getAs<TypedValueRegion>())
+						St = St->bindLoc(loc::MemRegionVal(R),
+								 SVB.conjureSymbolVal(&RetTag, CE, LC,
+										      TR->getValueType(),
+										      C.blockCount() + Out),
+								 LC);
+		}
+		St = St->set<ObjStates>(Reg, O)->BindExpr(CE, LC, regLoc(Reg));
+		if ((St = St->assume(regLoc(Reg), true)))
+			C.addTransition(St);
+		return true;
+	}
+	case Fn::KrRegionOpen: {
+		C.addTransition(retInt(St, -1));
+		if (const MemRegion *R = arg(M.Out).getAsRegion()) {
+			SymbolRef Reg = conjure(C, CE, Ctx.VoidPtrTy, &RegTag);
+			ObjState O;
+			O.K = ObjState::Map;
+			St = St->set<ObjStates>(Reg, O)->bindLoc(loc::MemRegionVal(R), regLoc(Reg), LC);
+		}
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::Unmap: {
+		if (SymbolRef Reg = objectAt(arg(M.Addr)))
+			St = setState(St, Reg, [&](ObjState &N) {
+				N.K = ObjState::Invalid;
+				N.Site = CE;
+				N.SiteLC = LC;
+			});
+		C.addTransition(retInt(St, 0));
+		return true;
+	}
+	case Fn::Flush:
+	case Fn::Persist:
+	case Fn::CacheLine: {
+		Lin Len = M.Kind == Fn::CacheLine ? Lin::constant(CacheLineSize) : linOf(arg(M.Len));
+		St = flush(St, C, Call, arg(M.Addr), Len, M.Kind != Fn::CacheLine);
+		if (M.Kind == Fn::Persist)
+			St = barrier(St, C, "before the barrier in " +
+					       Call.getCalleeIdentifier()->getName().str() + " (line " +
+					       std::to_string(C.getSourceManager().getExpansionLineNumber(
+						   CE->getBeginLoc())) +
+					       ")");
+		C.addTransition(retConj(St));
+		return true;
+	}
+	case Fn::Barrier:
+		St = barrier(St, C, "before the barrier in " +
+				       Call.getCalleeIdentifier()->getName().str() + " (line " +
+				       std::to_string(C.getSourceManager().getExpansionLineNumber(
+					   CE->getBeginLoc())) +
+				       ")");
+		C.addTransition(retConj(St));
+		return true;
+	case Fn::CopyPersist: {
+		uint64_t Flags = M.Flags >= 0 ? (uint64_t)concreteOr(arg(M.Flags), 0) : 0;
+		SVal Dst = arg(M.Addr);
+		Lin Len = linOf(arg(M.Len));
+		std::string Name = Call.getCalleeIdentifier()->getName().str();
+		St = writeAt(St, C, Dst, Len, CE, Name + " to " + sourceText(Call.getArgExpr(M.Addr), C));
+		if (const MemRegion *R = Dst.getAsRegion())
+			St = St->invalidateRegions({R}, CE, C.blockCount(), LC, false);
+		if (!(Flags & MemNoFlush))
+			St = flush(St, C, Call, Dst, Len, false);
+		if (M.Fence && !(Flags & (MemNoDrain | MemNoFlush)))
+			St = barrier(St, C, "before the barrier in " + Name + " (line " +
+					       std::to_string(C.getSourceManager().getExpansionLineNumber(
+						   CE->getBeginLoc())) +
+					       ")");
+		if (RT->isPointerType())
+			St = St->BindExpr(CE, LC, Dst);
+		else
+			St = retConj(St);
+		C.addTransition(St);
+		return true;
+	}
+	case Fn::NoEffect:
+		C.addTransition(retConj(St));
+		return true;
+	case Fn::Write:
+	case Fn::Volatile:
+		return false;
+	}
+	return false;
+}
+
+// --- memory accesses -----------------------------------------------------------------------
+
+// `*p = oid` through a pointer the analyzer has no type for (a parameter, say): the store
+// binds the whole value to the untyped region, and a later read of (*p).off does not see
+// it (a read under a region with a whole-value binding is unknown). Bind the oid's two
+// fields instead (readThrough finds them under the other spelling of *p too).
+static ProgramStateRef bindOidFields(ProgramStateRef St, CheckerContext &C,
+				     const SymbolicRegion *R, SVal Val, QualType T)
+{
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	const RecordDecl *RD = T.getCanonicalType()->getAs<RecordType>()->getDecl();
+	const FieldDecl *OidF = RD->isUnion() ? fieldNamed(RD, "oid") : nullptr;
+	const RecordDecl *OidRD =
+	    OidF ? OidF->getType().getCanonicalType()->getAs<RecordType>()->getDecl() : RD;
+	auto oidIn = [&](const SubRegion *Base) -> const SubRegion * {
+		return OidF ? MRM.getFieldRegion(OidF, Base) : Base;
+	};
+	SymbolRef Whole = OidF ? nullptr : Val.getAsSymbol(); // a PMEMoid a call returned
+	auto LCV = Val.getAs<nonloc::LazyCompoundVal>();
+	if (!LCV && !Whole)
+		return St;
+	for (const FieldDecl *F : OidRD->fields()) {
+		SVal V = Whole ? C.getSValBuilder().makeSymbolVal(C.getSymbolManager().getDerivedSymbol(
+				     Whole, MRM.getFieldRegion(F, oidIn(R))))
+			       : C.getStoreManager().getBinding(
+				     LCV->getStore(),
+				     loc::MemRegionVal(MRM.getFieldRegion(F, oidIn(LCV->getRegion()))));
+		St = St->bindLoc(loc::MemRegionVal(MRM.getFieldRegion(F, oidIn(R))), V,
+				 C.getLocationContext());
+	}
+	return St;
+}
+
+void PmScanChecker::checkPostStmt(const BinaryOperator *BO, CheckerContext &C) const
+{
+	if (BO->getOpcode() != BO_Assign || !isOidRecord(BO->getType()))
+		return;
+	ProgramStateRef St = C.getState();
+	const auto *SR = dyn_cast_or_null<SymbolicRegion>(C.getSVal(BO->getLHS()).getAsRegion());
+	if (!SR)
+		return;
+	ProgramStateRef N = bindOidFields(St, C, SR, C.getSVal(BO->getRHS()), BO->getType());
+	if (N != St)
+		C.addTransition(N);
+}
+
+void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext &C) const
+{
+	const MemRegion *R = Loc.getAsRegion();
+	if (getenv("PMSCAN_DEBUG") && R) { llvm::errs() << "bind "; R->dump(); llvm::errs() << " = "; Val.dump(); llvm::errs() << "\n"; }
+	if (!R || isa<DeclStmt>(S))
+		return;
+	ProgramStateRef St = C.getState();
+	Place P = placeOf(R, C.getASTContext());
+	if (!P.Base || !St->get<ObjStates>(P.Base))
+		return;
+	int64_t Size = -1;
+	if (const auto *TR = dyn_cast<TypedValueRegion>(R))
+		Size = sizeOfType(C.getASTContext(), TR->getValueType());
+	if (Size < 0)
+		if (const auto *E = dyn_cast<Expr>(storedExpr(S)))
+			Size = sizeOfType(C.getASTContext(), E->getType());
+	ProgramStateRef N = write(St, C, P.Base, P.Off, Size < 0 ? Lin::constant(1) : Lin::constant(Size),
+				  S, sourceText(storedExpr(S), C));
+	if (N != St)
+		C.addTransition(N);
+}
+
+void PmScanChecker::checkLocation(SVal Loc, bool IsLoad, const Stmt *S, CheckerContext &C) const
+{
+	if (!IsLoad)
+		return;
+	const MemRegion *R = Loc.getAsRegion();
+	if (!R)
+		return;
+	ProgramStateRef St = C.getState();
+	Place P = placeOf(R, C.getASTContext());
+	if (!P.Base)
+		return;
+	const ObjState *O = St->get<ObjStates>(P.Base);
+	if (!O || O->Opaque || !(O->K == ObjState::Invalid || O->Freed))
+		return;
+	report(C, UseAfterFree,
+	       "'" + sourceText(S, C) + "' read after its object was " +
+		   (O->Freed ? "freed" : "freed or unmapped") + " (line " +
+		   std::to_string(C.getSourceManager().getExpansionLineNumber(
+		       O->Site ? O->Site->getBeginLoc() : SourceLocation())) +
+		   ")",
+	       S, C.getLocationContext());
+}
+
+// TOID(T) casts: `(TOID(T))pmemobj_tx_alloc(...)`, a GNU cast of a PMEMoid to a union.
+void PmScanChecker::checkPostStmt(const CastExpr *CE, CheckerContext &C) const
+{
+	if (CE->getCastKind() != CK_ToUnion || !isOidRecord(CE->getType()) ||
+	    !isPmemOid(CE->getSubExpr()->getType()))
+		return;
+	ProgramStateRef St = C.getState();
+	SVal U = unionHolding(C, St, CE, CE->getType(), C.getSVal(CE->getSubExpr()));
+	C.addTransition(St->BindExpr(CE, C.getLocationContext(), U));
+}
+
+// --- ends of paths -------------------------------------------------------------------------
+
+bool PmScanChecker::errorPath(const ReturnStmt *RS, CheckerContext &C) const
+{
+	ProgramStateRef St = C.getState();
+	bool CalleeFailed = St->get<SawFailure>();
+	for (SymbolRef S : St->get<CallRets>())
+		if (!CalleeFailed && failed(C.getSValBuilder().makeSymbolVal(S), St))
+			CalleeFailed = true;
+	if (!CalleeFailed || !RS || !RS->getRetValue())
+		return false;
+	SVal V = C.getSVal(RS->getRetValue());
+	QualType T = RS->getRetValue()->getType();
+	if (T->isPointerType())
+		return failed(V, St);
+	if (!T->isIntegerType())
+		return false;
+	// an int that is provably not 0 (PMDK's examples return -1 or 1 on error)
+	Lin L = linOf(V);
+	if (L.isConst())
+		return L.K != 0;
+	auto D = V.getAs<DefinedOrUnknownSVal>();
+	if (!D || D->isUnknown())
+		return false;
+	return !St->assume(C.getSValBuilder().evalEQ(St, *D, C.getSValBuilder().makeZeroVal(T)),
+			   true);
+}
+
+bool PmScanChecker::calledInUnit(const Decl *D, ASTContext &Ctx) const
+{
+	if (CalleesOf != &Ctx) {
+		CallGraph CG;
+		CG.addToCallGraph(Ctx.getTranslationUnitDecl());
+		Callees.clear();
+		for (const auto &N : CG) {
+			if (!N.first)
+				continue; // the graph's root, which "calls" every function
+			for (const CallGraphNode *Callee : N.second->callees())
+				if (Callee->getDecl()->getCanonicalDecl() != N.first->getCanonicalDecl())
+					Callees.insert(Callee->getDecl()->getCanonicalDecl());
+		}
+		CalleesOf = &Ctx;
+	}
+	return Callees.count(D->getCanonicalDecl());
+}
+
+// Rule 1 at the return of a top-level function. The analyzer also starts from functions it
+// could not inline into their callers; those are not top-level (their caller flushes, or
+// runs them in a transaction), so their returns check nothing.
+void PmScanChecker::checkEndFunction(const ReturnStmt *RS, CheckerContext &C) const
+{
+	if (!C.inTopFrame())
+		return;
+	if (calledInUnit(C.getLocationContext()->getDecl(), C.getASTContext()))
+		return;
+	if (errorPath(RS, C))
+		return;
+	ProgramStateRef St = C.getState();
+	const auto *ND = dyn_cast_or_null<NamedDecl>(C.getLocationContext()->getDecl());
+	ProgramStateRef N =
+	    barrier(St, C, "before " + (ND ? ND->getNameAsString() : std::string("the function")) +
+			       " returns");
+	if (N != St)
+		C.addTransition(N);
+}
+
+ProgramStateRef PmScanChecker::checkPointerEscape(ProgramStateRef St,
+						  const InvalidatedSymbols &Escaped,
+						  const CallEvent *Call, PointerEscapeKind Kind) const
+{
+	if (Kind != PSK_DirectEscapeOnCall && Kind != PSK_IndirectEscapeOnCall)
+		return St;
+	if (Call)
+		if (const Model *M = modelOf(*Call))
+			if (M->Kind == Fn::Write || M->Kind == Fn::Volatile)
+				return St;
+	for (SymbolRef S : Escaped) {
+		St = opaque(St, S);
+		if (const SymbolRef *R = St->get<OidToReg>(canonical(S, St)))
+			St = opaque(St, *R);
+	}
+	return St;
+}
+
+// The checker's maps keep their symbols alive: an object's region symbol and its oid stay
+// meaningful (and the path's constraints on them stay) while no variable holds them, since
+// pmemobj_direct of the same oid brings the same object back.
+void PmScanChecker::checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const
+{
+	for (const auto &E : St->get<ObjStates>())
+		SR.markLive(E.first);
+	for (const auto &E : St->get<OidToReg>()) {
+		SR.markLive(E.first);
+		SR.markLive(E.second);
+	}
+}
+
+void PmScanChecker::checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const
+{
+	ProgramStateRef St = C.getState();
+	bool Failed = St->get<SawFailure>();
+	for (SymbolRef S : St->get<CallRets>()) {
+		if (SR.isLive(S))
+			continue;
+		if (!Failed && failed(C.getSValBuilder().makeSymbolVal(S), St))
+			Failed = true;
+		St = St->remove<CallRets>(S);
+	}
+	for (SymbolRef S : St->get<Volatile>())
+		if (!SR.isLive(S))
+			St = St->remove<Volatile>(S);
+	St = St->set<SawFailure>(Failed);
+	C.addTransition(St);
+}
+
+// --- registration --------------------------------------------------------------------------
+
+namespace pmscan {
+
+void registerPmScan(CheckerManager &Mgr)
+{
+	PmScanChecker *Chk = Mgr.registerChecker<PmScanChecker>();
+	Chk->Strict = Mgr.getAnalyzerOptions().getCheckerBooleanOption(Chk, "Strict");
+}
+
+bool shouldRegisterPmScan(const CheckerManager &) { return true; }
+
+} // namespace pmscan
