@@ -21,16 +21,23 @@
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|info|check|repair|ls|cat|put|mkdir|rm POOL [ARGS] [OPTIONS]";
+const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|ls|cat|put|mkdir|rm ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
 	"  mkfs POOL --size SIZE   make a pool (the file must not exist)\n"
 	"       [--inodes N] [--log-size SIZE] [--dead-zone SIZE]\n"
-	"  info POOL               geometry, space, redundancy; changes nothing\n"
-	"  check POOL              verify every structure and invariant; changes nothing;\n"
-	"                          lists what a repairing mount would fix\n"
-	"  repair POOL             mount (repairing), scrub everything, check\n"
+	"  mount POOL DIR [-f] [-o OPTIONS]\n"
+	"                          mount it with FUSE; returns once the mount is ready\n"
+	"                          (-f: stay in the foreground; SIGINT/SIGTERM unmount)\n"
+	"  umount DIR              unmount; returns once the pool is closed cleanly\n"
+	"  info POOL|DIR           geometry, space, redundancy; changes nothing\n"
+	"  fsck POOL [--repair] [--json]\n"
+	"                          verify every structure and invariant; changes nothing\n"
+	"                          unless --repair (lists what a repairing mount would fix)\n"
+	"  check POOL, repair POOL the same as fsck and fsck --repair\n"
+	"  scrub POOL|DIR          verify and repair every strip and metadata copy (DIR: in\n"
+	"                          the daemon of that mount)\n"
 	"  ls POOL PATH            list a directory (or show one file)\n"
 	"  cat POOL PATH           write a file's bytes to standard output\n"
 	"  put POOL FILE PATH      copy a local FILE into the pool at PATH\n"
@@ -38,8 +45,12 @@ const char fs_details[] =
 	"  rm POOL PATH            remove a file, or an empty directory\n"
 	"\n"
 	"  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n"
+	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
+	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
+	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
+	"                 clone_fd\n"
 	"\n"
-	"Exit status: 0 success (check: sound), 1 damage found or a library error,\n"
+	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";
 
 static const char *prog = "keratin fs";
@@ -63,25 +74,25 @@ static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t lo
 	return 0;
 }
 
-static int do_info(kr_fs *fs, const char *pool)
+int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 {
 	struct kr_fs_statfs st;
 	int rc = kr_fs_statfs(fs, &st);
 	if (rc)
 		return op_error(pool, rc);
 	char a[UTIL_HUMAN_LEN], b[UTIL_HUMAN_LEN], c[UTIL_HUMAN_LEN];
-	util_field("pool", "%s", pool);
-	util_field("data", "%s in %" PRIu64 " pages, %s free", util_human(st.blocks * st.bsize, a), st.blocks,
+	util_field_to(out, "pool", "%s", pool);
+	util_field_to(out, "data", "%s in %" PRIu64 " pages, %s free", util_human(st.blocks * st.bsize, a), st.blocks,
 		   util_human(st.bfree * st.bsize, b));
-	util_field("inodes", "%" PRIu64 " (%" PRIu64 " free)", st.files, st.ffree);
-	util_field("inode logs", "%" PRIu64 " pages of %s, %" PRIu64 " free", st.log_pages, util_human(st.bsize, c),
+	util_field_to(out, "inodes", "%" PRIu64 " (%" PRIu64 " free)", st.files, st.ffree);
+	util_field_to(out, "inode logs", "%" PRIu64 " pages of %s, %" PRIu64 " free", st.log_pages, util_human(st.bsize, c),
 		   st.log_pages_free);
-	util_field("redundancy", "metadata replica + CRC-32C; data: 2 CRC-32C copies per 512 B strip, "
+	util_field_to(out, "redundancy", "metadata replica + CRC-32C; data: 2 CRC-32C copies per 512 B strip, "
 		   "1 parity strip per page (576 B per 4 KiB)");
-	util_field("dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
-	util_field("last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
+	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
+	util_field_to(out, "last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
 		   st.mount_count);
-	util_field("repairs", "%" PRIu64 " needed at mount", st.repairs);
+	util_field_to(out, "repairs", "%" PRIu64 " needed at mount", st.repairs);
 	return 0;
 }
 
@@ -97,19 +108,80 @@ static int do_check(kr_fs *fs, const char *pool)
 	return rc == KR_OK ? 0 : 1;
 }
 
+/* Each line of text as a JSON string in an array (the check's and scrub's problem lines). */
+static void json_lines(const char *key, char *text)
+{
+	printf("  \"%s\": [", key);
+	const char *sep = "";
+	for (char *save, *l = strtok_r(text ? text : (char[]){0}, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		printf("%s\n    ", sep);
+		util_json_str(l);
+		sep = ",";
+	}
+	printf("%s]", *sep ? "\n  " : "");
+}
+
+/* fsck --json [--repair]: what was walked, what was repaired, every problem line. */
+static int do_fsck_json(kr_fs *fs, const char *pool, bool repair)
+{
+	char *scrub_text = NULL, *check_text = NULL;
+	size_t scrub_len = 0, check_len = 0;
+	struct kr_fs_scrub_report srep = {0};
+	struct kr_fs_check_report crep = {0};
+	struct kr_fs_statfs st = {0};
+	kr_fs_statfs(fs, &st);
+	int src = KR_OK;
+	FILE *m = open_memstream(&scrub_text, &scrub_len);
+	if (repair && m)
+		src = kr_fs_scrub(fs, m, &srep);
+	if (m)
+		fclose(m);
+	m = open_memstream(&check_text, &check_len);
+	int crc = kr_fs_check(fs, m, &crep);
+	if (m)
+		fclose(m);
+	printf("{\n  \"pool\": ");
+	util_json_str(pool);
+	printf(",\n  \"mode\": \"%s\",\n", repair ? "repair" : "check");
+	printf("  \"inodes\": %" PRIu64 ", \"directories\": %" PRIu64 ", \"log_pages\": %" PRIu64
+	       ", \"data_pages\": %" PRIu64 ",\n",
+	       crep.inodes, crep.dirs, crep.log_pages, crep.data_pages);
+	printf("  \"repaired_at_mount\": %" PRIu64 ", \"repaired_by_scrub\": %" PRIu64
+	       ", \"unrepairable\": %" PRIu64 ",\n  \"problems\": %" PRIu64 ",\n",
+	       repair ? st.repairs : 0, srep.repaired, srep.unrepairable, crep.problems);
+	json_lines("scrub_report", scrub_text);
+	printf(",\n");
+	json_lines("check_report", check_text);
+	printf(",\n  \"clean\": %s\n}\n", crc == KR_OK && src == KR_OK ? "true" : "false");
+	free(scrub_text);
+	free(check_text);
+	if ((crc != KR_OK && crc != KR_E_CORRUPT) || (src != KR_OK && src != KR_E_CORRUPT))
+		return util_lib_error("keratin", pool, crc != KR_OK && crc != KR_E_CORRUPT ? crc : src);
+	return crc == KR_OK && src == KR_OK ? 0 : 1;
+}
+
+int fs_print_scrub(FILE *out, kr_fs *fs, const char *pool)
+{
+	struct kr_fs_scrub_report rep;
+	int rc = kr_fs_scrub(fs, out, &rep);
+	fprintf(out, "scrub: %" PRIu64 " metadata items and %" PRIu64 " data pages verified, %" PRIu64
+		" repaired, %" PRIu64 " unrepairable\n",
+		rep.meta_items, rep.data_pages, rep.repaired, rep.unrepairable);
+	if (rc != KR_OK && rc != KR_E_CORRUPT) {
+		fprintf(out, "%s: %s\n", pool, kr_errmsg());
+		return 1;
+	}
+	return rc == KR_OK ? 0 : 1;
+}
+
 static int do_repair(kr_fs *fs, const char *pool)
 {
 	struct kr_fs_statfs st;
 	kr_fs_statfs(fs, &st);
-	struct kr_fs_scrub_report rep;
-	int rc = kr_fs_scrub(fs, stdout, &rep);
-	printf("repair: %" PRIu64 " repaired by the mount, %" PRIu64 " by the scrub (%" PRIu64 " metadata items, %" PRIu64
-	       " data pages verified), %" PRIu64 " unrepairable\n",
-	       st.repairs, rep.repaired, rep.meta_items, rep.data_pages, rep.unrepairable);
-	if (rc != KR_OK && rc != KR_E_CORRUPT)
-		return util_lib_error("keratin", pool, rc);
+	printf("repair: %" PRIu64 " repaired by the mount\n", st.repairs);
+	int rc = fs_print_scrub(stdout, fs, pool);
 	int crc = do_check(fs, pool);
-	return rc == KR_OK ? crc : 1;
+	return rc ? rc : crc;
 }
 
 static int print_entry(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t dtype, uint64_t cookie)
@@ -213,18 +285,41 @@ static int do_mkdir_rm(kr_fs *fs, const char *path, bool make)
 	return rc ? op_error(path, rc) : 0;
 }
 
+/* The verbs: name, the operands after the verb, and what they are (for the usage error). */
+static const struct verb {
+	const char *name;
+	int nargs;
+	const char *operands;
+} verbs[] = {
+	{"mkfs", 1, "POOL"},       {"mount", 2, "POOL and DIR"}, {"umount", 1, "DIR"},
+	{"info", 1, "POOL or DIR"}, {"check", 1, "POOL"},         {"fsck", 1, "POOL"},
+	{"repair", 1, "POOL"},      {"scrub", 1, "POOL or DIR"},  {"ls", 2, "POOL and a PATH"},
+	{"cat", 2, "POOL and a PATH"}, {"put", 3, "POOL, a local FILE and a PATH"},
+	{"mkdir", 2, "POOL and a PATH"}, {"rm", 2, "POOL and a PATH"},
+};
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int fs_command(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"size", required_argument, NULL, 's'},	    {"inodes", required_argument, NULL, 'i'},
 		{"log-size", required_argument, NULL, 'l'}, {"dead-zone", required_argument, NULL, 'd'},
-		{"force-pmem", no_argument, NULL, 'f'},	    {"help", no_argument, NULL, 'h'},
+		{"force-pmem", no_argument, NULL, 'p'},	    {"repair", no_argument, NULL, 'r'},
+		{"json", no_argument, NULL, 'j'},	    {"foreground", no_argument, NULL, 'f'},
+		{"options", required_argument, NULL, 'o'},  {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
 	unsigned flags = 0;
+	bool repair = false, json = false, foreground = false;
+	const char *mount_opts = NULL;
 	int c;
-	while ((c = util_getopt(prog, argc, argv, longopts)) != -1) {
+	while ((c = util_getopt_short(prog, argc, argv, ":hfo:", longopts)) != -1) {
 		switch (c) {
 		case 's':
 		case 'l':
@@ -236,45 +331,61 @@ int fs_command(int argc, char **argv)
 			if (util_parse_uint(optarg, 64, 1u << 30, &inodes))
 				return util_usage_error(prog, "invalid --inodes '%s' (64 to 2^30, a multiple of 32)", optarg);
 			break;
-		case 'f': flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'p': flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'r': repair = true; break;
+		case 'j': json = true; break;
+		case 'f': foreground = true; break;
+		case 'o': mount_opts = optarg; break;
 		case 'h': printf("usage: keratin fs %s\n\n%s", fs_synopsis, fs_details); return 0;
 		default: return UTIL_EXIT_USAGE;
 		}
 	}
-	static const struct {
-		const char *verb;
-		int nargs;
-	} verbs[] = {{"mkfs", 0}, {"info", 0}, {"check", 0}, {"repair", 0}, {"ls", 1},
-		     {"cat", 1},  {"put", 2},  {"mkdir", 1}, {"rm", 1}};
 	if (optind >= argc)
-		return util_usage_error(prog, "missing mkfs, info, check, repair, ls, cat, put, mkdir or rm");
+		return util_usage_error(prog, "missing a subcommand (mkfs, mount, umount, info, fsck, scrub, ...)");
 	const char *verb = argv[optind];
-	int nargs = -1;
+	const struct verb *v = NULL;
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		if (strcmp(verb, verbs[i].verb) == 0)
-			nargs = verbs[i].nargs;
-	if (nargs < 0)
+		if (strcmp(verb, verbs[i].name) == 0)
+			v = &verbs[i];
+	if (!v)
 		return util_usage_error(prog, "unknown subcommand '%s'", verb);
-	if (argc - optind - 2 != nargs)
-		return util_usage_error(prog, "%s takes POOL%s", verb,
-					nargs == 0 ? "" : nargs == 1 ? " and a PATH" : ", a local FILE and a PATH");
-	const char *pool = argv[optind + 1];
-	if (strcmp(verb, "mkfs") == 0)
-		return do_mkfs(pool, size, inodes, log, dead, flags);
-	if (size || inodes || log || dead)
+	if (argc - optind - 1 != v->nargs)
+		return util_usage_error(prog, "%s takes %s", verb, v->operands);
+	if ((size || inodes || log || dead) && strcmp(verb, "mkfs") != 0)
 		return util_usage_error(prog, "--size, --inodes, --log-size and --dead-zone are for mkfs");
-	bool inspect = !strcmp(verb, "info") || !strcmp(verb, "check") || !strcmp(verb, "ls") || !strcmp(verb, "cat");
+	if ((foreground || mount_opts) && strcmp(verb, "mount") != 0)
+		return util_usage_error(prog, "-f and -o are for mount");
+	if ((repair || json) && strcmp(verb, "fsck") != 0)
+		return util_usage_error(prog, "--repair and --json are for fsck");
+	const char *pool = argv[optind + 1];
+	if (!strcmp(verb, "mkfs"))
+		return do_mkfs(pool, size, inodes, log, dead, flags);
+	if (!strcmp(verb, "mount"))
+		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
+	if (!strcmp(verb, "umount"))
+		return fs_umount(pool);
+	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub")) && is_dir(pool))
+		return fs_control(pool, verb);
+	if (!strcmp(verb, "fsck") && !json)
+		verb = repair ? "repair" : "check";
+
+	bool inspect = !strcmp(verb, "info") || !strcmp(verb, "check") || !strcmp(verb, "ls") ||
+		       !strcmp(verb, "cat") || (!strcmp(verb, "fsck") && !repair);
 	kr_fs *fs;
 	int rc = kr_fs_mount(pool, flags | (inspect ? KR_FS_MOUNT_CHECK : 0), &fs);
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
 	const char *a1 = argv[optind + 2 < argc ? optind + 2 : optind];
 	if (!strcmp(verb, "info"))
-		rc = do_info(fs, pool);
+		rc = fs_print_info(stdout, fs, pool) ? 1 : 0;
 	else if (!strcmp(verb, "check"))
 		rc = do_check(fs, pool);
+	else if (!strcmp(verb, "fsck"))
+		rc = do_fsck_json(fs, pool, repair);
 	else if (!strcmp(verb, "repair"))
 		rc = do_repair(fs, pool);
+	else if (!strcmp(verb, "scrub"))
+		rc = fs_print_scrub(stdout, fs, pool);
 	else if (!strcmp(verb, "ls"))
 		rc = do_ls(fs, a1);
 	else if (!strcmp(verb, "cat"))

@@ -291,10 +291,16 @@ int util_usage_error(const char *prog, const char *fmt, ...)
 
 int util_getopt(const char *prog, int argc, char **argv, const struct option *longopts)
 {
-	/* The leading ':' makes getopt return ':' for a missing argument and keeps it quiet:
-	 * its own messages would not follow our format. */
+	return util_getopt_short(prog, argc, argv, ":h", longopts);
+}
+
+int util_getopt_short(const char *prog, int argc, char **argv, const char *shortopts,
+		      const struct option *longopts)
+{
+	/* The leading ':' of shortopts makes getopt return ':' for a missing argument and keeps
+	 * it quiet: its own messages would not follow our format. */
 	opterr = 0;
-	int c = getopt_long(argc, argv, ":h", longopts, NULL);
+	int c = getopt_long(argc, argv, shortopts, longopts, NULL);
 
 	if (c == '?') {
 		/* optopt names an unknown short option; for an unknown long one it is 0 and
@@ -376,14 +382,27 @@ int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs)
 
 #define FIELD_WIDTH 20
 
+static void vfield(FILE *out, const char *key, const char *fmt, va_list ap)
+{
+	fprintf(out, "%s:%*s", key, (int)(FIELD_WIDTH - strlen(key)), "");
+	vfprintf(out, fmt, ap);
+	fputc('\n', out);
+}
+
 void util_field(const char *key, const char *fmt, ...)
 {
 	va_list ap;
-	printf("%s:%*s", key, (int)(FIELD_WIDTH - strlen(key)), "");
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vfield(stdout, key, fmt, ap);
 	va_end(ap);
-	putchar('\n');
+}
+
+void util_field_to(FILE *out, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfield(out, key, fmt, ap);
+	va_end(ap);
 }
 
 void util_json_str(const char *s)

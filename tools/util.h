@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "keratin.h"
 
@@ -81,6 +82,8 @@ void util_busy_end(struct util_busy *b);
 /* One "key: value" line of a report; the values line up in the column after the longest
  * key ("metadata overhead:") and a space or two. */
 void util_field(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* util_field on another stream. */
+void util_field_to(FILE *out, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Command-line errors, one line on stderr and a hint:
  *     PROG: MESSAGE
@@ -92,6 +95,9 @@ int util_usage_error(const char *prog, const char *fmt, ...) __attribute__((form
  * util_usage_error(). Returns the option's val, -1 after the last option, or '?' once an
  * error was printed. Reset optind = 1 before the first call for a new argv. */
 int util_getopt(const char *prog, int argc, char **argv, const struct option *longopts);
+/* The same with short options too: shortopts is getopt's string and must begin with ':'. */
+int util_getopt_short(const char *prog, int argc, char **argv, const char *shortopts,
+		      const struct option *longopts);
 
 /* A library call failed with rc: prints "PROG: WHAT: message[; what to do]" with the
  * thread's detailed message (kr_errmsg()) and, for codes that tell, what the user can do

@@ -1,0 +1,508 @@
+/*
+ * fsfuse.c - keratin-fs behind FUSE: each low-level request translated into one call of
+ * keratin_fs.h, and its result into one reply. No file-system rule lives here.
+ *
+ * Why the low-level API: keratin-fs names inodes by number, as FUSE's kernel protocol does,
+ * so a request maps onto one library call without a path walk. The library's operations
+ * return 0 or -errno and are durable when they return, so every reply is an honest one:
+ * when a write is acknowledged (and the kernel's writeback cache is off, the default), its
+ * bytes are on the media with their checksums and parity.
+ *
+ * Lookup counts: the library keeps an unlinked inode while it is open (kr_fs_open/release,
+ * which FUSE's open/release and create drive), and reuses a freed inode number only with a
+ * new generation, which every entry reply carries; the kernel's lookup counts therefore
+ * need no bookkeeping here, and forget is a no-op.
+ *
+ * Control from the command line (keratin fs scrub|info DIR): reading the extended
+ * attribute "keratin.scrub" or "keratin.info" of the root directory runs the scrubber or
+ * formats the statistics in the daemon and returns the text (fsmount.c, fsfuse_control).
+ * The kernel passes names outside its own namespaces (user., trusted., ...) through to
+ * FUSE after a read-permission check; the daemon itself admits only root and the user who
+ * mounted.
+ */
+#define _GNU_SOURCE
+#define FUSE_USE_VERSION 312
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsfuse.h"
+#include "keratin_fs.h"
+
+static struct fsfuse *ctx_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void to_stat(const struct kr_fs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_rdev = a->rdev;
+	st->st_size = (off_t)a->size;
+	st->st_blocks = (blkcnt_t)a->blocks;
+	st->st_blksize = 4096;
+	st->st_atim.tv_sec = a->atime_ns / 1000000000;
+	st->st_atim.tv_nsec = a->atime_ns % 1000000000;
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_ctim.tv_sec = a->ctime_ns / 1000000000;
+	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
+}
+
+/* An entry reply (lookup, mknod, mkdir, symlink, link) from rc and the new attributes. */
+static void reply_entry(fuse_req_t req, int rc, const struct kr_fs_attr *a)
+{
+	struct fsfuse *f = ctx_of(req);
+	if (rc == -ENOENT && f->entry_timeout > 0) {
+		/* A negative entry: only this daemon changes the tree, so the kernel may cache
+		 * that the name is absent as long as it caches names that exist. */
+		struct fuse_entry_param e = {.ino = 0, .entry_timeout = f->entry_timeout};
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e = {.ino = a->ino,
+				     .generation = a->generation,
+				     .attr_timeout = f->attr_timeout,
+				     .entry_timeout = f->entry_timeout};
+	to_stat(a, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void reply_attr(fuse_req_t req, int rc, const struct kr_fs_attr *a)
+{
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct stat st;
+	to_stat(a, &st);
+	fuse_reply_attr(req, &st, ctx_of(req)->attr_timeout);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fsfuse *f = userdata;
+	/* Large writes: one request (and one copy-on-write transaction) per MiB. */
+	conn->max_write = 1u << 20;
+	if (f->writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (f->splice) {
+		conn->want |= conn->capable & (FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+					       FUSE_CAP_SPLICE_MOVE);
+	} else {
+		conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	}
+	/* The kernel does the permission checks (mount option default_permissions) and local
+	 * POSIX and flock locks: the library keeps no lock state. */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct kr_fs_attr a;
+	reply_entry(req, kr_fs_lookup(ctx_of(req)->fs, parent, name, &a), &a);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup;
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct kr_fs_attr a;
+	reply_attr(req, kr_fs_getattr(ctx_of(req)->fs, ino, &a), &a);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	static const struct {
+		int fuse;
+		unsigned kr;
+	} bits[] = {{FUSE_SET_ATTR_MODE, KR_FS_SET_MODE},	  {FUSE_SET_ATTR_UID, KR_FS_SET_UID},
+		    {FUSE_SET_ATTR_GID, KR_FS_SET_GID},		  {FUSE_SET_ATTR_SIZE, KR_FS_SET_SIZE},
+		    {FUSE_SET_ATTR_ATIME, KR_FS_SET_ATIME},	  {FUSE_SET_ATTR_MTIME, KR_FS_SET_MTIME},
+		    {FUSE_SET_ATTR_ATIME_NOW, KR_FS_SET_ATIME_NOW}, {FUSE_SET_ATTR_MTIME_NOW, KR_FS_SET_MTIME_NOW}};
+	unsigned mask = 0;
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+		if (to_set & bits[i].fuse)
+			mask |= bits[i].kr;
+	struct kr_fs_attr in = {.mode = st->st_mode,
+				.uid = st->st_uid,
+				.gid = st->st_gid,
+				.size = (uint64_t)st->st_size,
+				.atime_ns = (int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec,
+				.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
+	struct kr_fs_attr out;
+	int rc;
+	if (mask)
+		rc = kr_fs_setattr(ctx_of(req)->fs, ino, mask, &in, &out);
+	else /* only ctime asked for (FUSE_SET_ATTR_CTIME alone): nothing the library stores */
+		rc = kr_fs_getattr(ctx_of(req)->fs, ino, &out);
+	reply_attr(req, rc, &out);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[KR_FS_SYMLINK_MAX + 1];
+	ssize_t n = kr_fs_readlink(ctx_of(req)->fs, ino, buf, KR_FS_SYMLINK_MAX);
+	if (n < 0) {
+		fuse_reply_err(req, (int)-n);
+		return;
+	}
+	buf[n] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct kr_fs_attr a;
+	reply_entry(req, kr_fs_mknod(ctx_of(req)->fs, parent, name, mode, (uint32_t)rdev, c->uid, c->gid, &a),
+		    &a);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct kr_fs_attr a;
+	reply_entry(req, kr_fs_mkdir(ctx_of(req)->fs, parent, name, mode, c->uid, c->gid, &a), &a);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct kr_fs_attr a;
+	reply_entry(req, kr_fs_symlink(ctx_of(req)->fs, parent, name, link, c->uid, c->gid, &a), &a);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct kr_fs_attr a;
+	reply_entry(req, kr_fs_link(ctx_of(req)->fs, ino, newparent, newname, &a), &a);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -kr_fs_unlink(ctx_of(req)->fs, parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, -kr_fs_rmdir(ctx_of(req)->fs, parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	unsigned kflags = 0;
+	if (flags & RENAME_NOREPLACE)
+		kflags |= KR_FS_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		kflags |= KR_FS_RENAME_EXCHANGE;
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT: overlay file systems only */
+		return;
+	}
+	fuse_reply_err(req, -kr_fs_rename(ctx_of(req)->fs, parent, name, newparent, newname, kflags));
+}
+
+static void set_open_flags(struct fsfuse *f, struct fuse_file_info *fi)
+{
+	/* Only this daemon changes files, so the kernel's cached pages stay valid across
+	 * opens. */
+	fi->keep_cache = f->attr_timeout > 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fsfuse *f = ctx_of(req);
+	int rc = kr_fs_open(f->fs, ino);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	set_open_flags(f, fi);
+	if (fuse_reply_open(req, fi) != 0)
+		kr_fs_release(f->fs, ino); /* the opener was interrupted: no release will come */
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct fsfuse *f = ctx_of(req);
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct kr_fs_attr a;
+	int rc = kr_fs_create(f->fs, parent, name, mode, c->uid, c->gid, &a);
+	if (rc == 0)
+		rc = kr_fs_open(f->fs, a.ino);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e = {.ino = a.ino,
+				     .generation = a.generation,
+				     .attr_timeout = f->attr_timeout,
+				     .entry_timeout = f->entry_timeout};
+	to_stat(&a, &e.attr);
+	set_open_flags(f, fi);
+	if (fuse_reply_create(req, &e, fi) != 0)
+		kr_fs_release(f->fs, a.ino);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	fuse_reply_err(req, -kr_fs_release(ctx_of(req)->fs, ino));
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0); /* writes are durable when acknowledged: nothing to flush */
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)datasync;
+	(void)fi;
+	/* With the kernel's writeback cache on, the kernel has sent every dirty page before
+	 * this request; the library has made each durable on its return. */
+	fuse_reply_err(req, -kr_fs_fsync(ctx_of(req)->fs, ino));
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = kr_fs_read(ctx_of(req)->fs, ino, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)fi;
+	ssize_t n = kr_fs_write(ctx_of(req)->fs, ino, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
+{
+	/* Spliced data arrives in a pipe: copy it into memory once, then one write. */
+	size_t size = fuse_buf_size(in);
+	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
+	mem.buf[0].mem = malloc(size ? size : 1);
+	if (!mem.buf[0].mem) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t got = fuse_buf_copy(&mem, in, 0);
+	if (got < 0)
+		fuse_reply_err(req, (int)-got);
+	else
+		op_write(req, ino, mem.buf[0].mem, (size_t)got, off, fi);
+	free(mem.buf[0].mem);
+}
+
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+};
+
+static int fill_dir(void *ctx, const char *name, size_t name_len, uint64_t ino, uint32_t dtype,
+		    uint64_t next_cookie)
+{
+	struct dirbuf *d = ctx;
+	char nm[KR_FS_NAME_MAX + 1];
+	memcpy(nm, name, name_len);
+	nm[name_len] = '\0';
+	struct stat st = {.st_ino = ino, .st_mode = DTTOIF(dtype)};
+	size_t need = fuse_add_direntry(d->req, d->buf + d->used, d->size - d->used, nm, &st,
+					(off_t)next_cookie);
+	if (need > d->size - d->used)
+		return 1; /* full: the kernel asks again from this entry's cookie */
+	d->used += need;
+	return 0;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct dirbuf d = {.req = req, .buf = malloc(size ? size : 1), .size = size};
+	if (!d.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = kr_fs_readdir(ctx_of(req)->fs, ino, (uint64_t)off, fill_dir, &d);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct kr_fs_statfs s;
+	int rc = kr_fs_statfs(ctx_of(req)->fs, &s);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct statvfs v = {.f_bsize = s.bsize,
+			    .f_frsize = s.bsize,
+			    .f_blocks = s.blocks,
+			    .f_bfree = s.bfree,
+			    .f_bavail = s.bfree,
+			    .f_files = s.files,
+			    .f_ffree = s.ffree,
+			    .f_favail = s.ffree,
+			    .f_namemax = s.namemax};
+	fuse_reply_statfs(req, &v);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	(void)fi;
+	int kmode = 0;
+	if (mode & FALLOC_FL_KEEP_SIZE)
+		kmode |= KR_FS_FALLOC_KEEP_SIZE;
+	if (mode & FALLOC_FL_PUNCH_HOLE)
+		kmode |= KR_FS_FALLOC_PUNCH_HOLE;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	fuse_reply_err(req, -kr_fs_fallocate(ctx_of(req)->fs, ino, kmode, (uint64_t)off, (uint64_t)len));
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL); /* the kernel handles SEEK_SET, _CUR and _END */
+		return;
+	}
+	int64_t r = kr_fs_lseek(ctx_of(req)->fs, ino, (uint64_t)off,
+				whence == SEEK_DATA ? KR_FS_SEEK_DATA : KR_FS_SEEK_HOLE);
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_lseek(req, (off_t)r);
+}
+
+/* The control attributes of the root (see the top of this file): the text is built in a
+ * memory stream and returned like any attribute value (size query first, as getxattr(2)
+ * callers do; the command is run on each call). */
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fsfuse *f = ctx_of(req);
+	if (ino != KR_FS_ROOT_INO || strncmp(name, FSFUSE_CONTROL_PREFIX, strlen(FSFUSE_CONTROL_PREFIX)) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), fuse_req_ctx(req)->uid, &text, &len);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+	free(text);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	(void)ino;
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	(void)ino, (void)name, (void)value, (void)size, (void)flags;
+	fuse_reply_err(req, ENOTSUP);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino, (void)name;
+	fuse_reply_err(req, ENODATA);
+}
+
+const struct fuse_lowlevel_ops fsfuse_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.open = op_open,
+	.create = op_create,
+	.release = op_release,
+	.flush = op_flush,
+	.fsync = op_fsync,
+	.read = op_read,
+	.write = op_write,
+	.write_buf = op_write_buf,
+	.readdir = op_readdir,
+	.statfs = op_statfs,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+};

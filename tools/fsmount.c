@@ -1,0 +1,401 @@
+/*
+ * fsmount.c - the life of a keratin-fs mount: `keratin fs mount` (start the daemon, return
+ * once the mount is ready), `keratin fs umount` (unmount, then wait until the daemon has
+ * closed the pool cleanly), and the commands a mounted file system answers through its
+ * control attributes (`keratin fs scrub|info DIR`).
+ *
+ * The daemon is a child of the command: it mounts the pool (so that errors such as a
+ * damaged pool are printed on the user's terminal), mounts the FUSE file system, tells the
+ * parent through a pipe, and only then detaches. A parent that reads nothing from the pipe
+ * knows the child failed and has said why. -f keeps everything in the foreground. SIGINT,
+ * SIGTERM and SIGHUP end the session loop (libfuse's handlers); the daemon then unmounts the
+ * directory and the pool, which marks the pool clean.
+ *
+ * umount waits on the pool file's lock, not on a process: the daemon holds the pool's
+ * exclusive lock until kr_fs_unmount has written the clean mark, so once the lock can be
+ * taken the pool is consistent on the media and `fsck` may run.
+ */
+#define _GNU_SOURCE
+#define FUSE_USE_VERSION 312
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fscmd.h"
+#include "fsfuse.h"
+#include "util.h"
+
+static const char *prog = "keratin fs";
+
+/* ---- options ------------------------------------------------------------------------- */
+
+/* Appends s to the option list at *o (comma-separated), escaping ',' and '\' as libfuse's
+ * option parser expects. */
+static void opt_append(char *o, size_t cap, const char *key, const char *value)
+{
+	size_t n = strlen(o);
+	if (n && n + 1 < cap)
+		o[n++] = ',';
+	for (const char *p = key; *p && n + 1 < cap; p++)
+		o[n++] = *p;
+	for (const char *p = value; p && *p && n + 2 < cap; p++) {
+		if (*p == ',' || *p == '\\')
+			o[n++] = '\\';
+		o[n++] = *p;
+	}
+	o[n] = '\0';
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || v < 0 || v > 86400)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
+ * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
+ * threads=N, clone_fd. */
+static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
+			 unsigned *threads, bool *clone_fd)
+{
+	char *copy = strdup(opts ? opts : "");
+	if (!copy)
+		return util_usage_error(prog, "out of memory");
+	int rc = 0;
+	for (char *save, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint64_t n;
+		if (!strcmp(tok, "writeback"))
+			f->writeback = true;
+		else if (!strcmp(tok, "splice"))
+			f->splice = true;
+		else if (!strcmp(tok, "clone_fd"))
+			*clone_fd = true;
+		else if (!strncmp(tok, "attr_timeout=", 13)) {
+			if (parse_seconds(tok + 13, &f->attr_timeout))
+				rc = util_usage_error(prog, "invalid attr_timeout '%s' (seconds, 0 to 86400)", tok + 13);
+		} else if (!strncmp(tok, "entry_timeout=", 14)) {
+			if (parse_seconds(tok + 14, &f->entry_timeout))
+				rc = util_usage_error(prog, "invalid entry_timeout '%s' (seconds, 0 to 86400)", tok + 14);
+		} else if (!strncmp(tok, "threads=", 8)) {
+			if (util_parse_uint(tok + 8, 1, 256, &n))
+				rc = util_usage_error(prog, "invalid threads '%s' (1 to 256)", tok + 8);
+			*threads = (unsigned)n;
+		} else if (!strncmp(tok, "fsname=", 7) || !strncmp(tok, "subtype=", 8)) {
+			rc = util_usage_error(prog, "option '%s' is set by keratin (the pool's path)", tok);
+		} else {
+			opt_append(fuse_opts, cap, tok, NULL);
+		}
+		if (rc)
+			break;
+	}
+	free(copy);
+	return rc;
+}
+
+/* ---- the daemon -------------------------------------------------------------------- */
+
+static void tell_parent(int fd, char status)
+{
+	if (fd >= 0) {
+		if (write(fd, &status, 1) != 1) {
+			/* the parent is gone: nobody to tell */
+		}
+		close(fd);
+	}
+}
+
+/* Everything after the fork (or in the foreground): returns the exit status. ready_fd gets
+ * one byte once the mount is up; it is closed without one on failure. */
+static int serve(const char *pool, const char *dir, struct fsfuse *f, const char *fuse_opts,
+		 unsigned threads, bool clone_fd, unsigned open_flags, int ready_fd)
+{
+	int rc = kr_fs_mount(pool, open_flags, &f->fs);
+	if (rc) {
+		close(ready_fd);
+		return util_lib_error("keratin", pool, rc);
+	}
+	f->pool = pool;
+	char o[4096] = "";
+	opt_append(o, sizeof(o), "default_permissions", NULL);
+	opt_append(o, sizeof(o), "subtype=keratin", NULL);
+	opt_append(o, sizeof(o), "fsname=", pool);
+	if (*fuse_opts)
+		opt_append(o, sizeof(o), fuse_opts, NULL);
+	char *argv[] = {(char *)"keratin-fs", (char *)"-o", o, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	int status = 1;
+	struct fuse_session *se = fuse_session_new(&args, &fsfuse_ops, sizeof(fsfuse_ops), f);
+	if (!se) {
+		fprintf(stderr, "%s: %s: the mount options were refused\n", prog, dir);
+		goto out_fs;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		fprintf(stderr, "%s: cannot install signal handlers\n", prog);
+		goto out_se;
+	}
+	if (fuse_session_mount(se, dir) != 0) {
+		fprintf(stderr, "%s: %s: cannot mount (is /dev/fuse there, and the directory empty?)\n", prog, dir);
+		goto out_sig;
+	}
+	if (ready_fd >= 0) {
+		/* Detached from here on: the terminal is the parent's. */
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			if (null > 2)
+				close(null);
+		}
+		if (chdir("/") != 0) {
+			/* "/" always exists; nothing depends on the directory */
+		}
+		tell_parent(ready_fd, 0);
+		ready_fd = -1;
+	}
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+	} else {
+		fuse_loop_cfg_set_clone_fd(cfg, clone_fd);
+		fuse_loop_cfg_set_max_threads(cfg, threads);
+		status = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
+		fuse_loop_cfg_destroy(cfg);
+	}
+	fuse_session_unmount(se);
+out_sig:
+	fuse_remove_signal_handlers(se);
+out_se:
+	fuse_session_destroy(se);
+out_fs:
+	close(ready_fd);
+	rc = kr_fs_unmount(f->fs);
+	if (rc) {
+		/* Detached, nobody reads stderr: the next mount sees an unclean pool and scans. */
+		util_lib_error("keratin", pool, rc);
+		status = 1;
+	}
+	return status;
+}
+
+int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
+{
+	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid()};
+	char fuse_opts[2048] = "";
+	unsigned threads = 8;
+	bool clone_fd = false;
+	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd);
+	if (rc)
+		return rc;
+	/* The daemon works from "/": the paths must not depend on the current directory. */
+	char pool_abs[PATH_MAX], dir_abs[PATH_MAX];
+	if (!realpath(pool, pool_abs)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, pool, strerror(errno));
+		return 1;
+	}
+	if (!realpath(dir, dir_abs)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
+		return 1;
+	}
+	if (foreground)
+		return serve(pool_abs, dir_abs, &f, fuse_opts, threads, clone_fd, open_flags, -1);
+
+	int pfd[2];
+	if (pipe(pfd) != 0) {
+		fprintf(stderr, "%s: pipe: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		setsid();
+		_exit(serve(pool_abs, dir_abs, &f, fuse_opts, threads, clone_fd, open_flags, pfd[1]));
+	}
+	close(pfd[1]);
+	char status;
+	ssize_t n;
+	while ((n = read(pfd[0], &status, 1)) < 0 && errno == EINTR)
+		;
+	close(pfd[0]);
+	if (n == 1)
+		return 0;
+	/* The child failed before the mount was ready and said why on stderr. */
+	int ws;
+	waitpid(pid, &ws, 0);
+	return WIFEXITED(ws) && WEXITSTATUS(ws) ? WEXITSTATUS(ws) : 1;
+}
+
+/* ---- umount ------------------------------------------------------------------------ */
+
+/* Decodes mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+		    r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/* The pool behind the keratin-fs mount at dir (absolute): 0, or -ENOENT if dir is not one. */
+static int find_mount(const char *dir, char *pool, size_t cap)
+{
+	FILE *mi = fopen("/proc/self/mountinfo", "r");
+	if (!mi)
+		return -errno;
+	char line[3 * PATH_MAX];
+	int rc = -ENOENT;
+	while (fgets(line, sizeof(line), mi)) {
+		/* id parent major:minor root mountpoint options [optional...] - fstype source ... */
+		char *f[5], *save, *p = line;
+		int i = 0;
+		for (; i < 5 && (f[i] = strtok_r(p, " ", &save)); i++)
+			p = NULL;
+		if (i < 5)
+			continue;
+		char *t;
+		while ((t = strtok_r(NULL, " ", &save)) && strcmp(t, "-") != 0)
+			;
+		char *fstype = strtok_r(NULL, " ", &save), *source = strtok_r(NULL, " ", &save);
+		if (!fstype || !source || strcmp(fstype, "fuse.keratin") != 0)
+			continue;
+		unescape(f[4]);
+		if (strcmp(f[4], dir) != 0)
+			continue;
+		unescape(source);
+		snprintf(pool, cap, "%s", source);
+		rc = 0; /* the last match is the one on top */
+	}
+	fclose(mi);
+	return rc;
+}
+
+/* Waits until the pool's lock is free (the daemon has unmounted it): 0, or -ETIMEDOUT. */
+static int wait_pool_released(const char *pool, int seconds)
+{
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* gone: nobody holds it */
+	for (int i = 0; i < seconds * 100; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			close(fd);
+			return 0;
+		}
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	close(fd);
+	return -ETIMEDOUT;
+}
+
+int fs_umount(const char *dir)
+{
+	char abs[PATH_MAX], pool[PATH_MAX];
+	if (!realpath(dir, abs)) {
+		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
+		return 1;
+	}
+	if (find_mount(abs, pool, sizeof(pool)) != 0) {
+		fprintf(stderr, "%s: %s: not a keratin-fs mount\n", prog, dir);
+		return 1;
+	}
+	if (umount2(abs, 0) != 0) {
+		if (errno == EBUSY) {
+			fprintf(stderr, "%s: %s: busy (a process uses it); close it first\n", prog, dir);
+			return 1;
+		}
+		if (errno != EPERM) {
+			fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
+			return 1;
+		}
+		/* Not root: the setuid helper unmounts what this user mounted. */
+		pid_t pid = fork();
+		if (pid == 0) {
+			execlp("fusermount3", "fusermount3", "-u", abs, (char *)NULL);
+			_exit(127);
+		}
+		int ws;
+		if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
+			return 1; /* fusermount3 said why */
+	}
+	if (wait_pool_released(pool, 60) != 0) {
+		fprintf(stderr, "%s: %s: unmounted, but the daemon has not released %s after 60 s\n", prog, dir, pool);
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- control --------------------------------------------------------------------------- */
+
+int fsfuse_control(struct fsfuse *f, const char *cmd, unsigned uid, char **text, size_t *len)
+{
+	if (uid != 0 && uid != f->owner_uid)
+		return -EPERM;
+	if (strcmp(cmd, "info") != 0 && strcmp(cmd, "scrub") != 0)
+		return -ENODATA;
+	char *body = NULL;
+	size_t body_len = 0;
+	FILE *out = open_memstream(&body, &body_len);
+	if (!out)
+		return -ENOMEM;
+	int status = !strcmp(cmd, "info") ? fs_print_info(out, f->fs, f->pool) : fs_print_scrub(out, f->fs, f->pool);
+	int rc = fclose(out) == 0 ? 0 : -ENOMEM;
+	/* The reply: the command's exit status on the first line, then its text. */
+	if (rc == 0 && asprintf(text, "%d\n%s", status, body) < 0)
+		rc = -ENOMEM;
+	else if (rc == 0)
+		*len = strlen(*text);
+	free(body);
+	return rc;
+}
+
+int fs_control(const char *dir, const char *cmd)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "%s%s", FSFUSE_CONTROL_PREFIX, cmd);
+	ssize_t n = getxattr(dir, name, NULL, 0);
+	char *buf = n > 0 ? malloc((size_t)n) : NULL;
+	if (n > 0 && buf)
+		n = getxattr(dir, name, buf, (size_t)n);
+	if (n < 0) {
+		fprintf(stderr, "%s: %s: %s\n", prog, dir,
+			errno == ENODATA || errno == ENOTSUP ? "not the root of a keratin-fs mount" : strerror(errno));
+		free(buf);
+		return 1;
+	}
+	/* The first line is the command's exit status (fsfuse_control). */
+	char *nl = memchr(buf, '\n', (size_t)n);
+	int status = nl ? atoi(buf) : 1;
+	if (nl)
+		fwrite(nl + 1, 1, (size_t)(buf + n - (nl + 1)), stdout);
+	free(buf);
+	return status;
+}
