@@ -239,6 +239,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fsfuse *f = ctx_of(req);
 	int rc = kr_fs_open(f->fs, ino);
+	/* libfuse asks for atomic O_TRUNC: the kernel leaves the truncation to open. */
+	if (rc == 0 && (fi->flags & O_TRUNC) && (rc = kr_fs_truncate(f->fs, ino, 0)) < 0)
+		kr_fs_release(f->fs, ino);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;

@@ -1,0 +1,236 @@
+#!/bin/bash
+# fuse-tests.sh KERATIN BINDIR CASE SRCDIR - keratin-fs mounted with FUSE, as programs meet it.
+#
+# Each case makes a pool in /dev/shm (or TMPDIR), mounts it in a scratch directory, works
+# on it, unmounts it and requires `keratin fs fsck` to find it clean. Cases:
+#   posix     the differential POSIX suite (test_fuse_posix) against a tmpfs directory
+#   fsx       the random-operation checker (fsx), several seeds, default and writeback mounts
+#   real      sqlite3 transactions and integrity_check, git init/add/commit/fsck, tar x and
+#             diff -r, make of a small C project
+#   kill      SIGKILL of the daemon at random moments under a multi-process workload, 30 times:
+#             remount, fsck clean, every fsync'ed file present with its contents
+#   cli       mount and umount refusing what they must, with one line and exit 1 or 2
+# Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
+set -u
+KR=$1
+BIN=$2
+CASE=$3
+SRC=$4
+SHM=/dev/shm
+[ -d "$SHM" ] && [ -w "$SHM" ] || SHM=${TMPDIR:-/tmp}
+WORK=$(mktemp -d "$SHM/keratin-fuse.XXXXXX")
+MNT=$WORK/mnt
+POOL=$WORK/fs.pool
+mkdir -p "$MNT"
+status=0
+
+cleanup() {
+	if grep -q " $MNT fuse.keratin " /proc/self/mounts 2>/dev/null; then
+		"$KR" fs umount "$MNT" >/dev/null 2>&1 || umount -l "$MNT" 2>/dev/null
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*"
+	status=1
+}
+
+skip_unless_fuse() {
+	if [ ! -c /dev/fuse ]; then
+		echo "SKIP: /dev/fuse is missing"
+		exit 77
+	fi
+	"$KR" fs mkfs "$WORK/probe.pool" --size 8M --force-pmem >/dev/null || { echo "FAIL: mkfs"; exit 1; }
+	if ! "$KR" fs mount "$WORK/probe.pool" "$MNT" --force-pmem 2>"$WORK/probe.err"; then
+		echo "SKIP: FUSE cannot mount here: $(cat "$WORK/probe.err")"
+		exit 77
+	fi
+	"$KR" fs umount "$MNT" || { echo "FAIL: umount of the probe"; exit 1; }
+	rm -f "$WORK/probe.pool"
+}
+
+# mkfs + mount with the given mount options (may be empty).
+mount_fs() {
+	"$KR" fs mkfs "$POOL" --size "${SIZE:-256M}" --force-pmem >/dev/null || { fail "mkfs"; exit 1; }
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem ${1:+-o "$1"} || { fail "mount ${1:-}"; exit 1; }
+}
+
+# umount + fsck clean, then remove the pool.
+umount_fsck() {
+	"$KR" fs umount "$MNT" || fail "umount"
+	out=$("$KR" fs fsck "$POOL" --force-pmem 2>&1) || fail "fsck after $1: $out"
+	rm -f "$POOL"
+}
+
+case_posix() {
+	mount_fs allow_other
+	ref=$WORK/ref
+	mkdir -p "$ref"
+	chmod 755 "$WORK" "$ref"
+	"$BIN/test_fuse_posix" "$MNT" "$ref" || fail "differential suite"
+	umount_fsck posix
+}
+
+case_fsx() {
+	for opts in "" writeback; do
+		SIZE=512M mount_fs "$opts"
+		for seed in 1 2 3; do
+			"$BIN/fsx" "$MNT/f$seed" "${FSX_OPS:-4000}" "$seed" || fail "fsx seed $seed ${opts:+(-o $opts)}"
+		done
+		umount_fsck "fsx ${opts:-default}"
+	done
+}
+
+case_real() {
+	SIZE=512M mount_fs ""
+	# sqlite3: a few thousand transactions, then its own check.
+	{
+		echo "PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT, n INTEGER);"
+		for i in $(seq 1 3000); do
+			echo "BEGIN; INSERT INTO t(v, n) VALUES (hex(randomblob(40)), $i); UPDATE t SET n = n + 1 WHERE k = $(( (i * 7) % i + 1 )); COMMIT;"
+		done
+		echo "DELETE FROM t WHERE k % 5 = 0; VACUUM;"
+	} >"$WORK/sql"
+	sqlite3 "$MNT/db.sqlite" <"$WORK/sql" >/dev/null || fail "sqlite3 transactions"
+	r=$(sqlite3 "$MNT/db.sqlite" "PRAGMA integrity_check; SELECT count(*) FROM t;" | tr '\n' ' ')
+	[ "$r" = "ok 2400 " ] || fail "sqlite3 integrity_check/count: $r"
+
+	# tar x of a source tree, then diff -r against the original.
+	src=$SRC/src
+	tar -C "$(dirname "$src")" -cf "$WORK/src.tar" src || fail "tar c"
+	mkdir "$MNT/tree" && tar -C "$MNT/tree" -xf "$WORK/src.tar" || fail "tar x"
+	diff -r "$src" "$MNT/tree/src" >/dev/null || fail "diff -r after tar x"
+
+	# git: init, add, commit, fsck.
+	(
+		cd "$MNT/tree" &&
+			git init -q &&
+			git -c user.name=t -c user.email=t@t add -A &&
+			git -c user.name=t -c user.email=t@t commit -qm tree &&
+			git fsck --strict 2>&1 | grep -v '^Checking' | (! grep -q .)
+	) || fail "git init/add/commit/fsck"
+	(cd "$MNT/tree" && git status --porcelain | (! grep -q .)) || fail "git status not clean"
+
+	# make: a small C project built and run inside the mount.
+	mkdir "$MNT/proj"
+	cat >"$MNT/proj/a.c" <<'EOF'
+int twice(int x) { return 2 * x; }
+EOF
+	cat >"$MNT/proj/main.c" <<'EOF'
+#include <stdio.h>
+int twice(int x);
+int main(void) { printf("%d\n", twice(21)); return 0; }
+EOF
+	printf 'prog: main.o a.o\n\t$(CC) -o $@ main.o a.o\n%%.o: %%.c\n\t$(CC) -c -o $@ $<\n' >"$MNT/proj/Makefile"
+	(cd "$MNT/proj" && make -s >/dev/null 2>&1 && [ "$(./prog)" = 42 ]) || fail "make and run"
+	touch "$MNT/proj/a.c"
+	(cd "$MNT/proj" && make -s 2>&1 | grep -q . ; make -q) || fail "make is not up to date after a rebuild"
+	umount_fsck real
+}
+
+# One workload process: writes files named by its id and a counter, each with contents
+# derived from its name, fsyncs it, and only then records the name in its list.
+worker() {
+	local id=$1 i=0
+	while :; do
+		f="$MNT/w$id/file$i"
+		head -c $(( (i % 7) * 3000 + 100 )) /dev/zero | tr '\0' "$(printf "\\$(printf %o $(( 97 + (i + id) % 26 )))")" >"$f.tmp" 2>/dev/null || exit 0
+		sync "$f.tmp" 2>/dev/null || exit 0
+		mv "$f.tmp" "$f" 2>/dev/null || exit 0
+		sync "$MNT/w$id" 2>/dev/null || exit 0
+		echo "$f $(( (i % 7) * 3000 + 100 )) $(( 97 + (i + id) % 26 ))" >>"$WORK/list$id"
+		i=$((i + 1))
+	done
+}
+
+case_kill() {
+	"$KR" fs mkfs "$POOL" --size 256M --force-pmem >/dev/null || { fail "mkfs"; exit 1; }
+	kills=0 verified=0
+	for round in $(seq 1 "${KILLS:-30}"); do
+		"$KR" fs mount "$POOL" "$MNT" --force-pmem -f &
+		daemon=$!
+		for _ in $(seq 200); do grep -q " $MNT fuse.keratin " /proc/self/mounts && break; sleep 0.01; done
+		grep -q " $MNT fuse.keratin " /proc/self/mounts || { fail "round $round: no mount"; break; }
+		pids=""
+		for id in 1 2 3; do
+			mkdir -p "$MNT/w$id"
+			: >"$WORK/list$id"
+			worker "$id" 2>/dev/null &
+			pids="$pids $!"
+		done
+		sleep "0.$(( RANDOM % 4 + 1 ))$(( RANDOM % 10 ))"
+		kill -9 "$daemon"
+		wait "$daemon" 2>/dev/null
+		kills=$((kills + 1))
+		umount -l "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+		for p in $pids; do wait "$p" 2>/dev/null; done
+		out=$("$KR" fs fsck "$POOL" --force-pmem 2>&1) || { fail "round $round: fsck after SIGKILL: $out"; break; }
+		"$KR" fs mount "$POOL" "$MNT" --force-pmem || { fail "round $round: remount"; break; }
+		lost=0
+		for id in 1 2 3; do
+			while read -r f len ch; do
+				want=$(head -c "$len" /dev/zero | tr '\0' "$(printf "\\$(printf %o "$ch")")" | cksum)
+				got=$(cksum <"$f" 2>/dev/null)
+				[ "$want" = "$got" ] || { lost=$((lost + 1)); echo "lost or wrong: $f"; }
+				verified=$((verified + 1))
+			done <"$WORK/list$id"
+			rm -rf "$MNT/w$id"
+		done
+		[ $lost -eq 0 ] || fail "round $round: $lost fsync'ed files lost or wrong"
+		"$KR" fs umount "$MNT" || { fail "round $round: umount"; break; }
+		[ $status -eq 0 ] || break
+	done
+	out=$("$KR" fs fsck "$POOL" --force-pmem 2>&1) || fail "final fsck: $out"
+	[ $verified -gt 0 ] || fail "the writers recorded no fsync'ed file: the test proved nothing"
+	echo "kill: $kills SIGKILLs of the daemon under 3 writers, each followed by fsck; $verified fsync'ed files checked"
+}
+
+case_cli() {
+	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || fail "mkfs"
+	"$KR" fs mount "$POOL" "$WORK/missing" --force-pmem 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "mount on a missing directory: rc $rc: $(cat "$WORK/err")"
+	head -c 1M /dev/zero >"$WORK/zeros"
+	"$KR" fs mount "$WORK/zeros" "$MNT" 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && grep -q 'not a keratin-fs pool' "$WORK/err" || fail "mount of a non-pool: rc $rc: $(cat "$WORK/err")"
+	grep -q " $MNT " /proc/self/mounts && fail "a failed mount left a mount behind"
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem -o bogus_option 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] || fail "unknown mount option accepted: rc $rc"
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem -o attr_timeout=x 2>"$WORK/err"; rc=$?
+	[ $rc -eq 2 ] || fail "bad attr_timeout: rc $rc"
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem || fail "mount"
+	mkdir -p "$WORK/mnt2"
+	"$KR" fs mount "$POOL" "$WORK/mnt2" --force-pmem 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && grep -q 'busy\|in use\|another process' "$WORK/err" || fail "second mount of a mounted pool: rc $rc: $(cat "$WORK/err")"
+	"$KR" fs fsck "$POOL" --force-pmem >/dev/null 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] || fail "fsck of a mounted pool: rc $rc"
+	"$KR" fs umount "$WORK/mnt2" 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && grep -q 'not a keratin-fs mount' "$WORK/err" || fail "umount of a plain directory: rc $rc"
+	echo data >"$MNT/f"
+	exec 9<"$MNT/f"
+	"$KR" fs umount "$MNT" 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && grep -q busy "$WORK/err" || fail "umount of a busy mount: rc $rc: $(cat "$WORK/err")"
+	exec 9<&-
+	"$KR" fs info "$MNT" | grep -q '^inodes:' || fail "info DIR"
+	"$KR" fs scrub "$MNT" | grep -q ' 0 unrepairable' || fail "scrub DIR"
+	"$KR" fs umount "$MNT" || fail "umount"
+	"$KR" fs fsck "$POOL" --force-pmem --json >"$WORK/json" || fail "fsck --json"
+	grep -q '"clean": true' "$WORK/json" || fail "fsck --json: $(cat "$WORK/json")"
+	before=$(cksum <"$POOL")
+	"$KR" fs fsck "$POOL" --force-pmem >/dev/null
+	"$KR" fs info "$POOL" --force-pmem >/dev/null
+	[ "$(cksum <"$POOL")" = "$before" ] || fail "fsck or info changed the pool"
+}
+
+skip_unless_fuse
+case "$CASE" in
+posix) case_posix ;;
+fsx) case_fsx ;;
+real) case_real ;;
+kill) case_kill ;;
+cli) case_cli ;;
+*) echo "unknown case $CASE"; exit 2 ;;
+esac
+[ $status -eq 0 ] && echo "PASS: fuse $CASE"
+exit $status
