@@ -142,6 +142,7 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 										 : KR_MODE_PAGECACHE;
 		pm->readonly = 1;
 		pm->base = v;
+		pm->view = v; /* the application's view: nothing to protect in a private copy */
 		pm->size = size;
 		pm->fd = fd;
 		RECORD(map, pm->base, pm->size, path);
