@@ -281,6 +281,17 @@ struct kr_fs_scrub_report {
  * failure. */
 KR_API int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
 
+/* Where a byte of a file lives in the pool file, for tools and fault-injection tests: the
+ * pool offsets of the data page holding file offset off, of its 512-byte strip, of that
+ * strip's two CRC-32C copies (4 bytes each) and of the page's parity strip (512 bytes).
+ * 0, or -ENXIO for a hole or an offset past the end, -EINVAL for a non-regular file. */
+struct kr_fs_location {
+	uint64_t page_off, strip_off;
+	uint64_t csum_off[2];
+	uint64_t parity_off;
+};
+KR_API int kr_fs_locate(kr_fs *fs, uint64_t ino, uint64_t off, struct kr_fs_location *loc);
+
 /* ---------------------------------------------------------------------------------------
  * Paths (a convenience for programs and tests; the operations above are the interface)
  * ------------------------------------------------------------------------------------- */

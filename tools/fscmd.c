@@ -21,7 +21,7 @@
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|ls|cat|put|mkdir|rm ARGS [OPTIONS]";
+const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
@@ -43,6 +43,8 @@ const char fs_details[] =
 	"  put POOL FILE PATH      copy a local FILE into the pool at PATH\n"
 	"  mkdir POOL PATH         make a directory\n"
 	"  rm POOL PATH            remove a file, or an empty directory\n"
+	"  locate POOL PATH OFFSET where that byte of the file, its strip's CRCs and its\n"
+	"                          page's parity lie in the pool file (for fault injection)\n"
 	"\n"
 	"  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n"
 	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
@@ -92,7 +94,7 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
 	util_field_to(out, "last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
 		   st.mount_count);
-	util_field_to(out, "repairs", "%" PRIu64 " needed at mount", st.repairs);
+	util_field_to(out, "repairs", "%" PRIu64 " since mount (by the mount, reads and scrubs)", st.repairs);
 	return 0;
 }
 
@@ -285,6 +287,26 @@ static int do_mkdir_rm(kr_fs *fs, const char *path, bool make)
 	return rc ? op_error(path, rc) : 0;
 }
 
+/* Where the byte at offset of a file lives in the pool (for fault injection by hand). */
+static int do_locate(kr_fs *fs, const char *path, const char *offset)
+{
+	uint64_t off;
+	if (util_parse_size(offset, &off))
+		return util_usage_error(prog, "invalid offset '%s'", offset);
+	struct kr_fs_attr a;
+	struct kr_fs_location loc;
+	int rc = kr_fs_resolve(fs, path, 1, &a);
+	if (rc == 0)
+		rc = kr_fs_locate(fs, a.ino, off, &loc);
+	if (rc)
+		return op_error(path, rc);
+	util_field("data page", "0x%" PRIx64, loc.page_off);
+	util_field("strip", "0x%" PRIx64 " (512 bytes)", loc.strip_off);
+	util_field("strip crcs", "0x%" PRIx64 " 0x%" PRIx64 " (4 bytes each)", loc.csum_off[0], loc.csum_off[1]);
+	util_field("parity", "0x%" PRIx64 " (512 bytes)", loc.parity_off);
+	return 0;
+}
+
 /* The verbs: name, the operands after the verb, and what they are (for the usage error). */
 static const struct verb {
 	const char *name;
@@ -296,6 +318,7 @@ static const struct verb {
 	{"repair", 1, "POOL"},      {"scrub", 1, "POOL or DIR"},  {"ls", 2, "POOL and a PATH"},
 	{"cat", 2, "POOL and a PATH"}, {"put", 3, "POOL, a local FILE and a PATH"},
 	{"mkdir", 2, "POOL and a PATH"}, {"rm", 2, "POOL and a PATH"},
+	{"locate", 3, "POOL, a PATH and a file OFFSET"},
 };
 
 static bool is_dir(const char *path)
@@ -370,7 +393,7 @@ int fs_command(int argc, char **argv)
 		verb = repair ? "repair" : "check";
 
 	bool inspect = !strcmp(verb, "info") || !strcmp(verb, "check") || !strcmp(verb, "ls") ||
-		       !strcmp(verb, "cat") || (!strcmp(verb, "fsck") && !repair);
+		       !strcmp(verb, "cat") || !strcmp(verb, "locate") || (!strcmp(verb, "fsck") && !repair);
 	kr_fs *fs;
 	int rc = kr_fs_mount(pool, flags | (inspect ? KR_FS_MOUNT_CHECK : 0), &fs);
 	if (rc)
@@ -390,6 +413,8 @@ int fs_command(int argc, char **argv)
 		rc = do_ls(fs, a1);
 	else if (!strcmp(verb, "cat"))
 		rc = do_cat(fs, a1);
+	else if (!strcmp(verb, "locate"))
+		rc = do_locate(fs, a1, argv[optind + 3]);
 	else if (!strcmp(verb, "put"))
 		rc = do_put(fs, a1, argv[optind + 3]);
 	else

@@ -432,9 +432,9 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		fuse_reply_lseek(req, (off_t)r);
 }
 
-/* The control attributes of the root (see the top of this file): the text is built in a
- * memory stream and returned like any attribute value (size query first, as getxattr(2)
- * callers do; the command is run on each call). */
+/* The control attributes of the root (see the top of this file). A size query (size 0)
+ * answers FSFUSE_CONTROL_MAX without running anything, so that the command runs once, when
+ * the value is read; a longer text is cut at the buffer's end with a last line saying so. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fsfuse *f = ctx_of(req);
@@ -442,17 +442,26 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fuse_reply_err(req, ENODATA);
 		return;
 	}
+	if (size == 0) {
+		fuse_reply_xattr(req, FSFUSE_CONTROL_MAX);
+		return;
+	}
 	char *text = NULL;
 	size_t len = 0;
 	int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), fuse_req_ctx(req)->uid, &text, &len);
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else if (size == 0)
-		fuse_reply_xattr(req, len);
-	else if (size < len)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, text, len);
+	} else {
+		static const char cut[] = "\n(output cut)\n";
+		if (len > size && size > sizeof(cut)) {
+			memcpy(text + size - (sizeof(cut) - 1), cut, sizeof(cut) - 1);
+			len = size;
+		}
+		if (len > size)
+			fuse_reply_err(req, ERANGE);
+		else
+			fuse_reply_buf(req, text, len);
+	}
 	free(text);
 }
 

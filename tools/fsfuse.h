@@ -22,6 +22,8 @@ struct fsfuse {
 
 /* Extended attributes of the root whose names begin with this run commands. */
 #define FSFUSE_CONTROL_PREFIX "keratin."
+/* The most a control attribute returns (its size query's answer). */
+#define FSFUSE_CONTROL_MAX (1u << 20)
 
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fsfuse_ops;

@@ -381,10 +381,9 @@ int fs_control(const char *dir, const char *cmd)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "%s%s", FSFUSE_CONTROL_PREFIX, cmd);
-	ssize_t n = getxattr(dir, name, NULL, 0);
-	char *buf = n > 0 ? malloc((size_t)n) : NULL;
-	if (n > 0 && buf)
-		n = getxattr(dir, name, buf, (size_t)n);
+	/* One read runs the command (a size query would not: fsfuse.c). */
+	char *buf = malloc(FSFUSE_CONTROL_MAX);
+	ssize_t n = buf ? getxattr(dir, name, buf, FSFUSE_CONTROL_MAX) : -1;
 	if (n < 0) {
 		fprintf(stderr, "%s: %s: %s\n", prog, dir,
 			errno == ENODATA || errno == ENOTSUP ? "not the root of a keratin-fs mount" : strerror(errno));

@@ -137,7 +137,7 @@ fs-damage)
 	has out "2 problems$"
 	cmp -s "$P" "$DIR/before" || fail "check changed the pool file"
 	expect 0 "$KR" fs info "$P" --force-pmem
-	has out "^repairs: *2 needed at mount$"
+	has out "^repairs: *2 since mount"
 	expect 0 "$KR" fs repair "$P" --force-pmem
 	has out "0 unrepairable$"
 	expect 0 "$KR" fs check "$P" --force-pmem

@@ -288,6 +288,8 @@ void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src);
 /* Reads one data page into dst (4096 bytes, 64-byte aligned), verifying every strip and
  * repairing what can be repaired. 0, or -EIO (message set) if a strip is lost. */
 int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst);
+/* The pool offsets of data page pg's strip, its CRC copies and its parity (kr_fs_locate). */
+void krfs_data_locate(const struct kr_fs *fs, uint64_t pg, unsigned strip, struct kr_fs_location *loc);
 /* krfs_data_read into buf, then a parity strip that disagrees with the verified bytes is
  * recomputed (the scrubber's pass over one page). */
 int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);

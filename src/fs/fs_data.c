@@ -226,3 +226,12 @@ int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, boo
 	*parity_bad = memcmp(x, zero, KRFS_STRIP) != 0;
 	return nbad;
 }
+
+void krfs_data_locate(const struct kr_fs *fs, uint64_t pg, unsigned strip, struct kr_fs_location *loc)
+{
+	loc->page_off = krfs_data_off(fs, pg);
+	loc->strip_off = loc->page_off + strip * KRFS_STRIP;
+	loc->csum_off[0] = csum_a(fs, pg) + strip * sizeof(uint32_t);
+	loc->csum_off[1] = csum_b(fs, pg) + strip * sizeof(uint32_t);
+	loc->parity_off = parity(fs, pg);
+}

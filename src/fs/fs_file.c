@@ -181,6 +181,25 @@ ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
 	return rc ? rc : done;
 }
 
+int kr_fs_locate(kr_fs *fs, uint64_t ino, uint64_t off, struct kr_fs_location *loc)
+{
+	if (!loc)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "locate: no location");
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
+	if (rc)
+		return rc;
+	if ((rc = regular(ip)) == 0) {
+		uint32_t dp = off < ip->size ? krfs_radix_get(&ip->map, off / P) : 0;
+		if (dp)
+			krfs_data_locate(fs, dp - 1, (unsigned)(off % P / KRFS_STRIP), loc);
+		else
+			rc = -ENXIO;
+	}
+	krfs_leave(fs);
+	return rc;
+}
+
 ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
 {
 	if (len == 0)

@@ -9,6 +9,7 @@
 #             diff -r, make of a small C project
 #   kill      SIGKILL of the daemon at random moments under a multi-process workload, 30 times:
 #             remount, fsck clean, every fsync'ed file present with its contents
+#   faults    damage while mounted: repaired on read, EIO for one page only, found by scrub
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
 # Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
 set -u
@@ -187,6 +188,44 @@ case_kill() {
 	echo "kill: $kills SIGKILLs of the daemon under 3 writers, each followed by fsck; $verified fsync'ed files checked"
 }
 
+# Damage the pool file behind the daemon's back while mounted: bytes of one strip (repaired
+# on read from parity), two strips of one page (EIO for that page only; the mount stays
+# up), and a strip no read touches (found by `keratin fs scrub DIR`).
+scribble() { # POOL OFFSET LEN
+	head -c "$3" /dev/urandom | dd of="$1" bs=1 seek="$(($2))" conv=notrunc status=none
+}
+strip_of() { # PATH OFFSET: the pool offset of that byte's strip (the pool must be unmounted)
+	"$KR" fs locate "$POOL" "$1" "$2" --force-pmem | sed -n 's/^strip: *\(0x[0-9a-f]*\).*/\1/p'
+}
+case_faults() {
+	SIZE=64M mount_fs ""
+	for f in a b c; do seq 1 20000 | sed "s/^/$f /" >"$MNT/$f"; done
+	cp "$MNT/a" "$WORK/a.want"
+	cp "$MNT/b" "$WORK/b.want"
+	"$KR" fs umount "$MNT" || fail "umount"
+	sa=$(strip_of /a 5000) sb0=$(strip_of /b 0) sb1=$(strip_of /b 600) sc=$(strip_of /c 70000)
+	[ -n "$sa" ] && [ -n "$sb0" ] && [ -n "$sb1" ] && [ -n "$sc" ] || { fail "locate"; return; }
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem || { fail "remount"; return; }
+	scribble "$POOL" "$sa" 100
+	scribble "$POOL" "$sb0" 512
+	scribble "$POOL" "$sb1" 512
+	scribble "$POOL" "$sc" 8
+	cmp -s "$MNT/a" "$WORK/a.want" || fail "a damaged strip was not repaired on read"
+	"$KR" fs info "$MNT" | grep -q '^repairs: *[1-9]' || fail "the repair on read was not counted"
+	dd if="$MNT/b" of=/dev/null bs=4096 count=1 status=none 2>"$WORK/err" && fail "a page with two bad strips was read without an error"
+	grep -q 'Input/output error' "$WORK/err" || fail "two bad strips: not EIO: $(cat "$WORK/err")"
+	cmp -s <(dd if="$MNT/b" bs=4096 skip=1 status=none) <(dd if="$WORK/b.want" bs=4096 skip=1 status=none) ||
+		fail "the rest of b was not readable after one bad page"
+	ls "$MNT" >/dev/null || fail "the mount went down after EIO"
+	"$KR" fs scrub "$MNT" >"$WORK/scrub"; rc=$?
+	[ $rc -eq 1 ] || fail "scrub with unrepairable damage exited $rc"
+	grep -q ' [1-9][0-9]* repaired, 1 unrepairable' "$WORK/scrub" || fail "scrub did not repair c's strip and report b's page: $(cat "$WORK/scrub")"
+	grep -q '/b' "$WORK/scrub" || fail "scrub did not name /b: $(cat "$WORK/scrub")"
+	"$KR" fs umount "$MNT" || fail "umount"
+	"$KR" fs fsck "$POOL" --force-pmem >/dev/null && fail "fsck passed a pool with a lost page"
+	echo "faults: 1 strip repaired on read, 1 page EIO with the rest readable, 1 strip found by scrub"
+}
+
 case_cli() {
 	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || fail "mkfs"
 	"$KR" fs mount "$POOL" "$WORK/missing" --force-pmem 2>"$WORK/err"; rc=$?
@@ -230,6 +269,7 @@ fsx) case_fsx ;;
 real) case_real ;;
 kill) case_kill ;;
 cli) case_cli ;;
+faults) case_faults ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 [ $status -eq 0 ] && echo "PASS: fuse $CASE"
