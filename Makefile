@@ -1,6 +1,6 @@
 # keratin - top-level entry points. Every target installs what it needs (scripts/deps.sh).
 #
-#   make demo     build, then run the crash-and-recover demo
+#   make demo     build, then run the crash-and-recover demo and the file-system demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
@@ -32,6 +32,7 @@ build: deps
 
 demo: build
 	@build/examples/keratin-demo
+	@bash examples/fs-demo.sh build/tools/keratin $(CURDIR) || [ $$? -eq 77 ]
 
 check-fast: build
 	@cd build && ctest --output-on-failure -j $(JOBS)
