@@ -26,7 +26,9 @@ const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
 	"  mkfs POOL --size SIZE   make a pool (the file must not exist)\n"
-	"       [--inodes N] [--log-size SIZE] [--dead-zone SIZE]\n"
+	"       [--protect full|metadata|none] [--inodes N] [--log-size SIZE]\n"
+	"       [--dead-zone SIZE]      full: metadata replica, strip CRCs, parity;\n"
+	"                          metadata: the replica only; none: neither\n"
 	"  mount POOL DIR [-f] [-o OPTIONS]\n"
 	"                          mount it with FUSE; returns once the mount is ready\n"
 	"                          (-f: stay in the foreground; SIGINT/SIGTERM unmount)\n"
@@ -64,12 +66,25 @@ static int op_error(const char *what, int rc)
 	return 1;
 }
 
-static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t log, uint64_t dead, unsigned flags)
+/* --protect LEVEL as the KR_FS_NO_* knobs it turns off; -1 for an unknown level. */
+static int protect_level(const char *level)
+{
+	if (!strcmp(level, "full"))
+		return 0;
+	if (!strcmp(level, "metadata"))
+		return KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY;
+	if (!strcmp(level, "none"))
+		return KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY;
+	return -1;
+}
+
+static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t log, uint64_t dead, unsigned flags,
+		   uint32_t unprotect)
 {
 	if (!size)
 		return util_usage_error(prog, "mkfs needs --size");
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
-				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags};
+				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect};
 	int rc = kr_fs_mkfs(pool, &o);
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
@@ -84,13 +99,22 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 		return op_error(pool, rc);
 	char a[UTIL_HUMAN_LEN], b[UTIL_HUMAN_LEN], c[UTIL_HUMAN_LEN];
 	util_field_to(out, "pool", "%s", pool);
-	util_field_to(out, "data", "%s in %" PRIu64 " pages, %s free", util_human(st.blocks * st.bsize, a), st.blocks,
+	util_field_to(out, "data space", "%s in %" PRIu64 " pages, %s free", util_human(st.blocks * st.bsize, a), st.blocks,
 		   util_human(st.bfree * st.bsize, b));
 	util_field_to(out, "inodes", "%" PRIu64 " (%" PRIu64 " free)", st.files, st.ffree);
 	util_field_to(out, "inode logs", "%" PRIu64 " pages of %s, %" PRIu64 " free", st.log_pages, util_human(st.bsize, c),
 		   st.log_pages_free);
-	util_field_to(out, "redundancy", "metadata replica + CRC-32C; data: 2 CRC-32C copies per 512 B strip, "
-		   "1 parity strip per page (576 B per 4 KiB)");
+	util_field_to(out, "protection", "%s",
+		      st.unprotect == 0 ? "full"
+		      : st.unprotect == (KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "metadata"
+		      : st.unprotect == (KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "none"
+											       : "custom");
+	util_field_to(out, "metadata", "%s", st.unprotect & KR_FS_NO_META_REPLICA
+		      ? "one copy, CRC-32C (damage detected, not repaired)"
+		      : "primary and replica, CRC-32C (repaired from the good copy)");
+	util_field_to(out, "data", "%s%s", st.unprotect & KR_FS_NO_DATA_CSUM ? "no strip checksums"
+		      : "2 CRC-32C copies per 512 B strip",
+		      st.unprotect & KR_FS_NO_DATA_PARITY ? ", no parity" : ", 1 parity strip per 4 KiB page");
 	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
 	util_field_to(out, "last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
 		   st.mount_count);
@@ -334,13 +358,15 @@ int fs_command(int argc, char **argv)
 		{"log-size", required_argument, NULL, 'l'}, {"dead-zone", required_argument, NULL, 'd'},
 		{"force-pmem", no_argument, NULL, 'p'},	    {"repair", no_argument, NULL, 'r'},
 		{"json", no_argument, NULL, 'j'},	    {"foreground", no_argument, NULL, 'f'},
-		{"options", required_argument, NULL, 'o'},  {"help", no_argument, NULL, 'h'},
+		{"options", required_argument, NULL, 'o'},  {"protect", required_argument, NULL, 'P'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
 	unsigned flags = 0;
 	bool repair = false, json = false, foreground = false;
 	const char *mount_opts = NULL;
+	int unprotect = -1;
 	int c;
 	while ((c = util_getopt_short(prog, argc, argv, ":hfo:", longopts)) != -1) {
 		switch (c) {
@@ -359,6 +385,10 @@ int fs_command(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'f': foreground = true; break;
 		case 'o': mount_opts = optarg; break;
+		case 'P':
+			if ((unprotect = protect_level(optarg)) < 0)
+				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
+			break;
 		case 'h': printf("usage: keratin fs %s\n\n%s", fs_synopsis, fs_details); return 0;
 		default: return UTIL_EXIT_USAGE;
 		}
@@ -374,15 +404,15 @@ int fs_command(int argc, char **argv)
 		return util_usage_error(prog, "unknown subcommand '%s'", verb);
 	if (argc - optind - 1 != v->nargs)
 		return util_usage_error(prog, "%s takes %s", verb, v->operands);
-	if ((size || inodes || log || dead) && strcmp(verb, "mkfs") != 0)
-		return util_usage_error(prog, "--size, --inodes, --log-size and --dead-zone are for mkfs");
+	if ((size || inodes || log || dead || unprotect >= 0) && strcmp(verb, "mkfs") != 0)
+		return util_usage_error(prog, "--size, --inodes, --log-size, --dead-zone and --protect are for mkfs");
 	if ((foreground || mount_opts) && strcmp(verb, "mount") != 0)
 		return util_usage_error(prog, "-f and -o are for mount");
 	if ((repair || json) && strcmp(verb, "fsck") != 0)
 		return util_usage_error(prog, "--repair and --json are for fsck");
 	const char *pool = argv[optind + 1];
 	if (!strcmp(verb, "mkfs"))
-		return do_mkfs(pool, size, inodes, log, dead, flags);
+		return do_mkfs(pool, size, inodes, log, dead, flags, unprotect < 0 ? 0 : (uint32_t)unprotect);
 	if (!strcmp(verb, "mount"))
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))
