@@ -559,6 +559,41 @@ static void c_big_write(void)
 	free(back);
 }
 
+/* A large directory (FUSE_BIGDIR entries, 2000 by default; `make torture` asks for
+ * 100,000): all listed once, then all removed. */
+static void c_bigdir(void)
+{
+	const char *env = getenv("FUSE_BIGDIR");
+	int N = env ? atoi(env) : 2000;
+	R(mkdir("big", 0755));
+	char name[64];
+	int made = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "big/entry-with-a-longish-name-%06d", i);
+		int fd = open(name, O_CREAT | O_WRONLY, 0644);
+		if (fd >= 0) {
+			made++;
+			close(fd);
+		}
+	}
+	note("made %d", made);
+	DIR *d = opendir("big");
+	int listed = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		listed += strncmp(e->d_name, "entry-", 6) == 0;
+	if (d)
+		closedir(d);
+	note("listed %d", listed);
+	int removed = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "big/entry-with-a-longish-name-%06d", i);
+		removed += unlink(name) == 0;
+	}
+	note("removed %d", removed);
+	R(rmdir("big"));
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -573,7 +608,7 @@ static const struct {
 	{"attrs", c_attrs},			    {"readdir_many", c_readdir_many},
 	{"statfs", c_statfs},			    {"mmap", c_mmap},
 	{"copy_range", c_copy_range},		    {"permissions", c_permissions},
-	{"big_write", c_big_write},
+	{"big_write", c_big_write},		    {"bigdir", c_bigdir},
 };
 
 /* Runs one case in ROOT/NAME and returns its trace (malloc'd). */

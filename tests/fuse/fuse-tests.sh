@@ -54,7 +54,8 @@ skip_unless_fuse() {
 
 # mkfs + mount with the given mount options (may be empty).
 mount_fs() {
-	"$KR" fs mkfs "$POOL" --size "${SIZE:-256M}" --force-pmem >/dev/null || { fail "mkfs"; exit 1; }
+	"$KR" fs mkfs "$POOL" --size "${SIZE:-256M}" ${INODES:+--inodes $((INODES / 32 * 32))} --force-pmem >/dev/null ||
+		{ fail "mkfs"; exit 1; }
 	"$KR" fs mount "$POOL" "$MNT" --force-pmem ${1:+-o "$1"} || { fail "mount ${1:-}"; exit 1; }
 }
 
@@ -66,6 +67,8 @@ umount_fsck() {
 }
 
 case_posix() {
+	# Every file takes an inode slot and a log page: room for FUSE_BIGDIR entries.
+	[ "${FUSE_BIGDIR:-0}" -gt 20000 ] && { SIZE=2G; INODES=$((FUSE_BIGDIR + 4096)); }
 	mount_fs allow_other
 	ref=$WORK/ref
 	mkdir -p "$ref"
