@@ -39,7 +39,7 @@ check-fast: build
 	@cd build && ctest --output-on-failure -j $(JOBS)
 
 check-asan: deps
-	$(call cmake_build,build-asan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address)
+	$(call cmake_build,build-asan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address -DKR_DEBUG_INVARIANTS=ON)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS)
 
 check-tsan: deps

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "invariant.h"
 
 #define KR_ERRMSG_MAX 512
 
@@ -127,6 +128,14 @@ int kr_err_corrupt(int code, const char *file, int line, uint64_t off, const cha
 	return kr_err_set(code, "%s at pool offset 0x%llx (detected at %s:%d)", what,
 			  (unsigned long long)off, base ? base + 1 : file, line);
 }
+
+#ifdef KR_DEBUG_INVARIANTS
+void kr_invariant_failed(const char *file, int n, const char *cond, const char *src, int line)
+{
+	fprintf(stderr, "keratin: invariant %s %d broken: %s (at %s:%d)\n", file, n, cond, src, line);
+	abort();
+}
+#endif
 
 int kr_opts_size_check(uint32_t given, size_t expected, const char *name)
 {

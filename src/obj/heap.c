@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "invariant.h"
 #include "err.h"
 #include "heap.h"
 
@@ -569,17 +570,22 @@ void kr_heap_release(struct kr_heap *h)
 		h->pending_first = (h->pending_first + 1) % h->pending_cap;
 		h->npending--;
 		struct kr_chunk_dram *c = &h->chunks[p.gid];
+		KR_INVARIANT("heap.c", 3, p.seq <= d);
 		if (p.index == UINT32_MAX) {
 			for (uint32_t k = 0; k < c->n; k++)
 				atomic_store(&h->chunks[p.gid + k].type, D_FREE);
 			h->free_bytes += (uint64_t)c->n * KR_CHUNK_SIZE;
 		} else {
+			/* The free's apply cleared the alloc bit before durable_seq passed it. */
+			KR_INVARIANT("heap.c", 2, !(atomic_load(&c->run->alloc[p.index / 64]) & (1ull << (p.index % 64))));
 			c->run->busy[p.index / 64] &= ~(1ull << (p.index % 64));
 			c->run->nbusy--;
 			h->free_bytes += kr_size_classes[c->run->cls];
 			avail_push(h, p.gid);
 		}
 	}
+	KR_INVARIANT("heap.c", 4, h->used_bytes + h->free_bytes <=
+				      (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
 	pthread_mutex_unlock(&h->lock);
 }
 

@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "invariant.h"
 #include "csum.h"
 #include "err.h"
 #include "log.h"
@@ -432,6 +433,7 @@ static uint64_t log_compute_durable(struct kr_log *log)
 static uint64_t log_advance_durable(struct kr_log *log)
 {
 	uint64_t d = log_compute_durable(log);
+	KR_INVARIANT("log.c", 2, d < atomic_load(&log->next_seq));
 	uint64_t stored = 0;
 	pthread_mutex_lock(&log->d_lock);
 	if (d > log->d_written) {
@@ -631,6 +633,13 @@ static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 /* ---------------------------------------------------------------------------------------
  * Commit (the durability protocol, top to bottom)
  * ------------------------------------------------------------------------------------- */
+#ifdef KR_DEBUG_INVARIANTS
+static uint64_t line_seq(uint64_t header)
+{
+	return (header >> KR_LINE_SEQ_SHIFT) & KR_LINE_SEQ_MASK;
+}
+#endif
+
 static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
 			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
 {
@@ -639,6 +648,10 @@ static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines,
 	uint32_t idx = first;
 	for (uint32_t k = 0; k < nlines; k++, idx = idx + 1 == log->lane_lines ? 0 : idx + 1) {
 		struct kr_log_cacheline *ln = &lines[idx];
+		/* A stamp at or beyond next_seq was never written by this log: damage, which
+		 * the line's CRC reports where it matters; only real stamps are judged. */
+		KR_INVARIANT("log.c", 1, line_seq(ln->header) <= atomic_load(&log->d_durable) ||
+						 line_seq(ln->header) >= atomic_load(&log->next_seq));
 		kr_pm_copy(log->pm, ln->payload, stream + (size_t)k * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
 		/* The header word last, in one store: it validates the payload above it. */
 		atomic_signal_fence(memory_order_release);
@@ -679,6 +692,7 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	atomic_store(&l->inflight_seq, KR_SEQ_RESERVING);
 	uint64_t seq = atomic_fetch_add(&log->next_seq, 1);
 	atomic_store(&l->inflight_seq, seq);
+	KR_INVARIANT("log.c", 4, seq > atomic_load(&log->d_durable));
 
 	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream. */
 	struct kr_tx_first *f = (struct kr_tx_first *)img->buf;

@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "invariant.h"
 #include "err.h"
 #include "simd.h"
 #include "pmem.h"
@@ -262,6 +263,7 @@ void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n)
 
 void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v)
 {
+	KR_INVARIANT("pmem.c", 2, ((uintptr_t)dst & 7) == 0);
 	__atomic_store_n(dst, v, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
