@@ -189,6 +189,19 @@ enum kr_protection {
 
 #define KR_CREATE_OPTS_INIT {.struct_size = sizeof(struct kr_create_opts)}
 
+/* The kinds of file keratin makes, told apart by their first bytes (kr_file_kind). */
+enum kr_file_kind {
+	KR_FILE_UNKNOWN = 0, /* none of keratin's (or a directory, or shorter than 8 bytes) */
+	KR_FILE_POOL,        /* an object pool (kr_pool_create) */
+	KR_FILE_FS,          /* a keratin-fs pool (kr_fs_mkfs, keratin_fs.h) */
+	KR_FILE_HMAP,        /* a single-trip hash map (kr_hmap_create, keratin_hmap.h) */
+	KR_FILE_SIDECAR,     /* a protected region's sidecar (keratin_region.h) */
+	KR_FILE_REGION,      /* another file whose sidecar path + ".krs" exists: a region */
+};
+/* Says which kind path is without opening it as any (nothing is recovered or changed).
+ * KR_OK with KR_FILE_UNKNOWN for a file of no keratin kind; KR_E_IO_* if it cannot be read. */
+KR_API int kr_file_kind(const char *path, enum kr_file_kind *kind);
+
 /* Creates a new pool file at path (which must not exist) and opens it.
  * Errors: KR_E_MISUSE_ARG (size out of range, bad geometry, wrong struct_size),
  * KR_E_IO_EXISTS, KR_E_IO_*. */

@@ -364,12 +364,64 @@ static void print_info_json(const char *path, const struct kr_pool_stat *st)
 	       (unsigned long long)st->nobjects, (unsigned long long)st->max_alloc);
 }
 
+/* info, check, repair and scrub take every kind of file keratin makes: a keratin-fs pool
+ * goes to `keratin fs`, a region (its data file or its sidecar) and a protected map to
+ * `keratin region`; object pools (and unknown files, which get the not-a-pool message)
+ * PROCEED here. verb is the command's name. */
+static int by_kind(const char *verb, const char *path, unsigned flags, int json)
+{
+	enum kr_file_kind kind;
+	if (kr_file_kind(path, &kind) != KR_OK || kind == KR_FILE_POOL || kind == KR_FILE_UNKNOWN)
+		return PROCEED; /* the pool path reports unreadable and foreign files */
+	char data[4096], side[4200];
+	snprintf(data, sizeof(data), "%s", path);
+	size_t n = strlen(data);
+	if (kind == KR_FILE_SIDECAR && n > 4 && strcmp(data + n - 4, ".krs") == 0)
+		data[n - 4] = '\0'; /* the data file of a sidecar at its default path */
+	snprintf(side, sizeof(side), "%s.krs", data);
+	static const char *const names[] = {[KR_FILE_FS] = "keratin-fs pool",
+					    [KR_FILE_HMAP] = "single-trip hash map",
+					    [KR_FILE_SIDECAR] = "protected region (sidecar)",
+					    [KR_FILE_REGION] = "protected region"};
+	if (!json)
+		util_field("kind", "%s", names[kind]);
+	optind = 1; /* the command below parses its own arguments */
+	if (kind == KR_FILE_FS) {
+		const char *fverb = !strcmp(verb, "info") ? "info" : !strcmp(verb, "check") ? "fsck" : verb;
+		char *args[] = {(char *)"fs", (char *)fverb, (char *)path, NULL, NULL, NULL};
+		int k = 3;
+		if (!strcmp(verb, "repair"))
+			args[1] = (char *)"fsck", args[k++] = (char *)"--repair";
+		if (json && strcmp(verb, "info") != 0)
+			args[k++] = (char *)"--json";
+		if (flags & KR_OPEN_FORCE_PMEM)
+			args[k++] = (char *)"--force-pmem";
+		return fs_command(k, args);
+	}
+	if (json)
+		return util_usage_error("keratin", "--json is for pools and file systems, not for a %s", names[kind]);
+	if (kind == KR_FILE_HMAP && access(side, F_OK) != 0) {
+		printf("an unprotected map: its entries carry no checksums, so there is nothing to %s; "
+		       "KR_HMAP_PROTECT maps keep a sidecar that can be checked\n", verb);
+		return 0;
+	}
+	if (kind == KR_FILE_SIDECAR && access(data, F_OK) != 0)
+	{
+		fprintf(stderr, "keratin: %s: a sidecar whose data file %s is missing\n", path, data);
+		return 1;
+	}
+	char *args[] = {(char *)"region", (char *)(!strcmp(verb, "info") ? "status" : verb), data, NULL};
+	return region_command(3, args);
+}
+
 static int cmd_info(const struct command *cmd, int argc, char **argv)
 {
 	const char *path;
 	unsigned flags;
 	int json;
 	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
+	if (rc == PROCEED)
+		rc = by_kind(cmd->name, path, flags, json);
 	if (rc != PROCEED)
 		return rc;
 
@@ -521,6 +573,8 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	unsigned flags;
 	int json;
 	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
+	if (rc == PROCEED)
+		rc = by_kind(cmd->name, path, flags, json);
 	if (rc != PROCEED)
 		return rc;
 
@@ -942,7 +996,10 @@ static const struct command commands[] = {
 	 "                 copy, nothing else); the lesser levels exist to measure costs\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_create},
-	{"info", "PATH [--json] [--force-pmem]", "pool", "show a pool's geometry, space use and redundancy",
+	{"info", "PATH [--json] [--force-pmem]", "any kind", "show a pool's geometry, space use and redundancy",
+	 "Any kind of keratin file: a keratin-fs pool goes to 'keratin fs', a region (its\n"
+	 "data file or its sidecar) or a single-trip map to 'keratin region'; the first line\n"
+	 "then says which kind was found.\n"
 	 "Opens the pool at PATH read-only and prints its geometry, space use, redundancy and\n"
 	 "its overhead, whether it needs recovery after a crash and what an ordinary open\n"
 	 "would repair (recovery and repairs run in a private view: the file is not changed).\n"
@@ -950,7 +1007,7 @@ static const struct command commands[] = {
 	 "  --json         one JSON object instead of the table\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
-	{"check", "PATH [--json] [--force-pmem]", "pool", "verify every checksum and parity column",
+	{"check", "PATH [--json] [--force-pmem]", "any kind", "verify every checksum and parity column",
 	 "Opens the pool at PATH read-only and verifies every object checksum, every\n"
 	 "allocator chunk record and every parity column. Recovery after a crash and the\n"
 	 "repair of pages on the bad-block list happen in a private view, so the check sees\n"
@@ -965,7 +1022,7 @@ static const struct command commands[] = {
 	 "                 and what it holds, the result (sound, repairable, damaged)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_check},
-	{"repair", "PATH [--json] [--force-pmem]", "pool", "check and rebuild damaged pages from parity",
+	{"repair", "PATH [--json] [--force-pmem]", "any kind", "check and rebuild damaged pages from parity",
 	 "Like check, but opens the pool for writing: the open recovers it and repairs pages\n"
 	 "on the bad-block list in the file, then the pass rebuilds the pages of damaged\n"
 	 "objects and chunk records from parity and recomputes parity where only parity or\n"
@@ -978,7 +1035,7 @@ static const struct command commands[] = {
 	 "  --json         one JSON object, as check prints\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_repair},
-	{"scrub", "PATH [--json] [--force-pmem]", "pool", "one scrub pass: repair, and report its speed",
+	{"scrub", "PATH [--json] [--force-pmem]", "any kind", "one scrub pass: repair, and report its speed",
 	 "Runs one scrub pass over the pool at PATH: the repair pass that a background\n"
 	 "scrubber runs, with its throughput in GB/s (heap bytes read per second) first.\n"
 	 "\n"

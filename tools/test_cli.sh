@@ -7,7 +7,8 @@
 # line of error and a hint; not-a-pool: files that are not pools exit 1 with one line;
 # check-repair: damage is found by check (exit 1), undone by repair and scrub, and damage
 # parity cannot undo is reported; media: emulated media errors are repaired by the next
-# open; map: the picture and its SVG; region: protected regions' sidecars; messages: what
+# open; map: the picture and its SVG; region: protected regions' sidecars; kinds: info
+# and check on every kind of file; messages: what
 # users read when something fails (no source locations unless KERATIN_DEBUG=1); fs-files,
 # fs-usage, fs-damage: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and
 # live in /dev/shm where there is one, filled by kr-fill. Prints every failed check and exits
@@ -144,6 +145,36 @@ fs-damage)
 	has out "0 problems$"
 	expect 0 "$KR" fs cat "$P" /f --force-pmem
 	has out "^data$"
+	;;
+kinds)
+	# info and check take every kind of file keratin makes and say which one they found;
+	# each is judged by its own command and left unchanged.
+	F=$DIR/k.dat
+	yes keratin | head -c 1048576 >"$F"
+	expect 0 "$KR" region protect "$F"
+	for f in "$F" "$F.krs"; do
+		before=$(cksum <"$f")
+		expect 0 "$KR" info "$f"
+		has out "^kind: *protected region"
+		has out "^state: *clean"
+		expect 0 "$KR" check "$f"
+		has out "^result: *sound$"
+		[ "$(cksum <"$f")" = "$before" ] || fail "info/check changed $f"
+	done
+	expect 0 "$KR" fs mkfs "$DIR/k.kfs" --size 8M --force-pmem
+	expect 0 "$KR" info "$DIR/k.kfs" --force-pmem
+	has out "^kind: *keratin-fs pool$"
+	has out "^inodes: "
+	expect 0 "$KR" check "$DIR/k.kfs" --force-pmem
+	has out " 0 problems$"
+	expect 0 "$KR" check --json "$DIR/k.kfs" --force-pmem
+	has out '"clean": true'
+	printf 'KRHAMP1\0' >"$DIR/k.map"
+	head -c 8184 /dev/zero >>"$DIR/k.map"
+	expect 0 "$KR" check "$DIR/k.map"
+	has out "^kind: *single-trip hash map$"
+	has out "unprotected map"
+	expect 2 "$KR" info --json "$DIR/k.map"
 	;;
 region)
 	# A protected region's sidecar: made, shown, checked; a flipped byte found and undone.

@@ -530,7 +530,7 @@ _Static_assert(sizeof(struct kr_side_passrec) == 64, "pass record is one cache l
  * payload bytes; every later line 56 payload bytes. Payload = key || value. A zeroed slot
  * is whole, version 0, txncount 0: never used.
  * ------------------------------------------------------------------------------------- */
-#define KR_HMAP_MAGIC 0x0031504d4148524bull /* "KRHMAP1\0" little-endian */
+#define KR_HMAP_MAGIC 0x0031504d4148524bull /* the bytes "KRHAMP1\0" (little-endian) */
 #define KR_HMAP_VERSION 1u
 #define KR_HMAP_MAX_LINES 32u
 #define KR_HMAP_MAX_KEY 128u
