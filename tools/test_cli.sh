@@ -352,8 +352,11 @@ usage)
 	has out "^accepts: new pool$"
 	# The overview says which kind of file each command takes.
 	expect 0 "$KR" --help
-	for c in info check repair scrub inject map; do
+	for c in inject map; do
 		has out "^  $c  *pool  "
+	done
+	for c in info check repair scrub; do
+		has out "^  $c  *any kind  "
 	done
 	has out "^  region   region  "
 	;;
