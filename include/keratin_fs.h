@@ -249,6 +249,31 @@ KR_API int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir
 KR_API int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
 
 /* ---------------------------------------------------------------------------------------
+ * Extended attributes (0 or a byte count on success, -errno on failure)
+ *
+ * Any inode may carry them. A name is 1..KR_FS_XATTR_NAME_MAX bytes (NUL-terminated, any
+ * prefix: namespace policy such as "user." is the front end's); a value is
+ * 0..KR_FS_XATTR_SIZE_MAX bytes. Each change is one atomic, durable log entry of the inode
+ * (its ctime changes too). Errors: -ERANGE for an empty or too long name (and for a buffer
+ * too small, below), -E2BIG for a value too large, -ENODATA for a name the inode does not
+ * have, -EEXIST for KR_FS_XATTR_CREATE of a name it has, -EINVAL for unknown flags (or
+ * both), -ENOSPC when the log area is full.
+ * ------------------------------------------------------------------------------------- */
+#define KR_FS_XATTR_NAME_MAX 255u
+#define KR_FS_XATTR_SIZE_MAX 2048u
+#define KR_FS_XATTR_CREATE 0x1 /* fail if the name exists (as XATTR_CREATE) */
+#define KR_FS_XATTR_REPLACE 0x2 /* fail if it does not (as XATTR_REPLACE) */
+KR_API int kr_fs_setxattr(kr_fs *fs, uint64_t ino, const char *name, const void *value, size_t size,
+			  int flags);
+/* Copies the value into value (size bytes of room) and returns its length; size 0 only
+ * returns the length (value may be NULL); a smaller nonzero size is -ERANGE. */
+KR_API ssize_t kr_fs_getxattr(kr_fs *fs, uint64_t ino, const char *name, void *value, size_t size);
+/* The names, each followed by a NUL, in the order they were first set; returns the bytes
+ * that takes. size 0 only returns the length; a smaller nonzero size is -ERANGE. */
+KR_API ssize_t kr_fs_listxattr(kr_fs *fs, uint64_t ino, char *list, size_t size);
+KR_API int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name);
+
+/* ---------------------------------------------------------------------------------------
  * Checking and scrubbing (enum kr_err codes)
  * ------------------------------------------------------------------------------------- */
 struct kr_fs_check_report {

@@ -37,10 +37,12 @@ void fm_params_default(struct fm_params *p)
 		[FM_CREATE] = 12, [FM_MKDIR] = 5, [FM_SYMLINK] = 3, [FM_WRITE] = 25, [FM_TRUNCATE] = 6,
 		[FM_UNLINK] = 8,  [FM_RMDIR] = 4, [FM_RENAME] = 12, [FM_LINK] = 5,   [FM_SETATTR] = 4,
 		[FM_READ] = 8,   [FM_FALLOCATE] = 3, [FM_PUNCH] = 3, [FM_SEEK] = 4,
+		[FM_SETXATTR] = 4, [FM_REMOVEXATTR] = 2,
 	};
 	memset(p, 0, sizeof(*p));
 	p->names = 10;
 	p->max_write = 20000;
+	p->max_xattr = KR_FS_XATTR_SIZE_MAX;
 	memcpy(p->weight, w, sizeof(w));
 }
 
@@ -131,13 +133,19 @@ static void inode_clear(struct fm_inode *ip)
 		free(ip->pages[i].data);
 	for (unsigned i = 0; i < ip->ndents; i++)
 		free(ip->dents[i].name);
+	for (unsigned i = 0; i < ip->nxattrs; i++) {
+		free(ip->xattrs[i].name);
+		free(ip->xattrs[i].value);
+	}
 	free(ip->pages);
 	free(ip->dents);
 	free(ip->target);
+	free(ip->xattrs);
 	ip->pages = NULL;
 	ip->dents = NULL;
 	ip->target = NULL;
-	ip->npages = ip->cappages = ip->ndents = ip->capdents = 0;
+	ip->xattrs = NULL;
+	ip->npages = ip->cappages = ip->ndents = ip->capdents = ip->nxattrs = 0;
 }
 
 void fm_free(struct fm *m)
@@ -168,7 +176,22 @@ void fm_copy(struct fm *dst, const struct fm *src)
 			d->dents[k].id = s->dents[k].id;
 		}
 		d->target = s->target ? xstrdup(s->target) : NULL;
+		d->xattrs = xrealloc(NULL, s->nxattrs * sizeof(*d->xattrs));
+		for (unsigned k = 0; k < s->nxattrs; k++) {
+			d->xattrs[k].name = xstrdup(s->xattrs[k].name);
+			d->xattrs[k].len = s->xattrs[k].len;
+			d->xattrs[k].value = xrealloc(NULL, s->xattrs[k].len);
+			memcpy(d->xattrs[k].value, s->xattrs[k].value, s->xattrs[k].len);
+		}
 	}
+}
+
+static struct fm_xattr *xattr_find(const struct fm_inode *ip, const char *name)
+{
+	for (unsigned i = 0; i < ip->nxattrs; i++)
+		if (strcmp(ip->xattrs[i].name, name) == 0)
+			return &ip->xattrs[i];
+	return NULL;
 }
 
 static struct fm_dent *dent_find(const struct fm_inode *dir, const char *name)
@@ -303,6 +326,24 @@ static void gen_existing(struct tu_rng *r, const struct fm *m, uint32_t dir, con
 		gen_name(r, p, out);
 }
 
+/* An attribute name of ip (most of the time), else one of a few, now and then a bad one. */
+static void gen_xattr(struct tu_rng *r, const struct fm_inode *ip, struct fm_op *op)
+{
+	unsigned k = (unsigned)tu_rng_below(r, 100);
+	if (ip->nxattrs && k < 50)
+		strcpy(op->name, ip->xattrs[tu_rng_below(r, ip->nxattrs)].name);
+	else if (k == 98) /* empty */
+		op->name[0] = '\0';
+	else if (k == 99) { /* too long */
+		memset(op->name, 'X', KR_FS_XATTR_NAME_MAX + 1);
+		op->name[KR_FS_XATTR_NAME_MAX + 1] = '\0';
+	} else if (k == 97) { /* the longest */
+		memset(op->name, 'Y', KR_FS_XATTR_NAME_MAX);
+		op->name[KR_FS_XATTR_NAME_MAX] = '\0';
+	} else
+		sprintf(op->name, "user.x%u", (unsigned)tu_rng_below(r, 5));
+}
+
 void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, struct fm_op *op)
 {
 	unsigned total = 0;
@@ -371,6 +412,16 @@ void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, str
 	case FM_SETATTR:
 		op->a = file;
 		op->mask = 1 + (uint32_t)tu_rng_below(r, 7); /* some of MODE, UID, GID */
+		break;
+	case FM_SETXATTR:
+	case FM_REMOVEXATTR:
+		op->a = tu_rng_chance(r, 1, 2) ? file : pick(r, m, 0);
+		gen_xattr(r, &m->v[op->a], op);
+		x = (unsigned)tu_rng_below(r, 40);
+		op->flags = x < 8 ? KR_FS_XATTR_CREATE : x < 16 ? KR_FS_XATTR_REPLACE : x == 16 ? 3 : 0;
+		op->len = tu_rng_chance(r, 1, 10) ? 0 : tu_rng_logu(r, 1, p->max_xattr);
+		if (tu_rng_chance(r, 1, 100))
+			op->len = KR_FS_XATTR_SIZE_MAX + 1;
 		break;
 	case FM_NKINDS:
 		break;
@@ -577,6 +628,46 @@ static int64_t apply_holes(struct fm *m, const struct fm_op *op)
 	return 0;
 }
 
+static void xattr_value(const struct fm_op *op, uint8_t *out) { tu_fill(out, op->len, op->seed); }
+
+/* setxattr and removexattr, in the library's order of checks (fs_xattr.c). */
+static int64_t apply_xattr(struct fm_inode *ip, const struct fm_op *op)
+{
+	bool set = op->kind == FM_SETXATTR;
+	if (set && op->flags == (KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE))
+		return -EINVAL;
+	size_t n = strlen(op->name);
+	if (n == 0 || n > KR_FS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (set && op->len > KR_FS_XATTR_SIZE_MAX)
+		return -E2BIG;
+	struct fm_xattr *x = xattr_find(ip, op->name);
+	if (!set) {
+		if (!x)
+			return -ENODATA;
+		free(x->name);
+		free(x->value);
+		unsigned at = (unsigned)(x - ip->xattrs);
+		memmove(x, x + 1, (ip->nxattrs - at - 1) * sizeof(*x));
+		ip->nxattrs--;
+		return 0;
+	}
+	if (x && (op->flags & KR_FS_XATTR_CREATE))
+		return -EEXIST;
+	if (!x && (op->flags & KR_FS_XATTR_REPLACE))
+		return -ENODATA;
+	if (!x) {
+		ip->xattrs = xrealloc(ip->xattrs, (ip->nxattrs + 1) * sizeof(*ip->xattrs));
+		x = &ip->xattrs[ip->nxattrs++];
+		x->name = xstrdup(op->name);
+		x->value = NULL;
+	}
+	x->value = xrealloc(x->value, op->len);
+	x->len = op->len;
+	xattr_value(op, x->value);
+	return 0;
+}
+
 int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 {
 	*new_id = 0;
@@ -698,6 +789,9 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 		if (op->mask & KR_FS_SET_GID)
 			a->gid = op->gid;
 		return 0;
+	case FM_SETXATTR:
+	case FM_REMOVEXATTR:
+		return apply_xattr(a, op);
 	case FM_NKINDS:
 		break;
 	}
@@ -784,6 +878,16 @@ int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *
 		attr.gid = op->gid;
 		rc = kr_fs_setattr(fs, a, op->mask, &attr, NULL);
 		break;
+	case FM_SETXATTR: {
+		uint8_t *v = xrealloc(NULL, op->len);
+		xattr_value(op, v);
+		rc = kr_fs_setxattr(fs, a, op->name, v, op->len, (int)op->flags);
+		free(v);
+		break;
+	}
+	case FM_REMOVEXATTR:
+		rc = kr_fs_removexattr(fs, a, op->name);
+		break;
 	case FM_NKINDS:
 		break;
 	}
@@ -796,7 +900,7 @@ const char *fm_kind_name(enum fm_kind k)
 {
 	static const char *n[FM_NKINDS] = {"create", "mkdir", "symlink", "write", "truncate", "unlink",
 					   "rmdir", "rename", "link", "setattr", "read", "fallocate",
-					   "punch", "seek"};
+					   "punch", "seek", "setxattr", "removexattr"};
 	return k < FM_NKINDS ? n[k] : "?";
 }
 
@@ -905,6 +1009,34 @@ static int compare_content(struct walk *w, uint32_t id, uint64_t ino)
 	return rc;
 }
 
+/* The names listed in the model's order, and every value. */
+static int compare_xattrs(struct walk *w, uint32_t id, uint64_t ino)
+{
+	const struct fm_inode *ip = &w->m->v[id];
+	size_t want = 0;
+	for (unsigned i = 0; i < ip->nxattrs; i++)
+		want += strlen(ip->xattrs[i].name) + 1;
+	char *list = xrealloc(NULL, want + 1), *at = list;
+	uint8_t *v = xrealloc(NULL, KR_FS_XATTR_SIZE_MAX);
+	ssize_t n = kr_fs_listxattr(w->fs, ino, list, want + 1);
+	int rc = n == (ssize_t)want ? 0
+				    : BAD(w, "inode %" PRIu64 ": listxattr gave %zd, the model has %zu bytes of names", ino,
+					  n, want);
+	for (unsigned i = 0; rc == 0 && i < ip->nxattrs; i++) {
+		const struct fm_xattr *x = &ip->xattrs[i];
+		ssize_t got = kr_fs_getxattr(w->fs, ino, x->name, v, KR_FS_XATTR_SIZE_MAX);
+		if (strcmp(at, x->name) != 0)
+			rc = BAD(w, "inode %" PRIu64 ": attribute %u is '%.40s', the model has '%.40s'", ino, i, at, x->name);
+		else if (got != (ssize_t)x->len || memcmp(v, x->value, x->len) != 0)
+			rc = BAD(w, "inode %" PRIu64 ": attribute '%.40s': %zd bytes, not the model's %zu", ino, x->name,
+				 got, x->len);
+		at += strlen(at) + 1;
+	}
+	free(list);
+	free(v);
+	return rc;
+}
+
 static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino);
 
 static int compare_dir(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino)
@@ -963,6 +1095,8 @@ static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t par
 	uint64_t pages = ip->npages + (S_ISLNK(ip->mode) ? 1 : 0);
 	if (a.blocks != pages * (FM_PAGE / 512))
 		return BAD(w, "inode %" PRIu64 ": %" PRIu64 " blocks, the model has %" PRIu64 " pages", ino, a.blocks, pages);
+	if ((rc = compare_xattrs(w, id, ino)) != 0)
+		return rc;
 	if (S_ISDIR(ip->mode))
 		return compare_dir(w, id, ino, parent_ino);
 	return compare_content(w, id, ino);

@@ -8,8 +8,8 @@
  * cost nothing), a symlink's target, a directory's names and parent. fm_compare walks the
  * file system and the model from the root by names and requires the same names, the same
  * attributes and bytes, a consistent bijection between model ids and inode numbers (hard
- * links share one), and statfs's used inodes and data pages equal to the model's counts
- * (nothing leaked, nothing lost).
+ * links share one), the same extended attributes in the same order, and statfs's used
+ * inodes and data pages equal to the model's counts (nothing leaked, nothing lost).
  */
 #ifndef KR_FSMODEL_H
 #define KR_FSMODEL_H
@@ -30,6 +30,11 @@ struct fm_dent {
 	char *name;
 	uint32_t id;
 };
+struct fm_xattr {
+	char *name;
+	uint8_t *value;
+	size_t len;
+};
 struct fm_inode {
 	bool live;
 	uint32_t mode, uid, gid, nlink;
@@ -40,6 +45,8 @@ struct fm_inode {
 	char *target;
 	struct fm_dent *dents;
 	unsigned ndents, capdents;
+	struct fm_xattr *xattrs; /* in the order names were first set */
+	unsigned nxattrs;
 	uint64_t fsino; /* inode number in the file system, 0 if not known */
 };
 struct fm {
@@ -72,6 +79,8 @@ enum fm_kind {
 	FM_FALLOCATE, /* flags: 0 or KR_FS_FALLOC_KEEP_SIZE */
 	FM_PUNCH,
 	FM_SEEK,      /* flags: KR_FS_SEEK_DATA or KR_FS_SEEK_HOLE */
+	FM_SETXATTR,  /* name, len bytes from seed; flags: 0, KR_FS_XATTR_CREATE or _REPLACE */
+	FM_REMOVEXATTR,
 	FM_NKINDS
 };
 
@@ -87,6 +96,7 @@ struct fm_params {
 	unsigned names;        /* size of the pool of short names */
 	uint64_t max_write;    /* largest write */
 	uint64_t far_off;      /* sparse writes land up to here (0: none) */
+	uint64_t max_xattr;    /* largest extended attribute value */
 	unsigned weight[FM_NKINDS];
 };
 void fm_params_default(struct fm_params *p);

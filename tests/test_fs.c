@@ -12,6 +12,8 @@
  *           compacted (garbage collection) many times
  *   enospc  a small pool filled until data pages and then inodes run out: every failing
  *           operation returns -ENOSPC and changes nothing (the model and a remount agree)
+ *   xattr   extended attributes by hand: every errno, size queries, the listing order,
+ *           the incompat bit, persistence across remounts and log compaction
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
  *           clean error codes, never a crash; then seeded random damage of metadata bytes:
  *           mount works (repairing) or fails with a known code, and the checker runs
@@ -508,6 +510,83 @@ static void case_bad_fuzz(void)
 	fm_free(&m);
 }
 
+/* ---- extended attributes ------------------------------------------------------------------ */
+static void case_xattr(void)
+{
+	char path[128], list[64], v[KR_FS_XATTR_SIZE_MAX + 1], big[KR_FS_XATTR_SIZE_MAX + 1], longname[300];
+	tu_pool_path(path, sizeof(path), "fs-xattr");
+	mkfs_at(path, 8 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr f, d, b;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &f) == 0 && kr_fs_mkdir(fs, 1, "d", 0755, 0, 0, &d) == 0, "create");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, NULL, 0) == 0, "no attributes yet");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, sizeof(v)) == -ENODATA, "get of a missing name");
+	TU_ASSERT(kr_fs_removexattr(fs, f.ino, "user.a") == -ENODATA, "remove of a missing name");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "one", 3, KR_FS_XATTR_REPLACE) == -ENODATA, "replace of a missing name");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "one", 3, KR_FS_XATTR_CREATE) == 0, "create");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "two", 3, KR_FS_XATTR_CREATE) == -EEXIST, "create twice");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "x", 1, 3) == -EINVAL && kr_fs_setxattr(fs, f.ino, "user.a", "x", 1, 4) == -EINVAL,
+		  "bad flags");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "", "x", 1, 0) == -ERANGE, "empty name");
+	memset(longname, 'n', KR_FS_XATTR_NAME_MAX + 1);
+	longname[KR_FS_XATTR_NAME_MAX + 1] = '\0';
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, longname, "x", 1, 0) == -ERANGE && kr_fs_getxattr(fs, f.ino, longname, v, 1) == -ERANGE,
+		  "name too long");
+	longname[KR_FS_XATTR_NAME_MAX] = '\0';
+	tu_fill(big, sizeof(big), 9);
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.big", big, sizeof(big), 0) == -E2BIG, "value too large");
+	TU_ASSERT(kr_fs_setxattr(fs, d.ino, longname, big, KR_FS_XATTR_SIZE_MAX, 0) == 0, "the largest entry, on a directory");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.empty", NULL, 0, 0) == 0, "an empty value");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.b", "bee", 3, 0) == 0, "a third name");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", NULL, 0) == 3, "size query");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, 2) == -ERANGE, "buffer too small");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, 3) == 3 && memcmp(v, "one", 3) == 0, "get");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.empty", v, sizeof(v)) == 0, "get of an empty value");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "replaced", 8, KR_FS_XATTR_REPLACE) == 0, "replace");
+	static const char want[] = "user.a\0user.empty\0user.b\0"; /* a replace keeps its place */
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, NULL, 0) == (ssize_t)sizeof(want) - 1, "list size query");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(want) - 2) == -ERANGE, "list buffer too small");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(list)) == (ssize_t)sizeof(want) - 1 &&
+		  memcmp(list, want, sizeof(want) - 1) == 0, "list");
+	TU_ASSERT(kr_fs_removexattr(fs, f.ino, "user.empty") == 0 && kr_fs_getxattr(fs, f.ino, "user.empty", v, 1) == -ENODATA,
+		  "remove");
+	TU_ASSERT(kr_fs_setxattr(fs, 999999, "user.a", "x", 1, 0) == -ENOENT && kr_fs_listxattr(fs, 999999, list, 1) == -ENOENT,
+		  "unknown inode");
+	TU_ASSERT(kr_fs_getattr(fs, f.ino, &b) == 0 && b.ctime_ns > f.ctime_ns, "a change sets ctime");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	struct krfs_super sb;
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	memcpy(&sb, img, sizeof(sb));
+	free(img);
+	TU_ASSERT(sb.incompat == KRFS_INCOMPAT_XATTR, "the pool is marked as holding XATTR entries (%#x)", sb.incompat);
+
+	/* Persistence, then many changes to one inode: its log is compacted with the values. */
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, sizeof(v)) == 8 && memcmp(v, "replaced", 8) == 0 &&
+		  kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX &&
+		  memcmp(v, big, KR_FS_XATTR_SIZE_MAX) == 0, "after a remount");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(list)) == 14 && memcmp(list, "user.a\0user.b\0", 14) == 0,
+		  "the listing after a remount");
+	struct kr_fs_statfs st;
+	for (unsigned i = 0; i < 40; i++)
+		TU_ASSERT(kr_fs_setxattr(fs, d.ino, longname, big + i, KR_FS_XATTR_SIZE_MAX - i, 0) == 0, "set %u", i);
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.compactions > 0, "the directory's log was compacted");
+	TU_ASSERT(kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX - 39 &&
+		  memcmp(v, big + 39, KR_FS_XATTR_SIZE_MAX - 39) == 0, "the value after compaction");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX - 39 &&
+		  memcmp(v, big + 39, KR_FS_XATTR_SIZE_MAX - 39) == 0, "the compacted log after a remount");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.log_pages - st.log_pages_free <= 6, "compaction freed the old pages (%llu in use)",
+		  (unsigned long long)(st.log_pages - st.log_pages_free));
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs xattr: errnos, size queries, listing order, incompat bit, remounts and compaction as documented\n");
+}
+
 /* ---- layout ------------------------------------------------------------------------------- */
 static void case_layout(void)
 {
@@ -734,11 +813,13 @@ int main(int argc, char **argv)
 		case_bad_fuzz();
 	} else if (strcmp(c, "layout") == 0)
 		case_layout();
+	else if (strcmp(c, "xattr") == 0)
+		case_xattr();
 	else if (strcmp(c, "threads") == 0)
 		case_threads(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|threads|fences");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|threads|fences");
 	return 0;
 }

@@ -4,7 +4,7 @@
  *
  * A small pool takes a few hundred random operations from the model (tests/fsmodel.c:
  * creates, mkdirs, symlinks, writes, truncates, unlinks, rmdirs, renames with flags, links,
- * setattrs), with a remount every 150 operations so that mount's own writes (journal
+ * setattrs, extended attributes set and removed), with a remount every 150 operations so that mount's own writes (journal
  * roll-back, repairs, orphan reclaim, superblock) are crashed too. At every fence the
  * simulator builds crash images (nothing pending persisted, everything persisted, random
  * subsets of the pending lines), and a child mounts each image (recovery runs) and requires
@@ -100,10 +100,14 @@ int main(void)
 	p.names = 3; /* few names: logs grow and get compacted under the simulator too */
 	p.max_write = 12000;
 	p.weight[FM_MKDIR] = 2;
+	p.weight[FM_SETXATTR] = 10; /* attribute entries are crashed often, kept small for the */
+	p.weight[FM_REMOVEXATTR] = 6; /* small log area */
+	p.max_xattr = 600;
 	struct tu_rng rng;
 	tu_rng_seed(&rng, seed);
 	char why[512];
 	uint64_t compactions = 0;
+	unsigned xattr_changes = 0;
 	double t0 = tu_now();
 	/* First one file written over and over: its log fills pages and is compacted, again
 	 * and again, under the simulator. */
@@ -122,8 +126,10 @@ int main(void)
 	for (g_done = 0; g_done < nops;) {
 		fm_gen(&rng, &g_model, &p, &g_inflight);
 		g_have_inflight = true;
-		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+		int64_t res;
+		if (fm_step(fs, &g_model, &g_inflight, &res, why, sizeof(why)) != 0)
 			TU_FAIL("operation %u: %s", g_done, why);
+		xattr_changes += res == 0 && (g_inflight.kind == FM_SETXATTR || g_inflight.kind == FM_REMOVEXATTR);
 		g_have_inflight = false;
 		g_done++;
 		if (g_done % 150 == 0) { /* ...but a remount's recovery writes are checked */
@@ -149,10 +155,12 @@ int main(void)
 	TU_OK(kr_fs_unmount(fs));
 	struct crashsim_stats cs;
 	crashsim_stop(&cs);
-	printf("test_fs_crash: %u operations (%llu log compactions), %llu fences, %llu crash images checked, %llu failed\n",
-	       nops, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
+	printf("test_fs_crash: %u operations (%u extended attribute changes, %llu log compactions), %llu fences, "
+	       "%llu crash images checked, %llu failed\n",
+	       nops, xattr_changes, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
 	       (unsigned long long)cs.failures);
 	TU_ASSERT(compactions > 0, "no log compaction was crashed");
+	TU_ASSERT(xattr_changes > 0, "no extended attribute change was crashed");
 	TU_ASSERT(cs.images >= nops, "too few crash images (%llu)", (unsigned long long)cs.images);
 	TU_ASSERT(cs.failures == 0, "%llu crash images recovered wrongly (see above)", (unsigned long long)cs.failures);
 	TU_ASSERT(cs.unrecorded_lines == 0, "%llu lines changed without a store hook", (unsigned long long)cs.unrecorded_lines);

@@ -16,6 +16,7 @@
  *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
  *   fs_file.c     attributes, read, write, truncate, readdir, statfs
+ *   fs_xattr.c    extended attributes: the DRAM list, XATTR entries, the four operations
  *   fs_check.c    the read-only checker of every invariant
  */
 #ifndef KRFS_FS_H
@@ -87,6 +88,14 @@ int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino,
 int krfs_dir_remove(struct krfs_dir *d, const char *name, size_t len);
 void krfs_dir_free(struct krfs_dir *d);
 
+/* One extended attribute of a DRAM inode: name_len bytes of name, then value_len bytes. */
+struct krfs_xattr {
+	struct krfs_xattr *next; /* in the order names were first set */
+	uint16_t value_len;
+	uint8_t name_len;
+	char bytes[];
+};
+
 /* ---- DRAM inodes (fs_inode.c) ---------------------------------------------------------- */
 struct krfs_inode {
 	uint64_t ino, generation, create_time;
@@ -99,6 +108,8 @@ struct krfs_inode {
 	uint64_t nblocks; /* data pages held */
 	struct krfs_radix map; /* regular files and symlinks */
 	struct krfs_dir dir;   /* directories */
+	struct krfs_xattr *xattrs;
+	uint64_t xattr_bytes;  /* log bytes the live attributes take as XATTR entries */
 };
 
 struct kr_fs;
@@ -338,6 +349,22 @@ int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
 /* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
 int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,
 		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
+
+/* ---- extended attributes (fs_xattr.c) ------------------------------------------------- */
+/* Size of the XATTR entry for a name and value of these lengths. */
+static inline uint32_t krfs_xattr_size(size_t name_len, size_t value_len)
+{
+	return (uint32_t)((sizeof(struct krfs_e_xattr) + name_len + value_len + 7) & ~(size_t)7);
+}
+/* Applies a verified XATTR entry to ip's list (fs_inode.c dispatches). -EUCLEAN, -ENOMEM. */
+int krfs_xattr_apply(struct krfs_inode *ip, const struct krfs_e_xattr *x);
+void krfs_xattr_free(struct krfs_inode *ip);
+/* The largest XATTR entry ip's live attributes take (0 if none), for compaction's estimate. */
+uint32_t krfs_xattr_entry_max(const struct krfs_inode *ip);
+/* Appends one XATTR set per live attribute of ip to tmp's log in op (compaction). */
+int krfs_xattr_append_all(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip);
+/* The checker: names unique and well formed, sizes within limits; problems reported. */
+int krfs_xattr_verify(const struct krfs_inode *ip, krfs_problem_fn report, void *ctx);
 
 /* ---- names ----------------------------------------------------------------------------- */
 /* A path of inode ino for reports ("/a/b", or "inode N" if no name leads to it). */

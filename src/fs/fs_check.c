@@ -86,6 +86,7 @@ static void check_inode(struct kr_fs *fs, struct checker *c, struct owners *o, c
 			struct kr_fs_check_report *rep)
 {
 	krfs_log_verify(fs, ip, report, c);
+	krfs_xattr_verify(ip, report, c);
 	for (uint32_t i = 0; i < ip->npages; i++) {
 		uint64_t pg = (ip->pages[i] - fs->sb.meta_off) / P;
 		if (o->meta[pg])

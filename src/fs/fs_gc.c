@@ -5,7 +5,8 @@
  * old attributes). When an inode's live state would fit in at most half of its log pages,
  * its log is rewritten from the DRAM inode - one FILE_WRITE per run of consecutive pages,
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
- * readdir cookie), then SET_ATTR with every attribute and LINK_CHANGE - into fresh pages,
+ * readdir cookie), one XATTR per extended attribute, then SET_ATTR with every attribute
+ * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
  * tail change together). The old pages are freed after that commit. This is NOVA's
  * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)
@@ -28,21 +29,25 @@
 /* Upper bound of the bytes the compacted log takes (FILE_WRITE runs counted as pages). */
 static uint64_t live_bytes(const struct krfs_inode *ip)
 {
-	uint64_t b = sizeof(struct krfs_e_attr) + sizeof(struct krfs_e_link);
+	uint64_t b = sizeof(struct krfs_e_attr) + sizeof(struct krfs_e_link) + ip->xattr_bytes;
 	return b + (S_ISDIR(ip->mode) ? ip->dir.bytes : ip->nblocks * sizeof(struct krfs_e_write));
 }
 
-static uint64_t pages_for(uint64_t bytes)
+/* Upper bound of the pages the compacted log of ip takes. */
+static uint64_t pages_for(const struct krfs_inode *ip)
 {
-	/* Entries do not cross pages: at most KRFS_ENTRY_MAX - 8 bytes of a page are lost. */
-	return bytes / (KRFS_LOG_USABLE - KRFS_ENTRY_MAX) + 1;
+	/* Entries do not cross pages: less than the largest entry is lost at each page's end. */
+	uint64_t largest = krfs_xattr_entry_max(ip);
+	if (largest < KRFS_ENTRY_MAX)
+		largest = KRFS_ENTRY_MAX;
+	return live_bytes(ip) / (KRFS_LOG_USABLE - largest) + 1;
 }
 
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
 	if (!ip || fs->inodes[ip->ino] != ip || ip->npages < 2)
 		return 0;
-	uint64_t need = pages_for(live_bytes(ip));
+	uint64_t need = pages_for(ip);
 	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
@@ -117,6 +122,8 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 	krfs_op_begin(&op, fs);
 	op.compaction = true;
 	int rc = S_ISDIR(ip->mode) ? append_names(&op, tmp, ip) : append_runs(&op, tmp, ip);
+	if (rc == 0)
+		rc = krfs_xattr_append_all(&op, tmp, ip);
 	if (rc == 0) {
 		struct krfs_e_attr a = {
 			.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)},

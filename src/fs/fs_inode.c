@@ -44,6 +44,7 @@ void krfs_inode_free(struct krfs_inode *ip)
 		return;
 	krfs_radix_free(&ip->map);
 	krfs_dir_free(&ip->dir);
+	krfs_xattr_free(ip);
 	free(ip->pages);
 	free(ip);
 }
@@ -226,6 +227,8 @@ int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_
 		return apply_dentry(ip, (const struct krfs_e_dentry *)e);
 	case KRFS_E_LINK_CHANGE:
 		return apply_link(ip, (const struct krfs_e_link *)e);
+	case KRFS_E_XATTR:
+		return krfs_xattr_apply(ip, (const struct krfs_e_xattr *)e);
 	}
 	return bad(ip, e, "unknown entry type");
 }

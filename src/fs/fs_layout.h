@@ -66,7 +66,11 @@
 #define KRFS_RO_DATA_PARITY 0x4u  /* one RAID-4 parity strip per data page */
 #define KRFS_RO_DEAD_ZONE 0x8u    /* the geometry keeps >= dead_zone bytes between copies */
 #define KRFS_RO_KNOWN 0xfu
-#define KRFS_INCOMPAT_KNOWN 0x0u
+/* Set (once, before the first XATTR entry is written) in pools that hold extended
+ * attributes: a reader that does not know the XATTR entry type must refuse the pool rather
+ * than take such an entry for damage. */
+#define KRFS_INCOMPAT_XATTR 0x1u
+#define KRFS_INCOMPAT_KNOWN 0x1u
 #define KRFS_COMPAT_KNOWN 0x0u
 
 /* ---------------------------------------------------------------------------------------
@@ -234,6 +238,7 @@ _Static_assert(KRFS_LOG_TAIL_OFF + sizeof(struct krfs_page_tail) == KRFS_PAGE, "
 #define KRFS_E_LINK_CHANGE 0x05u
 #define KRFS_E_MMAP_WRITE 0x06u    /* reserved: not written by version 1 */
 #define KRFS_E_SNAPSHOT_INFO 0x07u /* reserved: not written by version 1 */
+#define KRFS_E_XATTR 0x08u         /* needs KRFS_INCOMPAT_XATTR */
 #define KRFS_MARKER_SIZE 8u
 
 struct krfs_entry_hdr {
@@ -312,7 +317,32 @@ struct krfs_e_link {
 };
 _Static_assert(sizeof(struct krfs_e_link) == 48, "LINK_CHANGE is 48 bytes");
 
+/* XATTR (40 bytes + name + value, rounded up to 8): set (add or replace) or remove the
+ * extended attribute name of this inode. The name (1..255 bytes, no NUL) is followed by the
+ * value (value_len bytes, 0..KRFS_XATTR_VALUE_MAX; zero for a remove). ctime is the inode's
+ * new ctime. */
+#define KRFS_X_SET 1u
+#define KRFS_X_REMOVE 2u
+#define KRFS_XATTR_VALUE_MAX 2048u
+struct krfs_e_xattr {
+	struct krfs_entry_hdr h;
+	uint16_t value_len;
+	uint8_t name_len;
+	uint8_t op;
+	uint32_t reserved;
+	uint64_t ctime;
+	char data[];
+};
+_Static_assert(sizeof(struct krfs_e_xattr) == 40, "XATTR header is 40 bytes");
+_Static_assert(offsetof(struct krfs_e_xattr, ctime) == 32, "XATTR ctime");
+
+/* The largest entry of the fixed and name-carrying types (DENTRY with a 255-byte name),
+ * and the largest entry of any type (XATTR with the longest name and value); both fit a
+ * log page with room to spare. */
 #define KRFS_ENTRY_MAX (sizeof(struct krfs_e_dentry) + 256u) /* 304 */
+#define KRFS_XATTR_ENTRY_MAX ((sizeof(struct krfs_e_xattr) + 255u + KRFS_XATTR_VALUE_MAX + 7u) & ~7u) /* 2344 */
+_Static_assert(KRFS_XATTR_ENTRY_MAX == 2344 && KRFS_XATTR_ENTRY_MAX < KRFS_LOG_USABLE,
+	       "an XATTR entry fits a log page");
 
 /* ---------------------------------------------------------------------------------------
  * Lite journal (one page per journal, primary and replica): an undo log for operations that

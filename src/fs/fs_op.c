@@ -258,7 +258,7 @@ int krfs_op_commit(struct krfs_op *op)
 	}
 	for (size_t at = 0; at < op->napplied && !op->compaction;) {
 		struct krfs_inode *ip;
-		_Alignas(8) uint8_t e[KRFS_ENTRY_MAX];
+		_Alignas(8) uint8_t e[KRFS_XATTR_ENTRY_MAX];
 		memcpy(&ip, op->applied + at, sizeof(ip));
 		const struct krfs_entry_hdr *h = (const void *)(op->applied + at + sizeof(ip));
 		memcpy(e, h, h->size);
