@@ -274,6 +274,54 @@ KR_API ssize_t kr_fs_listxattr(kr_fs *fs, uint64_t ino, char *list, size_t size)
 KR_API int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name);
 
 /* ---------------------------------------------------------------------------------------
+ * Snapshots (0 or a count on success, -errno on failure)
+ *
+ * A snapshot is a read-only copy of the whole tree as it was when it was made, kept until
+ * it is deleted; the live tree goes on changing. Making one writes a compact image of the
+ * metadata (every inode's attributes, names, page maps and extended attributes: time and
+ * log space in proportion to the metadata, not to the data) and shares every data page:
+ * pages the live tree then overwrites or frees stay allocated while a snapshot holds them.
+ * Deleting a snapshot frees its image and every page only it held, before returning.
+ * Snapshots survive unmounts and crashes like everything else.
+ *
+ * Reading: every inode of snapshot id has the number KR_FS_SNAP_INO(id, ino), where ino is
+ * its number in the tree the snapshot copied; the snapshot's root is
+ * KR_FS_SNAP_INO(id, KR_FS_ROOT_INO) (kr_fs_snapshot_attr.root). The ordinary operations
+ * take these numbers: lookup, getattr, readdir, read, readlink, lseek, getxattr, listxattr,
+ * open, release and fsync work inside the snapshot and return snapshot inode numbers (".."
+ * of the snapshot's root is the snapshot's root); every operation that would change it
+ * gives -EROFS. Numbers are unique across the live tree and all snapshots, so a FUSE front
+ * end that shows DIR/.snapshots/NAME/ passes them through as node ids: it only answers
+ * lookup(".snapshots") and readdir of that directory itself (from kr_fs_snapshot_list) and
+ * forwards everything below NAME. After a snapshot is deleted its numbers give -ENOENT.
+ * ------------------------------------------------------------------------------------- */
+#define KR_FS_SNAP_SHIFT 40
+#define KR_FS_SNAP_INO(id, ino) ((((uint64_t)(id) + 1) << KR_FS_SNAP_SHIFT) | (uint64_t)(ino))
+/* The snapshot an inode number belongs to plus one (0: the live tree), and its number in
+ * the copied tree. */
+#define KR_FS_INO_SNAPSHOT(ino) ((uint64_t)(ino) >> KR_FS_SNAP_SHIFT)
+#define KR_FS_INO_IN_TREE(ino) ((uint64_t)(ino) & ((1ull << KR_FS_SNAP_SHIFT) - 1))
+#define KR_FS_SNAPSHOTS_MAX 1024u /* live snapshots at once */
+
+struct kr_fs_snapshot_attr {
+	uint64_t id;      /* the snapshot's epoch: ids increase, never reused while it lives */
+	uint64_t root;    /* KR_FS_SNAP_INO(id, KR_FS_ROOT_INO) */
+	int64_t time_ns;  /* when it was made */
+	char name[KR_FS_NAME_MAX + 1]; /* NUL-terminated */
+};
+/* Makes a snapshot of the live tree named name (the rules of a file name: 1..255 bytes, no
+ * '/', not "." or ".."). -EEXIST if a snapshot has that name, -ENOSPC if the log area cannot
+ * hold the image or KR_FS_SNAPSHOTS_MAX snapshots live. out may be NULL. */
+KR_API int kr_fs_snapshot_create(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out);
+/* Deletes the snapshot named name (-ENOENT if none) and frees what only it held. */
+KR_API int kr_fs_snapshot_delete(kr_fs *fs, const char *name);
+/* The snapshot named name (-ENOENT if none). */
+KR_API int kr_fs_snapshot_lookup(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out);
+/* Fills out[0..max) with the live snapshots, oldest first; returns how many there are (may
+ * exceed max: call again with a larger array). */
+KR_API int kr_fs_snapshot_list(kr_fs *fs, struct kr_fs_snapshot_attr *out, unsigned max);
+
+/* ---------------------------------------------------------------------------------------
  * Checking and scrubbing (enum kr_err codes)
  * ------------------------------------------------------------------------------------- */
 struct kr_fs_check_report {

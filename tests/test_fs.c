@@ -14,6 +14,9 @@
  *           operation returns -ENOSPC and changes nothing (the model and a remount agree)
  *   xattr   extended attributes by hand: every errno, size queries, the listing order,
  *           the incompat bit, persistence across remounts and log compaction
+ *   snapshot snapshots by hand: the copy stays as it was while the live tree changes (bytes,
+ *           names, links, attributes, extended attributes), every change refused with
+ *           -EROFS, pages held and freed by delete (statfs), persistence across remounts
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
  *           clean error codes, never a crash; then seeded random damage of metadata bytes:
  *           mount works (repairing) or fails with a known code, and the checker runs
@@ -587,6 +590,127 @@ static void case_xattr(void)
 	printf("fs xattr: errnos, size queries, listing order, incompat bit, remounts and compaction as documented\n");
 }
 
+/* ---- snapshots ------------------------------------------------------------------------------ */
+static int collect_names(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t dtype, uint64_t c)
+{
+	(void)ino, (void)dtype, (void)c;
+	strncat(ctx, name, len);
+	strcat(ctx, " ");
+	return 0;
+}
+
+/* The snapshot "s" of case_snapshot holds f (20000 bytes of seed 1), d/g (a link to f), d/l
+ * (a symlink to "../f") and user.k = "v1" on f, whatever the live tree became. */
+static void check_snapshot_tree(kr_fs *fs, const struct kr_fs_snapshot_attr *s, uint64_t f_ino)
+{
+	static char w[20000], r[20000];
+	tu_fill(w, sizeof(w), 1);
+	struct kr_fs_attr a, d, g, l;
+	char names[256] = "";
+	TU_ASSERT(kr_fs_getattr(fs, s->root, &a) == 0 && a.ino == s->root && S_ISDIR(a.mode) && a.nlink == 3, "snapshot root");
+	TU_ASSERT(kr_fs_readdir(fs, s->root, 0, collect_names, names) == 4 && strcmp(names, ". .. f d ") == 0,
+		  "snapshot root lists '%s'", names);
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "f", &a) == 0 && a.ino == KR_FS_SNAP_INO(s->id, f_ino) && a.size == sizeof(w) &&
+		  a.nlink == 2 && a.mode == (S_IFREG | 0644), "snapshot f");
+	TU_ASSERT(kr_fs_read(fs, a.ino, r, sizeof(r), 0) == (ssize_t)sizeof(r) && memcmp(r, w, sizeof(r)) == 0,
+		  "snapshot f's bytes");
+	TU_ASSERT(kr_fs_getxattr(fs, a.ino, "user.k", r, sizeof(r)) == 2 && memcmp(r, "v1", 2) == 0, "snapshot f's xattr");
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "d", &d) == 0 && kr_fs_lookup(fs, d.ino, "g", &g) == 0 && g.ino == a.ino,
+		  "snapshot d/g is a link to f");
+	TU_ASSERT(kr_fs_lookup(fs, d.ino, "..", &g) == 0 && g.ino == s->root, "snapshot d/..");
+	TU_ASSERT(kr_fs_lookup(fs, d.ino, "l", &l) == 0 && kr_fs_readlink(fs, l.ino, r, sizeof(r)) == 4 &&
+		  memcmp(r, "../f", 4) == 0, "snapshot d/l");
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "..", &g) == 0 && g.ino == s->root, "the snapshot root's '..' is itself");
+}
+
+static void case_snapshot(void)
+{
+	char path[128], r[8192];
+	static char w[20000], w2[20000];
+	tu_fill(w, sizeof(w), 1);
+	tu_fill(w2, sizeof(w2), 2);
+	tu_pool_path(path, sizeof(path), "fs-snapshot");
+	mkfs_at(path, 16 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr f, d, a;
+	struct kr_fs_statfs st0, st1, st2, st3;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &f) == 0 && kr_fs_write(fs, f.ino, w, sizeof(w), 0) == (ssize_t)sizeof(w),
+		  "f");
+	TU_ASSERT(kr_fs_mkdir(fs, 1, "d", 0755, 0, 0, &d) == 0 && kr_fs_link(fs, f.ino, d.ino, "g", NULL) == 0 &&
+		  kr_fs_symlink(fs, d.ino, "l", "../f", 0, 0, NULL) == 0, "d/g, d/l");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.k", "v1", 2, 0) == 0, "xattr");
+	TU_ASSERT(kr_fs_snapshot_list(fs, NULL, 0) == 0, "no snapshots yet");
+	TU_ASSERT(kr_fs_statfs(fs, &st0) == 0, "statfs");
+	struct kr_fs_snapshot_attr s, s2, list[4];
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", &s) == 0 && strcmp(s.name, "s") == 0 && s.root == KR_FS_SNAP_INO(s.id, 1),
+		  "create");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == -EEXIST, "create twice");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "a/b", NULL) == -EINVAL && kr_fs_snapshot_create(fs, "..", NULL) == -EINVAL &&
+		  kr_fs_snapshot_delete(fs, "nope") == -ENOENT && kr_fs_snapshot_lookup(fs, "nope", NULL) == -ENOENT,
+		  "bad names");
+	TU_ASSERT(kr_fs_statfs(fs, &st1) == 0 && st1.bfree == st0.bfree, "a snapshot shares every data page");
+	check_snapshot_tree(fs, &s, f.ino);
+
+	/* The live tree changes; the snapshot does not. */
+	TU_ASSERT(kr_fs_write(fs, f.ino, w2, sizeof(w2), 0) == (ssize_t)sizeof(w2), "overwrite f");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.k", "v2", 2, 0) == 0 && kr_fs_setattr(fs, f.ino, KR_FS_SET_MODE,
+		  &(struct kr_fs_attr){.mode = 0600}, NULL) == 0, "xattr and mode");
+	TU_ASSERT(kr_fs_unlink(fs, d.ino, "l") == 0 && kr_fs_unlink(fs, d.ino, "g") == 0 && kr_fs_rename(fs, 1, "d", 1, "e", 0) == 0 &&
+		  kr_fs_create(fs, 1, "new", 0644, 0, 0, NULL) == 0, "names");
+	TU_ASSERT(kr_fs_statfs(fs, &st2) == 0 && st2.bfree == st1.bfree - 5,
+		  "the overwritten pages stay held (%llu free, was %llu)", (unsigned long long)st2.bfree,
+		  (unsigned long long)st1.bfree);
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_read(fs, f.ino, r, sizeof(r), 0) == (ssize_t)sizeof(r) && memcmp(r, w2, sizeof(r)) == 0, "live f");
+
+	/* Nothing inside a snapshot changes. */
+	uint64_t sf = KR_FS_SNAP_INO(s.id, f.ino);
+	TU_ASSERT(kr_fs_write(fs, sf, w, 1, 0) == -EROFS && kr_fs_truncate(fs, sf, 0) == -EROFS &&
+		  kr_fs_setxattr(fs, sf, "user.k", "x", 1, 0) == -EROFS && kr_fs_removexattr(fs, sf, "user.k") == -EROFS &&
+		  kr_fs_create(fs, s.root, "x", 0644, 0, 0, NULL) == -EROFS && kr_fs_unlink(fs, s.root, "f") == -EROFS &&
+		  kr_fs_rename(fs, s.root, "f", 1, "x", 0) == -EROFS && kr_fs_link(fs, sf, 1, "x", NULL) == -EROFS &&
+		  kr_fs_fallocate(fs, sf, 0, 0, 4096) == -EROFS && kr_fs_mkdir(fs, s.root, "x", 0755, 0, 0, NULL) == -EROFS,
+		  "changes inside a snapshot are -EROFS");
+	TU_ASSERT(kr_fs_open(fs, sf) == 0 && kr_fs_release(fs, sf) == 0, "open and release inside a snapshot");
+	TU_ASSERT(kr_fs_getattr(fs, KR_FS_SNAP_INO(s.id + 5, 1), &a) == -ENOENT && kr_fs_getattr(fs, KR_FS_SNAP_INO(s.id, 9999), &a) == -ENOENT,
+		  "unknown snapshot numbers");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s2", &s2) == 0 && s2.id > s.id, "a second snapshot");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	size_t len;
+	struct krfs_super sb;
+	uint8_t *img = tu_read_file(path, &len);
+	memcpy(&sb, img, sizeof(sb));
+	free(img);
+	TU_ASSERT((sb.incompat & KRFS_INCOMPAT_SNAPSHOTS) && sb.epoch == s2.id + 1, "superblock: incompat %#x epoch %llu",
+		  sb.incompat, (unsigned long long)sb.epoch);
+
+	/* Remounted: the same snapshots, the same contents, the same pages held. */
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && strcmp(list[1].name, "s2") == 0 &&
+		  list[0].time_ns == s.time_ns, "the list after a remount");
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree, "the same pages held after a remount");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0 && kr_fs_snapshot_lookup(fs, "s", NULL) == -ENOENT, "delete");
+	TU_ASSERT(kr_fs_getattr(fs, s.root, &a) == -ENOENT, "a deleted snapshot's numbers are gone");
+	/* f's 5 overwritten pages and the symlink's page were held by s alone. */
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree + 6, "delete frees the pages only s held (%llu free, was %llu)",
+		  (unsigned long long)st3.bfree, (unsigned long long)st2.bfree);
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s2") == 0 && kr_fs_statfs(fs, &st0) == 0, "delete s2");
+	TU_ASSERT(st0.bfree == st3.bfree && st0.log_pages_free > st3.log_pages_free,
+		  "s2 held no page alone; its image is freed (%llu log pages free, was %llu)",
+		  (unsigned long long)st0.log_pages_free, (unsigned long long)st3.log_pages_free);
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 0 && kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree + 6,
+		  "after a remount: no snapshots, the pages still free");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs snapshot: contents kept while the live tree changed, -EROFS inside, pages held and freed, remounts\n");
+}
+
 /* ---- layout ------------------------------------------------------------------------------- */
 static void case_layout(void)
 {
@@ -815,11 +939,13 @@ int main(int argc, char **argv)
 		case_layout();
 	else if (strcmp(c, "xattr") == 0)
 		case_xattr();
+	else if (strcmp(c, "snapshot") == 0)
+		case_snapshot();
 	else if (strcmp(c, "threads") == 0)
 		case_threads(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|threads|fences");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences");
 	return 0;
 }

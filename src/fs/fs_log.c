@@ -96,6 +96,8 @@ static const uint16_t max_size[] = {
 	[KRFS_E_SET_ATTR] = sizeof(struct krfs_e_attr),
 	[KRFS_E_LINK_CHANGE] = sizeof(struct krfs_e_link),
 	[KRFS_E_XATTR] = KRFS_XATTR_ENTRY_MAX,
+	[KRFS_E_SNAPSHOT_INFO] = KRFS_ENTRY_MAX,
+	[KRFS_E_SNAP_INODE] = sizeof(struct krfs_e_snap_inode),
 };
 
 /* What one copy holds at p, with room bytes left in its page. */

@@ -163,20 +163,11 @@ static int xattr_name(const char *name, size_t *len)
 	return 0;
 }
 
-/* Marks the pool as holding XATTR entries (invariant 3), once. */
-static int mark_incompat(struct kr_fs *fs)
-{
-	if (fs->sb.incompat & KRFS_INCOMPAT_XATTR)
-		return 0;
-	fs->sb.incompat |= KRFS_INCOMPAT_XATTR;
-	return krfs_sb_write(fs) == KR_OK ? 0 : krfs_fail(fs, KR_E_IO_SYNC);
-}
-
 /* One XATTR entry committed to ip's log. */
 static int change(struct kr_fs *fs, struct krfs_inode *ip, uint8_t xop, const char *name, size_t len,
 		  const void *value, size_t vlen)
 {
-	int rc = mark_incompat(fs);
+	int rc = krfs_mark_incompat(fs, KRFS_INCOMPAT_XATTR);
 	if (rc)
 		return rc;
 	struct krfs_op op;
@@ -191,6 +182,8 @@ static int change(struct kr_fs *fs, struct krfs_inode *ip, uint8_t xop, const ch
 int kr_fs_setxattr(kr_fs *fs, uint64_t ino, const char *name, const void *value, size_t size, int flags)
 {
 	size_t len;
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
 	if (flags & ~(KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE) ||
 	    flags == (KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE))
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setxattr: flags %#x", (unsigned)flags);
@@ -264,6 +257,8 @@ ssize_t kr_fs_listxattr(kr_fs *fs, uint64_t ino, char *list, size_t size)
 
 int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name)
 {
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
 	size_t len;
 	int rc = xattr_name(name, &len);
 	struct krfs_inode *ip;
