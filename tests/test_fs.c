@@ -787,6 +787,8 @@ static void *worker_main(void *arg)
 	struct fm_params p;
 	fm_params_default(&p);
 	p.max_write = 8000;
+	p.weight[FM_SNAPSHOT] = 0; /* a snapshot copies the whole tree: no subtree model sees it */
+	p.weight[FM_SNAPSHOT_DELETE] = 0;
 	struct tu_rng r;
 	tu_rng_seed(&r, w->seed);
 	for (unsigned i = 0; i < w->nops && !w->failed; i++) {
