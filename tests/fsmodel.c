@@ -335,7 +335,8 @@ static uint64_t used_pages(const struct fm *m)
 	tree_vers(m, &s);
 	for (unsigned i = 0; i < m->nsnaps; i++)
 		tree_vers(m->snaps[i].tree, &s);
-	qsort(s.v, s.n, sizeof(*s.v), cmp_u64);
+	if (s.n)
+		qsort(s.v, s.n, sizeof(*s.v), cmp_u64);
 	uint64_t n = 0;
 	for (size_t i = 0; i < s.n; i++)
 		n += i == 0 || s.v[i] != s.v[i - 1];
