@@ -623,6 +623,33 @@ static void check_snapshot_tree(kr_fs *fs, const struct kr_fs_snapshot_attr *s, 
 	TU_ASSERT(kr_fs_lookup(fs, s->root, "..", &g) == 0 && g.ino == s->root, "the snapshot root's '..' is itself");
 }
 
+/* The pool offset of a page of snapshot id's image (its page tail names the owner). */
+static uint64_t find_image_page(const char *path, const struct krfs_super *sb, uint64_t id)
+{
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	uint64_t found = 0;
+	for (uint64_t pg = sb->meta_off; pg < sb->csum_a_off && !found; pg += 4096) {
+		struct krfs_page_tail t;
+		memcpy(&t, img + pg + KRFS_LOG_TAIL_OFF, sizeof(t));
+		if (t.self == pg && t.ino == (KRFS_SNAP_OWNER | id))
+			found = pg;
+	}
+	free(img);
+	TU_ASSERT(found, "no image page of snapshot %llu", (unsigned long long)id);
+	return found;
+}
+
+/* Flips n (at most 64) bytes of the pool file at off. */
+static void damage(const char *path, uint64_t off, size_t n)
+{
+	uint8_t b[64];
+	tu_pread(path, b, n, off);
+	for (size_t i = 0; i < n; i++)
+		b[i] ^= 0x5a;
+	tu_pwrite(path, b, n, off);
+}
+
 static void case_snapshot(void)
 {
 	char path[128], r[8192];
@@ -685,13 +712,30 @@ static void case_snapshot(void)
 	TU_ASSERT((sb.incompat & KRFS_INCOMPAT_SNAPSHOTS) && sb.epoch == s2.id + 1, "superblock: incompat %#x epoch %llu",
 		  sb.incompat, (unsigned long long)sb.epoch);
 
-	/* Remounted: the same snapshots, the same contents, the same pages held. */
+	/* An image is metadata like a log: one damaged copy is repaired at mount and by scrub. */
+	uint64_t image = find_image_page(path, &sb, s.id);
+	damage(path, image + 16, 64);
 	fs = mount_at(path);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.repairs > 0, "mount repaired the image");
 	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && strcmp(list[1].name, "s2") == 0 &&
 		  list[0].time_ns == s.time_ns, "the list after a remount");
 	check_snapshot_tree(fs, &s, f.ino);
 	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree, "the same pages held after a remount");
 	TU_OK(kr_fs_check(fs, stderr, NULL));
+	damage(path, image + 16, 64);
+	struct kr_fs_scrub_report srep;
+	TU_ASSERT(kr_fs_scrub(fs, stderr, &srep) == KR_OK && srep.repaired > 0, "scrub repaired the image");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	/* Many snapshots made and deleted: the root's log (the manifest) is compacted. */
+	uint64_t compactions = st3.compactions;
+	for (unsigned i = 0; i < 60; i++)
+		TU_ASSERT(kr_fs_snapshot_create(fs, "t", NULL) == 0 && kr_fs_snapshot_delete(fs, "t") == 0, "cycle %u", i);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.compactions > compactions, "the manifest was compacted");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && list[1].id == s2.id, "after compaction");
+	check_snapshot_tree(fs, &s, f.ino);
 	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0 && kr_fs_snapshot_lookup(fs, "s", NULL) == -ENOENT, "delete");
 	TU_ASSERT(kr_fs_getattr(fs, s.root, &a) == -ENOENT, "a deleted snapshot's numbers are gone");
 	/* f's 5 overwritten pages and the symlink's page were held by s alone. */
