@@ -752,7 +752,29 @@ static void case_snapshot(void)
 		  "after a remount: no snapshots, the pages still free");
 	TU_OK(kr_fs_check(fs, stderr, NULL));
 	TU_OK(kr_fs_unmount(fs));
-	printf("fs snapshot: contents kept while the live tree changed, -EROFS inside, pages held and freed, remounts\n");
+
+	/* A log area too full for the image: -ENOSPC, nothing changed. */
+	tu_pool_path(path, sizeof(path), "fs-snapshot-full");
+	mkfs_at(path, 8 << 20, 64, 20 * 4096);
+	fs = mount_at(path);
+	char name[16];
+	int rc = 0;
+	for (unsigned i = 0; rc == 0; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		rc = kr_fs_create(fs, 1, name, 0644, 0, 0, NULL);
+	}
+	TU_ASSERT(rc == -ENOSPC && kr_fs_statfs(fs, &st0) == 0 && st0.log_pages_free == 0, "log area full (%d)", rc);
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == -ENOSPC, "no room for the image");
+	TU_ASSERT(kr_fs_statfs(fs, &st1) == 0 && st1.log_pages_free == 0 && kr_fs_snapshot_list(fs, NULL, 0) == 0,
+		  "nothing changed");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_ASSERT(kr_fs_unlink(fs, 1, "f0") == 0 && kr_fs_unlink(fs, 1, "f1") == 0 && kr_fs_unlink(fs, 1, "f2") == 0,
+		  "room for an image");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == 0, "a snapshot once there is room");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs snapshot: contents kept while the live tree changed, -EROFS inside, pages held and freed, image "
+	       "repaired, manifest compacted, -ENOSPC without change, remounts\n");
 }
 
 /* ---- layout ------------------------------------------------------------------------------- */
