@@ -334,7 +334,8 @@ struct kr_fs_check_report {
  * checksummed; journals idle; every data strip matching both CRC copies and parity; every
  * log and data page owned by exactly one inode and counted by the allocators; link counts
  * equal to the names found; every inode reachable from the root (or open); directory
- * parents consistent. Writes one line per problem to report (may be NULL). KR_OK if clean,
+ * parents consistent; extended attributes well formed; snapshot images checksummed in both
+ * copies and every data page a snapshot holds counted and verified. Writes one line per problem to report (may be NULL). KR_OK if clean,
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
 KR_API int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
@@ -346,8 +347,8 @@ struct kr_fs_scrub_report {
 	uint64_t unrepairable; /* damage left (each reported with the file's path and offset) */
 };
 /* One pass over everything on the media: both copies of every metadata structure (the
- * mount-time rules: one bad copy is rewritten from the good one) and every strip of every
- * data page (rebuilt from parity when bad; a wrong parity strip is recomputed). Damage that
+ * mount-time rules: one bad copy is rewritten from the good one; snapshot images included)
+ * and every strip of every data page (snapshots' included) (rebuilt from parity when bad; a wrong parity strip is recomputed). Damage that
  * cannot be repaired is reported on report (may be NULL) with the path of the file and the
  * byte offset. Holds the file system's lock for the whole pass. KR_OK if everything is
  * sound or was repaired, KR_E_CORRUPT if damage remains, KR_E_IO_SYNC on a durability

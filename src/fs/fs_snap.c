@@ -411,13 +411,25 @@ static int create(struct kr_fs *fs, const char *name, size_t len)
 	return rc;
 }
 
+/* Checks name and takes the lock: 0 (lock held; *s the snapshot of that name, or NULL), or
+ * an error (lock not held). */
+static int enter_named(kr_fs *fs, const char *name, size_t *len, struct krfs_snap **s)
+{
+	int rc = snap_name(name, len);
+	if (rc || (rc = krfs_enter(fs)) != 0)
+		return rc;
+	*s = find_name(fs, name, *len);
+	return 0;
+}
+
 int kr_fs_snapshot_create(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out)
 {
 	size_t len;
-	int rc = snap_name(name, &len);
-	if (rc || (rc = krfs_enter(fs)) != 0)
+	struct krfs_snap *s;
+	int rc = enter_named(fs, name, &len, &s);
+	if (rc)
 		return rc;
-	if (find_name(fs, name, len))
+	if (s)
 		rc = -EEXIST;
 	else if (fs->nsnaps >= KR_FS_SNAPSHOTS_MAX)
 		rc = KRFS_ERR(-ENOSPC, KR_E_NOSPACE, "%u snapshots live already", fs->nsnaps);
@@ -432,10 +444,10 @@ int kr_fs_snapshot_create(kr_fs *fs, const char *name, struct kr_fs_snapshot_att
 int kr_fs_snapshot_delete(kr_fs *fs, const char *name)
 {
 	size_t len;
-	int rc = snap_name(name, &len);
-	if (rc || (rc = krfs_enter(fs)) != 0)
+	struct krfs_snap *s;
+	int rc = enter_named(fs, name, &len, &s);
+	if (rc)
 		return rc;
-	struct krfs_snap *s = find_name(fs, name, len);
 	if (!s) {
 		rc = -ENOENT;
 	} else {
@@ -453,10 +465,10 @@ int kr_fs_snapshot_delete(kr_fs *fs, const char *name)
 int kr_fs_snapshot_lookup(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out)
 {
 	size_t len;
-	int rc = snap_name(name, &len);
-	if (rc || (rc = krfs_enter(fs)) != 0)
+	struct krfs_snap *s;
+	int rc = enter_named(fs, name, &len, &s);
+	if (rc)
 		return rc;
-	const struct krfs_snap *s = find_name(fs, name, len);
 	if (!s)
 		rc = -ENOENT;
 	else if (out)
