@@ -736,6 +736,17 @@ static void case_snapshot(void)
 	fs = mount_at(path);
 	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && list[1].id == s2.id, "after compaction");
 	check_snapshot_tree(fs, &s, f.ino);
+	TU_OK(kr_fs_unmount(fs));
+	/* Both copies of s2's image damaged: the pool mounts, s2 reads -EIO and can be deleted. */
+	image = find_image_page(path, &sb, s2.id);
+	damage(path, image + 16, 64);
+	damage(path, image + 16 + sb.replica_off - 4096, 64);
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getattr(fs, s2.root, &a) == -EIO && kr_fs_snapshot_list(fs, NULL, 0) == 2, "a damaged snapshot");
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_check(fs, NULL, NULL) == KR_E_CORRUPT, "the checker reports the damaged snapshot");
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s2") == 0 && kr_fs_snapshot_create(fs, "s2", &s2) == 0, "delete and remake it");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
 	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0 && kr_fs_snapshot_lookup(fs, "s", NULL) == -ENOENT, "delete");
 	TU_ASSERT(kr_fs_getattr(fs, s.root, &a) == -ENOENT, "a deleted snapshot's numbers are gone");
 	/* f's 5 overwritten pages and the symlink's page were held by s alone. */
