@@ -23,8 +23,9 @@
  *
  * KR_FS_TRACE=1 makes the model cases print every operation and compare after each.
  *
- *   threads four threads, each with its own directory and model, on one file system; then
- *           every model, the checker, and the same after a remount
+ *   threads four threads, each with its own directory and model, on one file system, and a
+ *           fifth making, reading and deleting snapshots; then every model, the checker, and
+ *           the same after a remount
  *   fences  fences and bytes written per operation, pinned, with full protection and none
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
@@ -877,6 +878,35 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Beside the workers: snapshots made, read and deleted until they finish. */
+struct snapshotter {
+	kr_fs *fs;
+	unsigned nthreads, made, stop;
+	char why[256];
+};
+
+static void *snapshotter_main(void *arg)
+{
+	struct snapshotter *s = arg;
+	for (unsigned i = 0; !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) && !s->why[0]; i++) {
+		char name[16];
+		struct kr_fs_snapshot_attr sa;
+		struct kr_fs_attr a;
+		snprintf(name, sizeof(name), "snap%u", i % 3);
+		int rc = kr_fs_snapshot_delete(s->fs, name);
+		if (rc != 0 && rc != -ENOENT)
+			snprintf(s->why, sizeof(s->why), "delete %s: %d", name, rc);
+		else if ((rc = kr_fs_snapshot_create(s->fs, name, &sa)) != 0)
+			snprintf(s->why, sizeof(s->why), "create %s: %d (%s)", name, rc, kr_errmsg());
+		else if ((rc = kr_fs_readdir(s->fs, sa.root, 0, count_entries, &(int){0})) != (int)s->nthreads + 2)
+			snprintf(s->why, sizeof(s->why), "%s lists %d entries", name, rc);
+		else if ((rc = kr_fs_lookup(s->fs, sa.root, "t0", &a)) != 0 || kr_fs_readdir(s->fs, a.ino, 0, count_entries, &(int){0}) < 2)
+			snprintf(s->why, sizeof(s->why), "%s/t0: %d", name, rc);
+		s->made++;
+	}
+	return NULL;
+}
+
 static void case_threads(unsigned nthreads)
 {
 	char path[128], why[512];
@@ -894,10 +924,16 @@ static void case_threads(unsigned nthreads)
 		w[i] = (struct worker){.fs = fs, .seed = seed + i, .nops = tu_scaled(1500, 300)};
 		fm_init_subtree(&w[i].m, a.ino, KR_FS_ROOT_INO);
 	}
+	struct snapshotter snap = {.fs = fs, .nthreads = nthreads};
+	pthread_t st;
+	TU_ASSERT(pthread_create(&st, NULL, snapshotter_main, &snap) == 0, "pthread_create");
 	for (unsigned i = 0; i < nthreads; i++)
 		TU_ASSERT(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0, "pthread_create");
 	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(t[i], NULL);
+	__atomic_store_n(&snap.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(st, NULL);
+	TU_ASSERT(!snap.why[0] && snap.made > 0, "snapshots beside the workers (%u made): %s", snap.made, snap.why);
 	for (unsigned round = 0; round < 2; round++) {
 		for (unsigned i = 0; i < nthreads; i++) {
 			TU_ASSERT(!w[i].failed, "thread %u: %s", i, w[i].why);
@@ -913,8 +949,8 @@ static void case_threads(unsigned nthreads)
 	}
 	for (unsigned i = 0; i < nthreads; i++)
 		fm_free(&w[i].m);
-	printf("fs threads: %u threads x %u operations, every directory equal to its model, checker clean, "
-	       "also after a remount\n", nthreads, w[0].nops);
+	printf("fs threads: %u threads x %u operations and %u snapshots made beside them, every directory equal to "
+	       "its model, checker clean, also after a remount\n", nthreads, w[0].nops, snap.made);
 }
 
 /* ---- fences -------------------------------------------------------------------------------- */
