@@ -278,8 +278,9 @@ KR_API int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name);
  *
  * A snapshot is a read-only copy of the whole tree as it was when it was made, kept until
  * it is deleted; the live tree goes on changing. Making one writes a compact image of the
- * metadata (every inode's attributes, names, page maps and extended attributes: time and
- * log space in proportion to the metadata, not to the data) and shares every data page:
+ * metadata (every inode's attributes, names, page maps and extended attributes: time, log
+ * space and, while it lives, DRAM in proportion to the metadata, not to the data; -EIO if
+ * a name of the live tree leads to a damaged inode) and shares every data page:
  * pages the live tree then overwrites or frees stay allocated while a snapshot holds them.
  * Deleting a snapshot frees its image and every page only it held, before returning.
  * Snapshots survive unmounts and crashes like everything else.

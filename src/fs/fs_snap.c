@@ -353,11 +353,25 @@ static void attr_of(const struct krfs_snap *s, struct kr_fs_snapshot_attr *out)
 	memcpy(out->name, s->name, s->name_len);
 }
 
+/* -EIO if a name of the live tree leads to an inode damaged beyond repair: an image of
+ * such a tree could not be loaded. */
+static int tree_whole(const struct kr_fs *fs)
+{
+	for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++)
+		for (const struct krfs_dentry *d = fs->inodes[ino] ? fs->inodes[ino]->dir.first : NULL; d; d = d->next)
+			if (d->ino >= fs->sb.ninodes || !fs->inodes[d->ino])
+				return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "snapshot: '%s' in directory %llu is damaged",
+						d->name, (unsigned long long)ino);
+	return 0;
+}
+
 /* Writes the image of every live inode with a name (orphans are not in the tree) into
  * image, a detached log of op. */
 static int write_image(struct kr_fs *fs, struct krfs_op *op, struct krfs_inode *image)
 {
-	int rc = krfs_op_detach(op, image);
+	int rc = tree_whole(fs);
+	if (rc == 0)
+		rc = krfs_op_detach(op, image);
 	for (uint64_t ino = 1; ino < fs->sb.ninodes && rc == 0; ino++) {
 		const struct krfs_inode *ip = fs->inodes[ino];
 		if (!ip || ip->nlink == 0)
