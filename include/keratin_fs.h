@@ -249,6 +249,80 @@ KR_API int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir
 KR_API int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out);
 
 /* ---------------------------------------------------------------------------------------
+ * Extended attributes (0 or a byte count on success, -errno on failure)
+ *
+ * Any inode may carry them. A name is 1..KR_FS_XATTR_NAME_MAX bytes (NUL-terminated, any
+ * prefix: namespace policy such as "user." is the front end's); a value is
+ * 0..KR_FS_XATTR_SIZE_MAX bytes. Each change is one atomic, durable log entry of the inode
+ * (its ctime changes too). Errors: -ERANGE for an empty or too long name (and for a buffer
+ * too small, below), -E2BIG for a value too large, -ENODATA for a name the inode does not
+ * have, -EEXIST for KR_FS_XATTR_CREATE of a name it has, -EINVAL for unknown flags (or
+ * both), -ENOSPC when the log area is full.
+ * ------------------------------------------------------------------------------------- */
+#define KR_FS_XATTR_NAME_MAX 255u
+#define KR_FS_XATTR_SIZE_MAX 2048u
+#define KR_FS_XATTR_CREATE 0x1 /* fail if the name exists (as XATTR_CREATE) */
+#define KR_FS_XATTR_REPLACE 0x2 /* fail if it does not (as XATTR_REPLACE) */
+KR_API int kr_fs_setxattr(kr_fs *fs, uint64_t ino, const char *name, const void *value, size_t size,
+			  int flags);
+/* Copies the value into value (size bytes of room) and returns its length; size 0 only
+ * returns the length (value may be NULL); a smaller nonzero size is -ERANGE. */
+KR_API ssize_t kr_fs_getxattr(kr_fs *fs, uint64_t ino, const char *name, void *value, size_t size);
+/* The names, each followed by a NUL, in the order they were first set; returns the bytes
+ * that takes. size 0 only returns the length; a smaller nonzero size is -ERANGE. */
+KR_API ssize_t kr_fs_listxattr(kr_fs *fs, uint64_t ino, char *list, size_t size);
+KR_API int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name);
+
+/* ---------------------------------------------------------------------------------------
+ * Snapshots (0 or a count on success, -errno on failure)
+ *
+ * A snapshot is a read-only copy of the whole tree as it was when it was made, kept until
+ * it is deleted; the live tree goes on changing. Making one writes a compact image of the
+ * metadata (every inode's attributes, names, page maps and extended attributes: time, log
+ * space and, while it lives, DRAM in proportion to the metadata, not to the data; -EIO if
+ * a name of the live tree leads to a damaged inode) and shares every data page:
+ * pages the live tree then overwrites or frees stay allocated while a snapshot holds them.
+ * Deleting a snapshot frees its image and every page only it held, before returning.
+ * Snapshots survive unmounts and crashes like everything else.
+ *
+ * Reading: every inode of snapshot id has the number KR_FS_SNAP_INO(id, ino), where ino is
+ * its number in the tree the snapshot copied; the snapshot's root is
+ * KR_FS_SNAP_INO(id, KR_FS_ROOT_INO) (kr_fs_snapshot_attr.root). The ordinary operations
+ * take these numbers: lookup, getattr, readdir, read, readlink, lseek, getxattr, listxattr,
+ * open, release and fsync work inside the snapshot and return snapshot inode numbers (".."
+ * of the snapshot's root is the snapshot's root); every operation that would change it
+ * gives -EROFS. Numbers are unique across the live tree and all snapshots, so a FUSE front
+ * end that shows DIR/.snapshots/NAME/ passes them through as node ids: it only answers
+ * lookup(".snapshots") and readdir of that directory itself (from kr_fs_snapshot_list) and
+ * forwards everything below NAME. After a snapshot is deleted its numbers give -ENOENT.
+ * ------------------------------------------------------------------------------------- */
+#define KR_FS_SNAP_SHIFT 40
+#define KR_FS_SNAP_INO(id, ino) ((((uint64_t)(id) + 1) << KR_FS_SNAP_SHIFT) | (uint64_t)(ino))
+/* The snapshot an inode number belongs to plus one (0: the live tree), and its number in
+ * the copied tree. */
+#define KR_FS_INO_SNAPSHOT(ino) ((uint64_t)(ino) >> KR_FS_SNAP_SHIFT)
+#define KR_FS_INO_IN_TREE(ino) ((uint64_t)(ino) & ((1ull << KR_FS_SNAP_SHIFT) - 1))
+#define KR_FS_SNAPSHOTS_MAX 1024u /* live snapshots at once */
+
+struct kr_fs_snapshot_attr {
+	uint64_t id;      /* the snapshot's epoch: ids increase, never reused while it lives */
+	uint64_t root;    /* KR_FS_SNAP_INO(id, KR_FS_ROOT_INO) */
+	int64_t time_ns;  /* when it was made */
+	char name[KR_FS_NAME_MAX + 1]; /* NUL-terminated */
+};
+/* Makes a snapshot of the live tree named name (the rules of a file name: 1..255 bytes, no
+ * '/', not "." or ".."). -EEXIST if a snapshot has that name, -ENOSPC if the log area cannot
+ * hold the image or KR_FS_SNAPSHOTS_MAX snapshots live. out may be NULL. */
+KR_API int kr_fs_snapshot_create(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out);
+/* Deletes the snapshot named name (-ENOENT if none) and frees what only it held. */
+KR_API int kr_fs_snapshot_delete(kr_fs *fs, const char *name);
+/* The snapshot named name (-ENOENT if none). */
+KR_API int kr_fs_snapshot_lookup(kr_fs *fs, const char *name, struct kr_fs_snapshot_attr *out);
+/* Fills out[0..max) with the live snapshots, oldest first; returns how many there are (may
+ * exceed max: call again with a larger array). */
+KR_API int kr_fs_snapshot_list(kr_fs *fs, struct kr_fs_snapshot_attr *out, unsigned max);
+
+/* ---------------------------------------------------------------------------------------
  * Checking and scrubbing (enum kr_err codes)
  * ------------------------------------------------------------------------------------- */
 struct kr_fs_check_report {
@@ -261,7 +335,8 @@ struct kr_fs_check_report {
  * checksummed; journals idle; every data strip matching both CRC copies and parity; every
  * log and data page owned by exactly one inode and counted by the allocators; link counts
  * equal to the names found; every inode reachable from the root (or open); directory
- * parents consistent. Writes one line per problem to report (may be NULL). KR_OK if clean,
+ * parents consistent; extended attributes well formed; snapshot images checksummed in both
+ * copies and every data page a snapshot holds counted and verified. Writes one line per problem to report (may be NULL). KR_OK if clean,
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
 KR_API int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
@@ -273,8 +348,8 @@ struct kr_fs_scrub_report {
 	uint64_t unrepairable; /* damage left (each reported with the file's path and offset) */
 };
 /* One pass over everything on the media: both copies of every metadata structure (the
- * mount-time rules: one bad copy is rewritten from the good one) and every strip of every
- * data page (rebuilt from parity when bad; a wrong parity strip is recomputed). Damage that
+ * mount-time rules: one bad copy is rewritten from the good one; snapshot images included)
+ * and every strip of every data page (snapshots' included) (rebuilt from parity when bad; a wrong parity strip is recomputed). Damage that
  * cannot be repaired is reported on report (may be NULL) with the path of the file and the
  * byte offset. Holds the file system's lock for the whole pass. KR_OK if everything is
  * sound or was repaired, KR_E_CORRUPT if damage remains, KR_E_IO_SYNC on a durability

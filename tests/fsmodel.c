@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,12 @@ void fm_params_default(struct fm_params *p)
 		[FM_CREATE] = 12, [FM_MKDIR] = 5, [FM_SYMLINK] = 3, [FM_WRITE] = 25, [FM_TRUNCATE] = 6,
 		[FM_UNLINK] = 8,  [FM_RMDIR] = 4, [FM_RENAME] = 12, [FM_LINK] = 5,   [FM_SETATTR] = 4,
 		[FM_READ] = 8,   [FM_FALLOCATE] = 3, [FM_PUNCH] = 3, [FM_SEEK] = 4,
+		[FM_SETXATTR] = 4, [FM_REMOVEXATTR] = 2, [FM_SNAPSHOT] = 1, [FM_SNAPSHOT_DELETE] = 1,
 	};
 	memset(p, 0, sizeof(*p));
 	p->names = 10;
 	p->max_write = 20000;
+	p->max_xattr = KR_FS_XATTR_SIZE_MAX;
 	memcpy(p->weight, w, sizeof(w));
 }
 
@@ -131,26 +134,44 @@ static void inode_clear(struct fm_inode *ip)
 		free(ip->pages[i].data);
 	for (unsigned i = 0; i < ip->ndents; i++)
 		free(ip->dents[i].name);
+	for (unsigned i = 0; i < ip->nxattrs; i++) {
+		free(ip->xattrs[i].name);
+		free(ip->xattrs[i].value);
+	}
 	free(ip->pages);
 	free(ip->dents);
 	free(ip->target);
+	free(ip->xattrs);
 	ip->pages = NULL;
 	ip->dents = NULL;
 	ip->target = NULL;
-	ip->npages = ip->cappages = ip->ndents = ip->capdents = 0;
+	ip->xattrs = NULL;
+	ip->npages = ip->cappages = ip->ndents = ip->capdents = ip->nxattrs = 0;
+}
+
+static void snap_drop(struct fm_snap *s)
+{
+	fm_free(s->tree);
+	free(s->tree);
 }
 
 void fm_free(struct fm *m)
 {
 	for (unsigned i = 0; i < m->n; i++)
 		inode_clear(&m->v[i]);
+	for (unsigned i = 0; i < m->nsnaps; i++)
+		snap_drop(&m->snaps[i]);
+	free(m->snaps);
 	free(m->v);
 	memset(m, 0, sizeof(*m));
 }
 
-void fm_copy(struct fm *dst, const struct fm *src)
+/* A copy of src's tree (without its snapshots) in dst. */
+static void copy_tree(struct fm *dst, const struct fm *src)
 {
 	*dst = *src;
+	dst->snaps = NULL;
+	dst->nsnaps = 0;
 	dst->v = xrealloc(NULL, src->cap * sizeof(*dst->v));
 	memcpy(dst->v, src->v, src->n * sizeof(*dst->v));
 	for (unsigned i = 0; i < src->n; i++) {
@@ -159,6 +180,7 @@ void fm_copy(struct fm *dst, const struct fm *src)
 		d->pages = xrealloc(NULL, s->cappages * sizeof(*d->pages));
 		for (unsigned k = 0; k < s->npages; k++) {
 			d->pages[k].pg = s->pages[k].pg;
+			d->pages[k].ver = s->pages[k].ver;
 			d->pages[k].data = xrealloc(NULL, FM_PAGE);
 			memcpy(d->pages[k].data, s->pages[k].data, FM_PAGE);
 		}
@@ -168,7 +190,34 @@ void fm_copy(struct fm *dst, const struct fm *src)
 			d->dents[k].id = s->dents[k].id;
 		}
 		d->target = s->target ? xstrdup(s->target) : NULL;
+		d->xattrs = xrealloc(NULL, s->nxattrs * sizeof(*d->xattrs));
+		for (unsigned k = 0; k < s->nxattrs; k++) {
+			d->xattrs[k].name = xstrdup(s->xattrs[k].name);
+			d->xattrs[k].len = s->xattrs[k].len;
+			d->xattrs[k].value = xrealloc(NULL, s->xattrs[k].len);
+			memcpy(d->xattrs[k].value, s->xattrs[k].value, s->xattrs[k].len);
+		}
 	}
+}
+
+void fm_copy(struct fm *dst, const struct fm *src)
+{
+	copy_tree(dst, src);
+	dst->snaps = xrealloc(NULL, src->nsnaps * sizeof(*dst->snaps));
+	for (unsigned i = 0; i < src->nsnaps; i++) {
+		dst->snaps[i] = src->snaps[i];
+		dst->snaps[i].tree = xrealloc(NULL, sizeof(struct fm));
+		copy_tree(dst->snaps[i].tree, src->snaps[i].tree);
+	}
+	dst->nsnaps = src->nsnaps;
+}
+
+static struct fm_xattr *xattr_find(const struct fm_inode *ip, const char *name)
+{
+	for (unsigned i = 0; i < ip->nxattrs; i++)
+		if (strcmp(ip->xattrs[i].name, name) == 0)
+			return &ip->xattrs[i];
+	return NULL;
 }
 
 static struct fm_dent *dent_find(const struct fm_inode *dir, const char *name)
@@ -209,7 +258,8 @@ static struct fm_page *page_find(const struct fm_inode *ip, uint64_t pg)
 	return lo < ip->npages && ip->pages[lo].pg == pg ? &ip->pages[lo] : NULL;
 }
 
-static uint8_t *page_get(struct fm_inode *ip, uint64_t pg)
+/* File page pg of ip (made, as a new data page of zeros, if it is a hole). */
+static uint8_t *page_get(struct fm *m, struct fm_inode *ip, uint64_t pg)
 {
 	struct fm_page *p = page_find(ip, pg);
 	if (p)
@@ -223,6 +273,7 @@ static uint8_t *page_get(struct fm_inode *ip, uint64_t pg)
 		at++;
 	memmove(&ip->pages[at + 1], &ip->pages[at], (ip->npages - at) * sizeof(*ip->pages));
 	ip->pages[at].pg = pg;
+	ip->pages[at].ver = ++m->next_ver;
 	ip->pages[at].data = calloc(1, FM_PAGE);
 	if (!ip->pages[at].data)
 		TU_FAIL("out of memory");
@@ -238,12 +289,58 @@ static uint64_t live_inodes(const struct fm *m)
 	return n;
 }
 
+/* File page pg of ip as the library writes it: into a new data page. */
+static uint8_t *page_rewrite(struct fm *m, struct fm_inode *ip, uint64_t pg)
+{
+	uint8_t *data = page_get(m, ip, pg);
+	page_find(ip, pg)->ver = ++m->next_ver;
+	return data;
+}
+
+struct vers {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void vers_add(struct vers *s, uint64_t ver)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 256;
+		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = ver;
+}
+
+static void tree_vers(const struct fm *m, struct vers *s)
+{
+	for (unsigned i = 1; i < m->n; i++) {
+		const struct fm_inode *ip = &m->v[i];
+		for (unsigned k = 0; ip->live && k < ip->npages; k++)
+			vers_add(s, ip->pages[k].ver);
+		if (ip->live && S_ISLNK(ip->mode))
+			vers_add(s, ip->target_ver);
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Data pages in use: those of the live tree and of every snapshot, each counted once. */
 static uint64_t used_pages(const struct fm *m)
 {
+	struct vers s = {0};
+	tree_vers(m, &s);
+	for (unsigned i = 0; i < m->nsnaps; i++)
+		tree_vers(m->snaps[i].tree, &s);
+	if (s.n)
+		qsort(s.v, s.n, sizeof(*s.v), cmp_u64);
 	uint64_t n = 0;
-	for (unsigned i = 1; i < m->n; i++)
-		if (m->v[i].live)
-			n += m->v[i].npages + (S_ISLNK(m->v[i].mode) ? 1 : 0);
+	for (size_t i = 0; i < s.n; i++)
+		n += i == 0 || s.v[i] != s.v[i - 1];
+	free(s.v);
 	return n;
 }
 
@@ -301,6 +398,24 @@ static void gen_existing(struct tu_rng *r, const struct fm *m, uint32_t dir, con
 		strcpy(out, d->dents[tu_rng_below(r, d->ndents)].name);
 	else
 		gen_name(r, p, out);
+}
+
+/* An attribute name of ip (most of the time), else one of a few, now and then a bad one. */
+static void gen_xattr(struct tu_rng *r, const struct fm_inode *ip, struct fm_op *op)
+{
+	unsigned k = (unsigned)tu_rng_below(r, 100);
+	if (ip->nxattrs && k < 50)
+		strcpy(op->name, ip->xattrs[tu_rng_below(r, ip->nxattrs)].name);
+	else if (k == 98) /* empty */
+		op->name[0] = '\0';
+	else if (k == 99) { /* too long */
+		memset(op->name, 'X', KR_FS_XATTR_NAME_MAX + 1);
+		op->name[KR_FS_XATTR_NAME_MAX + 1] = '\0';
+	} else if (k == 97) { /* the longest */
+		memset(op->name, 'Y', KR_FS_XATTR_NAME_MAX);
+		op->name[KR_FS_XATTR_NAME_MAX] = '\0';
+	} else
+		sprintf(op->name, "user.x%u", (unsigned)tu_rng_below(r, 5));
 }
 
 void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, struct fm_op *op)
@@ -372,6 +487,23 @@ void fm_gen(struct tu_rng *r, const struct fm *m, const struct fm_params *p, str
 		op->a = file;
 		op->mask = 1 + (uint32_t)tu_rng_below(r, 7); /* some of MODE, UID, GID */
 		break;
+	case FM_SNAPSHOT:
+	case FM_SNAPSHOT_DELETE:
+		if (tu_rng_chance(r, 1, 30))
+			strcpy(op->name, tu_rng_chance(r, 1, 2) ? ".." : "a/b");
+		else
+			sprintf(op->name, "s%u", (unsigned)tu_rng_below(r, 3));
+		break;
+	case FM_SETXATTR:
+	case FM_REMOVEXATTR:
+		op->a = tu_rng_chance(r, 1, 2) ? file : pick(r, m, 0);
+		gen_xattr(r, &m->v[op->a], op);
+		x = (unsigned)tu_rng_below(r, 40);
+		op->flags = x < 8 ? KR_FS_XATTR_CREATE : x < 16 ? KR_FS_XATTR_REPLACE : x == 16 ? 3 : 0;
+		op->len = tu_rng_chance(r, 1, 10) ? 0 : tu_rng_logu(r, 1, p->max_xattr);
+		if (tu_rng_chance(r, 1, 100))
+			op->len = KR_FS_XATTR_SIZE_MAX + 1;
+		break;
 	case FM_NKINDS:
 		break;
 	}
@@ -425,15 +557,17 @@ static int64_t make_check(const struct fm *m, const struct fm_op *op, bool isdir
 	return 0;
 }
 
-static void truncate_model(struct fm_inode *ip, uint64_t size)
+static void truncate_model(struct fm *m, struct fm_inode *ip, uint64_t size)
 {
 	if (size < ip->size) {
 		uint64_t keep = (size + FM_PAGE - 1) / FM_PAGE;
 		while (ip->npages && ip->pages[ip->npages - 1].pg >= keep)
 			free(ip->pages[--ip->npages].data);
 		struct fm_page *p = size % FM_PAGE ? page_find(ip, size / FM_PAGE) : NULL;
-		if (p)
+		if (p) { /* a zero-tailed copy */
 			memset(p->data + size % FM_PAGE, 0, FM_PAGE - size % FM_PAGE);
+			p->ver = ++m->next_ver;
+		}
 	}
 	ip->size = size;
 }
@@ -549,7 +683,7 @@ static int64_t apply_holes(struct fm *m, const struct fm_op *op)
 		if (need > free_pages(m))
 			return -ENOSPC;
 		for (uint64_t pg = op->off / FM_PAGE; op->off < stop && pg * FM_PAGE < stop; pg++)
-			page_get(a, pg);
+			page_get(m, a, pg);
 		a->size = size;
 		return 0;
 	}
@@ -569,11 +703,84 @@ static int64_t apply_holes(struct fm *m, const struct fm_op *op)
 			free(p->data);
 			memmove(p, p + 1, (size_t)(a->pages + a->npages - p - 1) * sizeof(*p));
 			a->npages--;
-		} else if (p) {
+		} else if (p) { /* a zeroed copy */
 			memset(p->data + pos % FM_PAGE, 0, next - pos);
+			p->ver = ++m->next_ver;
 		}
 		pos = next;
 	}
+	return 0;
+}
+
+static void xattr_value(const struct fm_op *op, uint8_t *out) { tu_fill(out, op->len, op->seed); }
+
+/* setxattr and removexattr, in the library's order of checks (fs_xattr.c). */
+static int64_t apply_xattr(struct fm_inode *ip, const struct fm_op *op)
+{
+	bool set = op->kind == FM_SETXATTR;
+	if (set && op->flags == (KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE))
+		return -EINVAL;
+	size_t n = strlen(op->name);
+	if (n == 0 || n > KR_FS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (set && op->len > KR_FS_XATTR_SIZE_MAX)
+		return -E2BIG;
+	struct fm_xattr *x = xattr_find(ip, op->name);
+	if (!set) {
+		if (!x)
+			return -ENODATA;
+		free(x->name);
+		free(x->value);
+		unsigned at = (unsigned)(x - ip->xattrs);
+		memmove(x, x + 1, (ip->nxattrs - at - 1) * sizeof(*x));
+		ip->nxattrs--;
+		return 0;
+	}
+	if (x && (op->flags & KR_FS_XATTR_CREATE))
+		return -EEXIST;
+	if (!x && (op->flags & KR_FS_XATTR_REPLACE))
+		return -ENODATA;
+	if (!x) {
+		ip->xattrs = xrealloc(ip->xattrs, (ip->nxattrs + 1) * sizeof(*ip->xattrs));
+		x = &ip->xattrs[ip->nxattrs++];
+		x->name = xstrdup(op->name);
+		x->value = NULL;
+	}
+	x->value = xrealloc(x->value, op->len);
+	x->len = op->len;
+	xattr_value(op, x->value);
+	return 0;
+}
+
+static struct fm_snap *snap_find(const struct fm *m, const char *name)
+{
+	for (unsigned i = 0; i < m->nsnaps; i++)
+		if (strcmp(m->snaps[i].name, name) == 0)
+			return &m->snaps[i];
+	return NULL;
+}
+
+/* Snapshot create and delete (fs_snap.c's checks). */
+static int64_t apply_snapshot(struct fm *m, const struct fm_op *op)
+{
+	if (strchr(op->name, '/') || dot(op->name))
+		return -EINVAL;
+	struct fm_snap *s = snap_find(m, op->name);
+	if (op->kind == FM_SNAPSHOT_DELETE) {
+		if (!s)
+			return -ENOENT;
+		snap_drop(s);
+		memmove(s, s + 1, (size_t)(m->snaps + m->nsnaps - s - 1) * sizeof(*s));
+		m->nsnaps--;
+		return 0;
+	}
+	if (s)
+		return -EEXIST;
+	m->snaps = xrealloc(m->snaps, (m->nsnaps + 1) * sizeof(*m->snaps));
+	s = &m->snaps[m->nsnaps++];
+	snprintf(s->name, sizeof(s->name), "%s", op->name);
+	s->tree = xrealloc(NULL, sizeof(struct fm));
+	copy_tree(s->tree, m);
 	return 0;
 }
 
@@ -599,6 +806,7 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 			m->v[id].target = xrealloc(NULL, op->len + 1);
 			symlink_target(op, m->v[id].target);
 			m->v[id].size = op->len;
+			m->v[id].target_ver = ++m->next_ver;
 		}
 		dent_add(a, op->name, id);
 		a->nlink += isdir;
@@ -620,7 +828,7 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 		for (uint64_t pg = first; pg <= last; pg++) {
 			uint64_t lo = pg * FM_PAGE > op->off ? pg * FM_PAGE : op->off;
 			uint64_t hi = (pg + 1) * FM_PAGE < op->off + op->len ? (pg + 1) * FM_PAGE : op->off + op->len;
-			memcpy(page_get(a, pg) + (lo - pg * FM_PAGE), buf + (lo - op->off), hi - lo);
+			memcpy(page_rewrite(m, a, pg) + (lo - pg * FM_PAGE), buf + (lo - op->off), hi - lo);
 		}
 		free(buf);
 		if (op->off + op->len > a->size)
@@ -640,7 +848,7 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 			return -EINVAL;
 		if (op->off < a->size && op->off % FM_PAGE && page_find(a, op->off / FM_PAGE) && free_pages(m) == 0)
 			return -ENOSPC;
-		truncate_model(a, op->off);
+		truncate_model(m, a, op->off);
 		return 0;
 	case FM_UNLINK:
 	case FM_RMDIR: {
@@ -698,6 +906,12 @@ int64_t fm_apply(struct fm *m, const struct fm_op *op, uint32_t *new_id)
 		if (op->mask & KR_FS_SET_GID)
 			a->gid = op->gid;
 		return 0;
+	case FM_SETXATTR:
+	case FM_REMOVEXATTR:
+		return apply_xattr(a, op);
+	case FM_SNAPSHOT:
+	case FM_SNAPSHOT_DELETE:
+		return apply_snapshot(m, op);
 	case FM_NKINDS:
 		break;
 	}
@@ -784,6 +998,22 @@ int64_t fm_run(kr_fs *fs, const struct fm *m, const struct fm_op *op, uint64_t *
 		attr.gid = op->gid;
 		rc = kr_fs_setattr(fs, a, op->mask, &attr, NULL);
 		break;
+	case FM_SETXATTR: {
+		uint8_t *v = xrealloc(NULL, op->len);
+		xattr_value(op, v);
+		rc = kr_fs_setxattr(fs, a, op->name, v, op->len, (int)op->flags);
+		free(v);
+		break;
+	}
+	case FM_REMOVEXATTR:
+		rc = kr_fs_removexattr(fs, a, op->name);
+		break;
+	case FM_SNAPSHOT:
+		rc = kr_fs_snapshot_create(fs, op->name, NULL);
+		break;
+	case FM_SNAPSHOT_DELETE:
+		rc = kr_fs_snapshot_delete(fs, op->name);
+		break;
 	case FM_NKINDS:
 		break;
 	}
@@ -796,7 +1026,7 @@ const char *fm_kind_name(enum fm_kind k)
 {
 	static const char *n[FM_NKINDS] = {"create", "mkdir", "symlink", "write", "truncate", "unlink",
 					   "rmdir", "rename", "link", "setattr", "read", "fallocate",
-					   "punch", "seek"};
+					   "punch", "seek", "setxattr", "removexattr", "snapshot", "snapshot-delete"};
 	return k < FM_NKINDS ? n[k] : "?";
 }
 
@@ -864,6 +1094,8 @@ struct walk {
 	uint32_t *id_of;  /* fs ino -> model id */
 	uint64_t *ino_of; /* model id -> fs ino */
 	uint64_t nino;
+	uint64_t base;    /* inode numbers of the tree walked: base | number in the tree */
+	bool meta_only;   /* the top model's: snapshots are judged like the live tree */
 	char *why;
 	size_t whylen;
 };
@@ -873,14 +1105,14 @@ struct walk {
 static int compare_content(struct walk *w, uint32_t id, uint64_t ino)
 {
 	const struct fm_inode *ip = &w->m->v[id];
-	if (S_ISLNK(ip->mode) && !w->m->meta_only) {
+	if (S_ISLNK(ip->mode) && !w->meta_only) {
 		char t[KR_FS_SYMLINK_MAX + 1];
 		ssize_t n = kr_fs_readlink(w->fs, ino, t, sizeof(t));
 		if (n != (ssize_t)ip->size || memcmp(t, ip->target, ip->size) != 0)
 			return BAD(w, "symlink %" PRIu64 ": readlink gave %zd bytes, expected '%s'", ino, n, ip->target);
 		return 0;
 	}
-	if (!S_ISREG(ip->mode) || w->m->meta_only)
+	if (!S_ISREG(ip->mode) || w->meta_only)
 		return 0;
 	/* Every page the model has, plus the page after each (a hole or the end). */
 	uint8_t *buf = xrealloc(NULL, 2 * FM_PAGE), zero[FM_PAGE] = {0};
@@ -902,6 +1134,34 @@ static int compare_content(struct walk *w, uint32_t id, uint64_t ino)
 		}
 	}
 	free(buf);
+	return rc;
+}
+
+/* The names listed in the model's order, and every value. */
+static int compare_xattrs(struct walk *w, uint32_t id, uint64_t ino)
+{
+	const struct fm_inode *ip = &w->m->v[id];
+	size_t want = 0;
+	for (unsigned i = 0; i < ip->nxattrs; i++)
+		want += strlen(ip->xattrs[i].name) + 1;
+	char *list = xrealloc(NULL, want + 1), *at = list;
+	uint8_t *v = xrealloc(NULL, KR_FS_XATTR_SIZE_MAX);
+	ssize_t n = kr_fs_listxattr(w->fs, ino, list, want + 1);
+	int rc = n == (ssize_t)want ? 0
+				    : BAD(w, "inode %" PRIu64 ": listxattr gave %zd, the model has %zu bytes of names", ino,
+					  n, want);
+	for (unsigned i = 0; rc == 0 && i < ip->nxattrs; i++) {
+		const struct fm_xattr *x = &ip->xattrs[i];
+		ssize_t got = kr_fs_getxattr(w->fs, ino, x->name, v, KR_FS_XATTR_SIZE_MAX);
+		if (strcmp(at, x->name) != 0)
+			rc = BAD(w, "inode %" PRIu64 ": attribute %u is '%.40s', the model has '%.40s'", ino, i, at, x->name);
+		else if (got != (ssize_t)x->len || memcmp(v, x->value, x->len) != 0)
+			rc = BAD(w, "inode %" PRIu64 ": attribute '%.40s': %zd bytes, not the model's %zu", ino, x->name,
+				 got, x->len);
+		at += strlen(at) + 1;
+	}
+	free(list);
+	free(v);
 	return rc;
 }
 
@@ -941,16 +1201,17 @@ static int compare_dir(struct walk *w, uint32_t id, uint64_t ino, uint64_t paren
 
 static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t parent_ino)
 {
-	if (ino == 0 || ino >= w->nino)
+	uint64_t raw = KR_FS_INO_IN_TREE(ino);
+	if (raw == 0 || raw >= w->nino || ino - raw != w->base)
 		return BAD(w, "inode number %" PRIu64 " out of range", ino);
-	if (w->ino_of[id] || w->id_of[ino]) {
-		if (w->ino_of[id] != ino || w->id_of[ino] != id)
+	if (w->ino_of[id] || w->id_of[raw]) {
+		if (w->ino_of[id] != ino || w->id_of[raw] != id)
 			return BAD(w, "model inode %u / fs inode %" PRIu64 ": names disagree on identity (%" PRIu64 ", %u)",
-				   id, ino, w->ino_of[id], w->id_of[ino]);
+				   id, ino, w->ino_of[id], w->id_of[raw]);
 		return 0; /* a hard link to an inode already compared */
 	}
 	w->ino_of[id] = ino;
-	w->id_of[ino] = id;
+	w->id_of[raw] = id;
 	const struct fm_inode *ip = &w->m->v[id];
 	struct kr_fs_attr a;
 	int rc = kr_fs_getattr(w->fs, ino, &a);
@@ -963,9 +1224,41 @@ static int compare_inode(struct walk *w, uint32_t id, uint64_t ino, uint64_t par
 	uint64_t pages = ip->npages + (S_ISLNK(ip->mode) ? 1 : 0);
 	if (a.blocks != pages * (FM_PAGE / 512))
 		return BAD(w, "inode %" PRIu64 ": %" PRIu64 " blocks, the model has %" PRIu64 " pages", ino, a.blocks, pages);
+	if ((rc = compare_xattrs(w, id, ino)) != 0)
+		return rc;
 	if (S_ISDIR(ip->mode))
 		return compare_dir(w, id, ino, parent_ino);
 	return compare_content(w, id, ino);
+}
+
+/* Fills why; -1. */
+static int why_set(char *why, size_t whylen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int why_set(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Walks the tree of m from root (whose ".." is root_parent) in fs. */
+static int compare_tree(kr_fs *fs, const struct fm *m, bool meta_only, uint64_t nino, uint64_t root,
+			uint64_t root_parent, char *why, size_t whylen)
+{
+	struct walk w = {.fs = fs, .m = m, .nino = nino, .base = root - KR_FS_INO_IN_TREE(root),
+			 .meta_only = meta_only, .why = why, .whylen = whylen};
+	w.id_of = calloc(w.nino, sizeof(*w.id_of));
+	w.ino_of = calloc(m->n, sizeof(*w.ino_of));
+	if (!w.id_of || !w.ino_of)
+		TU_FAIL("out of memory");
+	int rc = compare_inode(&w, 1, root, root_parent);
+	for (unsigned i = 1; rc == 0 && i < m->n; i++)
+		if (m->v[i].live && !w.ino_of[i])
+			rc = BAD(&w, "model inode %u is not reachable in the file system", i);
+	free(w.id_of);
+	free(w.ino_of);
+	return rc;
 }
 
 int fm_compare(kr_fs *fs, const struct fm *m, char *why, size_t whylen)
@@ -973,22 +1266,23 @@ int fm_compare(kr_fs *fs, const struct fm *m, char *why, size_t whylen)
 	struct kr_fs_statfs st;
 	if (kr_fs_statfs(fs, &st) != 0)
 		return snprintf(why, whylen, "statfs failed: %s", kr_errmsg()), -1;
-	struct walk w = {.fs = fs, .m = m, .nino = st.files + 1, .why = why, .whylen = whylen};
-	w.id_of = calloc(w.nino, sizeof(*w.id_of));
-	w.ino_of = calloc(m->n, sizeof(*w.ino_of));
-	if (!w.id_of || !w.ino_of)
-		TU_FAIL("out of memory");
-	int rc = compare_inode(&w, 1, m->v[1].fsino, m->root_parent);
+	int rc = compare_tree(fs, m, m->meta_only, st.files + 1, m->v[1].fsino, m->root_parent, why, whylen);
 	if (rc == 0 && !m->subtree && st.files - st.ffree != live_inodes(m))
-		rc = BAD(&w, "statfs: %" PRIu64 " inodes in use, the model has %" PRIu64, st.files - st.ffree,
-			 live_inodes(m));
+		rc = why_set(why, whylen, "statfs: %" PRIu64 " inodes in use, the model has %" PRIu64, st.files - st.ffree,
+			     live_inodes(m));
 	if (rc == 0 && !m->subtree && st.blocks - st.bfree != used_pages(m))
-		rc = BAD(&w, "statfs: %" PRIu64 " data pages in use, the model has %" PRIu64, st.blocks - st.bfree,
-			 used_pages(m));
-	for (unsigned i = 1; rc == 0 && i < m->n; i++)
-		if (m->v[i].live && !w.ino_of[i])
-			rc = BAD(&w, "model inode %u is not reachable in the file system", i);
-	free(w.id_of);
-	free(w.ino_of);
+		rc = why_set(why, whylen, "statfs: %" PRIu64 " data pages in use, the model has %" PRIu64,
+			     st.blocks - st.bfree, used_pages(m));
+	int n = m->subtree ? 0 : kr_fs_snapshot_list(fs, NULL, 0);
+	if (rc == 0 && n != (int)m->nsnaps)
+		rc = why_set(why, whylen, "%d snapshots, the model has %u", n, m->nsnaps);
+	for (unsigned i = 0; rc == 0 && i < m->nsnaps; i++) {
+		struct kr_fs_snapshot_attr sa;
+		char sub[400];
+		if (kr_fs_snapshot_lookup(fs, m->snaps[i].name, &sa) != 0)
+			rc = why_set(why, whylen, "snapshot '%s' is missing", m->snaps[i].name);
+		else if (compare_tree(fs, m->snaps[i].tree, m->meta_only, st.files + 1, sa.root, sa.root, sub, sizeof(sub)) != 0)
+			rc = why_set(why, whylen, "snapshot '%s': %.300s", m->snaps[i].name, sub);
+	}
 	return rc;
 }

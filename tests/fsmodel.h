@@ -8,8 +8,10 @@
  * cost nothing), a symlink's target, a directory's names and parent. fm_compare walks the
  * file system and the model from the root by names and requires the same names, the same
  * attributes and bytes, a consistent bijection between model ids and inode numbers (hard
- * links share one), and statfs's used inodes and data pages equal to the model's counts
- * (nothing leaked, nothing lost).
+ * links share one), the same extended attributes in the same order, every snapshot's tree
+ * equal to the copy the model took, and statfs's used inodes and data pages equal to the
+ * model's counts (nothing leaked, nothing lost; a data page is counted once however many
+ * snapshots share it, which the model knows by numbering every page the library writes).
  */
 #ifndef KR_FSMODEL_H
 #define KR_FSMODEL_H
@@ -25,10 +27,16 @@
 struct fm_page {
 	uint64_t pg;
 	uint8_t *data;
+	uint64_t ver; /* which data page: a new one each time the library writes one */
 };
 struct fm_dent {
 	char *name;
 	uint32_t id;
+};
+struct fm_xattr {
+	char *name;
+	uint8_t *value;
+	size_t len;
 };
 struct fm_inode {
 	bool live;
@@ -38,8 +46,11 @@ struct fm_inode {
 	struct fm_page *pages; /* sorted by pg */
 	unsigned npages, cappages;
 	char *target;
+	uint64_t target_ver; /* a symlink's data page */
 	struct fm_dent *dents;
 	unsigned ndents, capdents;
+	struct fm_xattr *xattrs; /* in the order names were first set */
+	unsigned nxattrs;
 	uint64_t fsino; /* inode number in the file system, 0 if not known */
 };
 struct fm {
@@ -55,6 +66,13 @@ struct fm {
 	/* fm_compare checks names and attributes only, not file bytes (a scribble sweep
 	 * judges metadata). */
 	bool meta_only;
+	uint64_t next_ver;
+	/* Snapshots, oldest first: a copy of the tree (without snapshots) each. */
+	struct fm_snap {
+		char name[300];
+		struct fm *tree;
+	} *snaps;
+	unsigned nsnaps;
 };
 
 enum fm_kind {
@@ -72,6 +90,10 @@ enum fm_kind {
 	FM_FALLOCATE, /* flags: 0 or KR_FS_FALLOC_KEEP_SIZE */
 	FM_PUNCH,
 	FM_SEEK,      /* flags: KR_FS_SEEK_DATA or KR_FS_SEEK_HOLE */
+	FM_SETXATTR,  /* name, len bytes from seed; flags: 0, KR_FS_XATTR_CREATE or _REPLACE */
+	FM_REMOVEXATTR,
+	FM_SNAPSHOT,       /* name */
+	FM_SNAPSHOT_DELETE, /* name */
 	FM_NKINDS
 };
 
@@ -87,6 +109,7 @@ struct fm_params {
 	unsigned names;        /* size of the pool of short names */
 	uint64_t max_write;    /* largest write */
 	uint64_t far_off;      /* sparse writes land up to here (0: none) */
+	uint64_t max_xattr;    /* largest extended attribute value */
 	unsigned weight[FM_NKINDS];
 };
 void fm_params_default(struct fm_params *p);

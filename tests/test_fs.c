@@ -12,14 +12,20 @@
  *           compacted (garbage collection) many times
  *   enospc  a small pool filled until data pages and then inodes run out: every failing
  *           operation returns -ENOSPC and changes nothing (the model and a remount agree)
+ *   xattr   extended attributes by hand: every errno, size queries, the listing order,
+ *           the incompat bit, persistence across remounts and log compaction
+ *   snapshot snapshots by hand: the copy stays as it was while the live tree changes (bytes,
+ *           names, links, attributes, extended attributes), every change refused with
+ *           -EROFS, pages held and freed by delete (statfs), persistence across remounts
  *   bad     pools that are not keratin-fs pools, damaged or truncated, and bad arguments:
  *           clean error codes, never a crash; then seeded random damage of metadata bytes:
  *           mount works (repairing) or fails with a known code, and the checker runs
  *
  * KR_FS_TRACE=1 makes the model cases print every operation and compare after each.
  *
- *   threads four threads, each with its own directory and model, on one file system; then
- *           every model, the checker, and the same after a remount
+ *   threads four threads, each with its own directory and model, on one file system, and a
+ *           fifth making, reading and deleting snapshots; then every model, the checker, and
+ *           the same after a remount
  *   fences  fences and bytes written per operation, pinned, with full protection and none
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
@@ -508,6 +514,281 @@ static void case_bad_fuzz(void)
 	fm_free(&m);
 }
 
+/* ---- extended attributes ------------------------------------------------------------------ */
+static void case_xattr(void)
+{
+	char path[128], list[64], v[KR_FS_XATTR_SIZE_MAX + 1], big[KR_FS_XATTR_SIZE_MAX + 1], longname[300];
+	tu_pool_path(path, sizeof(path), "fs-xattr");
+	mkfs_at(path, 8 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr f, d, b;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &f) == 0 && kr_fs_mkdir(fs, 1, "d", 0755, 0, 0, &d) == 0, "create");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, NULL, 0) == 0, "no attributes yet");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, sizeof(v)) == -ENODATA, "get of a missing name");
+	TU_ASSERT(kr_fs_removexattr(fs, f.ino, "user.a") == -ENODATA, "remove of a missing name");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "one", 3, KR_FS_XATTR_REPLACE) == -ENODATA, "replace of a missing name");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "one", 3, KR_FS_XATTR_CREATE) == 0, "create");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "two", 3, KR_FS_XATTR_CREATE) == -EEXIST, "create twice");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "x", 1, 3) == -EINVAL && kr_fs_setxattr(fs, f.ino, "user.a", "x", 1, 4) == -EINVAL,
+		  "bad flags");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "", "x", 1, 0) == -ERANGE, "empty name");
+	memset(longname, 'n', KR_FS_XATTR_NAME_MAX + 1);
+	longname[KR_FS_XATTR_NAME_MAX + 1] = '\0';
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, longname, "x", 1, 0) == -ERANGE && kr_fs_getxattr(fs, f.ino, longname, v, 1) == -ERANGE,
+		  "name too long");
+	longname[KR_FS_XATTR_NAME_MAX] = '\0';
+	tu_fill(big, sizeof(big), 9);
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.big", big, sizeof(big), 0) == -E2BIG, "value too large");
+	TU_ASSERT(kr_fs_setxattr(fs, d.ino, longname, big, KR_FS_XATTR_SIZE_MAX, 0) == 0, "the largest entry, on a directory");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.empty", NULL, 0, 0) == 0, "an empty value");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.b", "bee", 3, 0) == 0, "a third name");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", NULL, 0) == 3, "size query");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, 2) == -ERANGE, "buffer too small");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, 3) == 3 && memcmp(v, "one", 3) == 0, "get");
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.empty", v, sizeof(v)) == 0, "get of an empty value");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.a", "replaced", 8, KR_FS_XATTR_REPLACE) == 0, "replace");
+	static const char want[] = "user.a\0user.empty\0user.b\0"; /* a replace keeps its place */
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, NULL, 0) == (ssize_t)sizeof(want) - 1, "list size query");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(want) - 2) == -ERANGE, "list buffer too small");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(list)) == (ssize_t)sizeof(want) - 1 &&
+		  memcmp(list, want, sizeof(want) - 1) == 0, "list");
+	TU_ASSERT(kr_fs_removexattr(fs, f.ino, "user.empty") == 0 && kr_fs_getxattr(fs, f.ino, "user.empty", v, 1) == -ENODATA,
+		  "remove");
+	TU_ASSERT(kr_fs_setxattr(fs, 999999, "user.a", "x", 1, 0) == -ENOENT && kr_fs_listxattr(fs, 999999, list, 1) == -ENOENT,
+		  "unknown inode");
+	TU_ASSERT(kr_fs_getattr(fs, f.ino, &b) == 0 && b.ctime_ns > f.ctime_ns, "a change sets ctime");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	struct krfs_super sb;
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	memcpy(&sb, img, sizeof(sb));
+	free(img);
+	TU_ASSERT(sb.incompat == KRFS_INCOMPAT_XATTR, "the pool is marked as holding XATTR entries (%#x)", sb.incompat);
+
+	/* Persistence, then many changes to one inode: its log is compacted with the values. */
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, sizeof(v)) == 8 && memcmp(v, "replaced", 8) == 0 &&
+		  kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX &&
+		  memcmp(v, big, KR_FS_XATTR_SIZE_MAX) == 0, "after a remount");
+	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(list)) == 14 && memcmp(list, "user.a\0user.b\0", 14) == 0,
+		  "the listing after a remount");
+	struct kr_fs_statfs st;
+	for (unsigned i = 0; i < 40; i++)
+		TU_ASSERT(kr_fs_setxattr(fs, d.ino, longname, big + i, KR_FS_XATTR_SIZE_MAX - i, 0) == 0, "set %u", i);
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.compactions > 0, "the directory's log was compacted");
+	TU_ASSERT(kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX - 39 &&
+		  memcmp(v, big + 39, KR_FS_XATTR_SIZE_MAX - 39) == 0, "the value after compaction");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX - 39 &&
+		  memcmp(v, big + 39, KR_FS_XATTR_SIZE_MAX - 39) == 0, "the compacted log after a remount");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.log_pages - st.log_pages_free <= 6, "compaction freed the old pages (%llu in use)",
+		  (unsigned long long)(st.log_pages - st.log_pages_free));
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs xattr: errnos, size queries, listing order, incompat bit, remounts and compaction as documented\n");
+}
+
+/* ---- snapshots ------------------------------------------------------------------------------ */
+static int collect_names(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t dtype, uint64_t c)
+{
+	(void)ino, (void)dtype, (void)c;
+	strncat(ctx, name, len);
+	strcat(ctx, " ");
+	return 0;
+}
+
+/* The snapshot "s" of case_snapshot holds f (20000 bytes of seed 1), d/g (a link to f), d/l
+ * (a symlink to "../f") and user.k = "v1" on f, whatever the live tree became. */
+static void check_snapshot_tree(kr_fs *fs, const struct kr_fs_snapshot_attr *s, uint64_t f_ino)
+{
+	static char w[20000], r[20000];
+	tu_fill(w, sizeof(w), 1);
+	struct kr_fs_attr a, d, g, l;
+	char names[256] = "";
+	TU_ASSERT(kr_fs_getattr(fs, s->root, &a) == 0 && a.ino == s->root && S_ISDIR(a.mode) && a.nlink == 3, "snapshot root");
+	TU_ASSERT(kr_fs_readdir(fs, s->root, 0, collect_names, names) == 4 && strcmp(names, ". .. f d ") == 0,
+		  "snapshot root lists '%s'", names);
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "f", &a) == 0 && a.ino == KR_FS_SNAP_INO(s->id, f_ino) && a.size == sizeof(w) &&
+		  a.nlink == 2 && a.mode == (S_IFREG | 0644), "snapshot f");
+	TU_ASSERT(kr_fs_read(fs, a.ino, r, sizeof(r), 0) == (ssize_t)sizeof(r) && memcmp(r, w, sizeof(r)) == 0,
+		  "snapshot f's bytes");
+	TU_ASSERT(kr_fs_getxattr(fs, a.ino, "user.k", r, sizeof(r)) == 2 && memcmp(r, "v1", 2) == 0, "snapshot f's xattr");
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "d", &d) == 0 && kr_fs_lookup(fs, d.ino, "g", &g) == 0 && g.ino == a.ino,
+		  "snapshot d/g is a link to f");
+	TU_ASSERT(kr_fs_lookup(fs, d.ino, "..", &g) == 0 && g.ino == s->root, "snapshot d/..");
+	TU_ASSERT(kr_fs_lookup(fs, d.ino, "l", &l) == 0 && kr_fs_readlink(fs, l.ino, r, sizeof(r)) == 4 &&
+		  memcmp(r, "../f", 4) == 0, "snapshot d/l");
+	TU_ASSERT(kr_fs_lookup(fs, s->root, "..", &g) == 0 && g.ino == s->root, "the snapshot root's '..' is itself");
+}
+
+/* The pool offset of a page of snapshot id's image (its page tail names the owner). */
+static uint64_t find_image_page(const char *path, const struct krfs_super *sb, uint64_t id)
+{
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	uint64_t found = 0;
+	for (uint64_t pg = sb->meta_off; pg < sb->csum_a_off && !found; pg += 4096) {
+		struct krfs_page_tail t;
+		memcpy(&t, img + pg + KRFS_LOG_TAIL_OFF, sizeof(t));
+		if (t.self == pg && t.ino == (KRFS_SNAP_OWNER | id))
+			found = pg;
+	}
+	free(img);
+	TU_ASSERT(found, "no image page of snapshot %llu", (unsigned long long)id);
+	return found;
+}
+
+/* Flips n (at most 64) bytes of the pool file at off. */
+static void damage(const char *path, uint64_t off, size_t n)
+{
+	uint8_t b[64];
+	tu_pread(path, b, n, off);
+	for (size_t i = 0; i < n; i++)
+		b[i] ^= 0x5a;
+	tu_pwrite(path, b, n, off);
+}
+
+static void case_snapshot(void)
+{
+	char path[128], r[8192];
+	static char w[20000], w2[20000];
+	tu_fill(w, sizeof(w), 1);
+	tu_fill(w2, sizeof(w2), 2);
+	tu_pool_path(path, sizeof(path), "fs-snapshot");
+	mkfs_at(path, 16 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr f, d, a;
+	struct kr_fs_statfs st0, st1, st2, st3;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &f) == 0 && kr_fs_write(fs, f.ino, w, sizeof(w), 0) == (ssize_t)sizeof(w),
+		  "f");
+	TU_ASSERT(kr_fs_mkdir(fs, 1, "d", 0755, 0, 0, &d) == 0 && kr_fs_link(fs, f.ino, d.ino, "g", NULL) == 0 &&
+		  kr_fs_symlink(fs, d.ino, "l", "../f", 0, 0, NULL) == 0, "d/g, d/l");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.k", "v1", 2, 0) == 0, "xattr");
+	TU_ASSERT(kr_fs_snapshot_list(fs, NULL, 0) == 0, "no snapshots yet");
+	TU_ASSERT(kr_fs_statfs(fs, &st0) == 0, "statfs");
+	struct kr_fs_snapshot_attr s, s2, list[4];
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", &s) == 0 && strcmp(s.name, "s") == 0 && s.root == KR_FS_SNAP_INO(s.id, 1),
+		  "create");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == -EEXIST, "create twice");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "a/b", NULL) == -EINVAL && kr_fs_snapshot_create(fs, "..", NULL) == -EINVAL &&
+		  kr_fs_snapshot_delete(fs, "nope") == -ENOENT && kr_fs_snapshot_lookup(fs, "nope", NULL) == -ENOENT,
+		  "bad names");
+	TU_ASSERT(kr_fs_statfs(fs, &st1) == 0 && st1.bfree == st0.bfree, "a snapshot shares every data page");
+	check_snapshot_tree(fs, &s, f.ino);
+
+	/* The live tree changes; the snapshot does not. */
+	TU_ASSERT(kr_fs_write(fs, f.ino, w2, sizeof(w2), 0) == (ssize_t)sizeof(w2), "overwrite f");
+	TU_ASSERT(kr_fs_setxattr(fs, f.ino, "user.k", "v2", 2, 0) == 0 && kr_fs_setattr(fs, f.ino, KR_FS_SET_MODE,
+		  &(struct kr_fs_attr){.mode = 0600}, NULL) == 0, "xattr and mode");
+	TU_ASSERT(kr_fs_unlink(fs, d.ino, "l") == 0 && kr_fs_unlink(fs, d.ino, "g") == 0 && kr_fs_rename(fs, 1, "d", 1, "e", 0) == 0 &&
+		  kr_fs_create(fs, 1, "new", 0644, 0, 0, NULL) == 0, "names");
+	TU_ASSERT(kr_fs_statfs(fs, &st2) == 0 && st2.bfree == st1.bfree - 5,
+		  "the overwritten pages stay held (%llu free, was %llu)", (unsigned long long)st2.bfree,
+		  (unsigned long long)st1.bfree);
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_read(fs, f.ino, r, sizeof(r), 0) == (ssize_t)sizeof(r) && memcmp(r, w2, sizeof(r)) == 0, "live f");
+
+	/* Nothing inside a snapshot changes. */
+	uint64_t sf = KR_FS_SNAP_INO(s.id, f.ino);
+	TU_ASSERT(kr_fs_write(fs, sf, w, 1, 0) == -EROFS && kr_fs_truncate(fs, sf, 0) == -EROFS &&
+		  kr_fs_setxattr(fs, sf, "user.k", "x", 1, 0) == -EROFS && kr_fs_removexattr(fs, sf, "user.k") == -EROFS &&
+		  kr_fs_create(fs, s.root, "x", 0644, 0, 0, NULL) == -EROFS && kr_fs_unlink(fs, s.root, "f") == -EROFS &&
+		  kr_fs_rename(fs, s.root, "f", 1, "x", 0) == -EROFS && kr_fs_link(fs, sf, 1, "x", NULL) == -EROFS &&
+		  kr_fs_fallocate(fs, sf, 0, 0, 4096) == -EROFS && kr_fs_mkdir(fs, s.root, "x", 0755, 0, 0, NULL) == -EROFS,
+		  "changes inside a snapshot are -EROFS");
+	TU_ASSERT(kr_fs_open(fs, sf) == 0 && kr_fs_release(fs, sf) == 0, "open and release inside a snapshot");
+	TU_ASSERT(kr_fs_getattr(fs, KR_FS_SNAP_INO(s.id + 5, 1), &a) == -ENOENT && kr_fs_getattr(fs, KR_FS_SNAP_INO(s.id, 9999), &a) == -ENOENT,
+		  "unknown snapshot numbers");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s2", &s2) == 0 && s2.id > s.id, "a second snapshot");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	size_t len;
+	struct krfs_super sb;
+	uint8_t *img = tu_read_file(path, &len);
+	memcpy(&sb, img, sizeof(sb));
+	free(img);
+	TU_ASSERT((sb.incompat & KRFS_INCOMPAT_SNAPSHOTS) && sb.epoch == s2.id + 1, "superblock: incompat %#x epoch %llu",
+		  sb.incompat, (unsigned long long)sb.epoch);
+
+	/* An image is metadata like a log: one damaged copy is repaired at mount and by scrub. */
+	uint64_t image = find_image_page(path, &sb, s.id);
+	damage(path, image + 16, 64);
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.repairs > 0, "mount repaired the image");
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && strcmp(list[1].name, "s2") == 0 &&
+		  list[0].time_ns == s.time_ns, "the list after a remount");
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree, "the same pages held after a remount");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	damage(path, image + 16, 64);
+	struct kr_fs_scrub_report srep;
+	TU_ASSERT(kr_fs_scrub(fs, stderr, &srep) == KR_OK && srep.repaired > 0, "scrub repaired the image");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	/* Many snapshots made and deleted: the root's log (the manifest) is compacted. */
+	uint64_t compactions = st3.compactions;
+	for (unsigned i = 0; i < 60; i++)
+		TU_ASSERT(kr_fs_snapshot_create(fs, "t", NULL) == 0 && kr_fs_snapshot_delete(fs, "t") == 0, "cycle %u", i);
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.compactions > compactions, "the manifest was compacted");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 2 && list[0].id == s.id && list[1].id == s2.id, "after compaction");
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_OK(kr_fs_unmount(fs));
+	/* Both copies of s2's image damaged: the pool mounts, s2 reads -EIO and can be deleted. */
+	image = find_image_page(path, &sb, s2.id);
+	damage(path, image + 16, 64);
+	damage(path, image + 16 + sb.replica_off - 4096, 64);
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_getattr(fs, s2.root, &a) == -EIO && kr_fs_snapshot_list(fs, NULL, 0) == 2, "a damaged snapshot");
+	check_snapshot_tree(fs, &s, f.ino);
+	TU_ASSERT(kr_fs_check(fs, NULL, NULL) == KR_E_CORRUPT, "the checker reports the damaged snapshot");
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s2") == 0 && kr_fs_snapshot_create(fs, "s2", &s2) == 0, "delete and remake it");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0 && kr_fs_snapshot_lookup(fs, "s", NULL) == -ENOENT, "delete");
+	TU_ASSERT(kr_fs_getattr(fs, s.root, &a) == -ENOENT, "a deleted snapshot's numbers are gone");
+	/* f's 5 overwritten pages and the symlink's page were held by s alone. */
+	TU_ASSERT(kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree + 6, "delete frees the pages only s held (%llu free, was %llu)",
+		  (unsigned long long)st3.bfree, (unsigned long long)st2.bfree);
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s2") == 0 && kr_fs_statfs(fs, &st0) == 0, "delete s2");
+	TU_ASSERT(st0.bfree == st3.bfree && st0.log_pages_free > st3.log_pages_free,
+		  "s2 held no page alone; its image is freed (%llu log pages free, was %llu)",
+		  (unsigned long long)st0.log_pages_free, (unsigned long long)st3.log_pages_free);
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_snapshot_list(fs, list, 4) == 0 && kr_fs_statfs(fs, &st3) == 0 && st3.bfree == st2.bfree + 6,
+		  "after a remount: no snapshots, the pages still free");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+
+	/* A log area too full for the image: -ENOSPC, nothing changed. */
+	tu_pool_path(path, sizeof(path), "fs-snapshot-full");
+	mkfs_at(path, 8 << 20, 64, 20 * 4096);
+	fs = mount_at(path);
+	char name[16];
+	int rc = 0;
+	for (unsigned i = 0; rc == 0; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		rc = kr_fs_create(fs, 1, name, 0644, 0, 0, NULL);
+	}
+	TU_ASSERT(rc == -ENOSPC && kr_fs_statfs(fs, &st0) == 0 && st0.log_pages_free == 0, "log area full (%d)", rc);
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == -ENOSPC, "no room for the image");
+	TU_ASSERT(kr_fs_statfs(fs, &st1) == 0 && st1.log_pages_free == 0 && kr_fs_snapshot_list(fs, NULL, 0) == 0,
+		  "nothing changed");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_ASSERT(kr_fs_unlink(fs, 1, "f0") == 0 && kr_fs_unlink(fs, 1, "f1") == 0 && kr_fs_unlink(fs, 1, "f2") == 0,
+		  "room for an image");
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", NULL) == 0, "a snapshot once there is room");
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs snapshot: contents kept while the live tree changed, -EROFS inside, pages held and freed, image "
+	       "repaired, manifest compacted, -ENOSPC without change, remounts\n");
+}
+
 /* ---- layout ------------------------------------------------------------------------------- */
 static void case_layout(void)
 {
@@ -584,6 +865,8 @@ static void *worker_main(void *arg)
 	struct fm_params p;
 	fm_params_default(&p);
 	p.max_write = 8000;
+	p.weight[FM_SNAPSHOT] = 0; /* a snapshot copies the whole tree: no subtree model sees it */
+	p.weight[FM_SNAPSHOT_DELETE] = 0;
 	struct tu_rng r;
 	tu_rng_seed(&r, w->seed);
 	for (unsigned i = 0; i < w->nops && !w->failed; i++) {
@@ -591,6 +874,35 @@ static void *worker_main(void *arg)
 		fm_gen(&r, &w->m, &p, &op);
 		if (fm_step(w->fs, &w->m, &op, NULL, w->why, sizeof(w->why)) != 0)
 			w->failed = 1;
+	}
+	return NULL;
+}
+
+/* Beside the workers: snapshots made, read and deleted until they finish. */
+struct snapshotter {
+	kr_fs *fs;
+	unsigned nthreads, made, stop;
+	char why[256];
+};
+
+static void *snapshotter_main(void *arg)
+{
+	struct snapshotter *s = arg;
+	for (unsigned i = 0; !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) && !s->why[0]; i++) {
+		char name[16];
+		struct kr_fs_snapshot_attr sa;
+		struct kr_fs_attr a;
+		snprintf(name, sizeof(name), "snap%u", i % 3);
+		int rc = kr_fs_snapshot_delete(s->fs, name);
+		if (rc != 0 && rc != -ENOENT)
+			snprintf(s->why, sizeof(s->why), "delete %s: %d", name, rc);
+		else if ((rc = kr_fs_snapshot_create(s->fs, name, &sa)) != 0)
+			snprintf(s->why, sizeof(s->why), "create %s: %d (%s)", name, rc, kr_errmsg());
+		else if ((rc = kr_fs_readdir(s->fs, sa.root, 0, count_entries, &(int){0})) != (int)s->nthreads + 2)
+			snprintf(s->why, sizeof(s->why), "%s lists %d entries", name, rc);
+		else if ((rc = kr_fs_lookup(s->fs, sa.root, "t0", &a)) != 0 || kr_fs_readdir(s->fs, a.ino, 0, count_entries, &(int){0}) < 2)
+			snprintf(s->why, sizeof(s->why), "%s/t0: %d", name, rc);
+		s->made++;
 	}
 	return NULL;
 }
@@ -612,10 +924,16 @@ static void case_threads(unsigned nthreads)
 		w[i] = (struct worker){.fs = fs, .seed = seed + i, .nops = tu_scaled(1500, 300)};
 		fm_init_subtree(&w[i].m, a.ino, KR_FS_ROOT_INO);
 	}
+	struct snapshotter snap = {.fs = fs, .nthreads = nthreads};
+	pthread_t st;
+	TU_ASSERT(pthread_create(&st, NULL, snapshotter_main, &snap) == 0, "pthread_create");
 	for (unsigned i = 0; i < nthreads; i++)
 		TU_ASSERT(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0, "pthread_create");
 	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(t[i], NULL);
+	__atomic_store_n(&snap.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(st, NULL);
+	TU_ASSERT(!snap.why[0] && snap.made > 0, "snapshots beside the workers (%u made): %s", snap.made, snap.why);
 	for (unsigned round = 0; round < 2; round++) {
 		for (unsigned i = 0; i < nthreads; i++) {
 			TU_ASSERT(!w[i].failed, "thread %u: %s", i, w[i].why);
@@ -631,8 +949,8 @@ static void case_threads(unsigned nthreads)
 	}
 	for (unsigned i = 0; i < nthreads; i++)
 		fm_free(&w[i].m);
-	printf("fs threads: %u threads x %u operations, every directory equal to its model, checker clean, "
-	       "also after a remount\n", nthreads, w[0].nops);
+	printf("fs threads: %u threads x %u operations and %u snapshots made beside them, every directory equal to "
+	       "its model, checker clean, also after a remount\n", nthreads, w[0].nops, snap.made);
 }
 
 /* ---- fences -------------------------------------------------------------------------------- */
@@ -734,11 +1052,15 @@ int main(int argc, char **argv)
 		case_bad_fuzz();
 	} else if (strcmp(c, "layout") == 0)
 		case_layout();
+	else if (strcmp(c, "xattr") == 0)
+		case_xattr();
+	else if (strcmp(c, "snapshot") == 0)
+		case_snapshot();
 	else if (strcmp(c, "threads") == 0)
 		case_threads(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|threads|fences");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences");
 	return 0;
 }

@@ -4,13 +4,13 @@
  *
  * A small pool takes a few hundred random operations from the model (tests/fsmodel.c:
  * creates, mkdirs, symlinks, writes, truncates, unlinks, rmdirs, renames with flags, links,
- * setattrs), with a remount every 150 operations so that mount's own writes (journal
+ * setattrs, extended attributes set and removed, snapshots made and deleted), with a remount every 150 operations so that mount's own writes (journal
  * roll-back, repairs, orphan reclaim, superblock) are crashed too. At every fence the
  * simulator builds crash images (nothing pending persisted, everything persisted, random
  * subsets of the pending lines), and a child mounts each image (recovery runs) and requires
  * the file system to equal the model after the K operations that had returned, or after
  * K+1 while an operation was in flight - the whole tree, bytes, link counts, used inodes and
- * data pages - and kr_fs_check to find every invariant intact. A first phase writes one file
+ * data pages, every snapshot's tree - and kr_fs_check to find every invariant intact. A first phase writes one file
  * over and over, so that its log is compacted (garbage collection) under the simulator.
  */
 #define _GNU_SOURCE
@@ -100,10 +100,16 @@ int main(void)
 	p.names = 3; /* few names: logs grow and get compacted under the simulator too */
 	p.max_write = 12000;
 	p.weight[FM_MKDIR] = 2;
+	p.weight[FM_SETXATTR] = 10; /* attribute entries are crashed often, kept small for the */
+	p.weight[FM_REMOVEXATTR] = 6; /* small log area */
+	p.max_xattr = 600;
+	p.weight[FM_SNAPSHOT] = 3;
+	p.weight[FM_SNAPSHOT_DELETE] = 3;
 	struct tu_rng rng;
 	tu_rng_seed(&rng, seed);
 	char why[512];
 	uint64_t compactions = 0;
+	unsigned xattr_changes = 0, snapshot_changes = 0;
 	double t0 = tu_now();
 	/* First one file written over and over: its log fills pages and is compacted, again
 	 * and again, under the simulator. */
@@ -122,8 +128,11 @@ int main(void)
 	for (g_done = 0; g_done < nops;) {
 		fm_gen(&rng, &g_model, &p, &g_inflight);
 		g_have_inflight = true;
-		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+		int64_t res;
+		if (fm_step(fs, &g_model, &g_inflight, &res, why, sizeof(why)) != 0)
 			TU_FAIL("operation %u: %s", g_done, why);
+		xattr_changes += res == 0 && (g_inflight.kind == FM_SETXATTR || g_inflight.kind == FM_REMOVEXATTR);
+		snapshot_changes += res == 0 && (g_inflight.kind == FM_SNAPSHOT || g_inflight.kind == FM_SNAPSHOT_DELETE);
 		g_have_inflight = false;
 		g_done++;
 		if (g_done % 150 == 0) { /* ...but a remount's recovery writes are checked */
@@ -149,10 +158,13 @@ int main(void)
 	TU_OK(kr_fs_unmount(fs));
 	struct crashsim_stats cs;
 	crashsim_stop(&cs);
-	printf("test_fs_crash: %u operations (%llu log compactions), %llu fences, %llu crash images checked, %llu failed\n",
-	       nops, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
+	printf("test_fs_crash: %u operations (%u extended attribute changes, %u snapshots made or deleted, %llu log "
+	       "compactions), %llu fences, %llu crash images checked, %llu failed\n",
+	       nops, xattr_changes, snapshot_changes, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
 	       (unsigned long long)cs.failures);
 	TU_ASSERT(compactions > 0, "no log compaction was crashed");
+	TU_ASSERT(xattr_changes > 0, "no extended attribute change was crashed");
+	TU_ASSERT(snapshot_changes > 0, "no snapshot was made or deleted under the simulator");
 	TU_ASSERT(cs.images >= nops, "too few crash images (%llu)", (unsigned long long)cs.images);
 	TU_ASSERT(cs.failures == 0, "%llu crash images recovered wrongly (see above)", (unsigned long long)cs.failures);
 	TU_ASSERT(cs.unrecorded_lines == 0, "%llu lines changed without a store hook", (unsigned long long)cs.unrecorded_lines);

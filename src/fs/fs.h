@@ -16,6 +16,8 @@
  *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
  *   fs_file.c     attributes, read, write, truncate, readdir, statfs
+ *   fs_xattr.c    extended attributes: the DRAM list, XATTR entries, the four operations
+ *   fs_snap.c     snapshots: images, the manifest in the root's log, shared data pages
  *   fs_check.c    the read-only checker of every invariant
  */
 #ifndef KRFS_FS_H
@@ -87,6 +89,14 @@ int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino,
 int krfs_dir_remove(struct krfs_dir *d, const char *name, size_t len);
 void krfs_dir_free(struct krfs_dir *d);
 
+/* One extended attribute of a DRAM inode: name_len bytes of name, then value_len bytes. */
+struct krfs_xattr {
+	struct krfs_xattr *next; /* in the order names were first set */
+	uint16_t value_len;
+	uint8_t name_len;
+	char bytes[];
+};
+
 /* ---- DRAM inodes (fs_inode.c) ---------------------------------------------------------- */
 struct krfs_inode {
 	uint64_t ino, generation, create_time;
@@ -99,6 +109,8 @@ struct krfs_inode {
 	uint64_t nblocks; /* data pages held */
 	struct krfs_radix map; /* regular files and symlinks */
 	struct krfs_dir dir;   /* directories */
+	struct krfs_xattr *xattrs;
+	uint64_t xattr_bytes;  /* log bytes the live attributes take as XATTR entries */
 };
 
 struct kr_fs;
@@ -114,6 +126,19 @@ void krfs_inode_free(struct krfs_inode *ip);
 int krfs_inode_push_page(struct krfs_inode *ip, uint64_t page);
 void krfs_inode_attr(const struct kr_fs *fs, const struct krfs_inode *ip, struct kr_fs_attr *a);
 uint8_t krfs_dtype(uint32_t mode);
+
+/* A live snapshot (fs_snap.c): its manifest entry and its tree, read-only, in DRAM. */
+struct krfs_snap {
+	struct krfs_snap *next; /* oldest first */
+	uint64_t id, time;
+	uint8_t name_len;
+	char name[KRFS_NAME_MAX + 1];
+	uint64_t head, end; /* the image chain, as the manifest names it */
+	uint32_t npages;
+	bool loaded, damaged;
+	struct krfs_inode *image;   /* the pseudo-inode owning the image chain (pages, tail) */
+	struct krfs_inode **inodes; /* [ninodes]: the tree, inode numbers KR_FS_SNAP_INO(id, i) */
+};
 
 /* ---- the mounted file system ----------------------------------------------------------- */
 struct kr_fs {
@@ -138,6 +163,13 @@ struct kr_fs {
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
+	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
+	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
+	struct krfs_snap *snaps;
+	unsigned nsnaps;
+	uint64_t snap_bytes; /* log bytes the manifest takes as SNAPSHOT_INFO entries */
+	uint16_t *snap_refs;
+	struct krfs_bitmap held;
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -217,6 +249,8 @@ struct krfs_op {
 		struct krfs_inode *ip;
 		uint64_t old_tail, pos; /* pos: end of this op's appends */
 		uint32_t old_npages;
+		bool detached; /* a chain no inode slot names (a snapshot image): no tail store,
+				* nothing applied, no GC; entries keep a preset trans */
 	} logs[KRFS_OP_LOGS];
 	unsigned nlogs;
 	struct krfs_op_image {
@@ -241,6 +275,8 @@ void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs);
  * a compaction keeps a preset trans) to ip's log, in both copies, flushed, not fenced.
  * -ENOSPC (log area full), -ENOMEM. */
 int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_hdr *e);
+/* Makes ip (a pseudo-inode with no slot) a detached log of op; before its first append. */
+int krfs_op_detach(struct krfs_op *op, struct krfs_inode *ip);
 /* A free inode slot for a new inode: its number, or -ENOSPC. */
 int64_t krfs_op_take_ino(struct krfs_op *op);
 /* Writes the slot image at commit (allocation: state LIVE, head and tail from the log;
@@ -318,6 +354,10 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
 /* Rewrites ip's log unconditionally. */
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
+/* Appends to log, in op, the entries that rebuild ip's state from nothing: FILE_WRITE runs
+ * or DENTRYs (with their cookies), XATTRs, SET_ATTR, LINK_CHANGE (not the root's snapshot
+ * manifest: compaction adds that). */
+int krfs_append_state(struct krfs_op *op, struct krfs_inode *log, const struct krfs_inode *ip);
 
 /* ---- mount scan (fs_recover.c) --------------------------------------------------------- */
 /* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin
@@ -340,6 +380,43 @@ int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
 /* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
 int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,
 		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
+
+/* ---- extended attributes (fs_xattr.c) ------------------------------------------------- */
+/* Size of the XATTR entry for a name and value of these lengths. */
+static inline uint32_t krfs_xattr_size(size_t name_len, size_t value_len)
+{
+	return (uint32_t)((sizeof(struct krfs_e_xattr) + name_len + value_len + 7) & ~(size_t)7);
+}
+/* Applies a verified XATTR entry to ip's list (fs_inode.c dispatches). -EUCLEAN, -ENOMEM. */
+int krfs_xattr_apply(struct krfs_inode *ip, const struct krfs_e_xattr *x);
+void krfs_xattr_free(struct krfs_inode *ip);
+/* The largest XATTR entry ip's live attributes take (0 if none), for compaction's estimate. */
+uint32_t krfs_xattr_entry_max(const struct krfs_inode *ip);
+/* Appends one XATTR set per live attribute of ip to tmp's log in op (compaction). */
+int krfs_xattr_append_all(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip);
+/* The checker: names unique and well formed, sizes within limits; problems reported. */
+int krfs_xattr_verify(const struct krfs_inode *ip, krfs_problem_fn report, void *ctx);
+
+/* ---- snapshots (fs_snap.c) ----------------------------------------------------------- */
+static inline bool krfs_is_snap_ino(uint64_t ino) { return KR_FS_INO_SNAPSHOT(ino) != 0; }
+/* The inode ino of a live snapshot: 0, or -ENOENT. */
+int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* Applies a verified SNAPSHOT_INFO entry of the root's log: a create loads the image (walked
+ * and verified like a log) and holds its pages; a delete lets them go (after the commit, or
+ * at the mount scan). -EUCLEAN, -ENOMEM. */
+int krfs_snap_apply(struct kr_fs *fs, const struct krfs_e_snapshot *e);
+/* Appends the manifest (one SNAPSHOT_INFO create per live snapshot) to log (compaction). */
+int krfs_snap_append_all(struct krfs_op *op, struct krfs_inode *log);
+/* At the end of the mount scan: loads the images, and marks the data pages that snapshots
+ * hold and no live file does in use (and held). KR_OK or KR_E_NOMEM. */
+int krfs_snap_recover(struct kr_fs *fs);
+void krfs_snap_free_all(struct kr_fs *fs);
+/* The checker's part: images verified, their pages owned once, data page holds counted.
+ * meta_owner: log page -> owner + 1 (filled in here for image pages). */
+void krfs_snap_verify(struct kr_fs *fs, uint64_t *meta_owner, const uint64_t *data_owner, krfs_problem_fn report,
+		      void *ctx);
+/* Sets an incompat feature bit in the superblock (both copies) before its first use. */
+int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit);
 
 /* ---- names ----------------------------------------------------------------------------- */
 /* A path of inode ino for reports ("/a/b", or "inode N" if no name leads to it). */

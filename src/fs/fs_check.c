@@ -7,8 +7,11 @@
  *   - each live inode's committed log: both copies equal, page tails and links good, every
  *     entry checks (fs_log.c krfs_log_verify);
  *   - each data page: every strip matches both CRC copies, the parity strip matches;
- *   - ownership: every log page and data page belongs to exactly one inode (one file page),
- *     and the allocators mark exactly the owned ones; inode slots likewise;
+ *   - ownership: every log page and data page belongs to exactly one inode (one file page)
+ *     or snapshot image, and the allocators mark exactly the owned ones (data pages: those
+ *     a live file or a snapshot names); inode slots likewise;
+ *   - snapshots (fs_snap.c): images verified like logs, hold counts of data pages exact,
+ *     pages only snapshots hold verified against their CRCs and parity;
  *   - the tree: link counts equal the names found (directories: 2 + subdirectories), every
  *     directory has one name and its parent is the directory naming it, every name's type
  *     matches its inode, every live inode is reachable from the root or open, no file has a
@@ -86,6 +89,7 @@ static void check_inode(struct kr_fs *fs, struct checker *c, struct owners *o, c
 			struct kr_fs_check_report *rep)
 {
 	krfs_log_verify(fs, ip, report, c);
+	krfs_xattr_verify(ip, report, c);
 	for (uint32_t i = 0; i < ip->npages; i++) {
 		uint64_t pg = (ip->pages[i] - fs->sb.meta_off) / P;
 		if (o->meta[pg])
@@ -182,7 +186,7 @@ static void check_allocators(struct kr_fs *fs, struct checker *c, const struct o
 			report(c, "log page %#llx: allocator says %s, owner %llu", (unsigned long long)(fs->sb.meta_off + i * P),
 			       krfs_bm_test(&fs->meta_bm, i) ? "used" : "free", (unsigned long long)o->meta[i]);
 	for (uint64_t i = 0; i < fs->sb.data_pages; i++)
-		if (krfs_bm_test(&fs->data_bm, i) != (o->data[i] != 0))
+		if (krfs_bm_test(&fs->data_bm, i) != (o->data[i] != 0 || (fs->snap_refs && fs->snap_refs[i])))
 			report(c, "data page %llu: allocator says %s, owner %llu", (unsigned long long)i,
 			       krfs_bm_test(&fs->data_bm, i) ? "used" : "free", (unsigned long long)o->data[i]);
 	for (uint64_t i = 1; i < fs->sb.ninodes; i++)
@@ -224,6 +228,7 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 		for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++)
 			if (fs->inodes[ino])
 				check_inode(fs, &c, &o, fs->inodes[ino], rep);
+		krfs_snap_verify(fs, o.meta, o.data, report, &c);
 		check_tree(fs, &c, &o, rep);
 		check_allocators(fs, &c, &o);
 		rep->problems = c.problems;

@@ -99,6 +99,8 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 	if ((mask & ~known) || (mask && !attr && (mask & ~(KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW))))
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setattr: mask %#x", mask);
 	struct krfs_inode *ip;
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
 	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;
@@ -208,6 +210,8 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "write: no buffer or %zu bytes", len);
 	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
 		return KRFS_ERR(-EFBIG, KR_E_MISUSE_ARG, "write past the largest file size");
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
 	struct krfs_inode *ip;
 	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
@@ -423,6 +427,8 @@ int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t le
 	if (off >= KR_FS_MAX_FILE_SIZE || len > KR_FS_MAX_FILE_SIZE - off)
 		return -EFBIG;
 	struct krfs_inode *ip;
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
 	int rc = krfs_enter_get(fs, ino, &ip);
 	if (rc)
 		return rc;

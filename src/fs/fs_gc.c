@@ -5,7 +5,9 @@
  * old attributes). When an inode's live state would fit in at most half of its log pages,
  * its log is rewritten from the DRAM inode - one FILE_WRITE per run of consecutive pages,
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
- * readdir cookie), then SET_ATTR with every attribute and LINK_CHANGE - into fresh pages,
+ * readdir cookie), one XATTR per extended attribute, the root's SNAPSHOT_INFO per live
+ * snapshot (fs_snap.c), then SET_ATTR with every attribute
+ * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
  * tail change together). The old pages are freed after that commit. This is NOVA's
  * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)
@@ -25,24 +27,31 @@
 
 #include "fs.h"
 
-/* Upper bound of the bytes the compacted log takes (FILE_WRITE runs counted as pages). */
-static uint64_t live_bytes(const struct krfs_inode *ip)
+/* Upper bound of the bytes the compacted log takes (FILE_WRITE runs counted as pages; the
+ * root's log also keeps the snapshot manifest). */
+static uint64_t live_bytes(const struct kr_fs *fs, const struct krfs_inode *ip)
 {
-	uint64_t b = sizeof(struct krfs_e_attr) + sizeof(struct krfs_e_link);
+	uint64_t b = sizeof(struct krfs_e_attr) + sizeof(struct krfs_e_link) + ip->xattr_bytes;
+	if (ip->ino == KRFS_ROOT_INO)
+		b += fs->snap_bytes;
 	return b + (S_ISDIR(ip->mode) ? ip->dir.bytes : ip->nblocks * sizeof(struct krfs_e_write));
 }
 
-static uint64_t pages_for(uint64_t bytes)
+/* Upper bound of the pages the compacted log of ip takes. */
+static uint64_t pages_for(const struct kr_fs *fs, const struct krfs_inode *ip)
 {
-	/* Entries do not cross pages: at most KRFS_ENTRY_MAX - 8 bytes of a page are lost. */
-	return bytes / (KRFS_LOG_USABLE - KRFS_ENTRY_MAX) + 1;
+	/* Entries do not cross pages: less than the largest entry is lost at each page's end. */
+	uint64_t largest = krfs_xattr_entry_max(ip);
+	if (largest < KRFS_ENTRY_MAX)
+		largest = KRFS_ENTRY_MAX;
+	return live_bytes(fs, ip) / (KRFS_LOG_USABLE - largest) + 1;
 }
 
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
 	if (!ip || fs->inodes[ip->ino] != ip || ip->npages < 2)
 		return 0;
-	uint64_t need = pages_for(live_bytes(ip));
+	uint64_t need = pages_for(fs, ip);
 	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
@@ -107,16 +116,11 @@ static int append_names(struct krfs_op *op, struct krfs_inode *tmp, const struct
 	return 0;
 }
 
-int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
+int krfs_append_state(struct krfs_op *op, struct krfs_inode *log, const struct krfs_inode *ip)
 {
-	struct krfs_inode *tmp = krfs_inode_new(ip->ino);
-	if (!tmp)
-		return -ENOMEM;
-	tmp->mode = ip->mode;
-	struct krfs_op op;
-	krfs_op_begin(&op, fs);
-	op.compaction = true;
-	int rc = S_ISDIR(ip->mode) ? append_names(&op, tmp, ip) : append_runs(&op, tmp, ip);
+	int rc = S_ISDIR(ip->mode) ? append_names(op, log, ip) : append_runs(op, log, ip);
+	if (rc == 0)
+		rc = krfs_xattr_append_all(op, log, ip);
 	if (rc == 0) {
 		struct krfs_e_attr a = {
 			.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)},
@@ -129,13 +133,28 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 			.mtime = ip->mtime,
 			.ctime = ip->ctime,
 		};
-		rc = krfs_op_append(&op, tmp, &a.h);
+		rc = krfs_op_append(op, log, &a.h);
 	}
 	if (rc == 0) {
 		struct krfs_e_link l = {.h = {.type = KRFS_E_LINK_CHANGE, .size = sizeof(l)},
 					.links = ip->nlink, .ctime = ip->ctime, .parent = ip->parent};
-		rc = krfs_op_append(&op, tmp, &l.h);
+		rc = krfs_op_append(op, log, &l.h);
 	}
+	return rc;
+}
+
+int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
+{
+	struct krfs_inode *tmp = krfs_inode_new(ip->ino);
+	if (!tmp)
+		return -ENOMEM;
+	tmp->mode = ip->mode;
+	struct krfs_op op;
+	krfs_op_begin(&op, fs);
+	op.compaction = true;
+	int rc = krfs_append_state(&op, tmp, ip);
+	if (rc == 0 && ip->ino == KRFS_ROOT_INO)
+		rc = krfs_snap_append_all(&op, tmp);
 	if (rc == 0) {
 		struct krfs_pinode img = {.state = KRFS_INODE_LIVE, .ftype = ip->mode & S_IFMT, .ino = ip->ino,
 					  .generation = ip->generation, .create_time = ip->create_time, .rdev = ip->rdev};

@@ -44,6 +44,7 @@ void krfs_inode_free(struct krfs_inode *ip)
 		return;
 	krfs_radix_free(&ip->map);
 	krfs_dir_free(&ip->dir);
+	krfs_xattr_free(ip);
 	free(ip->pages);
 	free(ip);
 }
@@ -226,6 +227,12 @@ int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_
 		return apply_dentry(ip, (const struct krfs_e_dentry *)e);
 	case KRFS_E_LINK_CHANGE:
 		return apply_link(ip, (const struct krfs_e_link *)e);
+	case KRFS_E_XATTR:
+		return krfs_xattr_apply(ip, (const struct krfs_e_xattr *)e);
+	case KRFS_E_SNAPSHOT_INFO:
+		if (ip->ino != KRFS_ROOT_INO)
+			return bad(ip, e, "SNAPSHOT_INFO outside the root's log");
+		return krfs_snap_apply(fs, (const struct krfs_e_snapshot *)e);
 	}
 	return bad(ip, e, "unknown entry type");
 }

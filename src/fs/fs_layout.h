@@ -66,7 +66,13 @@
 #define KRFS_RO_DATA_PARITY 0x4u  /* one RAID-4 parity strip per data page */
 #define KRFS_RO_DEAD_ZONE 0x8u    /* the geometry keeps >= dead_zone bytes between copies */
 #define KRFS_RO_KNOWN 0xfu
-#define KRFS_INCOMPAT_KNOWN 0x0u
+/* Set (once, before the first XATTR entry is written) in pools that hold extended
+ * attributes: a reader that does not know the XATTR entry type must refuse the pool rather
+ * than take such an entry for damage. */
+#define KRFS_INCOMPAT_XATTR 0x1u
+/* Set before the first SNAPSHOT_INFO entry: the root's log holds the snapshot manifest. */
+#define KRFS_INCOMPAT_SNAPSHOTS 0x2u
+#define KRFS_INCOMPAT_KNOWN 0x3u
 #define KRFS_COMPAT_KNOWN 0x0u
 
 /* ---------------------------------------------------------------------------------------
@@ -233,7 +239,9 @@ _Static_assert(KRFS_LOG_TAIL_OFF + sizeof(struct krfs_page_tail) == KRFS_PAGE, "
 #define KRFS_E_SET_ATTR 0x04u
 #define KRFS_E_LINK_CHANGE 0x05u
 #define KRFS_E_MMAP_WRITE 0x06u    /* reserved: not written by version 1 */
-#define KRFS_E_SNAPSHOT_INFO 0x07u /* reserved: not written by version 1 */
+#define KRFS_E_SNAPSHOT_INFO 0x07u /* the root's log only; needs KRFS_INCOMPAT_SNAPSHOTS */
+#define KRFS_E_XATTR 0x08u         /* needs KRFS_INCOMPAT_XATTR */
+#define KRFS_E_SNAP_INODE 0x09u    /* snapshot images only */
 #define KRFS_MARKER_SIZE 8u
 
 struct krfs_entry_hdr {
@@ -312,7 +320,68 @@ struct krfs_e_link {
 };
 _Static_assert(sizeof(struct krfs_e_link) == 48, "LINK_CHANGE is 48 bytes");
 
-#define KRFS_ENTRY_MAX (sizeof(struct krfs_e_dentry) + 256u) /* 304 */
+/* XATTR (40 bytes + name + value, rounded up to 8): set (add or replace) or remove the
+ * extended attribute name of this inode. The name (1..255 bytes, no NUL) is followed by the
+ * value (value_len bytes, 0..KRFS_XATTR_VALUE_MAX; zero for a remove). ctime is the inode's
+ * new ctime. */
+#define KRFS_X_SET 1u
+#define KRFS_X_REMOVE 2u
+#define KRFS_XATTR_VALUE_MAX 2048u
+struct krfs_e_xattr {
+	struct krfs_entry_hdr h;
+	uint16_t value_len;
+	uint8_t name_len;
+	uint8_t op;
+	uint32_t reserved;
+	uint64_t ctime;
+	char data[];
+};
+_Static_assert(sizeof(struct krfs_e_xattr) == 40, "XATTR header is 40 bytes");
+_Static_assert(offsetof(struct krfs_e_xattr, ctime) == 32, "XATTR ctime");
+
+/* SNAPSHOT_INFO (64 bytes + name, rounded up to 8), in the root directory's log only: the
+ * snapshot manifest. op KRFS_S_CREATE: snapshot id (the epoch it closed), made at time,
+ * whose image is the chain of log pages from head, committed up to end (a pool offset, as
+ * an inode's tail), npages pages long; op KRFS_S_DELETE: snapshot id is gone (head, end,
+ * npages, time zero; the name repeated). A snapshot image is a log of its own: page tails
+ * owned by KRFS_SNAP_OWNER | id, and for every inode of the tree a SNAP_INODE entry
+ * followed by the entries a log compaction would write for it (fs_gc.c). */
+#define KRFS_S_CREATE 1u
+#define KRFS_S_DELETE 2u
+#define KRFS_SNAP_OWNER (1ull << 62)
+struct krfs_e_snapshot {
+	struct krfs_entry_hdr h;
+	uint64_t id;
+	uint64_t time;
+	uint64_t head;
+	uint64_t end;
+	uint32_t npages;
+	uint8_t op;
+	uint8_t name_len;
+	uint16_t reserved;
+	char name[];
+};
+_Static_assert(sizeof(struct krfs_e_snapshot) == 64, "SNAPSHOT_INFO header is 64 bytes");
+
+/* SNAP_INODE (56 bytes), in snapshot images only: the entries that follow, up to the next
+ * SNAP_INODE, are inode ino's; the rest is what its slot holds. */
+struct krfs_e_snap_inode {
+	struct krfs_entry_hdr h;
+	uint64_t ino;
+	uint64_t generation;
+	uint64_t create_time;
+	uint32_t ftype;
+	uint32_t rdev;
+};
+_Static_assert(sizeof(struct krfs_e_snap_inode) == 56, "SNAP_INODE is 56 bytes");
+
+/* The largest entry of the fixed and name-carrying types (SNAPSHOT_INFO with a 255-byte
+ * name), and the largest entry of any type (XATTR with the longest name and value); both
+ * fit a log page with room to spare. */
+#define KRFS_ENTRY_MAX (sizeof(struct krfs_e_snapshot) + 256u) /* 320 */
+#define KRFS_XATTR_ENTRY_MAX ((sizeof(struct krfs_e_xattr) + 255u + KRFS_XATTR_VALUE_MAX + 7u) & ~7u) /* 2344 */
+_Static_assert(KRFS_XATTR_ENTRY_MAX == 2344 && KRFS_XATTR_ENTRY_MAX < KRFS_LOG_USABLE,
+	       "an XATTR entry fits a log page");
 
 /* ---------------------------------------------------------------------------------------
  * Lite journal (one page per journal, primary and replica): an undo log for operations that

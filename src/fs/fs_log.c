@@ -95,6 +95,9 @@ static const uint16_t max_size[] = {
 	[KRFS_E_DENTRY] = KRFS_ENTRY_MAX,
 	[KRFS_E_SET_ATTR] = sizeof(struct krfs_e_attr),
 	[KRFS_E_LINK_CHANGE] = sizeof(struct krfs_e_link),
+	[KRFS_E_XATTR] = KRFS_XATTR_ENTRY_MAX,
+	[KRFS_E_SNAPSHOT_INFO] = KRFS_ENTRY_MAX,
+	[KRFS_E_SNAP_INODE] = sizeof(struct krfs_e_snap_inode),
 };
 
 /* What one copy holds at p, with room bytes left in its page. */
@@ -144,7 +147,7 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 		  krfs_entry_fn fn, void *ctx)
 {
 	uint64_t ino = pi->ino, tail = krfs_word_value(pi->tail, ino), page = pi->log_head;
-	_Alignas(8) char ebuf[KRFS_ENTRY_MAX];
+	_Alignas(8) char ebuf[KRFS_XATTR_ENTRY_MAX];
 	if (!krfs_log_page_ok(fs, page))
 		return corrupt(ino, page, "log head outside the log area");
 	int rc = check_page_tail(fs, page, ino, 0);

@@ -20,10 +20,15 @@
  *      reaches the media the primary still wins, invariant 3 of fs_meta.c).
  *   3. Pages and slots that an operation stops using are released only after its commit is
  *      durable (by krfs_inode_apply's callback and krfs_release_inode, called after commit),
- *      so a committed state never references a page that was reused.
+ *      so a committed state never references a page that was reused; a data page that a
+ *      snapshot holds is not released at all (fs_snap.c frees it with the last snapshot).
  *   4. Every entry of one operation carries the same transaction id, and ids increase; a
- *      log compaction (fs_gc.c) is the exception: it rewrites each name with the id of the
- *      entry that made it, since that id is the name's readdir cookie.
+ *      log compaction (fs_gc.c) and a snapshot image (fs_snap.c) are the exception: they
+ *      rewrite each name with the id of the entry that made it, since that id is the name's
+ *      readdir cookie.
+ *   5. A detached log (a snapshot image) is written like any other but named by no inode
+ *      slot: the entry that names it, appended to an attached log of the same operation,
+ *      is what commits it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +86,35 @@ static int take_log_page(struct krfs_op *op, uint64_t ino, uint32_t seq, uint64_
 	return 0;
 }
 
+/* Keeps a copy of e for applying to ip after the commit. */
+static int keep_applied(struct krfs_op *op, struct krfs_inode *ip, const struct krfs_entry_hdr *e)
+{
+	size_t need = sizeof(ip) + e->size;
+	if (op->napplied + need > op->capapplied) {
+		size_t c = op->capapplied ? op->capapplied * 2 : 1024;
+		while (c < op->napplied + need)
+			c *= 2;
+		uint8_t *v = realloc(op->applied, c);
+		if (!v)
+			return -ENOMEM;
+		op->applied = v;
+		op->capapplied = c;
+	}
+	memcpy(op->applied + op->napplied, &ip, sizeof(ip));
+	memcpy(op->applied + op->napplied + sizeof(ip), e, e->size);
+	op->napplied += need;
+	return 0;
+}
+
+int krfs_op_detach(struct krfs_op *op, struct krfs_inode *ip)
+{
+	struct krfs_op_log *l = op_log(op, ip);
+	if (!l)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE, "operation touches more than %d inodes", KRFS_OP_LOGS);
+	l->detached = true;
+	return 0;
+}
+
 int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_hdr *e)
 {
 	struct kr_fs *fs = op->fs;
@@ -90,7 +124,7 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 	e->flags = 0;
 	e->reserved = 0;
 	e->epoch = (uint32_t)fs->sb.epoch;
-	if (!op->compaction || e->trans == 0)
+	if (!(op->compaction || l->detached) || e->trans == 0)
 		e->trans = op->trans;
 	e->csum = krfs_entry_csum(e);
 	uint64_t page = l->pos & ~(uint64_t)(P - 1);
@@ -110,20 +144,11 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 		}
 		l->pos = np;
 	}
-	size_t need = sizeof(ip) + e->size;
-	if (op->napplied + need > op->capapplied) {
-		size_t c = op->capapplied ? op->capapplied * 2 : 1024;
-		while (c < op->napplied + need)
-			c *= 2;
-		uint8_t *v = realloc(op->applied, c);
-		if (!v)
-			return -ENOMEM;
-		op->applied = v;
-		op->capapplied = c;
+	if (!l->detached) {
+		int rc = keep_applied(op, ip, e);
+		if (rc)
+			return rc;
 	}
-	memcpy(op->applied + op->napplied, &ip, sizeof(ip));
-	memcpy(op->applied + op->napplied + sizeof(ip), e, e->size);
-	op->napplied += need;
 	krfs_meta_write(fs, l->pos, e, e->size);
 	l->pos += e->size;
 	return 0;
@@ -179,7 +204,7 @@ static void store_tails(struct krfs_op *op)
 	struct kr_fs *fs = op->fs;
 	for (unsigned i = 0; i < op->nlogs; i++) {
 		struct krfs_op_log *l = &op->logs[i];
-		if (image_of(op, l->ip->ino))
+		if (l->detached || image_of(op, l->ip->ino))
 			continue;
 		krfs_word_write(fs, krfs_inode_off(fs, l->ip->ino), krfs_word_make(l->pos, l->ip->ino));
 	}
@@ -195,7 +220,7 @@ static int commit_journaled(struct krfs_op *op)
 	int rc = 0;
 	for (unsigned i = 0; i < op->nlogs && rc == 0; i++) {
 		uint64_t ino = op->logs[i].ip->ino, off = krfs_inode_off(fs, ino);
-		if (!image_of(op, ino))
+		if (!op->logs[i].detached && !image_of(op, ino))
 			rc = krfs_journal_add(j, KRFS_J_WORD, off, krfs_ptr(fs, off), 8);
 	}
 	for (unsigned i = 0; i < op->nimages && rc == 0; i++) {
@@ -236,7 +261,10 @@ int krfs_op_commit(struct krfs_op *op)
 			}
 		krfs_pinode_seal(img);
 	}
-	if (op->nimages == 0 && op->nlogs == 1) {
+	unsigned attached = 0;
+	for (unsigned i = 0; i < op->nlogs; i++)
+		attached += !op->logs[i].detached;
+	if (op->nimages == 0 && attached == 1) {
 		/* Fence: entries and data durable before the tail names them. */
 		if ((rc = krfs_fence(fs)) != 0)
 			return rc;
@@ -258,7 +286,7 @@ int krfs_op_commit(struct krfs_op *op)
 	}
 	for (size_t at = 0; at < op->napplied && !op->compaction;) {
 		struct krfs_inode *ip;
-		_Alignas(8) uint8_t e[KRFS_ENTRY_MAX];
+		_Alignas(8) uint8_t e[KRFS_XATTR_ENTRY_MAX];
 		memcpy(&ip, op->applied + at, sizeof(ip));
 		const struct krfs_entry_hdr *h = (const void *)(op->applied + at + sizeof(ip));
 		memcpy(e, h, h->size);
@@ -278,7 +306,8 @@ void krfs_op_end(struct krfs_op *op)
 	struct kr_fs *fs = op->fs;
 	if (op->committed && !op->compaction)
 		for (unsigned i = 0; i < op->nlogs; i++)
-			krfs_gc_maybe(fs, op->logs[i].ip);
+			if (!op->logs[i].detached)
+				krfs_gc_maybe(fs, op->logs[i].ip);
 	if (!op->committed) {
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;
@@ -299,7 +328,13 @@ void krfs_op_end(struct krfs_op *op)
 	op->applied = NULL;
 }
 
-void krfs_release_data(struct kr_fs *fs, uint32_t data_page) { krfs_bm_clear(&fs->data_bm, data_page); }
+void krfs_release_data(struct kr_fs *fs, uint32_t data_page)
+{
+	if (fs->snap_refs && fs->snap_refs[data_page])
+		krfs_bm_set(&fs->held, data_page); /* a snapshot still reads it */
+	else
+		krfs_bm_clear(&fs->data_bm, data_page);
+}
 
 void krfs_release_inode(struct kr_fs *fs, struct krfs_inode *ip)
 {
@@ -308,7 +343,7 @@ void krfs_release_inode(struct kr_fs *fs, struct krfs_inode *ip)
 	uint64_t key = 0;
 	uint32_t val;
 	while (krfs_radix_next(&ip->map, key, &key, &val)) {
-		krfs_bm_clear(&fs->data_bm, val - 1);
+		krfs_release_data(fs, val - 1);
 		key++;
 	}
 	krfs_bm_clear(&fs->ino_bm, ip->ino);

@@ -228,6 +228,8 @@ static int make(struct kr_fs *fs, struct krfs_op *op, uint64_t dir, const char *
 static int make_op(kr_fs *fs, uint64_t dir, const char *name, uint32_t mode, uint32_t rdev, uint32_t uid,
 		   uint32_t gid, const char *target, size_t tlen, struct kr_fs_attr *out)
 {
+	if (krfs_is_snap_ino(dir))
+		return -EROFS;
 	int rc = krfs_enter(fs);
 	if (rc)
 		return rc;
@@ -307,6 +309,8 @@ ssize_t kr_fs_readlink(kr_fs *fs, uint64_t ino, char *buf, size_t size)
 int kr_fs_link(kr_fs *fs, uint64_t ino, uint64_t newdir, const char *newname, struct kr_fs_attr *out)
 {
 	size_t len;
+	if (krfs_is_snap_ino(ino) || krfs_is_snap_ino(newdir))
+		return -EROFS;
 	int rc = krfs_enter(fs);
 	if (rc)
 		return rc;
@@ -343,6 +347,8 @@ int kr_fs_link(kr_fs *fs, uint64_t ino, uint64_t newdir, const char *newname, st
 static int remove_name(kr_fs *fs, uint64_t dir, const char *name, bool want_dir)
 {
 	size_t len;
+	if (krfs_is_snap_ino(dir))
+		return -EROFS;
 	int rc = krfs_enter(fs);
 	if (rc)
 		return rc;
@@ -460,6 +466,8 @@ int kr_fs_rename(kr_fs *fs, uint64_t olddir, const char *oldname, uint64_t newdi
 	if ((flags & ~(KR_FS_RENAME_NOREPLACE | KR_FS_RENAME_EXCHANGE)) ||
 	    flags == (KR_FS_RENAME_NOREPLACE | KR_FS_RENAME_EXCHANGE))
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "rename: flags %#x", flags);
+	if (krfs_is_snap_ino(olddir) || krfs_is_snap_ino(newdir))
+		return -EROFS;
 	int rc = krfs_enter(fs);
 	if (rc)
 		return rc;
@@ -510,7 +518,7 @@ int kr_fs_release(kr_fs *fs, uint64_t ino)
 		return rc;
 	if (ip->open_count == 0)
 		rc = KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "release of inode %llu that is not open", (unsigned long long)ino);
-	else if (--ip->open_count == 0 && ip->nlink == 0)
+	else if (--ip->open_count == 0 && ip->nlink == 0 && !krfs_is_snap_ino(ino))
 		rc = krfs_free_orphan(fs, ip);
 	krfs_leave(fs);
 	return rc;

@@ -8,8 +8,8 @@
  *   2. read every inode slot through the tick-tock rules; walk the committed log of every
  *      live inode, verifying and repairing each entry and page link from its replica, and
  *      apply the entries (fs_inode.c) to build the DRAM inode and its index;
- *   3. rebuild the allocators from what the logs reference: the log pages of every chain,
- *      the data pages of every file index;
+ *   3. rebuild the allocators from what the logs reference: the log pages of every chain
+ *      (snapshot images included), the data pages of every file index and every snapshot;
  *   4. check the tree's shape (root is a live directory, every name points at a live inode);
  *   5. free orphans: live inodes whose link count is zero (unlinked while open, then a crash).
  *
@@ -104,6 +104,8 @@ int krfs_recover(struct kr_fs *fs)
 		if (S_ISDIR(ip->mode) && check_names(fs, ip) != KR_OK)
 			return KR_E_CORRUPT_META;
 	}
+	if (krfs_snap_recover(fs) != KR_OK)
+		return KR_E_NOMEM;
 	for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++) {
 		struct krfs_inode *ip = fs->inodes[ino];
 		if (ip && ip->nlink == 0 && ino != KRFS_ROOT_INO && krfs_free_orphan(fs, ip) != 0)

@@ -5,8 +5,9 @@
  * Mount verifies all metadata once; after that the running file system reads only file
  * data (verified on every read), so damage to metadata or to pages nobody reads would wait
  * for the next mount. A scrub pass closes that gap: it applies the mount-time rules to both
- * copies of the superblock, journals, every inode slot and every committed log (one bad
- * copy is rewritten from the good one), reads every data page through the verifying path
+ * copies of the superblock, journals, every inode slot and every committed log and snapshot
+ * image (one bad copy is rewritten from the good one), reads every data page (snapshots'
+ * included) through the verifying path
  * (strips rebuilt from parity, CRC copies rewritten) and recomputes a parity strip that
  * disagrees with verified data. What it cannot repair it reports with the file's path and
  * byte offset. It holds the file system's lock for the pass (a background, incremental
@@ -123,6 +124,39 @@ static void scrub_data(struct scrub *s, struct krfs_inode *ip)
 	}
 }
 
+static void snap_lost(struct scrub *s, const struct krfs_snap *sn, uint64_t pg, const char *what)
+{
+	if (s->out && sn)
+		fprintf(s->out, "kr_fs_scrub: snapshot '%s' (id %llu): %s\n", sn->name, (unsigned long long)sn->id, what);
+	else if (s->out)
+		fprintf(s->out, "kr_fs_scrub: data page %llu, held by snapshots only: %s\n", (unsigned long long)pg, what);
+	s->rep->unrepairable++;
+}
+
+/* Both copies of every snapshot image, and the data pages only snapshots hold. */
+static void scrub_snapshots(struct scrub *s)
+{
+	struct kr_fs *fs = s->fs;
+	for (const struct krfs_snap *sn = fs->snaps; sn && !fs->failed; sn = sn->next) {
+		uint64_t owner = KRFS_SNAP_OWNER | sn->id;
+		struct krfs_pinode pi = {.ino = owner, .tail = krfs_word_make(sn->end, owner), .log_head = sn->head};
+		struct krfs_inode *walk = krfs_inode_new(owner);
+		if (!walk)
+			snap_lost(s, sn, 0, "out of memory");
+		else if (krfs_log_walk(fs, walk, &pi, count_entry, &s->rep->meta_items) != 0)
+			snap_lost(s, sn, 0, kr_errmsg());
+		else
+			s->rep->meta_items += walk->npages;
+		krfs_inode_free(walk);
+	}
+	for (uint64_t pg = 0; fs->snap_refs && pg < fs->sb.data_pages && !fs->failed; pg++)
+		if (krfs_bm_test(&fs->held, pg)) {
+			s->rep->data_pages++;
+			if (krfs_data_scrub(fs, pg, fs->buf) != 0 && !fs->failed)
+				snap_lost(s, NULL, pg, kr_errmsg());
+		}
+}
+
 int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 {
 	struct kr_fs_scrub_report local;
@@ -148,6 +182,7 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 	for (uint64_t ino = 1; ino < fs->sb.ninodes && !fs->failed; ino++)
 		if (fs->inodes[ino])
 			scrub_data(&s, fs->inodes[ino]);
+	scrub_snapshots(&s);
 	rep->repaired = fs->repairs - before;
 	int rc = fs->failed ? KR_E_IO_SYNC
 		 : rep->unrepairable ? kr_err_set(KR_E_CORRUPT, "%s: %llu damaged structures could not be repaired",

@@ -187,6 +187,7 @@ static void fs_free(struct kr_fs *fs)
 {
 	if (!fs)
 		return;
+	krfs_snap_free_all(fs);
 	for (uint64_t i = 0; fs->inodes && i < fs->sb.ninodes; i++)
 		krfs_inode_free(fs->inodes[i]);
 	free(fs->inodes);
@@ -247,8 +248,18 @@ int krfs_enter(struct kr_fs *fs)
 
 void krfs_leave(struct kr_fs *fs) { pthread_mutex_unlock(&fs->lock); }
 
+int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit)
+{
+	if (fs->sb.incompat & bit)
+		return 0;
+	fs->sb.incompat |= bit;
+	return krfs_sb_write(fs) == KR_OK ? 0 : krfs_fail(fs, KR_E_IO_SYNC);
+}
+
 int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
 {
+	if (krfs_is_snap_ino(ino))
+		return krfs_snap_get(fs, ino, ip);
 	if (ino == 0 || ino >= fs->sb.ninodes)
 		return -ENOENT;
 	*ip = fs->inodes[ino];
@@ -438,6 +449,9 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		rc = krfs_recover(fs);
 	}
 	if (rc == KR_OK) {
+		for (const struct krfs_snap *s = fs->snaps; s; s = s->next) /* ids are never reused */
+			if (s->id >= fs->sb.epoch)
+				fs->sb.epoch = s->id + 1;
 		fs->sb.state = KRFS_STATE_MOUNTED;
 		fs->sb.mount_count++;
 		if (krfs_sb_write(fs) != KR_OK)
