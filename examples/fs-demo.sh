@@ -1,7 +1,7 @@
 #!/bin/bash
 # fs-demo.sh KERATIN SRCDIR - keratin-fs in a few steps a user can repeat by hand: make a
 # file system, mount it with FUSE, put a real workload on it (a source tree unpacked, a
-# sqlite3 database), damage a file's bytes in the pool behind the daemon's back and read
+# sqlite3 database), take a snapshot and restore a removed directory from it, damage a file's bytes in the pool behind the daemon's back and read
 # them back repaired, unmount, and check the pool. Prints SKIP and exits 77 where FUSE
 # cannot mount.
 set -u
@@ -36,6 +36,13 @@ for i in $(seq 1 500); do echo "INSERT INTO t(v) VALUES ('row $i');"; done |
 	sed '1i CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);' | sqlite3 "$MNT/demo.db" || die sqlite3
 run sqlite3 "$MNT/demo.db" "PRAGMA integrity_check; SELECT count(*) FROM t;"
 run df -h "$MNT"
+
+step "a snapshot, then a mistake, then the file restored from the snapshot"
+run "$KR" fs snapshot create "$MNT" before-the-mistake || die "snapshot"
+run rm -r "$MNT/src/obj"
+run ls "$MNT/.snapshots/" "$MNT/.snapshots/before-the-mistake/src"
+run cp -a "$MNT/.snapshots/before-the-mistake/src/obj" "$MNT/src/obj" || die "restore"
+diff -r "$SRC/src" "$MNT/src" >/dev/null && echo "src/obj restored: identical to the original" || die "restore differs"
 
 step "damage: 64 random bytes written into a file's data in the pool file, while mounted"
 victim=src/obj/tx.c

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* ---- the trace ------------------------------------------------------------------------ */
@@ -559,6 +560,52 @@ static void c_big_write(void)
 	free(back);
 }
 
+static void rec_xattr_list(const char *path)
+{
+	char buf[1024];
+	ssize_t n = listxattr(path, buf, sizeof(buf));
+	if (n < 0) {
+		note("listxattr %s = -1 %s", path, strerrorname_np(errno));
+		return;
+	}
+	char *names[64];
+	int k = 0;
+	for (char *p = buf; p < buf + n && k < 64; p += strlen(p) + 1)
+		names[k++] = p;
+	qsort(names, (size_t)k, sizeof(names[0]), cmp_str);
+	char line[1024] = "";
+	for (int i = 0; i < k; i++)
+		strncat(line, names[i], sizeof(line) - strlen(line) - 2), strcat(line, " ");
+	note("listxattr %s: %d names: %s", path, k, line);
+}
+
+static void c_xattrs(void)
+{
+	put("f", "x");
+	R(mkdir("d", 0755));
+	R(setxattr("f", "user.colour", "blue", 4, 0));
+	R(setxattr("f", "user.empty", "", 0, 0));
+	R(setxattr("d", "user.on-a-dir", "yes", 3, 0));
+	R(setxattr("f", "user.colour", "red", 3, XATTR_CREATE));
+	R(setxattr("f", "user.missing", "x", 1, XATTR_REPLACE));
+	R(setxattr("f", "user.colour", "green", 5, XATTR_REPLACE));
+	char v[64] = "";
+	long n = R(getxattr("f", "user.colour", v, sizeof(v)));
+	note("value '%.*s'", (int)(n > 0 ? n : 0), v);
+	R(getxattr("f", "user.colour", NULL, 0));
+	R(getxattr("f", "user.colour", v, 2));
+	R(getxattr("f", "user.empty", v, sizeof(v)));
+	R(getxattr("f", "user.nothing", v, sizeof(v)));
+	rec_xattr_list("f");
+	rec_xattr_list("d");
+	R(removexattr("f", "user.colour"));
+	R(removexattr("f", "user.colour"));
+	rec_xattr_list("f");
+	R(link("f", "g"));
+	R(setxattr("g", "user.via-link", "1", 1, 0));
+	rec_xattr_list("f");
+}
+
 /* A large directory (FUSE_BIGDIR entries, 2000 by default; `make torture` asks for
  * 100,000): all listed once, then all removed. */
 static void c_bigdir(void)
@@ -609,6 +656,7 @@ static const struct {
 	{"statfs", c_statfs},			    {"mmap", c_mmap},
 	{"copy_range", c_copy_range},		    {"permissions", c_permissions},
 	{"big_write", c_big_write},		    {"bigdir", c_bigdir},
+	{"xattrs", c_xattrs},
 };
 
 /* Runs one case in ROOT/NAME and returns its trace (malloc'd). */

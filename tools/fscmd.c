@@ -15,13 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fscmd.h"
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
+const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
@@ -45,6 +46,9 @@ const char fs_details[] =
 	"  put POOL FILE PATH      copy a local FILE into the pool at PATH\n"
 	"  mkdir POOL PATH         make a directory\n"
 	"  rm POOL PATH            remove a file, or an empty directory\n"
+	"  snapshot create|delete DIR|POOL NAME, snapshot list DIR|POOL\n"
+	"                          read-only copies of the whole tree, browsable at\n"
+	"                          DIR/.snapshots/NAME/ while mounted\n"
 	"  locate POOL PATH OFFSET where that byte of the file, its strip's CRCs and its\n"
 	"                          page's parity lie in the pool file (for fault injection)\n"
 	"\n"
@@ -115,6 +119,8 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 	util_field_to(out, "data", "%s%s", st.unprotect & KR_FS_NO_DATA_CSUM ? "no strip checksums"
 		      : "2 CRC-32C copies per 512 B strip",
 		      st.unprotect & KR_FS_NO_DATA_PARITY ? ", no parity" : ", 1 parity strip per 4 KiB page");
+	int nsnap = kr_fs_snapshot_list(fs, NULL, 0);
+	util_field_to(out, "snapshots", "%d%s", nsnap < 0 ? 0 : nsnap, nsnap > 0 ? " (keratin fs snapshot list)" : "");
 	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
 	util_field_to(out, "last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
 		   st.mount_count);
@@ -184,6 +190,25 @@ static int do_fsck_json(kr_fs *fs, const char *pool, bool repair)
 	if ((crc != KR_OK && crc != KR_E_CORRUPT) || (src != KR_OK && src != KR_E_CORRUPT))
 		return util_lib_error("keratin", pool, crc != KR_OK && crc != KR_E_CORRUPT ? crc : src);
 	return crc == KR_OK && src == KR_OK ? 0 : 1;
+}
+
+int fs_print_snapshots(FILE *out, kr_fs *fs)
+{
+	struct kr_fs_snapshot_attr *s = malloc(KR_FS_SNAPSHOTS_MAX * sizeof(*s));
+	int n = s ? kr_fs_snapshot_list(fs, s, KR_FS_SNAPSHOTS_MAX) : -ENOMEM;
+	if (n < 0) {
+		fprintf(out, "snapshots: %s\n", strerror(-n));
+		free(s);
+		return 1;
+	}
+	for (int i = 0; i < n && i < (int)KR_FS_SNAPSHOTS_MAX; i++) {
+		time_t t = (time_t)(s[i].time_ns / 1000000000);
+		char when[64];
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&t));
+		fprintf(out, "%-24s id %-6" PRIu64 " made %s\n", s[i].name, s[i].id, when);
+	}
+	free(s);
+	return 0;
 }
 
 int fs_print_scrub(FILE *out, kr_fs *fs, const char *pool)
@@ -331,6 +356,35 @@ static int do_locate(kr_fs *fs, const char *path, const char *offset)
 	return 0;
 }
 
+/* keratin fs snapshot create|list|delete DIR|POOL [NAME]: on a mount through its daemon,
+ * on a pool directly. */
+static int do_snapshot(int argc, char **argv, unsigned flags)
+{
+	const char *op = argc > 0 ? argv[0] : "";
+	bool named = !strcmp(op, "create") || !strcmp(op, "delete");
+	if (!named && strcmp(op, "list") != 0)
+		return util_usage_error(prog, "snapshot takes create, list or delete");
+	if (argc != (named ? 3 : 2))
+		return util_usage_error(prog, "snapshot %s takes DIR or POOL%s", op, named ? " and a NAME" : "");
+	const char *target = argv[1], *name = named ? argv[2] : NULL;
+	struct stat st;
+	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
+		return named ? fs_control_set(target, !strcmp(op, "create") ? "snapshot-create" : "snapshot-delete", name)
+			     : fs_control(target, "snapshots");
+	kr_fs *fs;
+	int rc = kr_fs_mount(target, flags | (named ? 0 : KR_FS_MOUNT_CHECK), &fs);
+	if (rc)
+		return util_lib_error("keratin", target, rc);
+	if (!named)
+		rc = fs_print_snapshots(stdout, fs);
+	else if ((rc = !strcmp(op, "create") ? kr_fs_snapshot_create(fs, name, NULL) : kr_fs_snapshot_delete(fs, name)))
+		rc = op_error(name, rc);
+	int urc = kr_fs_unmount(fs);
+	if (urc && !rc)
+		rc = util_lib_error("keratin", target, urc);
+	return rc;
+}
+
 /* The verbs: name, the operands after the verb, and what they are (for the usage error). */
 static const struct verb {
 	const char *name;
@@ -396,6 +450,8 @@ int fs_command(int argc, char **argv)
 	if (optind >= argc)
 		return util_usage_error(prog, "missing a subcommand (mkfs, mount, umount, info, fsck, scrub, ...)");
 	const char *verb = argv[optind];
+	if (!strcmp(verb, "snapshot"))
+		return do_snapshot(argc - optind - 1, argv + optind + 1, flags);
 	const struct verb *v = NULL;
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		if (strcmp(verb, verbs[i].name) == 0)

@@ -25,5 +25,9 @@ int fs_print_scrub(FILE *out, kr_fs *fs, const char *pool);
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags);
 int fs_umount(const char *dir);
 int fs_control(const char *dir, const char *cmd);
+/* A control command with an argument (snapshot-create, snapshot-delete): exit status. */
+int fs_control_set(const char *dir, const char *cmd, const char *arg);
+/* The snapshot list, on out: 0. */
+int fs_print_snapshots(FILE *out, kr_fs *fs);
 
 #endif

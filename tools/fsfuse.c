@@ -13,6 +13,14 @@
  * new generation, which every entry reply carries; the kernel's lookup counts therefore
  * need no bookkeeping here, and forget is a no-op.
  *
+ * Snapshots are browsable under DIR/.snapshots/NAME/: the library gives every inode of a
+ * snapshot a number of its own (KR_FS_SNAP_INO), which passes through as a node id, so the
+ * daemon itself answers only for the .snapshots directory (a node above every number the
+ * library hands out) and lists the snapshots in it; everything below NAME is forwarded, and
+ * the library refuses changes there with EROFS. The name ".snapshots" in the root is
+ * reserved. The directory and its names are never cached by the kernel (timeouts 0): the
+ * list changes when snapshots are made or deleted, inside this daemon.
+ *
  * Control from the command line (keratin fs scrub|info DIR): reading the extended
  * attribute "keratin.scrub" or "keratin.info" of the root directory runs the scrubber or
  * formats the statistics in the daemon and returns the text (fsmount.c, fsfuse_control).
@@ -27,10 +35,13 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fsfuse.h"
@@ -39,6 +50,25 @@
 static struct fsfuse *ctx_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* ---- the .snapshots directory --------------------------------------------------------- */
+
+#define SNAPDIR_INO ((fuse_ino_t)UINT64_MAX - 1)
+static const char snapdir_name[] = ".snapshots";
+
+static bool is_snapdir_name(fuse_ino_t parent, const char *name)
+{
+	return parent == KR_FS_ROOT_INO && strcmp(name, snapdir_name) == 0;
+}
+
+/* Whether a name may be made or removed in parent: 0, -EROFS inside .snapshots (the
+ * directory itself; below it the library says EROFS), -EEXIST for the reserved name. */
+static int name_check(fuse_ino_t parent, const char *name)
+{
+	if (parent == SNAPDIR_INO)
+		return -EROFS;
+	return is_snapdir_name(parent, name) ? -EEXIST : 0;
 }
 
 static void to_stat(const struct kr_fs_attr *a, struct stat *st)
@@ -113,10 +143,49 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 }
 
+/* The attributes of .snapshots: a read-only directory owned like the root, as old as it. */
+static int snapdir_stat(struct fsfuse *f, struct stat *st)
+{
+	struct kr_fs_attr root;
+	int rc = kr_fs_getattr(f->fs, KR_FS_ROOT_INO, &root);
+	if (rc < 0)
+		return rc;
+	root.ino = SNAPDIR_INO;
+	root.mode = S_IFDIR | 0555;
+	root.nlink = 2;
+	root.size = 0;
+	root.blocks = 0;
+	to_stat(&root, st);
+	return 0;
+}
+
+/* An entry the kernel must not cache (the snapshot list changes under it). */
+static void reply_uncached_entry(fuse_req_t req, int rc, const struct stat *st)
+{
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	struct fuse_entry_param e = {.ino = st->st_ino, .attr = *st};
+	fuse_reply_entry(req, &e);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct fsfuse *f = ctx_of(req);
 	struct kr_fs_attr a;
-	reply_entry(req, kr_fs_lookup(ctx_of(req)->fs, parent, name, &a), &a);
+	struct stat st;
+	if (is_snapdir_name(parent, name)) {
+		reply_uncached_entry(req, snapdir_stat(f, &st), &st);
+	} else if (parent == SNAPDIR_INO) {
+		struct kr_fs_snapshot_attr s;
+		int rc = kr_fs_snapshot_lookup(f->fs, name, &s);
+		if (rc == 0 && (rc = kr_fs_getattr(f->fs, s.root, &a)) == 0)
+			to_stat(&a, &st);
+		reply_uncached_entry(req, rc, &st);
+	} else {
+		reply_entry(req, kr_fs_lookup(f->fs, parent, name, &a), &a);
+	}
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -130,6 +199,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)fi;
 	struct kr_fs_attr a;
+	if (ino == SNAPDIR_INO) {
+		struct stat st;
+		int rc = snapdir_stat(ctx_of(req), &st);
+		if (rc < 0)
+			fuse_reply_err(req, -rc);
+		else
+			fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	reply_attr(req, kr_fs_getattr(ctx_of(req)->fs, ino, &a), &a);
 }
 
@@ -156,7 +234,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_s
 				.mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
 	struct kr_fs_attr out;
 	int rc;
-	if (mask)
+	if (ino == SNAPDIR_INO)
+		rc = -EROFS;
+	else if (mask)
 		rc = kr_fs_setattr(ctx_of(req)->fs, ino, mask, &in, &out);
 	else /* only ctime asked for (FUSE_SET_ATTR_CTIME alone): nothing the library stores */
 		rc = kr_fs_getattr(ctx_of(req)->fs, ino, &out);
@@ -179,38 +259,51 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	struct kr_fs_attr a;
-	reply_entry(req, kr_fs_mknod(ctx_of(req)->fs, parent, name, mode, (uint32_t)rdev, c->uid, c->gid, &a),
-		    &a);
+	int rc = name_check(parent, name);
+	if (rc == 0)
+		rc = kr_fs_mknod(ctx_of(req)->fs, parent, name, mode, (uint32_t)rdev, c->uid, c->gid, &a);
+	reply_entry(req, rc, &a);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	struct kr_fs_attr a;
-	reply_entry(req, kr_fs_mkdir(ctx_of(req)->fs, parent, name, mode, c->uid, c->gid, &a), &a);
+	int rc = name_check(parent, name);
+	if (rc == 0)
+		rc = kr_fs_mkdir(ctx_of(req)->fs, parent, name, mode, c->uid, c->gid, &a);
+	reply_entry(req, rc, &a);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	struct kr_fs_attr a;
-	reply_entry(req, kr_fs_symlink(ctx_of(req)->fs, parent, name, link, c->uid, c->gid, &a), &a);
+	int rc = name_check(parent, name);
+	if (rc == 0)
+		rc = kr_fs_symlink(ctx_of(req)->fs, parent, name, link, c->uid, c->gid, &a);
+	reply_entry(req, rc, &a);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	struct kr_fs_attr a;
-	reply_entry(req, kr_fs_link(ctx_of(req)->fs, ino, newparent, newname, &a), &a);
+	int rc = name_check(newparent, newname);
+	if (rc == 0)
+		rc = kr_fs_link(ctx_of(req)->fs, ino, newparent, newname, &a);
+	reply_entry(req, rc, &a);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -kr_fs_unlink(ctx_of(req)->fs, parent, name));
+	int rc = name_check(parent, name);
+	fuse_reply_err(req, rc == -EEXIST ? EROFS : rc ? -rc : -kr_fs_unlink(ctx_of(req)->fs, parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, -kr_fs_rmdir(ctx_of(req)->fs, parent, name));
+	int rc = name_check(parent, name);
+	fuse_reply_err(req, rc == -EEXIST ? EROFS : rc ? -rc : -kr_fs_rmdir(ctx_of(req)->fs, parent, name));
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -225,7 +318,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT: overlay file systems only */
 		return;
 	}
-	fuse_reply_err(req, -kr_fs_rename(ctx_of(req)->fs, parent, name, newparent, newname, kflags));
+	int rc = name_check(parent, name);
+	if (rc == 0)
+		rc = name_check(newparent, newname);
+	if (rc == -EEXIST)
+		rc = -EROFS; /* .snapshots moves nowhere, and nothing replaces it */
+	if (rc == 0)
+		rc = kr_fs_rename(ctx_of(req)->fs, parent, name, newparent, newname, kflags);
+	fuse_reply_err(req, -rc);
 }
 
 static void set_open_flags(struct fsfuse *f, struct fuse_file_info *fi)
@@ -257,7 +357,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fsfuse *f = ctx_of(req);
 	const struct fuse_ctx *c = fuse_req_ctx(req);
 	struct kr_fs_attr a;
-	int rc = kr_fs_create(f->fs, parent, name, mode, c->uid, c->gid, &a);
+	int rc = name_check(parent, name);
+	if (rc == 0)
+		rc = kr_fs_create(f->fs, parent, name, mode, c->uid, c->gid, &a);
 	if (rc == 0)
 		rc = kr_fs_open(f->fs, a.ino);
 	if (rc < 0) {
@@ -364,6 +466,26 @@ static int fill_dir(void *ctx, const char *name, size_t name_len, uint64_t ino, 
 	return 0;
 }
 
+/* The listing of .snapshots from cookie on: "." (cookie 0), ".." (1), then snapshot i at
+ * cookie i + 2, each entry's next cookie one more. */
+static int snapdir_list(struct fsfuse *f, uint64_t cookie, struct dirbuf *d)
+{
+	struct kr_fs_snapshot_attr *s = malloc(KR_FS_SNAPSHOTS_MAX * sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int n = kr_fs_snapshot_list(f->fs, s, KR_FS_SNAPSHOTS_MAX);
+	if (n > (int)KR_FS_SNAPSHOTS_MAX)
+		n = KR_FS_SNAPSHOTS_MAX;
+	for (uint64_t c = cookie; n >= 0 && c < (uint64_t)n + 2; c++) {
+		const char *name = c == 0 ? "." : c == 1 ? ".." : s[c - 2].name;
+		uint64_t ino = c == 0 ? SNAPDIR_INO : c == 1 ? KR_FS_ROOT_INO : s[c - 2].root;
+		if (fill_dir(d, name, strlen(name), ino, DT_DIR, c + 1))
+			break;
+	}
+	free(s);
+	return n < 0 ? n : 0;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
@@ -372,7 +494,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = kr_fs_readdir(ctx_of(req)->fs, ino, (uint64_t)off, fill_dir, &d);
+	int rc = ino == SNAPDIR_INO ? snapdir_list(ctx_of(req), (uint64_t)off, &d)
+				    : kr_fs_readdir(ctx_of(req)->fs, ino, (uint64_t)off, fill_dir, &d);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -432,59 +555,114 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		fuse_reply_lseek(req, (off_t)r);
 }
 
-/* The control attributes of the root (see the top of this file). A size query (size 0)
- * answers FSFUSE_CONTROL_MAX without running anything, so that the command runs once, when
- * the value is read; a longer text is cut at the buffer's end with a last line saying so. */
+static bool is_control(fuse_ino_t ino, const char *name)
+{
+	return ino == KR_FS_ROOT_INO && strncmp(name, FSFUSE_CONTROL_PREFIX, strlen(FSFUSE_CONTROL_PREFIX)) == 0;
+}
+
+/* Replies to a get/list of extended attributes from the library's answer: n is the value's
+ * length (or -errno); size 0 asked only for it. */
+static void reply_xattr_value(fuse_req_t req, ssize_t n, const char *buf, size_t size)
+{
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+/* The control attributes of the root (see the top of this file) are read like others; a
+ * size query (size 0) answers FSFUSE_CONTROL_MAX without running anything, so that the
+ * command runs once, when the value is read; a longer text is cut at the buffer's end with a
+ * last line saying so. Every other name is the file's own. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fsfuse *f = ctx_of(req);
-	if (ino != KR_FS_ROOT_INO || strncmp(name, FSFUSE_CONTROL_PREFIX, strlen(FSFUSE_CONTROL_PREFIX)) != 0) {
+	char *buf = NULL;
+	if (ino == SNAPDIR_INO) {
 		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	if (!is_control(ino, name)) {
+		if (size && !(buf = malloc(size))) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		reply_xattr_value(req, kr_fs_getxattr(f->fs, ino, name, buf, size), buf, size);
+		free(buf);
 		return;
 	}
 	if (size == 0) {
 		fuse_reply_xattr(req, FSFUSE_CONTROL_MAX);
 		return;
 	}
-	char *text = NULL;
 	size_t len = 0;
-	int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), fuse_req_ctx(req)->uid, &text, &len);
+	int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), NULL, fuse_req_ctx(req)->uid, &buf, &len);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
 		static const char cut[] = "\n(output cut)\n";
 		if (len > size && size > sizeof(cut)) {
-			memcpy(text + size - (sizeof(cut) - 1), cut, sizeof(cut) - 1);
+			memcpy(buf + size - (sizeof(cut) - 1), cut, sizeof(cut) - 1);
 			len = size;
 		}
 		if (len > size)
 			fuse_reply_err(req, ERANGE);
 		else
-			fuse_reply_buf(req, text, len);
+			fuse_reply_buf(req, buf, len);
 	}
-	free(text);
+	free(buf);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	(void)ino;
-	if (size == 0)
-		fuse_reply_xattr(req, 0);
-	else
-		fuse_reply_buf(req, NULL, 0);
+	char *buf = NULL;
+	if (ino == SNAPDIR_INO) {
+		reply_xattr_value(req, 0, NULL, size);
+		return;
+	}
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	reply_xattr_value(req, kr_fs_listxattr(ctx_of(req)->fs, ino, buf, size), buf, size);
+	free(buf);
 }
 
+/* Setting a control attribute of the root runs a command with the value as its argument
+ * (keratin.snapshot-create, keratin.snapshot-delete); its reply carries no text. */
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	(void)ino, (void)name, (void)value, (void)size, (void)flags;
-	fuse_reply_err(req, ENOTSUP);
+	struct fsfuse *f = ctx_of(req);
+	if (ino == SNAPDIR_INO) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (is_control(ino, name)) {
+		char arg[KR_FS_NAME_MAX + 1];
+		if (size > KR_FS_NAME_MAX) {
+			fuse_reply_err(req, ENAMETOOLONG);
+			return;
+		}
+		memcpy(arg, value, size);
+		arg[size] = '\0';
+		char *text = NULL;
+		size_t len;
+		int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), arg, fuse_req_ctx(req)->uid, &text,
+					&len);
+		free(text);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	int kflags = (flags & XATTR_CREATE ? KR_FS_XATTR_CREATE : 0) | (flags & XATTR_REPLACE ? KR_FS_XATTR_REPLACE : 0);
+	fuse_reply_err(req, -kr_fs_setxattr(f->fs, ino, name, value, size, kflags));
 }
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino, (void)name;
-	fuse_reply_err(req, ENODATA);
+	fuse_reply_err(req, ino == SNAPDIR_INO ? EROFS : -kr_fs_removexattr(ctx_of(req)->fs, ino, name));
 }
 
 const struct fuse_lowlevel_ops fsfuse_ops = {

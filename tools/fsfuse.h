@@ -28,9 +28,11 @@ struct fsfuse {
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fsfuse_ops;
 
-/* Runs the control command cmd ("scrub" or "info") for a caller with uid; *text (malloc'd,
- * the caller frees it) and *len receive its output. 0, -EPERM, -ENODATA (unknown command)
- * or -ENOMEM. */
-int fsfuse_control(struct fsfuse *f, const char *cmd, unsigned uid, char **text, size_t *len);
+/* Runs the control command cmd for a caller with uid: read as attributes, "info", "scrub"
+ * and "snapshots" (the list); set, with arg a snapshot's name, "snapshot-create" and
+ * "snapshot-delete". *text (malloc'd, the caller frees it) and *len receive its output,
+ * whose first line is the command's exit status. 0, -EPERM, -ENODATA (unknown command),
+ * -ENOMEM, or the snapshot operation's -errno. */
+int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
 
 #endif

@@ -355,18 +355,27 @@ int fs_umount(const char *dir)
 
 /* ---- control --------------------------------------------------------------------------- */
 
-int fsfuse_control(struct fsfuse *f, const char *cmd, unsigned uid, char **text, size_t *len)
+int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len)
 {
 	if (uid != 0 && uid != f->owner_uid)
 		return -EPERM;
-	if (strcmp(cmd, "info") != 0 && strcmp(cmd, "scrub") != 0)
+	bool set = !strcmp(cmd, "snapshot-create") || !strcmp(cmd, "snapshot-delete");
+	if (set != (arg != NULL) || (!set && strcmp(cmd, "info") && strcmp(cmd, "scrub") && strcmp(cmd, "snapshots")))
 		return -ENODATA;
+	if (set) {
+		*text = NULL;
+		*len = 0;
+		return !strcmp(cmd, "snapshot-create") ? kr_fs_snapshot_create(f->fs, arg, NULL)
+						       : kr_fs_snapshot_delete(f->fs, arg);
+	}
 	char *body = NULL;
 	size_t body_len = 0;
 	FILE *out = open_memstream(&body, &body_len);
 	if (!out)
 		return -ENOMEM;
-	int status = !strcmp(cmd, "info") ? fs_print_info(out, f->fs, f->pool) : fs_print_scrub(out, f->fs, f->pool);
+	int status = !strcmp(cmd, "info")    ? fs_print_info(out, f->fs, f->pool)
+		     : !strcmp(cmd, "scrub") ? fs_print_scrub(out, f->fs, f->pool)
+					     : fs_print_snapshots(out, f->fs);
 	int rc = fclose(out) == 0 ? 0 : -ENOMEM;
 	/* The reply: the command's exit status on the first line, then its text. */
 	if (rc == 0 && asprintf(text, "%d\n%s", status, body) < 0)
@@ -375,6 +384,18 @@ int fsfuse_control(struct fsfuse *f, const char *cmd, unsigned uid, char **text,
 		*len = strlen(*text);
 	free(body);
 	return rc;
+}
+
+int fs_control_set(const char *dir, const char *cmd, const char *arg)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "%s%s", FSFUSE_CONTROL_PREFIX, cmd);
+	if (setxattr(dir, name, arg, strlen(arg), 0) != 0) {
+		fprintf(stderr, "%s: %s: %s: %s\n", prog, dir, arg,
+			errno == ENOTSUP ? "not the root of a keratin-fs mount" : strerror(errno));
+		return 1;
+	}
+	return 0;
 }
 
 int fs_control(const char *dir, const char *cmd)

@@ -10,6 +10,7 @@
 #   kill      SIGKILL of the daemon at random moments under a multi-process workload, 30 times:
 #             remount, fsck clean, every fsync'ed file present with its contents
 #   faults    damage while mounted: repaired on read, EIO for one page only, found by scrub
+#   snapshots browsing DIR/.snapshots/NAME/, restoring with cp, deleting
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
 # Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
 set -u
@@ -229,6 +230,42 @@ case_faults() {
 	echo "faults: 1 strip repaired on read, 1 page EIO with the rest readable, 1 strip found by scrub"
 }
 
+# Snapshots browsed under DIR/.snapshots/NAME/: the tree as it was, read-only, restorable
+# with cp; kept across a remount; deleted from the command line.
+case_snapshots() {
+	mount_fs ""
+	mkdir -p "$MNT/d/e"
+	seq 1 5000 >"$MNT/d/e/numbers"
+	echo first >"$MNT/f"
+	ln -s f "$MNT/link"
+	"$KR" fs snapshot create "$MNT" monday || fail "snapshot create"
+	echo second >"$MNT/f"
+	rm -r "$MNT/d"
+	"$KR" fs snapshot create "$MNT" tuesday || fail "second snapshot"
+	"$KR" fs snapshot create "$MNT" monday 2>"$WORK/err" && fail "a second snapshot named monday"
+	[ "$(ls "$MNT/.snapshots" | tr '\n' ' ')" = "monday tuesday " ] || fail "ls .snapshots: $(ls "$MNT/.snapshots")"
+	[ "$(cat "$MNT/.snapshots/monday/f")" = first ] || fail "monday's f"
+	[ "$(cat "$MNT/.snapshots/tuesday/f")" = second ] || fail "tuesday's f"
+	[ "$(readlink "$MNT/.snapshots/monday/link")" = f ] || fail "monday's symlink"
+	seq 1 5000 | cmp -s - "$MNT/.snapshots/monday/d/e/numbers" || fail "monday's d/e/numbers"
+	[ -e "$MNT/.snapshots/tuesday/d" ] && fail "tuesday has d, removed before it"
+	(echo x >"$MNT/.snapshots/monday/f") 2>/dev/null && fail "a write into a snapshot succeeded"
+	rm "$MNT/.snapshots/monday/f" 2>/dev/null && fail "an unlink in a snapshot succeeded"
+	mkdir "$MNT/.snapshots/new" 2>/dev/null && fail "mkdir in .snapshots succeeded"
+	mkdir "$MNT/.snapshots" 2>/dev/null && fail ".snapshots could be made"
+	cp -a "$MNT/.snapshots/monday/d" "$MNT/d" || fail "restore by cp"
+	seq 1 5000 | cmp -s - "$MNT/d/e/numbers" || fail "the restored copy differs"
+	"$KR" fs snapshot list "$MNT" | grep -q '^tuesday ' || fail "snapshot list"
+	"$KR" fs umount "$MNT" || fail "umount"
+	"$KR" fs snapshot list "$POOL" --force-pmem | grep -q '^monday ' || fail "snapshot list of the pool"
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem || fail "remount"
+	[ "$(cat "$MNT/.snapshots/monday/f")" = first ] || fail "monday's f after a remount"
+	"$KR" fs snapshot delete "$MNT" monday || fail "snapshot delete"
+	[ -e "$MNT/.snapshots/monday" ] && fail "monday still listed after delete"
+	"$KR" fs snapshot delete "$MNT" monday 2>/dev/null && fail "deleting a missing snapshot succeeded"
+	umount_fsck snapshots
+}
+
 case_cli() {
 	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || fail "mkfs"
 	"$KR" fs mount "$POOL" "$WORK/missing" --force-pmem 2>"$WORK/err"; rc=$?
@@ -272,6 +309,7 @@ fsx) case_fsx ;;
 real) case_real ;;
 kill) case_kill ;;
 cli) case_cli ;;
+snapshots) case_snapshots ;;
 faults) case_faults ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
