@@ -20,11 +20,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -606,6 +608,32 @@ static void c_xattrs(void)
 	rec_xattr_list("f");
 }
 
+/* A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): a write past it fails with EFBIG, a
+ * write up to it is cut short there. */
+static void c_efbig(void)
+{
+	int fd = FD(open("f", O_RDWR | O_CREAT, 0644));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct rlimit rl = {.rlim_cur = 10000, .rlim_max = RLIM_INFINITY};
+		signal(SIGXFSZ, SIG_IGN);
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(3);
+		char buf[4096] = {0};
+		int a = pwrite(fd, buf, sizeof(buf), 9000) == 1000;
+		errno = 0;
+		int b = pwrite(fd, buf, 1, 20000) < 0 && errno == EFBIG;
+		_exit(a * 10 + b);
+	}
+	int ws;
+	waitpid(pid, &ws, 0);
+	note("child %d", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+	struct stat st;
+	R(fstat(fd, &st));
+	note("size %lld", (long long)st.st_size);
+	R(close(fd));
+}
+
 /* A large directory (FUSE_BIGDIR entries, 2000 by default; `make torture` asks for
  * 100,000): all listed once, then all removed. */
 static void c_bigdir(void)
@@ -656,7 +684,7 @@ static const struct {
 	{"statfs", c_statfs},			    {"mmap", c_mmap},
 	{"copy_range", c_copy_range},		    {"permissions", c_permissions},
 	{"big_write", c_big_write},		    {"bigdir", c_bigdir},
-	{"xattrs", c_xattrs},
+	{"xattrs", c_xattrs},			    {"efbig", c_efbig},
 };
 
 /* Runs one case in ROOT/NAME and returns its trace (malloc'd). */
