@@ -105,9 +105,10 @@ KR_API int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
  * KR_E_CORRUPT_META (a structure needed to mount is damaged in both copies), KR_E_NOMEM. */
 KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
 /* Inspection mount: the pool file is opened read-only (shared lock: KR_E_IO_BUSY while it is
- * mounted for writing) and copied into memory, and that copy is mounted. Nothing ever
- * reaches the file: the repairs mount makes (counted and listed by kr_fs_check, as damage
- * a repairing mount would fix) and any operation change only the copy. */
+ * mounted for writing) and mapped privately (copy-on-write), so a pool of any size mounts
+ * at once and only the pages written are copied. Nothing ever reaches the file: the repairs
+ * mount makes (counted and listed by kr_fs_check, as damage a repairing mount would fix)
+ * and any operation change only this process's copy. */
 #define KR_FS_MOUNT_CHECK 0x100u
 
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last

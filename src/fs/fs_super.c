@@ -386,29 +386,6 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 }
 
 /* ---- mount and unmount ------------------------------------------------------------------- */
-/* KR_FS_MOUNT_CHECK: the file, read-only under a shared lock, copied into a memory file
- * that is mounted instead (fs->pm.fd); the original stays open in fs->file_fd for its lock. */
-static int open_private_copy(struct kr_fs *fs, uint64_t size)
-{
-	fs->pm.fd = memfd_create("keratin-fs-check", MFD_CLOEXEC);
-	if (fs->pm.fd < 0)
-		return kr_err_errno(KR_E_IO_OPEN, "%s: memfd_create", fs->path);
-	if (ftruncate(fs->pm.fd, (off_t)size) != 0)
-		return kr_err_errno(KR_E_IO, "%s: sizing the private copy", fs->path);
-	char *buf = malloc(1 << 20);
-	if (!buf)
-		return kr_err_set(KR_E_NOMEM, "out of memory");
-	int rc = KR_OK;
-	for (uint64_t off = 0; off < size && rc == KR_OK;) {
-		ssize_t n = pread(fs->file_fd, buf, size - off < (1 << 20) ? size - off : (1 << 20), (off_t)off);
-		if (n <= 0 || pwrite(fs->pm.fd, buf, (size_t)n, (off_t)off) != n)
-			rc = kr_err_errno(KR_E_IO, "%s: copying the pool for a check", fs->path);
-		off += n > 0 ? (uint64_t)n : 0;
-	}
-	free(buf);
-	return rc;
-}
-
 int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 {
 	if (!path || !out)
@@ -432,13 +409,15 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: %lld bytes is too small for a keratin-fs pool",
 				path, (long long)st.st_size);
 	size_t size = rc == KR_OK ? (size_t)st.st_size & ~(size_t)(P - 1) : 0;
-	if (rc == KR_OK && fs->check_mount)
-		rc = open_private_copy(fs, size);
-	else if (rc == KR_OK)
+	if (rc == KR_OK)
 		fs->pm.fd = fs->file_fd;
+	/* An inspection mount maps the pool privately (copy-on-write): what the mount repairs
+	 * and marks lands in this process's pages only, and only the pages it touches are
+	 * copied. */
 	if (rc == KR_OK)
 		rc = kr_pm_map(&fs->pm, fs->pm.fd, size,
-			       (flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT)) | (fs->check_mount ? KR_OPEN_FORCE_PMEM : 0),
+			       (flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT)) |
+				       (fs->check_mount ? KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY : 0),
 			       path);
 	if (rc == KR_OK)
 		rc = sb_load(fs, size);
