@@ -33,8 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fscmd.h"
 #include "fsfuse.h"
+#include "fsmount.h"
+#include "fsreport.h"
 #include "util.h"
 
 static const char *prog = "keratin fs";
