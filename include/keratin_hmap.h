@@ -62,7 +62,13 @@ KR_API int kr_hmap_create(const char *path, const struct kr_hmap_opts *opts, kr_
  * KR_E_IO_BUSY (open elsewhere), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER, KR_E_NOMEM,
  * KR_E_MISUSE_ARG (KR_HMAP_PROTECT given for an unprotected map or left out for a
  * protected one), KR_E_CORRUPT_REGION (a protected map with damage its redundancy
- * cannot repair). */
+ * cannot repair).
+ * KR_OPEN_READONLY inspects a map without changing a byte of it or of its sidecar: the file
+ * is opened read-only under a shared lock (KR_E_IO_BUSY while a writer has it open, and
+ * the reverse), mapped privately, and recovered in that private view; a protected map is
+ * verified against its redundancy as it lies in the file, and damage is reported
+ * (KR_E_CORRUPT_REGION), not repaired. kr_hmap_put, _del and _tx_begin then fail with
+ * KR_E_MISUSE_STATE. */
 KR_API int kr_hmap_open(const char *path, unsigned flags, kr_hmap **map);
 /* Frees the handle; everything acknowledged is already durable. With KR_HMAP_PROTECT, the
  * region's final pass brings the redundancy up to date first. */

@@ -1246,6 +1246,90 @@ static void case_bad(void)
 	printf("hmap bad: ok\n");
 }
 
+/* Whether the file at path still holds exactly the bytes in before. */
+static bool file_unchanged(const char *path, const void *before, size_t len)
+{
+	size_t now_len;
+	void *now = tu_read_file(path, &now_len);
+	bool same = now_len == len && memcmp(now, before, len) == 0;
+	free(now);
+	return same;
+}
+
+/* KR_OPEN_READONLY: a map left by a writer that died is inspected (recovered in a private
+ * view) without a byte of it changing; changes are refused; readers and writers exclude
+ * each other; a protected map with damage is reported, and neither it nor its sidecar is
+ * touched. */
+static void case_readonly(void)
+{
+	char path[128], side[160];
+	tu_pool_path(path, sizeof(path), "hmap-ro");
+	snprintf(side, sizeof(side), "%s.krs", path);
+	struct kr_hmap_opts o = {.struct_size = sizeof(o), .size = 1 << 20, .flags = KR_OPEN_FORCE_PMEM};
+	pid_t pid = fork();
+	TU_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		kr_hmap *w;
+		TU_OK(kr_hmap_create(path, &o, &w));
+		for (unsigned i = 0; i < 100; i++)
+			TU_OK(kr_hmap_put(w, &i, sizeof(i), &i, sizeof(i)));
+		_exit(0); /* no close */
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	TU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "writer");
+	size_t len;
+	void *before = tu_read_file(path, &len);
+	kr_hmap *h, *w;
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY, &h));
+	TU_ASSERT(kr_hmap_count(h) == 100, "100 keys seen read-only, got %llu", (unsigned long long)kr_hmap_count(h));
+	unsigned v, k = 42;
+	size_t vlen;
+	TU_ASSERT(kr_hmap_get(h, &k, sizeof(k), &v, sizeof(v), &vlen) == 1, "key 42 found");
+	TU_ASSERT(v == 42, "value of key 42");
+	TU_ASSERT(kr_hmap_put(h, &k, sizeof(k), &k, sizeof(k)) == KR_E_MISUSE_STATE, "put refused");
+	TU_ASSERT(kr_hmap_del(h, &k, sizeof(k)) == KR_E_MISUSE_STATE, "del refused");
+	kr_hmap_tx *tx;
+	TU_ASSERT(kr_hmap_tx_begin(h, &tx) == KR_E_MISUSE_STATE, "transaction refused");
+	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &w) == KR_E_IO_BUSY, "a writer while a reader has it");
+	kr_hmap *h2;
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY, &h2));
+	TU_OK(kr_hmap_close(h2));
+	TU_OK(kr_hmap_close(h));
+	TU_ASSERT(file_unchanged(path, before, len), "a read-only open of a crashed map changed it");
+	free(before);
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM, &w));
+	TU_ASSERT(kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY, &h) == KR_E_IO_BUSY,
+		  "a reader while a writer has it");
+	TU_OK(kr_hmap_close(w));
+	unlink(path);
+
+	/* Protected, damaged in a data page: reported, nothing written anywhere. */
+	o.flags |= KR_HMAP_PROTECT;
+	TU_OK(kr_hmap_create(path, &o, &w));
+	for (unsigned i = 0; i < 100; i++)
+		TU_OK(kr_hmap_put(w, &i, sizeof(i), &i, sizeof(i)));
+	TU_OK(kr_hmap_close(w));
+	tu_flip_byte(path, 3 * 4096 + 100);
+	before = tu_read_file(path, &len);
+	size_t slen;
+	void *sbefore = tu_read_file(side, &slen);
+	int rc = kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_HMAP_PROTECT | KR_OPEN_READONLY, &h);
+	TU_ASSERT(rc == KR_E_CORRUPT_REGION, "damage reported read-only: %d %s", rc, kr_errmsg());
+	TU_ASSERT(file_unchanged(path, before, len) && file_unchanged(side, sbefore, slen),
+		  "a read-only open changed the map or its sidecar");
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_HMAP_PROTECT, &w)); /* repairs */
+	TU_OK(kr_hmap_close(w));
+	TU_OK(kr_hmap_open(path, KR_OPEN_FORCE_PMEM | KR_HMAP_PROTECT | KR_OPEN_READONLY, &h));
+	TU_ASSERT(kr_hmap_count(h) == 100, "100 keys after the repair");
+	TU_OK(kr_hmap_close(h));
+	free(before);
+	free(sbefore);
+	unlink(path);
+	unlink(side);
+	printf("readonly: a crashed map and a damaged protected map inspected, unchanged\n");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 6 && !strcmp(argv[1], "crashcheck"))
@@ -1256,7 +1340,8 @@ int main(int argc, char **argv)
 	} cases[] = {{"model", case_model}, {"txreuse", case_txreuse}, {"full", case_full},
 		     {"lanes", case_lanes}, {"rules", case_rules}, {"crash", case_crash},
 		     {"threads", case_threads}, {"crashthreads", case_crash_threads},
-		     {"protect", case_protect}, {"protectkill", case_protect_kill}, {"bad", case_bad}};
+		     {"protect", case_protect}, {"protectkill", case_protect_kill}, {"bad", case_bad},
+		     {"readonly", case_readonly}};
 	const char *what = argc > 1 ? argv[1] : "all";
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (!strcmp(what, "all") || !strcmp(what, cases[i].name))

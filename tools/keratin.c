@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "keratin.h"
+#include "keratin_hmap.h"
 #include "map.h"
 #include "fscmd.h"
 #include "regioncmd.h"
@@ -400,7 +403,26 @@ static int by_kind(const char *verb, const char *path, unsigned flags, int json)
 	}
 	if (json)
 		return util_usage_error("keratin", "--json is for pools and file systems, not for a %s", names[kind]);
-	if (kind == KR_FILE_HMAP && access(side, F_OK) != 0) {
+	bool protected_map = kind == KR_FILE_HMAP && access(side, F_OK) == 0;
+	if (kind == KR_FILE_HMAP && !strcmp(verb, "info")) {
+		/* What the map holds, from a read-only open (recovered in a private view). */
+		kr_hmap *m;
+		struct kr_hmap_stats hs;
+		unsigned mflags = KR_OPEN_READONLY | (flags & KR_OPEN_FORCE_PMEM) | (protected_map ? KR_HMAP_PROTECT : 0);
+		int rc = kr_hmap_open(path, mflags, &m);
+		if (rc)
+			return util_lib_error("keratin", path, rc);
+		kr_hmap_stats(m, &hs);
+		util_field("entries", "%" PRIu64 " live in %" PRIu64 " slots of %" PRIu64 " cache lines", hs.live,
+			   hs.nslots, hs.entry_lines);
+		util_field("recovery", "%" PRIu64 " torn entries, %" PRIu64 " of unfinished transactions dropped",
+			   hs.recovered_torn, hs.recovered_dropped);
+		util_field("protection", "%s", protected_map ? "sidecar (page CRCs and stripe parity)" : "none");
+		kr_hmap_close(m);
+		if (!protected_map)
+			return 0;
+	}
+	if (kind == KR_FILE_HMAP && !protected_map) {
 		printf("an unprotected map: its entries carry no checksums, so there is nothing to %s; "
 		       "KR_HMAP_PROTECT maps keep a sidecar that can be checked\n", verb);
 		return 0;

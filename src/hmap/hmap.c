@@ -330,8 +330,18 @@ void hmap_watermark_durable(kr_hmap *m, uint64_t w)
  * transaction is reused only once W covers it durably (else that operation fences W first,
  * counted in extra_fences; a single thread never needs to).
  * ------------------------------------------------------------------------------------- */
+/* KR_OPEN_READONLY: the map's view is private, so a change would be silently lost. */
+static int writable(const kr_hmap *m)
+{
+	return m->pm.readonly ? kr_err_set(KR_E_MISUSE_STATE, "hmap: %s is open read-only (KR_OPEN_READONLY)", m->path)
+			      : KR_OK;
+}
+
 static int check_kv(const kr_hmap *m, size_t klen, const void *val, size_t vlen)
 {
+	int rc = writable(m);
+	if (rc != KR_OK)
+		return rc;
 	if (klen == 0 || klen > KR_HMAP_MAX_KEY)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: key length %zu (1..%u)", klen, KR_HMAP_MAX_KEY);
 	if (klen + (val ? vlen : 0) > m->capacity)
@@ -658,6 +668,8 @@ int kr_hmap_tx_begin(kr_hmap *m, kr_hmap_tx **tx)
 {
 	if (!m || !tx)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
+	if (writable(m) != KR_OK)
+		return KR_E_MISUSE_STATE;
 	*tx = calloc(1, sizeof(**tx));
 	if (!*tx)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for a transaction");

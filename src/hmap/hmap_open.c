@@ -21,6 +21,7 @@
 
 #define MIN_SIZE (64u << 10)
 #define HMAP_FLAGS (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | KR_HMAP_TWO_FENCES | KR_HMAP_PROTECT)
+#define HMAP_OPEN_FLAGS (HMAP_FLAGS | KR_OPEN_READONLY)
 #define HMAP_SCRUB_KIB_PER_S (16u << 10) /* background verification of a protected map */
 
 static uint32_t hdr_crc(const struct kr_hmap_hdr *h)
@@ -61,7 +62,7 @@ static int protection_matches(const kr_hmap *m, unsigned flags)
 
 static int map_file(kr_hmap *m, int fd, size_t size, unsigned flags)
 {
-	int rc = kr_pm_map(&m->pm, fd, size, flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT), m->path);
+	int rc = kr_pm_map(&m->pm, fd, size, flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | KR_OPEN_READONLY), m->path);
 	if (rc == KR_OK)
 		m->entries = (uint8_t *)m->pm.base + 2 * P;
 	return rc;
@@ -73,7 +74,21 @@ static int map_file(kr_hmap *m, int fd, size_t size, unsigned flags)
 static int attach_protection(kr_hmap *m, size_t size, unsigned flags, bool verify)
 {
 	int rc = KR_OK;
-	if (flags & KR_HMAP_PROTECT) {
+	if ((flags & KR_HMAP_PROTECT) && (flags & KR_OPEN_READONLY)) {
+		/* Nothing may be written, not even the sidecar: the file as it is is verified
+		 * against its redundancy, and damage is reported, not repaired. */
+		struct kr_region_opts ro = {.struct_size = sizeof(ro),
+					    .flags = KR_REGION_OFFLINE | KR_REGION_READONLY | KR_REGION_NO_CREATE |
+						     (flags & KR_OPEN_FORCE_PMEM ? KR_REGION_FORCE_PMEM : 0)};
+		kr_region *r;
+		rc = kr_region_open(m->path, &ro, &r, NULL, NULL);
+		if (rc == KR_OK) {
+			if (verify)
+				rc = kr_region_check(r, 0, 0, KR_REGION_CHECK_PARITY, NULL);
+			int crc = kr_region_close(r);
+			rc = rc != KR_OK ? rc : crc;
+		}
+	} else if (flags & KR_HMAP_PROTECT) {
 		struct kr_region_opts ro = {.struct_size = sizeof(ro),
 					    .flags = flags & KR_OPEN_FORCE_PMEM ? KR_REGION_FORCE_PMEM : 0,
 					    .scrub_kib_per_s = HMAP_SCRUB_KIB_PER_S};
@@ -352,19 +367,20 @@ static int recover(kr_hmap *m)
 
 int kr_hmap_open(const char *path, unsigned flags, kr_hmap **out)
 {
-	if (!path || !out || (flags & ~HMAP_FLAGS))
+	if (!path || !out || (flags & ~HMAP_OPEN_FLAGS))
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument or unknown flags");
 	*out = NULL;
+	bool ro = flags & KR_OPEN_READONLY;
 	kr_hmap *m = handle_new(path);
 	if (!m)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory");
 	m->two_fences = flags & KR_HMAP_TWO_FENCES;
 	int rc = KR_OK;
 	struct stat st;
-	m->pm.fd = open(path, O_RDWR | O_CLOEXEC);
+	m->pm.fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (m->pm.fd < 0 || fstat(m->pm.fd, &st) != 0)
 		rc = kr_err_errno(KR_E_IO_OPEN, "hmap: open %s", path);
-	else if (flock(m->pm.fd, LOCK_EX | LOCK_NB) != 0)
+	else if (flock(m->pm.fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
 		rc = kr_err_set(KR_E_IO_BUSY, "hmap: %s is open elsewhere", path);
 	else if ((uint64_t)st.st_size < 2 * P)
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "hmap: %s is too short to be a map", path);
