@@ -563,8 +563,19 @@ static void case_xattr(void)
 	size_t len;
 	uint8_t *img = tu_read_file(path, &len);
 	memcpy(&sb, img, sizeof(sb));
-	free(img);
 	TU_ASSERT(sb.incompat == KRFS_INCOMPAT_XATTR, "the pool is marked as holding XATTR entries (%#x)", sb.incompat);
+	/* The bytes of docs/FORMAT-FS.md: f's log is SET_ATTR, LINK_CHANGE, then the XATTR of
+	 * user.a = "one": 40-byte header, name, value, padded to 56. */
+	struct krfs_pinode fslot;
+	memcpy(&fslot, img + sb.itab_off + f.ino * 128, sizeof(fslot));
+	const uint8_t *x = img + fslot.log_head + 72 + 48;
+	uint8_t body[56];
+	memcpy(body, x, 4);
+	memcpy(body + 4, x + 8, 48);
+	TU_ASSERT(x[0] == 0x08 && x[1] == 0 && *(const uint16_t *)(x + 2) == 56 && *(const uint16_t *)(x + 24) == 3 &&
+		  x[26] == 6 && x[27] == 1 && memcmp(x + 40, "user.aone", 9) == 0 && x[49] == 0 &&
+		  *(const uint32_t *)(x + 4) == tu_crc32c(body, 52), "the XATTR entry as documented");
+	free(img);
 
 	/* Persistence, then many changes to one inode: its log is compacted with the values. */
 	fs = mount_at(path);

@@ -4,14 +4,17 @@
  *
  * A small pool takes a few hundred random operations from the model (tests/fsmodel.c:
  * creates, mkdirs, symlinks, writes, truncates, unlinks, rmdirs, renames with flags, links,
- * setattrs, extended attributes set and removed, snapshots made and deleted), with a remount every 150 operations so that mount's own writes (journal
- * roll-back, repairs, orphan reclaim, superblock) are crashed too. At every fence the
+ * setattrs, extended attributes set and removed, snapshots made and deleted), with a
+ * remount every 150 operations so that mount's own writes (journal roll-back, repairs,
+ * orphan reclaim, superblock) are crashed too. At every fence the
  * simulator builds crash images (nothing pending persisted, everything persisted, random
  * subsets of the pending lines), and a child mounts each image (recovery runs) and requires
  * the file system to equal the model after the K operations that had returned, or after
  * K+1 while an operation was in flight - the whole tree, bytes, link counts, used inodes and
- * data pages, every snapshot's tree - and kr_fs_check to find every invariant intact. A first phase writes one file
- * over and over, so that its log is compacted (garbage collection) under the simulator.
+ * data pages, every snapshot's tree - and kr_fs_check to find every invariant intact. A
+ * first phase writes one file over and over, so that its log is compacted (garbage
+ * collection) under the simulator; a second makes snapshots of it, overwrites it and deletes
+ * them in turn.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -123,6 +126,22 @@ int main(void)
 					    .len = tu_rng_range(&rng, 1, 3000), .seed = i};
 		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
 			TU_FAIL("write to hot: %s", why);
+	}
+	/* Then snapshots of it made, outlived by overwrites and deleted, over and over: every
+	 * fence of an image, of the manifest and of the reclaim of held pages is crashed. */
+	for (unsigned i = 0; i < tu_scaled(24, 8); i++) {
+		struct fm_op seq[3] = {{.kind = FM_SNAPSHOT}, {.kind = FM_WRITE, .a = hot, .off = tu_rng_below(&rng, 12000),
+							      .len = tu_rng_range(&rng, 1, 8000), .seed = 1000 + i},
+				       {.kind = FM_SNAPSHOT_DELETE}};
+		snprintf(seq[0].name, sizeof(seq[0].name), "h%u", i % 2);
+		snprintf(seq[2].name, sizeof(seq[2].name), "h%u", (i + 1) % 2);
+		for (unsigned k = 0; k < 3; k++) {
+			g_inflight = seq[k];
+			int64_t res;
+			if (fm_step(fs, &g_model, &g_inflight, &res, why, sizeof(why)) != 0)
+				TU_FAIL("snapshot phase %u.%u: %s", i, k, why);
+			snapshot_changes += res == 0 && k != 1;
+		}
 	}
 	g_have_inflight = false;
 	for (g_done = 0; g_done < nops;) {

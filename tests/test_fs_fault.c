@@ -3,7 +3,8 @@
  * and fault, with an outcome table next to NOVA-Fortis's matrix.
  *
  * A pool is populated through the model (tests/fsmodel.c) plus a few known files: "f" (three
- * data pages), "big" (enough small writes for a log of several pages), a directory "d".
+ * data pages and an extended attribute), "big" (enough small writes for a log of several
+ * pages), a directory "d", and at the end a snapshot "snap".
  * For every case the pristine image is copied, the fault is injected into the copy's bytes
  * (found by parsing the format: src/fs/fs_layout.h), and the copy is mounted. The outcome is
  *   corrected - the mount or the read repaired it: the tree equals the model and
@@ -34,6 +35,7 @@ static size_t g_len;
 static struct krfs_super g_sb;
 static struct fm g_model;
 static uint64_t g_f, g_big, g_d; /* inode numbers of f, big, d */
+static uint64_t g_snap_id;        /* snapshot "snap", made last */
 static uint8_t g_fdata[3 * 4096];
 
 /* ---- building the pool ------------------------------------------------------------------- */
@@ -67,6 +69,9 @@ static void populate(void)
 	op = (struct fm_op){.kind = FM_WRITE, .a = id_of(1, "f"), .off = 0, .len = sizeof(g_fdata), .seed = 11};
 	step(fs, &op);
 	tu_fill(g_fdata, sizeof(g_fdata), 11);
+	op = (struct fm_op){.kind = FM_SETXATTR, .a = id_of(1, "f"), .len = 100, .seed = 12};
+	strcpy(op.name, "user.tag");
+	step(fs, &op);
 	op = (struct fm_op){.kind = FM_CREATE, .a = 1, .mode = 0600};
 	strcpy(op.name, "big");
 	step(fs, &op);
@@ -88,6 +93,12 @@ static void populate(void)
 			continue;
 		step(fs, &op);
 	}
+	op = (struct fm_op){.kind = FM_SNAPSHOT};
+	strcpy(op.name, "snap");
+	step(fs, &op);
+	struct kr_fs_snapshot_attr sa;
+	TU_OK(kr_fs_snapshot_lookup(fs, "snap", &sa));
+	g_snap_id = sa.id;
 	g_f = g_model.v[id_of(1, "f")].fsino;
 	g_big = g_model.v[id_of(1, "big")].fsino;
 	g_d = g_model.v[id_of(1, "d")].fsino;
@@ -112,6 +123,25 @@ static uint64_t f_page(unsigned pg)
 }
 
 static uint64_t data_index(uint64_t off) { return (off - g_sb.data_off) / 4096; }
+
+/* f's XATTR entry: after SET_ATTR, LINK_CHANGE and the FILE_WRITE of its three pages. */
+static uint64_t f_xattr(void)
+{
+	uint64_t off = log_head(g_f) + 72 + 48 + 64;
+	TU_ASSERT(g_pristine[off] == KRFS_E_XATTR, "f's log is not as expected");
+	return off;
+}
+
+/* The first page of snapshot "snap"'s image (its page tail names the owner). */
+static uint64_t snap_page(void)
+{
+	for (uint64_t pg = g_sb.meta_off; pg < g_sb.csum_a_off; pg += 4096) {
+		const struct krfs_page_tail *t = (const void *)(g_pristine + pg + KRFS_LOG_TAIL_OFF);
+		if (t->self == pg && t->ino == (KRFS_SNAP_OWNER | g_snap_id) && t->seq == 0)
+			return pg;
+	}
+	TU_FAIL("no image page of the snapshot");
+}
 
 /* ---- injecting and judging --------------------------------------------------------------------- */
 enum outcome { CORRECTED, DETECTED };
@@ -396,6 +426,8 @@ int main(int argc, char **argv)
 	meta_case("log page tail", big_head + KRFS_LOG_TAIL_OFF + 12, 4);
 	meta_case("log page next link", big_head + KRFS_LOG_TAIL_OFF, 8);
 	meta_case("directory entry", log_head(1) + 120 + 50, 2);
+	meta_case("extended attribute entry", f_xattr() + 44, 4);
+	meta_case("snapshot image", snap_page() + 30, 4);
 
 	fresh();
 	scribble(slot_off(g_f) + 40, 8, 1);
@@ -405,6 +437,10 @@ int main(int argc, char **argv)
 	scribble(log_head(g_big) + 200, 4, 3);
 	scribble(twin(log_head(g_big)) + 200, 4, 4);
 	record("log entry", "both copies", "lost (EIO)", DETECTED, judge("both log copies", KR_OK));
+	fresh();
+	scribble(snap_page() + 30, 4, 5);
+	scribble(twin(snap_page()) + 30, 4, 6);
+	record("snapshot image", "both copies", "lost (EIO)", DETECTED, judge("both image copies", KR_OK));
 
 	data_case("one strip, one byte", "corrected by parity", CORRECTED, inj_strip);
 	data_case("one strip lost whole (poison)", "corrected by parity", CORRECTED, inj_poison);

@@ -5,9 +5,9 @@
  * old attributes). When an inode's live state would fit in at most half of its log pages,
  * its log is rewritten from the DRAM inode - one FILE_WRITE per run of consecutive pages,
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
- * readdir cookie), one XATTR per extended attribute, the root's SNAPSHOT_INFO per live
- * snapshot (fs_snap.c), then SET_ATTR with every attribute
- * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE - into fresh pages,
+ * readdir cookie), one XATTR per extended attribute, then SET_ATTR with every attribute
+ * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE, then for the
+ * root the snapshot manifest (one SNAPSHOT_INFO per live snapshot, fs_snap.c) - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
  * tail change together). The old pages are freed after that commit. This is NOVA's
  * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)

@@ -29,8 +29,9 @@
  *   1. A SNAPSHOT_INFO create entry is committed only after its whole image is durable; the
  *      image is never written again, and its pages belong to it until a delete commits.
  *   2. For every data page, snap_refs is the number of loaded snapshots whose trees name it;
- *      the data allocator marks a page in use iff a live file or a snapshot names it, and
- *      `held` marks those only snapshots name.
+ *      the data allocator marks a page in use iff a live file or a loaded snapshot names it,
+ *      and `held` marks those only snapshots name. (A snapshot whose image is damaged in
+ *      both copies holds nothing: its tree is unknown, and it reads -EIO until deleted.)
  *   3. The manifest is applied in log order and images are loaded only once the manifest is
  *      complete (a deleted snapshot's pages may have been reused since), at the end of the
  *      mount scan or right after the create commits.
