@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "fs.h"
+#include "grow.h"
 
 uint64_t krfs_now(void)
 {
@@ -51,14 +52,8 @@ void krfs_inode_free(struct krfs_inode *ip)
 
 int krfs_inode_push_page(struct krfs_inode *ip, uint64_t page)
 {
-	if (ip->npages == ip->cap) {
-		uint32_t c = ip->cap ? ip->cap * 2 : 4;
-		uint64_t *v = realloc(ip->pages, c * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		ip->pages = v;
-		ip->cap = c;
-	}
+	if (KR_GROW(ip->pages, ip->cap, ip->npages + 1u, 4))
+		return -ENOMEM;
 	ip->pages[ip->npages++] = page;
 	return 0;
 }

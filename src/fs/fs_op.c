@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "fs.h"
+#include "grow.h"
 
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs)
 {
@@ -45,14 +46,8 @@ void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs)
 
 static int push_u64(uint64_t **v, unsigned *n, unsigned *cap, uint64_t x)
 {
-	if (*n == *cap) {
-		unsigned c = *cap ? *cap * 2 : 8;
-		uint64_t *nv = realloc(*v, c * sizeof(**v));
-		if (!nv)
-			return -ENOMEM;
-		*v = nv;
-		*cap = c;
-	}
+	if (KR_GROW(*v, *cap, *n + 1u, 8))
+		return -ENOMEM;
 	(*v)[(*n)++] = x;
 	return 0;
 }
@@ -90,16 +85,8 @@ static int take_log_page(struct krfs_op *op, uint64_t ino, uint32_t seq, uint64_
 static int keep_applied(struct krfs_op *op, struct krfs_inode *ip, const struct krfs_entry_hdr *e)
 {
 	size_t need = sizeof(ip) + e->size;
-	if (op->napplied + need > op->capapplied) {
-		size_t c = op->capapplied ? op->capapplied * 2 : 1024;
-		while (c < op->napplied + need)
-			c *= 2;
-		uint8_t *v = realloc(op->applied, c);
-		if (!v)
-			return -ENOMEM;
-		op->applied = v;
-		op->capapplied = c;
-	}
+	if (KR_GROW(op->applied, op->capapplied, op->napplied + need, 1024))
+		return -ENOMEM;
 	memcpy(op->applied + op->napplied, &ip, sizeof(ip));
 	memcpy(op->applied + op->napplied + sizeof(ip), e, e->size);
 	op->napplied += need;

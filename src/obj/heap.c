@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "invariant.h"
 #include "err.h"
 #include "heap.h"
@@ -174,14 +175,8 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 	if (r->in_avail)
 		return KR_OK;
 	typeof(h->avail[0]) *a = &h->avail[r->cls];
-	if (a->n == a->cap) {
-		uint32_t cap = a->cap ? a->cap * 2 : 16;
-		uint32_t *ids = realloc(a->ids, cap * sizeof(*ids));
-		if (!ids)
-			return kr_err_set(KR_E_NOMEM, "run list");
-		a->ids = ids;
-		a->cap = cap;
-	}
+	if (KR_GROW(a->ids, a->cap, a->n + 1u, 16))
+		return kr_err_set(KR_E_NOMEM, "run list");
 	a->ids[a->n++] = gid;
 	r->in_avail = 1;
 	return KR_OK;

@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "invariant.h"
 #include "csum.h"
 #include "err.h"
@@ -109,16 +110,11 @@ static int img_reserve(struct kr_img *img, size_t more)
 	size_t need = img->len + more;
 	if (need <= img->cap)
 		return KR_OK;
-	size_t cap = img->cap ? img->cap : 1024;
-	while (cap < need)
-		cap *= 2;
-	uint8_t *nb = realloc(img->buf, cap);
-	if (!nb)
-		return kr_err_set(KR_E_NOMEM, "redo image of %zu bytes", cap);
-	if (!img->buf)
-		memset(nb, 0, FIRST_SZ);
-	img->buf = nb;
-	img->cap = cap;
+	int fresh = !img->buf;
+	if (KR_GROW(img->buf, img->cap, need, 1024))
+		return kr_err_set(KR_E_NOMEM, "redo image of %zu bytes", need);
+	if (fresh)
+		memset(img->buf, 0, FIRST_SZ);
 	return KR_OK;
 }
 
@@ -1056,15 +1052,10 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				st->discarded++;
 				continue;
 			}
-			if (nfound == cap) {
-				cap *= 2;
-				struct found_tx *nf = realloc(found, cap * sizeof(*found));
-				if (!nf) {
-					free(stream);
-					rc = kr_err_set(KR_E_NOMEM, "recovery table");
-					break;
-				}
-				found = nf;
+			if (KR_GROW(found, cap, nfound + 1, 64)) {
+				free(stream);
+				rc = kr_err_set(KR_E_NOMEM, "recovery table");
+				break;
 			}
 			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
 			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, f->flags, 0};

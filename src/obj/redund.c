@@ -35,6 +35,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "grow.h"
 #include "redund.h"
 
 #define REC_SZ sizeof(struct kr_chunk_meta)
@@ -176,15 +177,9 @@ static void redund_flush(void *ctx, uint64_t off, uint64_t len)
 static void redund_touched(void *ctx, uint64_t off, uint64_t len)
 {
 	struct kr_redund *r = ctx;
-	if (r->ntouched == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct kr_range *t = realloc(r->touched, cap * sizeof(*t));
-		if (!t) {
-			r->touched_oom = 1;
-			return;
-		}
-		r->touched = t;
-		r->cap = cap;
+	if (KR_GROW(r->touched, r->cap, r->ntouched + 1, 64)) {
+		r->touched_oom = 1;
+		return;
 	}
 	r->touched[r->ntouched++] = (struct kr_range){off, len};
 }
@@ -226,14 +221,9 @@ static int redund_settle(void *ctx)
 		for (uint64_t p = off & ~(uint64_t)(KR_PAGE_SIZE - 1); p < off + len; p += KR_PAGE_SIZE) {
 			if (!kr_parity_covers(&r->parity, p, KR_PAGE_SIZE))
 				continue;
-			if (npages == cap) {
-				cap = cap ? cap * 2 : 256;
-				uint64_t *np = realloc(pages, cap * sizeof(*np));
-				if (!np) {
-					free(pages);
-					return kr_err_set(KR_E_NOMEM, "recovery page table");
-				}
-				pages = np;
+			if (KR_GROW(pages, cap, npages + 1, 256)) {
+				free(pages);
+				return kr_err_set(KR_E_NOMEM, "recovery page table");
 			}
 			pages[npages++] = kr_parity_offset(&r->parity, p);
 		}

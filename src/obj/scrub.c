@@ -33,6 +33,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "grow.h"
 #include "pool.h"
 
 #define P KR_PAGE_SIZE
@@ -127,14 +128,8 @@ static int item_ok(const struct scrub *s, const struct item *it)
 
 static int add_item(struct scrub *s, struct item it)
 {
-	if (s->nitems == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct item *n = realloc(s->items, cap * sizeof(*n));
-		if (!n)
-			return kr_err_set(KR_E_NOMEM, "damaged item table");
-		s->items = n;
-		s->cap = cap;
-	}
+	if (KR_GROW(s->items, s->cap, s->nitems + 1, 16))
+		return kr_err_set(KR_E_NOMEM, "damaged item table");
 	s->items[s->nitems++] = it;
 	note_bad(s, it.is_object ? it.off + sizeof(struct kr_obj_hdr) : it.off);
 	return KR_OK;

@@ -37,6 +37,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "grow.h"
 #include "pool.h"
 
 #define CANARY 0x6b6572617469ee5aull /* "keratin" + tag: a byte pattern no zero-fill hits */
@@ -274,14 +275,8 @@ static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 		j++;
 	}
 	if (i == j) { /* insert at i */
-		if (m->nranges == m->cap) {
-			uint32_t cap = m->cap ? m->cap * 2 : 4;
-			struct range *nr = realloc(m->ranges, cap * sizeof(*nr));
-			if (!nr)
-				return kr_err_set(KR_E_NOMEM, "range set");
-			m->ranges = nr;
-			m->cap = cap;
-		}
+		if (KR_GROW(m->ranges, m->cap, m->nranges + 1u, 4))
+			return kr_err_set(KR_E_NOMEM, "range set");
 		memmove(&m->ranges[i + 1], &m->ranges[i], (m->nranges - i) * sizeof(*m->ranges));
 		m->nranges++;
 	} else { /* ranges i..j-1 collapse into one */

@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "grow.h"
 #include "invariant.h"
 #include "err.h"
 #include "simd.h"
@@ -334,14 +335,8 @@ void kr_pm_defer_flushes(struct kr_flush_list *fl) { deferred = fl; }
 
 static int defer_flush(struct kr_flush_list *fl, const void *addr, size_t n)
 {
-	if (fl->n == fl->cap) {
-		size_t cap = fl->cap ? fl->cap * 2 : 32;
-		struct kr_flush_range *v = realloc(fl->v, cap * sizeof(*v));
-		if (!v)
-			return 0;
-		fl->v = v;
-		fl->cap = cap;
-	}
+	if (KR_GROW(fl->v, fl->cap, fl->n + 1, 32))
+		return 0;
 	fl->v[fl->n++] = (struct kr_flush_range){addr, n};
 	return 1;
 }
