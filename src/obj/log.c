@@ -1123,3 +1123,95 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	ctl_store(log, max_stamp, 0);
 	return kr_pm_fence(log->pm);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Audit (the deep check, deep.c): the log's DRAM state against its lines, read-only
+ * ------------------------------------------------------------------------------------- */
+static uint64_t line_off(const struct kr_log *log, const struct kr_log_cacheline *ln)
+{
+	return (uint64_t)((const char *)ln - log->pm->base);
+}
+
+/* One lane's live transactions [head, tail): each complete in both copies, with a good
+ * CRC, the sequence numbers the lane's ring recorded, and the two copies byte-equal. */
+static void audit_lane(const struct kr_log *log, const struct kr_lane *l, uint64_t d,
+		       struct kr_audit *a)
+{
+	uint32_t pos = l->head, sum = 0;
+	uint64_t prev = 0;
+	for (uint32_t k = 0; k < l->fifo_count; k++) {
+		uint32_t slot = (l->fifo_first + k) % log->lane_lines;
+		uint64_t seq = l->fifo_seq[slot];
+		uint32_t n = l->fifo_nlines[slot];
+		const struct kr_log_cacheline *first = &l->lines[pos];
+		if (seq <= prev || seq > d)
+			kr_audit_note(a, line_off(log, first),
+				      "lane %u: transaction %llu out of order or above durable_seq %llu",
+				      l->idx, (unsigned long long)seq, (unsigned long long)d);
+		prev = seq;
+		uint64_t s48 = seq & KR_LINE_SEQ_MASK;
+		for (int c = 0; c < (l->replica ? 2 : 1); c++) {
+			const struct kr_log_cacheline *lines = c ? l->replica : l->lines;
+			uint8_t *s = lane_complete(log, lines, pos, s48) == n
+					     ? lane_checked_stream(log, lines, pos, n)
+					     : NULL;
+			if (!s)
+				kr_audit_note(a, line_off(log, &lines[pos]),
+					      "lane %u%s: transaction %llu (%u lines) is not whole or "
+					      "fails its CRC", l->idx, c ? " replica" : "",
+					      (unsigned long long)seq, n);
+			free(s);
+		}
+		for (uint32_t j = 0; l->replica && j < n; j++) {
+			uint32_t i = (pos + j) % log->lane_lines;
+			if (memcmp(&l->lines[i], &l->replica[i], KR_LINE_SIZE) != 0) {
+				kr_audit_note(a, line_off(log, &l->replica[i]),
+					      "lane %u: line %u differs from its replica", l->idx, i);
+				break;
+			}
+		}
+		pos = (pos + n) % log->lane_lines;
+		sum += n;
+	}
+	if (pos != l->tail || sum != l->used || l->used > log->lane_lines)
+		kr_audit_note(a, line_off(log, &l->lines[l->head]),
+			      "lane %u: head %u + %u lines of %u transactions != tail %u (used %u)",
+			      l->idx, l->head, sum, l->fifo_count, l->tail, l->used);
+}
+
+void kr_log_audit(struct kr_log *log, uint64_t *lines_checked, struct kr_audit *a)
+{
+	uint64_t d = kr_log_durable_seq(log);
+	uint64_t next = atomic_load(&log->next_seq);
+	/* Both control copies intact, equal, and what DRAM believes was persisted. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t w = log->ctl[i]->durable_word;
+		if (w != durable_word(d))
+			kr_audit_note(a, (uint64_t)((char *)log->ctl[i] - log->pm->base),
+				      "control copy %c: durable word 0x%llx, expected durable_seq %llu",
+				      'A' + i, (unsigned long long)w, (unsigned long long)d);
+	}
+	/* A quiet pool has every committed transaction durable. */
+	if (d + 1 != next || log->d_written != d)
+		kr_audit_note(a, 0, "durable_seq %llu (written %llu) but next sequence number %llu",
+			      (unsigned long long)d, (unsigned long long)log->d_written,
+			      (unsigned long long)next);
+	for (uint32_t li = 0; li < log->nlanes; li++) {
+		const struct kr_lane *l = &log->lanes[li];
+		if (atomic_load(&l->held) || atomic_load(&l->inflight_seq))
+			kr_audit_note(a, line_off(log, l->lines), "lane %u is busy in a quiet pool", li);
+		audit_lane(log, l, d, a);
+		/* Invariant 4: no stamp anywhere above durable_seq once everything is durable. */
+		for (uint32_t i = 0; i < log->lane_lines; i++)
+			for (int c = 0; c < (l->replica ? 2 : 1); c++) {
+				const struct kr_log_cacheline *ln = &(c ? l->replica : l->lines)[i];
+				(*lines_checked)++;
+				if ((ln->header & KR_LINE_KIND_MASK) && ln->header >> KR_LINE_SEQ_SHIFT > d)
+					kr_audit_note(a, line_off(log, ln),
+						      "lane %u%s line %u: stamp %llu above durable_seq %llu",
+						      li, c ? " replica" : "", i,
+						      (unsigned long long)(ln->header >> KR_LINE_SEQ_SHIFT),
+						      (unsigned long long)d);
+			}
+	}
+}
