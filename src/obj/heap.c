@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "fault.h"
 #include "heap.h"
 
 enum {
@@ -148,7 +149,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	h->meta_pages = hdr->zone_meta_pages;
 	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
 	pthread_mutex_init(&h->lock, NULL);
-	h->chunks = calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
+	h->chunks = kr_calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
 	if (!h->chunks)
 		return kr_err_set(KR_E_NOMEM, "heap chunk table");
 	return KR_OK;
@@ -175,7 +176,7 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 	typeof(h->avail[0]) *a = &h->avail[r->cls];
 	if (a->n == a->cap) {
 		uint32_t cap = a->cap ? a->cap * 2 : 16;
-		uint32_t *ids = realloc(a->ids, cap * sizeof(*ids));
+		uint32_t *ids = kr_realloc(a->ids, cap * sizeof(*ids));
 		if (!ids)
 			return kr_err_set(KR_E_NOMEM, "run list");
 		a->ids = ids;
@@ -190,7 +191,7 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint64_t *bits)
 {
 	struct kr_chunk_dram *c = &h->chunks[gid];
-	if (!c->run && !(c->run = calloc(1, sizeof(struct kr_run))))
+	if (!c->run && !(c->run = kr_calloc(1, sizeof(struct kr_run))))
 		return kr_err_set(KR_E_NOMEM, "run");
 	struct kr_run *r = c->run;
 	r->cls = (uint8_t)cls;
@@ -347,7 +348,7 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	kr_img_init(&img);
 	kr_img_reset(&img);
 	uint32_t total = h->nzones * h->chunks_per_zone, count = 0;
-	uint32_t *gids = malloc(sizeof(uint32_t) * 256);
+	uint32_t *gids = kr_malloc(sizeof(uint32_t) * 256);
 	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
 	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
 		struct kr_chunk_dram *c = &h->chunks[g];
@@ -542,7 +543,7 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
 		/* Grow the ring, unrolling it. On failure the block simply stays busy (a leak
 		 * until the next open rebuilds the heap), never a correctness problem. */
 		size_t cap = h->pending_cap ? h->pending_cap * 2 : 64;
-		struct kr_pending *np = malloc(cap * sizeof(*np));
+		struct kr_pending *np = kr_malloc(cap * sizeof(*np));
 		if (!np) {
 			pthread_mutex_unlock(&h->lock);
 			return;

@@ -60,6 +60,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "log.h"
 
 #define FIRST_SZ sizeof(struct kr_tx_first)
@@ -111,7 +112,7 @@ static int img_reserve(struct kr_img *img, size_t more)
 	size_t cap = img->cap ? img->cap : 1024;
 	while (cap < need)
 		cap *= 2;
-	uint8_t *nb = realloc(img->buf, cap);
+	uint8_t *nb = kr_realloc(img->buf, cap);
 	if (!nb)
 		return kr_err_set(KR_E_NOMEM, "redo image of %zu bytes", cap);
 	if (!img->buf)
@@ -305,7 +306,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
 	pthread_mutex_init(&log->d_lock, NULL);
-	log->lanes = calloc(g->nlanes, sizeof(struct kr_lane));
+	log->lanes = kr_calloc(g->nlanes, sizeof(struct kr_lane));
 	if (!log->lanes)
 		return kr_err_set(KR_E_NOMEM, "%u lanes", g->nlanes);
 	for (uint32_t i = 0; i < g->nlanes; i++) {
@@ -319,8 +320,8 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 		pthread_mutex_init(&l->lock, NULL);
 		pthread_mutex_init(&l->st_lock, NULL);
 		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
-		l->fifo_seq = malloc(sizeof(uint64_t) * log->lane_lines);
-		l->fifo_nlines = malloc(sizeof(uint32_t) * log->lane_lines);
+		l->fifo_seq = kr_malloc(sizeof(uint64_t) * log->lane_lines);
+		l->fifo_nlines = kr_malloc(sizeof(uint32_t) * log->lane_lines);
 		if (!l->fifo_seq || !l->fifo_nlines) {
 			kr_log_fini(log);
 			return kr_err_set(KR_E_NOMEM, "lane tables");
@@ -454,7 +455,7 @@ static void log_publish_durable(struct kr_log *log, uint64_t d)
 static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
 				 uint32_t first, uint32_t nlines)
 {
-	uint8_t *s = malloc((size_t)nlines * KR_LINE_PAYLOAD);
+	uint8_t *s = kr_malloc((size_t)nlines * KR_LINE_PAYLOAD);
 	if (!s)
 		return NULL;
 	for (uint32_t k = 0; k < nlines; k++)
@@ -996,7 +997,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		return rc;
 	uint64_t max_stamp = d;
 	size_t nfound = 0, cap = 16;
-	struct found_tx *found = malloc(cap * sizeof(*found));
+	struct found_tx *found = kr_malloc(cap * sizeof(*found));
 	memset(st, 0, sizeof(*st));
 	if (!found)
 		return kr_err_set(KR_E_NOMEM, "recovery table");
@@ -1044,7 +1045,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			}
 			if (nfound == cap) {
 				cap *= 2;
-				struct found_tx *nf = realloc(found, cap * sizeof(*found));
+				struct found_tx *nf = kr_realloc(found, cap * sizeof(*found));
 				if (!nf) {
 					free(stream);
 					rc = kr_err_set(KR_E_NOMEM, "recovery table");

@@ -35,6 +35,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "redund.h"
 
 #define REC_SZ sizeof(struct kr_chunk_meta)
@@ -178,7 +179,7 @@ static void redund_touched(void *ctx, uint64_t off, uint64_t len)
 	struct kr_redund *r = ctx;
 	if (r->ntouched == r->cap) {
 		size_t cap = r->cap ? r->cap * 2 : 64;
-		struct kr_range *t = realloc(r->touched, cap * sizeof(*t));
+		struct kr_range *t = kr_realloc(r->touched, cap * sizeof(*t));
 		if (!t) {
 			r->touched_oom = 1;
 			return;
@@ -228,7 +229,7 @@ static int redund_settle(void *ctx)
 				continue;
 			if (npages == cap) {
 				cap = cap ? cap * 2 : 256;
-				uint64_t *np = realloc(pages, cap * sizeof(*np));
+				uint64_t *np = kr_realloc(pages, cap * sizeof(*np));
 				if (!np) {
 					free(pages);
 					return kr_err_set(KR_E_NOMEM, "recovery page table");
