@@ -433,6 +433,29 @@ static void note_damaged_page(void *ctx, uint64_t off, int state)
 	d->state[d->n++] = state;
 }
 
+/* The deep pass's audit and findings as a JSON member ("deep": {...}, ). */
+static void print_deep_json(const struct kr_deep_report *d)
+{
+	const struct {
+		const char *name;
+		uint64_t value;
+	} f[] = {
+		{"pool_size", d->pool_size},     {"used_bytes", d->used_bytes},
+		{"free_bytes", d->free_bytes},   {"slack_bytes", d->slack_bytes},
+		{"parity_bytes", d->parity_bytes}, {"meta_bytes", d->meta_bytes},
+		{"objects", d->nobjects},        {"free_chunks", d->free_chunks},
+		{"run_chunks", d->run_chunks},   {"extent_chunks", d->extent_chunks},
+		{"log_lanes", d->lanes},         {"log_lines", d->log_lines},
+		{"problems", d->problems},
+	};
+	printf("\"deep\": {");
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		printf("\"%s\": %llu, ", f[i].name, (unsigned long long)f[i].value);
+	printf("\"first_problem\": ");
+	util_json_str(d->first_problem);
+	printf("}, ");
+}
+
 static void print_verify_json(kr_pool *pool, const char *path, const struct kr_pool_stat *st,
 			      const struct kr_check_report *rep, const struct kr_deep_report *deep,
 			      int rc, const struct damage_list *d, const char *result)
@@ -461,18 +484,8 @@ static void print_verify_json(kr_pool *pool, const char *path, const struct kr_p
 		printf(", \"state\": %d}", d->state[i]);
 	}
 	printf("], \"damaged_not_listed\": %llu, ", (unsigned long long)d->dropped);
-	if (deep) {
-		printf("\"deep\": {\"pool_size\": %llu, \"used_bytes\": %llu, \"free_bytes\": %llu, "
-		       "\"slack_bytes\": %llu, \"parity_bytes\": %llu, \"meta_bytes\": %llu, "
-		       "\"objects\": %llu, \"log_lines\": %llu, \"problems\": %llu, \"first_problem\": ",
-		       (unsigned long long)deep->pool_size, (unsigned long long)deep->used_bytes,
-		       (unsigned long long)deep->free_bytes, (unsigned long long)deep->slack_bytes,
-		       (unsigned long long)deep->parity_bytes, (unsigned long long)deep->meta_bytes,
-		       (unsigned long long)deep->nobjects, (unsigned long long)deep->log_lines,
-		       (unsigned long long)deep->problems);
-		util_json_str(deep->first_problem);
-		printf("}, ");
-	}
+	if (deep)
+		print_deep_json(deep);
 	printf("\"error\": ");
 	if (rc)
 		util_json_str(kr_errmsg());
