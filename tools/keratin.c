@@ -549,6 +549,18 @@ static void print_verify(const char *path, const struct kr_pool_stat *st,
 		      first_bad_where);
 }
 
+/* Does the file begin with a pool header's magic? */
+static int is_pool_file(const char *path)
+{
+	char magic[8] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, magic, sizeof(magic));
+	close(fd);
+	return n == (ssize_t)sizeof(magic) && memcmp(magic, "KERATIN", 8) == 0;
+}
+
 /* What the deep pass adds to check's table: the space audit and the invariants. */
 static void print_deep(const struct kr_deep_report *d)
 {
@@ -580,6 +592,15 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	if (rc != PROCEED)
 		return rc;
 
+	/* A file that is not a pool but has a sidecar (a protected region, or a map created
+	 * with KR_HMAP_PROTECT): its deep check is the region check, every page checksum and
+	 * every stripe's parity. */
+	if (deep && !is_pool_file(path)) {
+		char side[4096];
+		snprintf(side, sizeof(side), "%s.krs", path);
+		if (access(side, F_OK) == 0)
+			return region_check_file(path);
+	}
 	kr_pool *pool;
 	struct kr_pool_stat st;
 	if (kind == VERIFY_CHECK)
@@ -1029,7 +1050,9 @@ static const struct command commands[] = {
 	 "                 allocator record against the library's in-memory indexes and the\n"
 	 "                 object it holds, the space audit (pool size = used + free + slack\n"
 	 "                 + parity + metadata, printed), log heads and tails, log lanes\n"
-	 "                 equal to their replica; still read-only\n"
+	 "                 equal to their replica; still read-only. A file that is not a\n"
+	 "                 pool but has a sidecar (PATH.krs: a protected region or map) gets\n"
+	 "                 'keratin region check': every page checksum and stripe parity\n"
 	 "  --json         one JSON object: what was checked, every damaged page's offset\n"
 	 "                 and what it holds, the result (sound, repairable, damaged)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",

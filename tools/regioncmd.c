@@ -203,6 +203,11 @@ static int region_verify(const char *verb, const char *path, const char *sidecar
 	return damaged ? 1 : 0;
 }
 
+int region_check_file(const char *path)
+{
+	return region_verify("check", path, NULL, 0);
+}
+
 int region_command(int argc, char **argv)
 {
 	static const struct option longopts[] = {

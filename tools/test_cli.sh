@@ -160,6 +160,10 @@ region)
 	expect 0 "$KR" region check "$F"
 	has out "^result: *sound$"
 	has out "^stripes checked: *256$"
+	# check --deep on a file with a sidecar is the region check.
+	expect 0 "$KR" check --deep "$F"
+	has out "^stripes checked: *256$"
+	has out "^result: *sound$"
 	printf 'Q' | dd of="$F" bs=1 seek=100000 conv=notrunc 2>/dev/null
 	expect 1 "$KR" region check "$F"
 	has out "^damaged pages: *1$"
