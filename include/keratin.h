@@ -316,6 +316,41 @@ KR_API int kr_pool_page_kind(kr_pool *pool, uint64_t off);
  * the objects there fail with KR_E_CORRUPT_OBJECT when opened for writing. */
 KR_API int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep);
 
+/* The deep check: kr_pool_check's ordinary pass (no repair), then every invariant that ties
+ * the pool's parts together, reading only (it never changes a byte of the pool):
+ *   - the allocator: each chunk record against the in-memory indexes the library keeps
+ *     (free, run with its bitmap, extent), and each allocated block or extent against the
+ *     object header in it (a bit set or an extent recorded with no object there, a record
+ *     the indexes do not know, counters that disagree with the records);
+ *   - the space audit: pool_size = used + free + slack + parity + meta, each term from its
+ *     own source (the chunk records for the first three, the layout for the others);
+ *   - the log: both control copies carry the durable sequence number, every commit is
+ *     durable, each lane's live transactions are whole, pass their CRC and equal their
+ *     replica, and no log line carries a sequence number above the durable one.
+ * Set struct_size (or start from KR_DEEP_REPORT_INIT) and, if wanted, the callbacks of
+ * check. Needs a quiet pool (KR_E_MISUSE_STATE while transactions are open; start none
+ * until it returns). Returns KR_OK if sound, KR_E_CORRUPT if the ordinary pass or the deep
+ * one found damage (problems counts the deep findings, first_problem describes the first);
+ * *rep is filled in both cases. Works on a pool opened with KR_OPEN_READONLY. */
+struct kr_deep_report {
+	uint32_t struct_size;          /* sizeof(struct kr_deep_report) */
+	struct kr_check_report check;  /* the ordinary pass */
+	uint64_t pool_size;            /* = used + free + slack + parity + meta bytes */
+	uint64_t used_bytes;           /* allocated blocks and extents, headers included */
+	uint64_t free_bytes;           /* free chunks and free blocks of runs */
+	uint64_t slack_bytes;          /* run tails too small for a block */
+	uint64_t parity_bytes;         /* parity rows */
+	uint64_t meta_bytes;           /* headers, control pages, lanes, zone records, unused */
+	uint64_t nobjects;             /* objects the chunk records say are allocated */
+	uint64_t free_chunks, run_chunks, extent_chunks;
+	uint64_t lanes, log_lines;     /* log lanes and lines (both copies) examined */
+	uint64_t problems;             /* invariant violations found by the deep pass */
+	uint64_t first_problem_off;    /* pool offset of the first one (0 if none or not placed) */
+	char first_problem[200];       /* what it is, "" if none */
+};
+#define KR_DEEP_REPORT_INIT {.struct_size = sizeof(struct kr_deep_report)}
+KR_API int kr_pool_check_deep(kr_pool *pool, struct kr_deep_report *rep);
+
 /* Media errors. A real machine check arrives as SIGBUS (BUS_MCEERR_AR/AO) with the
  * address; emulated poison is a page of the mapping made inaccessible (SIGSEGV). keratin
  * installs handlers for both while pools are open: a fault inside a pool is repaired online

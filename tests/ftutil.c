@@ -181,7 +181,7 @@ void ft_build(struct ft_pool *fp, const char *tag, const struct ft_opts *o, uint
 	TU_OK(tu_open(fp->path, &pool));
 	if (ft_verify(pool, fp, &fp->model, why, sizeof(why)) != 0)
 		TU_FAIL("freshly built pool does not match its model: %s", why);
-	if (wl_check_redundancy(pool, why, sizeof(why)) != 0)
+	if (tu_deep_check(pool, why, sizeof(why)) != 0)
 		TU_FAIL("freshly built pool: %s", why);
 	fp->npages = fp->st.pool_size / FT_PAGE;
 	fp->kind = calloc(fp->npages, 1);

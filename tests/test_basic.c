@@ -39,8 +39,13 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
-	if (f->pool)
+	/* Every pool a case leaves behind passes the deep check, open or closed. */
+	if (f->pool) {
+		TU_DEEP_CHECK(f->pool, "basic teardown");
 		kr_pool_close(f->pool);
+	} else if (access(f->path, F_OK) == 0) {
+		TU_DEEP_CHECK_FILE(f->path, "basic teardown");
+	}
 	unlink(f->path);
 	free(f);
 	return 0;

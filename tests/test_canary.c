@@ -255,8 +255,7 @@ int main(void)
 		TU_ASSERT(p && p[sizes[i] - 1] == want,
 			  "writing the last byte of a %zu-byte object did not commit", sizes[i]);
 	}
-	struct kr_check_report rep = { 0 };
-	TU_OK(kr_pool_check(pool, 0, &rep));
+	TU_DEEP_CHECK(pool, "after the overrun cases");
 	TU_OK(kr_pool_close(pool));
 	printf("test_canary: %u overrun cases aborted with KR_E_CANARY, pool unchanged; passed in "
 	       "%.2fs\n",

@@ -59,7 +59,7 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 		return 1;
 	}
 	if (check_live_set(pool, root, why, sizeof(why)) != 0 ||
-	    wl_check_redundancy(pool, why, sizeof(why)) != 0) {
+	    tu_deep_check(pool, why, sizeof(why)) != 0) {
 		fprintf(stderr, "crash image fence %llu kind %d#%u (K=%llu): %s\n",
 			(unsigned long long)img->fence, (int)img->kind, img->index, k, why);
 		return 1;

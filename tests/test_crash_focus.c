@@ -43,7 +43,7 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 	live[0] = g_root;
 	size_t n = 1 + wl_dir_oids(pool, g_root, NSLOTS, live + 1, NSLOTS);
 	if (wl_check_live(pool, live, n, why, sizeof(why)) != 0 ||
-	    wl_check_redundancy(pool, why, sizeof(why)) != 0) {
+	    tu_deep_check(pool, why, sizeof(why)) != 0) {
 		fprintf(stderr, "[%s] fence %llu image %d#%u: %s\n", g_scenario,
 			(unsigned long long)img->fence, (int)img->kind, img->index, why);
 		return 1;

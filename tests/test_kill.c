@@ -178,7 +178,7 @@ static noreturn void run_verifier(const struct wl_model *a, const struct wl_mode
 		n += wl_dir_oids(pool, g_dir[t], g_params[t].nslots, live + n, 48);
 	}
 	if (wl_check_live(pool, live, n, v->why, sizeof(v->why)) != 0 ||
-	    wl_check_redundancy(pool, v->why, sizeof(v->why)) != 0)
+	    tu_deep_check(pool, v->why, sizeof(v->why)) != 0)
 		_exit(2);
 	if (clean_close && kr_pool_close(pool) != KR_OK) {
 		snprintf(v->why, sizeof(v->why), "kr_pool_close: %s", kr_errmsg());

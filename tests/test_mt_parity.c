@@ -42,22 +42,6 @@
 #define MAX_THREADS 8
 #define KEEP 6 /* objects each thread keeps alive and overwrites */
 
-/* ---- the redundancy check every mode ends with ------------------------------------------ */
-
-static void check_pool(kr_pool *pool, const char *when)
-{
-	struct kr_check_report rep = {0};
-	int rc = kr_pool_check(pool, 0, &rep);
-	TU_ASSERT(rc == KR_OK && rep.bad_columns == 0 && rep.bad_objects == 0 &&
-			  rep.bad_chunks == 0,
-		  "%s: check returned %d: %llu of %llu parity columns, %llu of %llu objects, "
-		  "%llu of %llu chunk records bad (first at 0x%llx)",
-		  when, rc, (unsigned long long)rep.bad_columns, (unsigned long long)rep.columns,
-		  (unsigned long long)rep.bad_objects, (unsigned long long)rep.objects,
-		  (unsigned long long)rep.bad_chunks, (unsigned long long)rep.chunks,
-		  (unsigned long long)rep.first_bad_off);
-}
-
 /* ---- mechanism ----------------------------------------------------------------------------- */
 
 struct mech {
@@ -126,7 +110,7 @@ static void run_mechanism(void)
 	TU_ASSERT(kr_parity_column_ok(&pool->redund.parity, m.data_off),
 		  "parity of the column of 0x%llx is stale after %u SIMD patch pairs racing %u bit "
 		  "records", (unsigned long long)m.data_off, m.rounds, 4 * m.rounds);
-	check_pool(pool, "mechanism");
+	TU_DEEP_CHECK(pool, "mechanism");
 	TU_OK(kr_pool_close(pool));
 	printf("mechanism: %u SIMD patch pairs raced %u bit records on one parity column: "
 	       "parity exact\n", m.rounds, 4 * m.rounds);
@@ -311,7 +295,7 @@ static void reopen_and_check(const char *path, unsigned nthreads, const char *wh
 {
 	kr_pool *pool;
 	TU_OK(tu_open(path, &pool));
-	check_pool(pool, when);
+	TU_DEEP_CHECK(pool, when);
 	check_model(pool, nthreads, when);
 	TU_OK(kr_pool_close(pool));
 }
@@ -327,7 +311,7 @@ static void run_clean(unsigned nthreads)
 		kr_pool *pool;
 		TU_OK(tu_open(path, &pool));
 		run_threads(pool, nthreads, seed + round, ntx, NULL);
-		check_pool(pool, "after the threads, open");
+		TU_DEEP_CHECK(pool, "after the threads, open");
 		check_model(pool, nthreads, "after the threads");
 		TU_OK(kr_pool_close(pool));
 		reopen_and_check(path, nthreads, "after a clean close and reopen");
@@ -403,13 +387,9 @@ static int crashcheck_main(const char *image)
 		fprintf(stderr, "crashcheck: %s does not open: %s\n", image, kr_errmsg());
 		return 1;
 	}
-	struct kr_check_report rep = {0};
-	int rc = kr_pool_check(pool, 0, &rep);
-	if (rc != KR_OK || rep.bad_columns || rep.bad_objects || rep.bad_chunks) {
-		fprintf(stderr, "crashcheck: %s: %llu parity columns, %llu objects, %llu chunk "
-			"records bad (first at 0x%llx)\n", image, (unsigned long long)rep.bad_columns,
-			(unsigned long long)rep.bad_objects, (unsigned long long)rep.bad_chunks,
-			(unsigned long long)rep.first_bad_off);
+	char why[512];
+	if (tu_deep_check(pool, why, sizeof(why)) != 0) {
+		fprintf(stderr, "crashcheck: %s: %s\n", image, why);
 		return 1;
 	}
 	return kr_pool_close(pool) == KR_OK ? 0 : 1;

@@ -85,8 +85,7 @@ static void expect_objects(kr_pool *pool, const char *when)
 		tu_fill(want, 200 + i, i);
 		TU_ASSERT(memcmp(p, want, 200 + i) == 0, "%s: object %u differs", when, i);
 	}
-	struct kr_check_report rep = {0};
-	TU_OK(kr_pool_check(pool, 0, &rep));
+	TU_DEEP_CHECK(pool, when);
 }
 
 static void test_crash(void)

@@ -204,8 +204,7 @@ static void poison_and_read(kr_pool *pool, const char *when)
 	TU_ASSERT(st1.media_repairs == st0.media_repairs + 1, "%s: media_repairs %llu -> %llu",
 		  when, (unsigned long long)st0.media_repairs,
 		  (unsigned long long)st1.media_repairs);
-	struct kr_check_report rep = { 0 };
-	TU_OK(kr_pool_check(pool, 0, &rep));
+	TU_DEEP_CHECK(pool, when);
 }
 
 /* ---- children ------------------------------------------------------------------------------- */

@@ -120,7 +120,7 @@ static void verify_pool(const char *path, kr_oid root, struct thr *t, unsigned n
 	}
 	if (wl_check_live(pool, live, n, why, sizeof(why)) != 0)
 		TU_FAIL("%s: %s", when, why);
-	if (wl_check_redundancy(pool, why, sizeof(why)) != 0)
+	if (tu_deep_check(pool, why, sizeof(why)) != 0)
 		TU_FAIL("%s: redundancy: %s", when, why);
 	printf("  %s: %u threads' objects verified, %zu live objects\n", when, nthreads, n);
 	free(live);

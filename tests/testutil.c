@@ -229,6 +229,52 @@ int tu_open(const char *path, kr_pool **pool)
 	return kr_pool_open(path, KR_OPEN_FORCE_PMEM, pool);
 }
 
+/* ---- the deep check ---------------------------------------------------------------------- */
+
+static _Atomic unsigned deep_checks;
+
+int tu_deep_check(kr_pool *pool, char *why, size_t whylen)
+{
+	struct kr_deep_report rep = KR_DEEP_REPORT_INIT;
+	int rc = kr_pool_check_deep(pool, &rep);
+	deep_checks++;
+	if (rc == KR_OK)
+		return 0;
+	const struct kr_check_report *c = &rep.check;
+	snprintf(why, whylen,
+		 "deep check: %d %s (objects %llu/%llu bad, chunk records %llu/%llu bad, parity "
+		 "columns %llu/%llu disagree, copies %llu/%llu bad; %llu invariant violations)",
+		 rc, kr_errmsg(), (unsigned long long)c->bad_objects, (unsigned long long)c->objects,
+		 (unsigned long long)c->bad_chunks, (unsigned long long)c->chunks,
+		 (unsigned long long)c->bad_columns, (unsigned long long)c->columns,
+		 (unsigned long long)c->bad_copies, (unsigned long long)c->copies,
+		 (unsigned long long)rep.problems);
+	return 1;
+}
+
+void tu_deep_check_at(const char *file, int line, kr_pool *pool, const char *when)
+{
+	char why[512];
+	if (tu_deep_check(pool, why, sizeof(why)) != 0)
+		tu_fail_at(file, line, "%s: %s", when, why);
+}
+
+void tu_deep_check_file_at(const char *file, int line, const char *path, const char *when)
+{
+	kr_pool *pool;
+	int rc = kr_pool_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY, &pool);
+	if (rc != KR_OK)
+		tu_fail_at(file, line, "%s: %s does not open read-only for the deep check: %s", when,
+			   path, kr_errmsg());
+	tu_deep_check_at(file, line, pool, when);
+	TU_OK(kr_pool_close(pool));
+}
+
+unsigned tu_deep_checks(void)
+{
+	return deep_checks;
+}
+
 /* ---- raw files --------------------------------------------------------------------------- */
 
 uint32_t tu_crc32c(const void *buf, size_t len)

@@ -83,6 +83,21 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 /* kr_pool_open with KR_OPEN_FORCE_PMEM. */
 int tu_open(const char *path, kr_pool **pool);
 
+/* ---- the deep check ------------------------------------------------------------------
+ * kr_pool_check_deep (the ordinary pass plus the allocator, space, log and replica
+ * invariants) on the pools tests leave behind. */
+
+/* On an open, quiet pool: 0 if sound, else 1 with what was found in why. */
+int tu_deep_check(kr_pool *pool, char *why, size_t whylen);
+/* The same, failing the test unless sound; when names the moment in the message. */
+void tu_deep_check_at(const char *file, int line, kr_pool *pool, const char *when);
+#define TU_DEEP_CHECK(pool, when) tu_deep_check_at(__FILE__, __LINE__, (pool), (when))
+/* Opens the closed pool at path read-only (nothing is written) and deep-checks it. */
+void tu_deep_check_file_at(const char *file, int line, const char *path, const char *when);
+#define TU_DEEP_CHECK_FILE(path, when) tu_deep_check_file_at(__FILE__, __LINE__, (path), (when))
+/* How many deep checks this process has run (tests print it, so a silent zero shows). */
+unsigned tu_deep_checks(void);
+
 /* ---- raw files and checksums --------------------------------------------------------- */
 
 /* CRC-32C (Castagnoli) as layout.h uses it: crc32_iscsi(buf, len, ~0) ^ ~0. */

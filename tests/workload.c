@@ -467,18 +467,3 @@ out:
 	free(got);
 	return bad;
 }
-
-int wl_check_redundancy(kr_pool *pool, char *why, size_t whylen)
-{
-	struct kr_check_report rep = { 0 }; /* its callbacks are optional inputs: none here */
-	int rc = kr_pool_check(pool, 0, &rep);
-	if (rc == KR_OK)
-		return 0;
-	snprintf(why, whylen,
-		 "redundancy: %d %s (objects %llu/%llu bad, chunk records %llu/%llu bad, parity "
-		 "columns %llu/%llu disagree)",
-		 rc, kr_errmsg(), (unsigned long long)rep.bad_objects, (unsigned long long)rep.objects,
-		 (unsigned long long)rep.bad_chunks, (unsigned long long)rep.chunks,
-		 (unsigned long long)rep.bad_columns, (unsigned long long)rep.columns);
-	return 1;
-}

@@ -127,9 +127,4 @@ size_t wl_dir_oids(kr_pool *pool, kr_oid dir, unsigned nslots, kr_oid *out, size
  * Returns 0 if so, else 1 with a reason. */
 int wl_check_live(kr_pool *pool, const kr_oid *expected, size_t n, char *why, size_t whylen);
 
-/* The redundancy invariants of a quiet pool (kr_pool_check without repair): every parity
- * row equals the XOR of its data rows, every object and chunk record matches its checksum.
- * Returns 0 if they hold, else nonzero with the report in why. */
-int wl_check_redundancy(kr_pool *pool, char *why, size_t whylen);
-
 #endif

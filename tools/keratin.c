@@ -89,11 +89,12 @@ static int parse_count(const struct command *cmd, const char *opt, const char *a
 
 /* The command line of commands that only open a pool: PATH [--force-pmem]. */
 static int pool_args(const struct command *cmd, int argc, char **argv, const char **path,
-		     unsigned *flags, int *json)
+		     unsigned *flags, int *json, int *deep)
 {
 	static const struct option longopts[] = {
 		{"force-pmem", no_argument, NULL, 'f'},
 		{"json", no_argument, NULL, 'j'},
+		{"deep", no_argument, NULL, 'd'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -101,10 +102,18 @@ static int pool_args(const struct command *cmd, int argc, char **argv, const cha
 
 	*flags = 0;
 	*json = 0;
+	*deep = 0;
 	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
 		switch (c) {
 		case 'f': *flags |= KR_OPEN_FORCE_PMEM; break;
 		case 'j': *json = 1; break;
+		case 'd':
+			if (strcmp(cmd->name, "check") != 0) {
+				util_usage_error(prog_name(cmd), "--deep is an option of check only");
+				return UTIL_EXIT_USAGE;
+			}
+			*deep = 1;
+			break;
 		case 'h': return show_help(cmd);
 		default: return UTIL_EXIT_USAGE;
 		}
@@ -440,8 +449,8 @@ static int cmd_info(const struct command *cmd, int argc, char **argv)
 {
 	const char *path;
 	unsigned flags;
-	int json;
-	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
+	int json, deep;
+	int rc = pool_args(cmd, argc, argv, &path, &flags, &json, &deep);
 	if (rc == PROCEED)
 		rc = by_kind(cmd->name, path, flags, json);
 	if (rc != PROCEED)
@@ -498,9 +507,32 @@ static void note_damaged_page(void *ctx, uint64_t off, int state)
 	d->state[d->n++] = state;
 }
 
+/* The deep pass's audit and findings as a JSON member ("deep": {...}, ). */
+static void print_deep_json(const struct kr_deep_report *d)
+{
+	const struct {
+		const char *name;
+		uint64_t value;
+	} f[] = {
+		{"pool_size", d->pool_size},     {"used_bytes", d->used_bytes},
+		{"free_bytes", d->free_bytes},   {"slack_bytes", d->slack_bytes},
+		{"parity_bytes", d->parity_bytes}, {"meta_bytes", d->meta_bytes},
+		{"objects", d->nobjects},        {"free_chunks", d->free_chunks},
+		{"run_chunks", d->run_chunks},   {"extent_chunks", d->extent_chunks},
+		{"log_lanes", d->lanes},         {"log_lines", d->log_lines},
+		{"problems", d->problems},
+	};
+	printf("\"deep\": {");
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		printf("\"%s\": %llu, ", f[i].name, (unsigned long long)f[i].value);
+	printf("\"first_problem\": ");
+	util_json_str(d->first_problem);
+	printf("}, ");
+}
+
 static void print_verify_json(kr_pool *pool, const char *path, const struct kr_pool_stat *st,
-			      const struct kr_check_report *rep, int rc, const struct damage_list *d,
-			      const char *result)
+			      const struct kr_check_report *rep, const struct kr_deep_report *deep,
+			      int rc, const struct damage_list *d, const char *result)
 {
 	struct pool_geom g;
 	int have_geom = geom_load(pool, &g) == KR_OK;
@@ -525,7 +557,10 @@ static void print_verify_json(kr_pool *pool, const char *path, const struct kr_p
 		util_json_str(where);
 		printf(", \"state\": %d}", d->state[i]);
 	}
-	printf("], \"damaged_not_listed\": %llu, \"error\": ", (unsigned long long)d->dropped);
+	printf("], \"damaged_not_listed\": %llu, ", (unsigned long long)d->dropped);
+	if (deep)
+		print_deep_json(deep);
+	printf("\"error\": ");
 	if (rc)
 		util_json_str(kr_errmsg());
 	else
@@ -588,13 +623,34 @@ static void print_verify(const char *path, const struct kr_pool_stat *st,
 		      first_bad_where);
 }
 
+/* What the deep pass adds to check's table: the space audit and the invariants. */
+static void print_deep(const struct kr_deep_report *d)
+{
+	char h[6][UTIL_HUMAN_LEN];
+	util_field("space audit", "%s = %s used + %s free + %s slack + %s parity + %s metadata",
+		   util_human(d->pool_size, h[0]), util_human(d->used_bytes, h[1]),
+		   util_human(d->free_bytes, h[2]), util_human(d->slack_bytes, h[3]),
+		   util_human(d->parity_bytes, h[4]), util_human(d->meta_bytes, h[5]));
+	util_field("allocator", "%llu objects; chunks: %llu free, %llu in runs, %llu in extents",
+		   (unsigned long long)d->nobjects, (unsigned long long)d->free_chunks,
+		   (unsigned long long)d->run_chunks, (unsigned long long)d->extent_chunks);
+	util_field("log", "%llu lanes, %llu lines examined", (unsigned long long)d->lanes,
+		   (unsigned long long)d->log_lines);
+	if (d->problems)
+		util_field("invariants", "%llu violated; first at 0x%llx: %s",
+			   (unsigned long long)d->problems, (unsigned long long)d->first_problem_off,
+			   d->first_problem);
+	else
+		util_field("invariants", "all hold");
+}
+
 static int verify(const struct command *cmd, int argc, char **argv, enum verify_kind kind)
 {
 	static const char *const doing[] = {"checking", "repairing", "scrubbing"};
 	const char *path;
 	unsigned flags;
-	int json;
-	int rc = pool_args(cmd, argc, argv, &path, &flags, &json);
+	int json, deep;
+	int rc = pool_args(cmd, argc, argv, &path, &flags, &json, &deep);
 	if (rc == PROCEED)
 		rc = by_kind(cmd->name, path, flags, json);
 	if (rc != PROCEED)
@@ -610,10 +666,16 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	struct damage_list dl = {0};
 	struct util_progress bar;
 	util_progress_init(&bar, doing[kind]);
-	struct kr_check_report rep = {.on_page = note_damaged_page, .ctx = &dl,
-				      .progress = util_progress_cb, .progress_ctx = &bar};
-	rc = kr_pool_check(pool, kind == VERIFY_CHECK ? 0 : KR_CHECK_REPAIR, &rep);
+	struct kr_deep_report dr = KR_DEEP_REPORT_INIT;
+	struct kr_check_report *rep_p = &dr.check, rep;
+	dr.check = (struct kr_check_report){.on_page = note_damaged_page, .ctx = &dl,
+					    .progress = util_progress_cb, .progress_ctx = &bar};
+	if (deep)
+		rc = kr_pool_check_deep(pool, &dr);
+	else
+		rc = kr_pool_check(pool, kind == VERIFY_CHECK ? 0 : KR_CHECK_REPAIR, rep_p);
 	util_progress_end(&bar);
+	rep = *rep_p;
 
 	/* Damage is an answer, printed in full; any other error means there is none. */
 	if (rc && KR_ERR_CLASS(rc) != KR_E_CORRUPT) {
@@ -626,7 +688,7 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	int unwritten = rc == KR_OK && st.readonly &&
 			(st.media_repairs || st.csum_repairs);
 	if (json) {
-		print_verify_json(pool, path, &st, &rep, rc, &dl,
+		print_verify_json(pool, path, &st, &rep, deep ? &dr : NULL, rc, &dl,
 				  rc ? "damaged" : unwritten ? "repairable" : "sound");
 		free(dl.off);
 		free(dl.state);
@@ -642,6 +704,8 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	if (rc && geom_load(pool, &g) == KR_OK)
 		geom_describe(pool, &g, first_bad, where, sizeof(where));
 	print_verify(path, &st, &rep, kind, rc, first_bad, where);
+	if (deep)
+		print_deep(&dr);
 	fflush(stdout);
 	if (rc)
 		util_lib_error("keratin", path, rc);
@@ -1029,7 +1093,7 @@ static const struct command commands[] = {
 	 "  --json         one JSON object instead of the table\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
-	{"check", "PATH [--json] [--force-pmem]", "any kind", "verify every checksum and parity column",
+	{"check", "PATH [--deep] [--json] [--force-pmem]", "any kind", "verify every checksum and parity column",
 	 "Opens the pool at PATH read-only and verifies every object checksum, every\n"
 	 "allocator chunk record and every parity column. Recovery after a crash and the\n"
 	 "repair of pages on the bad-block list happen in a private view, so the check sees\n"
@@ -1040,6 +1104,13 @@ static const struct command commands[] = {
 	 "printed), if damage found at open is repairable but not yet repaired in the file,\n"
 	 "or if it cannot be opened.\n"
 	 "\n"
+	 "  --deep         also check every invariant that ties the parts together: each\n"
+	 "                 allocator record against the library's in-memory indexes and the\n"
+	 "                 object it holds, the space audit (pool size = used + free + slack\n"
+	 "                 + parity + metadata, printed), log heads and tails, log lanes\n"
+	 "                 equal to their replica; still read-only. A file that is not a\n"
+	 "                 pool but has a sidecar (PATH.krs: a protected region or map) gets\n"
+	 "                 'keratin region check': every page checksum and stripe parity\n"
 	 "  --json         one JSON object: what was checked, every damaged page's offset\n"
 	 "                 and what it holds, the result (sound, repairable, damaged)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",

@@ -191,6 +191,10 @@ region)
 	expect 0 "$KR" region check "$F"
 	has out "^result: *sound$"
 	has out "^stripes checked: *256$"
+	# check --deep on a file with a sidecar is the region check.
+	expect 0 "$KR" check --deep "$F"
+	has out "^stripes checked: *256$"
+	has out "^result: *sound$"
 	printf 'Q' | dd of="$F" bs=1 seek=100000 conv=notrunc 2>/dev/null
 	expect 1 "$KR" region check "$F"
 	has out "^damaged pages: *1$"
@@ -404,6 +408,16 @@ check-repair)
 	has out "^scanned: *[0-9.]* MiB in [0-9.]* m*s, [0-9.]* GB/s$"
 	has out "^result: *sound$"
 	lines err 0
+	# The deep check adds the space audit and the invariants, and writes nothing either.
+	cp "$P" "$DIR/before"
+	expect 0 "$KR" check --deep "$P" --force-pmem
+	has out "^space audit: *16.0 MiB = [0-9.]* [KM]*i*B used + .* metadata$"
+	has out "^allocator: *[1-9][0-9]* objects; chunks: "
+	has out "^invariants: *all hold$"
+	cmp -s "$P" "$DIR/before" || fail "check --deep changed the pool file"
+	expect 0 "$KR" check --deep --json "$P" --force-pmem
+	has out '"deep": {"pool_size": 16777216, .*"problems": 0, "first_problem": ""}'
+	usage_error repair --deep "$P"
 
 	# Bytes inside the small object: its checksum fails, one parity column disagrees.
 	expect 0 "$KR" inject "$P" scribble --offset $((SMALL + 10)) --length 50

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fault.h"
 #include "grow.h"
 
 int kr_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min)
@@ -15,7 +16,7 @@ int kr_grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min)
 		c *= 2;
 	if (elem && c > SIZE_MAX / elem)
 		return -1;
-	void *p = realloc(*arr, c * elem);
+	void *p = kr_realloc(*arr, c * elem); /* a countdown choke point (fault.h) */
 	if (!p)
 		return -1;
 	*arr = p;

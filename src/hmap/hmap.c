@@ -79,6 +79,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "stps.h"
 
 /* Set while this thread runs a kr_hmap_foreach callback on that map. */
@@ -216,8 +217,8 @@ static struct ixent *ix_alloc(uint64_t cap)
 {
 	size_t bytes = cap * sizeof(struct ixent);
 	if (bytes < IX_MAP_BYTES)
-		return calloc(cap, sizeof(struct ixent));
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		return kr_calloc(cap, sizeof(struct ixent));
+	void *p = kr_mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 		       -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -670,7 +671,7 @@ int kr_hmap_tx_begin(kr_hmap *m, kr_hmap_tx **tx)
 		return kr_err_set(KR_E_MISUSE_ARG, "hmap: NULL argument");
 	if (writable(m) != KR_OK)
 		return KR_E_MISUSE_STATE;
-	*tx = calloc(1, sizeof(**tx));
+	*tx = kr_calloc(1, sizeof(**tx));
 	if (!*tx)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for a transaction");
 	(*tx)->map = m;
@@ -694,7 +695,7 @@ static int tx_add(kr_hmap_tx *tx, const void *key, size_t klen, const void *val,
 	if (rc == KR_OK && tx->used + need > tx->cap) {
 		/* Keys and values are copied; pointers into the old buffer move with it. */
 		size_t cap = (tx->cap + need) * 2;
-		uint8_t *b = realloc(tx->copies, cap);
+		uint8_t *b = kr_realloc(tx->copies, cap);
 		if (!b) {
 			rc = kr_err_set(KR_E_NOMEM, "hmap: no memory for a transaction");
 		} else {

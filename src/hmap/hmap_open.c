@@ -17,6 +17,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "stps.h"
 
 #define MIN_SIZE (64u << 10)
@@ -147,7 +148,7 @@ static kr_hmap *handle_new(const char *path)
 		return NULL;
 	memset(m, 0, sizeof(*m));
 	m->pm.fd = -1;
-	m->path = strdup(path);
+	m->path = kr_strdup(path);
 	for (unsigned i = 0; i < NSHARDS; i++) {
 		pthread_mutex_init(&m->shards[i].writer, NULL);
 		pthread_rwlock_init(&m->shards[i].ixlock, NULL);
@@ -170,7 +171,7 @@ static int handle_alloc(kr_hmap *m)
 	m->esize = (size_t)m->L * LINE;
 	m->capacity = KR_HMAP_LINE0_PAYLOAD + (size_t)(m->L - 1) * KR_HMAP_LINE_PAYLOAD;
 	m->reserve = (unsigned)(m->nslots / 8 < KR_HMAP_MAX_TX + 1 ? m->nslots / 8 : KR_HMAP_MAX_TX + 1);
-	m->pool = malloc(m->nslots * sizeof(uint64_t));
+	m->pool = kr_malloc(m->nslots * sizeof(uint64_t));
 	if (!m->pool)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for %" PRIu64 " slots", m->nslots);
 	int rc = KR_OK;
@@ -209,7 +210,7 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 	snprintf(sidecar, sizeof(sidecar), "%s.krs", path);
 	if (o->flags & KR_HMAP_PROTECT) /* the map is new: a sidecar left there is an old map's */
 		unlink(sidecar);
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)size) != 0) {
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 || kr_ftruncate(fd, (off_t)size) != 0) {
 		rc = kr_err_errno(KR_E_IO, "hmap: size %s", path);
 	} else if ((rc = map_file(m, fd, size, o->flags)) == KR_OK &&
 		   (rc = attach_protection(m, size, o->flags, false)) == KR_OK && (rc = handle_alloc(m)) == KR_OK) {
@@ -268,7 +269,7 @@ static int recover(kr_hmap *m)
 {
 	struct timespec ts0, ts1;
 	clock_gettime(CLOCK_MONOTONIC, &ts0);
-	struct found *f = malloc(m->nslots * sizeof(*f));
+	struct found *f = kr_malloc(m->nslots * sizeof(*f));
 	if (!f)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory to recover");
 	uint64_t nf = 0, maxv = 0;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "fault.h"
 #include "stps.h"
 
 /* Room for k more records (grown before an operation's fence: nothing may fail after). */
@@ -21,7 +22,7 @@ int hmap_ring_reserve(struct ring *r, uint64_t k)
 	uint64_t cap = r->cap ? r->cap : 64;
 	while (cap < r->len + k)
 		cap *= 2;
-	struct dead *v = malloc(cap * sizeof(*v));
+	struct dead *v = kr_malloc(cap * sizeof(*v));
 	if (!v)
 		return kr_err_set(KR_E_NOMEM, "hmap: no memory for the reuse queues");
 	for (uint64_t i = 0; i < r->len; i++)

@@ -36,10 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grow.h"
-#include "invariant.h"
 #include "err.h"
+#include "fault.h"
+#include "grow.h"
 #include "heap.h"
+#include "invariant.h"
 
 enum {
 	D_FREE = 0,
@@ -150,7 +151,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	h->meta_pages = hdr->zone_meta_pages;
 	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
 	pthread_mutex_init(&h->lock, NULL);
-	h->chunks = calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
+	h->chunks = kr_calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
 	if (!h->chunks)
 		return kr_err_set(KR_E_NOMEM, "heap chunk table");
 	return KR_OK;
@@ -186,7 +187,7 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint64_t *bits)
 {
 	struct kr_chunk_dram *c = &h->chunks[gid];
-	if (!c->run && !(c->run = calloc(1, sizeof(struct kr_run))))
+	if (!c->run && !(c->run = kr_calloc(1, sizeof(struct kr_run))))
 		return kr_err_set(KR_E_NOMEM, "run");
 	struct kr_run *r = c->run;
 	r->cls = (uint8_t)cls;
@@ -343,7 +344,7 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	kr_img_init(&img);
 	kr_img_reset(&img);
 	uint32_t total = h->nzones * h->chunks_per_zone, count = 0;
-	uint32_t *gids = malloc(sizeof(uint32_t) * 256);
+	uint32_t *gids = kr_malloc(sizeof(uint32_t) * 256);
 	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
 	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
 		struct kr_chunk_dram *c = &h->chunks[g];
@@ -538,7 +539,7 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
 		/* Grow the ring, unrolling it. On failure the block simply stays busy (a leak
 		 * until the next open rebuilds the heap), never a correctness problem. */
 		size_t cap = h->pending_cap ? h->pending_cap * 2 : 64;
-		struct kr_pending *np = malloc(cap * sizeof(*np));
+		struct kr_pending *np = kr_malloc(cap * sizeof(*np));
 		if (!np) {
 			pthread_mutex_unlock(&h->lock);
 			return;
@@ -654,4 +655,141 @@ uint64_t kr_heap_next(struct kr_heap *h, uint64_t after)
 			}
 	}
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Audit (the deep check, deep.c): chunk records against the DRAM indexes, read-only
+ * ------------------------------------------------------------------------------------- */
+
+/* Does the object header at off describe an object that this block or extent would have
+ * been chosen for? (cls: the run's class, or -1 for an extent of n chunks.) A set bit or an
+ * extent word with no object behind it fails here. */
+static int audit_object_fits(struct kr_heap *h, uint64_t off, int cls, uint32_t n)
+{
+	const struct kr_obj_hdr *o = (const void *)(h->pm->base + off);
+	if (o->size == 0 || o->size > h->max_alloc)
+		return 0;
+	uint64_t total = o->size + sizeof(*o);
+	if (size_class(total) != cls)
+		return 0;
+	return cls >= 0 || (total + KR_CHUNK_SIZE - 1) / KR_CHUNK_SIZE == n;
+}
+
+static void audit_run(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp, struct kr_audit *a)
+{
+	uint64_t w = *chunk_word(h, gid);
+	const uint64_t *bm = run_bitmap(h, gid);
+	unsigned cls = KR_CHUNK_CLASS(w);
+	struct kr_chunk_dram *c = &h->chunks[gid];
+	if (cls >= KR_NCLASSES || (w & ~0xffffull) != 0) {
+		kr_audit_note(a, chunk_off(h, gid), "chunk %u: run word 0x%llx is invalid", gid,
+			      (unsigned long long)w);
+		return;
+	}
+	uint32_t nb = run_nblocks(cls), bs = kr_size_classes[cls], nset = 0;
+	if (atomic_load(&c->type) != D_RUN || c->run->cls != cls)
+		kr_audit_note(a, pool_off(h, chunk_word(h, gid)),
+			      "chunk %u: a run of class %u on media, not in DRAM", gid, cls);
+	for (uint32_t i = 0; i < RUN_WORDS * 64; i++) {
+		if (!(bm[i / 64] >> (i % 64) & 1))
+			continue;
+		uint64_t off = chunk_off(h, gid) + (uint64_t)i * bs;
+		if (i >= nb)
+			kr_audit_note(a, pool_off(h, bm), "chunk %u: bitmap marks block %u of %u", gid, i, nb);
+		else if (!audit_object_fits(h, off, (int)cls, 0))
+			kr_audit_note(a, off, "chunk %u block %u: allocated, but no object of class %u "
+					      "there", gid, i, cls);
+		nset += i < nb;
+	}
+	if (atomic_load(&c->type) == D_RUN && c->run->cls == cls)
+		for (uint32_t wi = 0; wi < RUN_WORDS; wi++)
+			if (atomic_load(&c->run->alloc[wi]) != bm[wi] || c->run->busy[wi] != bm[wi]) {
+				kr_audit_note(a, pool_off(h, &bm[wi]),
+					      "chunk %u: bitmap word %u is 0x%llx on media, DRAM allocated "
+					      "0x%llx, busy 0x%llx", gid, wi, (unsigned long long)bm[wi],
+					      (unsigned long long)atomic_load(&c->run->alloc[wi]),
+					      (unsigned long long)c->run->busy[wi]);
+				break;
+			}
+	sp->run_chunks++;
+	sp->nobjects += nset;
+	sp->used += (uint64_t)nset * bs;
+	sp->free += (uint64_t)(nb - nset) * bs;
+	sp->slack += KR_CHUNK_SIZE - (uint64_t)nb * bs;
+}
+
+/* The extent whose head is gid; returns its length in chunks (1 if the word is invalid). */
+static uint32_t audit_extent(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp,
+			     struct kr_audit *a)
+{
+	uint64_t w = *chunk_word(h, gid);
+	uint32_t n = KR_CHUNK_NCHUNKS(w), i = gid % h->chunks_per_zone;
+	if (n == 0 || n > h->chunks_per_zone - i || (w & 0xffffff00ull) != 0) {
+		kr_audit_note(a, pool_off(h, chunk_word(h, gid)), "chunk %u: extent word 0x%llx is "
+			      "invalid", gid, (unsigned long long)w);
+		return 1;
+	}
+	if (atomic_load(&h->chunks[gid].type) != D_LARGE || h->chunks[gid].n != n)
+		kr_audit_note(a, chunk_off(h, gid), "chunk %u: an extent of %u chunks on media, not "
+			      "a live one in DRAM", gid, n);
+	if (!audit_object_fits(h, chunk_off(h, gid), -1, n))
+		kr_audit_note(a, chunk_off(h, gid), "chunk %u: an extent of %u chunks with no object "
+			      "of that size", gid, n);
+	for (uint32_t k = 1; k < n; k++)
+		if (*chunk_word(h, gid + k) != 0 || atomic_load(&h->chunks[gid + k].type) != D_BODY)
+			kr_audit_note(a, chunk_off(h, gid + k), "chunk %u: inside the extent at chunk "
+				      "%u, but not a free record and body in DRAM", gid + k, gid);
+	sp->extent_chunks += n;
+	sp->nobjects++;
+	sp->used += (uint64_t)n * KR_CHUNK_SIZE;
+	return n;
+}
+
+void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit *a)
+{
+	static const uint64_t zero[RUN_WORDS];
+	memset(sp, 0, sizeof(*sp));
+	pthread_mutex_lock(&h->lock);
+	uint32_t total = h->nzones * h->chunks_per_zone;
+	for (uint32_t gid = 0; gid < total;) {
+		const struct kr_chunk_meta *m = chunk_meta(h, gid);
+		if (m->reserved != 0)
+			kr_audit_note(a, pool_off(h, &m->reserved), "chunk %u: reserved word set", gid);
+		uint32_t step = 1;
+		switch (KR_CHUNK_TYPE(m->word)) {
+		case KR_CHUNK_FREE:
+			if (m->word != 0 || memcmp(m->bitmap, zero, sizeof(zero)) != 0)
+				kr_audit_note(a, pool_off(h, m), "chunk %u: free record with stray bits",
+					      gid);
+			if (atomic_load(&h->chunks[gid].type) != D_FREE)
+				kr_audit_note(a, chunk_off(h, gid), "chunk %u: free on media, in use in "
+					      "DRAM", gid);
+			sp->free_chunks++;
+			sp->free += KR_CHUNK_SIZE;
+			break;
+		case KR_CHUNK_RUN:
+			audit_run(h, gid, sp, a);
+			break;
+		case KR_CHUNK_LARGE:
+			if (memcmp(m->bitmap, zero, sizeof(zero)) != 0)
+				kr_audit_note(a, pool_off(h, m), "chunk %u: extent record with a bitmap",
+					      gid);
+			step = audit_extent(h, gid, sp, a);
+			break;
+		default:
+			kr_audit_note(a, pool_off(h, m), "chunk %u: unknown type %u", gid,
+				      KR_CHUNK_TYPE(m->word));
+		}
+		gid += step;
+	}
+	/* Invariant 4 with nothing reserved or freeing: the DRAM counters are the media's. */
+	if (sp->used != h->used_bytes || sp->free != h->free_bytes || sp->nobjects != h->nobjects ||
+	    h->npending != 0)
+		kr_audit_note(a, 0, "allocator counters: media %llu used, %llu free, %llu objects; "
+			      "DRAM %llu used, %llu free, %llu objects, %zu frees pending",
+			      (unsigned long long)sp->used, (unsigned long long)sp->free,
+			      (unsigned long long)sp->nobjects, (unsigned long long)h->used_bytes,
+			      (unsigned long long)h->free_bytes, (unsigned long long)h->nobjects,
+			      h->npending);
+	pthread_mutex_unlock(&h->lock);
 }

@@ -77,4 +77,18 @@ void kr_heap_release(struct kr_heap *h);
 /* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);
 
+/* The chunk bytes as the on-media records account for them (kr_heap_audit). */
+struct kr_heap_space {
+	uint64_t used;  /* allocated blocks and extents, headers included */
+	uint64_t free;  /* free chunks and the free blocks of runs */
+	uint64_t slack; /* run tails too small for one more block */
+	uint64_t nobjects, free_chunks, run_chunks, extent_chunks;
+};
+/* The deep check's audit of a quiet heap (nothing reserved; call kr_heap_release first):
+ * every chunk record is well formed and agrees with the DRAM chunk table and run bitmaps
+ * (invariant 1, and busy == allocated), every allocated block or extent holds an object
+ * header of a size that would have been put there, and the DRAM counters equal what the
+ * records add up to (invariant 4). Only reads the pool. */
+void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit *a);
+
 #endif

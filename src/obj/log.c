@@ -58,10 +58,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grow.h"
-#include "invariant.h"
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
+#include "grow.h"
+#include "invariant.h"
 #include "log.h"
 
 #define FIRST_SZ sizeof(struct kr_tx_first)
@@ -302,7 +303,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
 	pthread_mutex_init(&log->d_lock, NULL);
-	log->lanes = calloc(g->nlanes, sizeof(struct kr_lane));
+	log->lanes = kr_calloc(g->nlanes, sizeof(struct kr_lane));
 	if (!log->lanes)
 		return kr_err_set(KR_E_NOMEM, "%u lanes", g->nlanes);
 	for (uint32_t i = 0; i < g->nlanes; i++) {
@@ -316,8 +317,8 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 		pthread_mutex_init(&l->lock, NULL);
 		pthread_mutex_init(&l->st_lock, NULL);
 		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
-		l->fifo_seq = malloc(sizeof(uint64_t) * log->lane_lines);
-		l->fifo_nlines = malloc(sizeof(uint32_t) * log->lane_lines);
+		l->fifo_seq = kr_malloc(sizeof(uint64_t) * log->lane_lines);
+		l->fifo_nlines = kr_malloc(sizeof(uint32_t) * log->lane_lines);
 		if (!l->fifo_seq || !l->fifo_nlines) {
 			kr_log_fini(log);
 			return kr_err_set(KR_E_NOMEM, "lane tables");
@@ -452,7 +453,7 @@ static void log_publish_durable(struct kr_log *log, uint64_t d)
 static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
 				 uint32_t first, uint32_t nlines)
 {
-	uint8_t *s = malloc((size_t)nlines * KR_LINE_PAYLOAD);
+	uint8_t *s = kr_malloc((size_t)nlines * KR_LINE_PAYLOAD);
 	if (!s)
 		return NULL;
 	for (uint32_t k = 0; k < nlines; k++)
@@ -1006,7 +1007,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		return rc;
 	uint64_t max_stamp = d;
 	size_t nfound = 0, cap = 16;
-	struct found_tx *found = malloc(cap * sizeof(*found));
+	struct found_tx *found = kr_malloc(cap * sizeof(*found));
 	memset(st, 0, sizeof(*st));
 	if (!found)
 		return kr_err_set(KR_E_NOMEM, "recovery table");
@@ -1127,4 +1128,96 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	log_set_start(log, max_stamp);
 	ctl_store(log, max_stamp, 0);
 	return kr_pm_fence(log->pm);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Audit (the deep check, deep.c): the log's DRAM state against its lines, read-only
+ * ------------------------------------------------------------------------------------- */
+static uint64_t line_off(const struct kr_log *log, const struct kr_log_cacheline *ln)
+{
+	return (uint64_t)((const char *)ln - log->pm->base);
+}
+
+/* One lane's live transactions [head, tail): each complete in both copies, with a good
+ * CRC, the sequence numbers the lane's ring recorded, and the two copies byte-equal. */
+static void audit_lane(const struct kr_log *log, const struct kr_lane *l, uint64_t d,
+		       struct kr_audit *a)
+{
+	uint32_t pos = l->head, sum = 0;
+	uint64_t prev = 0;
+	for (uint32_t k = 0; k < l->fifo_count; k++) {
+		uint32_t slot = (l->fifo_first + k) % log->lane_lines;
+		uint64_t seq = l->fifo_seq[slot];
+		uint32_t n = l->fifo_nlines[slot];
+		const struct kr_log_cacheline *first = &l->lines[pos];
+		if (seq <= prev || seq > d)
+			kr_audit_note(a, line_off(log, first),
+				      "lane %u: transaction %llu out of order or above durable_seq %llu",
+				      l->idx, (unsigned long long)seq, (unsigned long long)d);
+		prev = seq;
+		uint64_t s48 = seq & KR_LINE_SEQ_MASK;
+		for (int c = 0; c < (l->replica ? 2 : 1); c++) {
+			const struct kr_log_cacheline *lines = c ? l->replica : l->lines;
+			uint8_t *s = lane_complete(log, lines, pos, s48) == n
+					     ? lane_checked_stream(log, lines, pos, n)
+					     : NULL;
+			if (!s)
+				kr_audit_note(a, line_off(log, &lines[pos]),
+					      "lane %u%s: transaction %llu (%u lines) is not whole or "
+					      "fails its CRC", l->idx, c ? " replica" : "",
+					      (unsigned long long)seq, n);
+			free(s);
+		}
+		for (uint32_t j = 0; l->replica && j < n; j++) {
+			uint32_t i = (pos + j) % log->lane_lines;
+			if (memcmp(&l->lines[i], &l->replica[i], KR_LINE_SIZE) != 0) {
+				kr_audit_note(a, line_off(log, &l->replica[i]),
+					      "lane %u: line %u differs from its replica", l->idx, i);
+				break;
+			}
+		}
+		pos = (pos + n) % log->lane_lines;
+		sum += n;
+	}
+	if (pos != l->tail || sum != l->used || l->used > log->lane_lines)
+		kr_audit_note(a, line_off(log, &l->lines[l->head]),
+			      "lane %u: head %u + %u lines of %u transactions != tail %u (used %u)",
+			      l->idx, l->head, sum, l->fifo_count, l->tail, l->used);
+}
+
+void kr_log_audit(struct kr_log *log, uint64_t *lines_checked, struct kr_audit *a)
+{
+	uint64_t d = kr_log_durable_seq(log);
+	uint64_t next = atomic_load(&log->next_seq);
+	/* Both control copies intact, equal, and what DRAM believes was persisted. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t w = log->ctl[i]->durable_word;
+		if (w != durable_word(d))
+			kr_audit_note(a, (uint64_t)((char *)log->ctl[i] - log->pm->base),
+				      "control copy %c: durable word 0x%llx, expected durable_seq %llu",
+				      'A' + i, (unsigned long long)w, (unsigned long long)d);
+	}
+	/* A quiet pool has every committed transaction durable. */
+	if (d + 1 != next || log->d_written != d)
+		kr_audit_note(a, 0, "durable_seq %llu (written %llu) but next sequence number %llu",
+			      (unsigned long long)d, (unsigned long long)log->d_written,
+			      (unsigned long long)next);
+	for (uint32_t li = 0; li < log->nlanes; li++) {
+		const struct kr_lane *l = &log->lanes[li];
+		if (atomic_load(&l->held) || atomic_load(&l->inflight_seq))
+			kr_audit_note(a, line_off(log, l->lines), "lane %u is busy in a quiet pool", li);
+		audit_lane(log, l, d, a);
+		/* Invariant 4: no stamp anywhere above durable_seq once everything is durable. */
+		for (uint32_t i = 0; i < log->lane_lines; i++)
+			for (int c = 0; c < (l->replica ? 2 : 1); c++) {
+				const struct kr_log_cacheline *ln = &(c ? l->replica : l->lines)[i];
+				(*lines_checked)++;
+				if ((ln->header & KR_LINE_KIND_MASK) && ln->header >> KR_LINE_SEQ_SHIFT > d)
+					kr_audit_note(a, line_off(log, ln),
+						      "lane %u%s line %u: stamp %llu above durable_seq %llu",
+						      li, c ? " replica" : "", i,
+						      (unsigned long long)(ln->header >> KR_LINE_SEQ_SHIFT),
+						      (unsigned long long)d);
+			}
+	}
 }

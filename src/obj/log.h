@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "audit.h"
 #include "layout.h"
 #include "pmem.h"
 
@@ -189,5 +190,12 @@ static inline uint64_t kr_log_durable_seq(struct kr_log *log)
 /* Forces the durable sequence number forward to cover every applied transaction: adopts
  * idle lanes, fences, publishes. Used when deferred frees must be released (heap full). */
 int kr_log_sync(struct kr_log *log, struct kr_lane *lane);
+
+/* The deep check's audit of a quiet, synced log (no lane held): both control copies carry
+ * the durable_seq DRAM believes persisted, every sequence number handed out is durable,
+ * each lane's ring [head, tail) holds whole transactions with good CRCs in both copies,
+ * byte-equal, and no line anywhere carries a stamp above durable_seq (invariant 4).
+ * Only reads; counts the lines looked at in *lines_checked. */
+void kr_log_audit(struct kr_log *log, uint64_t *lines_checked, struct kr_audit *a);
 
 #endif

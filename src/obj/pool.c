@@ -38,6 +38,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "media.h"
 #include "pool.h"
 
@@ -333,8 +334,8 @@ int kr_pool_writable(kr_pool *pool, const char *what)
 
 static kr_pool *pool_alloc(const char *path)
 {
-	kr_pool *pool = calloc(1, sizeof(*pool));
-	if (!pool || !(pool->path = strdup(path))) {
+	kr_pool *pool = kr_calloc(1, sizeof(*pool));
+	if (!pool || !(pool->path = kr_strdup(path))) {
 		free(pool);
 		kr_err_set(KR_E_NOMEM, "pool handle");
 		return NULL;
@@ -422,7 +423,7 @@ static int pool_allocate(int fd, uint64_t size, const struct kr_create_opts *o, 
 	const uint64_t step = 64ull << 20;
 	for (uint64_t done = 0; done < size;) {
 		uint64_t n = size - done < step ? size - done : step;
-		int e = posix_fallocate(fd, (off_t)done, (off_t)n);
+		int e = kr_fallocate(fd, (off_t)done, (off_t)n);
 		if (e) {
 			errno = e;
 			return kr_err_errno(KR_E_IO, "%s: allocating %llu bytes", path,

@@ -35,6 +35,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "grow.h"
 #include "redund.h"
 

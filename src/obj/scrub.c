@@ -33,6 +33,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "grow.h"
 #include "pool.h"
 
@@ -379,13 +380,13 @@ static int prefix_cmp(const void *a, const void *b)
  * several. Sorted prefixes make it O(k log k). */
 static int solve_run(struct suspect *v, const uint32_t *u, size_t k, uint32_t target)
 {
-	struct prefix *pre = malloc((k + 1) * sizeof(*pre));
+	struct prefix *pre = kr_malloc((k + 1) * sizeof(*pre));
 	if (!pre)
 		return -1;
 	pre[0] = (struct prefix){0, 0};
 	for (size_t i = 0; i < k; i++)
 		pre[i + 1] = (struct prefix){pre[i].x ^ v[u[i]].v, (uint32_t)(i + 1)};
-	uint32_t *val = malloc((k + 1) * sizeof(*val));
+	uint32_t *val = kr_malloc((k + 1) * sizeof(*val));
 	if (!val) {
 		free(pre);
 		return -1;
@@ -455,7 +456,7 @@ static int rebuild_picked(struct scrub *s, struct item *it, const struct suspect
 	size_t np = 0;
 	for (size_t j = 0; j < n; j++)
 		np += v[j].pick;
-	uint8_t *save = malloc(np * P), buf[P];
+	uint8_t *save = kr_malloc(np * P), buf[P];
 	if (!save)
 		return 0;
 	for (size_t j = 0, i = 0; j < n; j++)
@@ -480,7 +481,7 @@ static int rebuild_picked(struct scrub *s, struct item *it, const struct suspect
 static int repair_item(struct scrub *s, struct item *it)
 {
 	size_t cap = it->len / P + 2;
-	struct suspect *v = malloc(cap * (sizeof(*v) + sizeof(uint32_t)));
+	struct suspect *v = kr_malloc(cap * (sizeof(*v) + sizeof(uint32_t)));
 	if (!v)
 		return 0;
 	uint32_t *u = (uint32_t *)(v + cap);
@@ -493,7 +494,7 @@ static int repair_item(struct scrub *s, struct item *it)
 		if (r < 0)
 			answers = 2;
 		else if (r == 1 && answers++ == 0) {
-			best = malloc(n * sizeof(*best));
+			best = kr_malloc(n * sizeof(*best));
 			if (!best)
 				answers = 2;
 			else
@@ -591,7 +592,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	struct scrub s = {.pool = pool, .rep = rep, .repair = (flags & KR_CHECK_REPAIR) != 0};
 	s.row_size = (uint64_t)h->row_pages * P;
 	s.ncols = (uint64_t)h->nzones * h->row_pages;
-	s.bad_col = calloc(s.ncols, 1);
+	s.bad_col = kr_calloc(s.ncols, 1);
 	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? (uint64_t)h->nzones * h->zone_size : 0) +
 		  pool->heap.used_bytes;
 	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");

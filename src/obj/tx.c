@@ -37,6 +37,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "grow.h"
 #include "pool.h"
 
@@ -124,7 +125,7 @@ static struct mbuf *mbuf_find(struct kr_tx *tx, kr_oid oid)
 
 static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 {
-	struct mbuf *m = calloc(1, sizeof(*m));
+	struct mbuf *m = kr_calloc(1, sizeof(*m));
 	if (!m) {
 		kr_err_set(KR_E_NOMEM, "micro-buffer header");
 		return NULL;
@@ -141,7 +142,7 @@ static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 /* Allocates the DRAM mirror of the object with its trailing canary. */
 static int mbuf_alloc_buf(struct mbuf *m, int zero)
 {
-	m->buf = zero ? calloc(1, m->size + 8) : malloc(m->size + 8);
+	m->buf = zero ? kr_calloc(1, m->size + 8) : kr_malloc(m->size + 8);
 	if (!m->buf)
 		return kr_err_set(KR_E_NOMEM, "micro-buffer of %llu bytes", (unsigned long long)m->size);
 	uint64_t c = CANARY;
@@ -303,7 +304,7 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 		if (t->pool == pool)
 			return kr_err_set(KR_E_MISUSE_STATE,
 					  "this thread already has a transaction open on this pool");
-	struct kr_tx *tx = calloc(1, sizeof(*tx));
+	struct kr_tx *tx = kr_calloc(1, sizeof(*tx));
 	if (!tx)
 		return kr_err_set(KR_E_NOMEM, "transaction");
 	tx->pool = pool;

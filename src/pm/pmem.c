@@ -35,11 +35,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "err.h"
+#include "fault.h"
 #include "grow.h"
 #include "invariant.h"
-#include "err.h"
-#include "simd.h"
 #include "pmem.h"
+#include "simd.h"
 
 #ifndef MAP_SYNC
 #define MAP_SYNC 0x80000
@@ -133,10 +134,10 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 		 * stays in this process. Flushes and fences still run and count, harmlessly; the
 		 * mode reported is the one a read-write open would get (msync of a private
 		 * mapping writes nothing). */
-		void *v = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | populate, fd, 0);
+		void *v = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | populate, fd, 0);
 		if (v == MAP_FAILED)
 			return kr_err_errno(KR_E_IO_MAP, "%s: private mmap of %zu bytes", path, size);
-		void *dax = mmap(NULL, size, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		void *dax = kr_mmap(NULL, size, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
 		if (dax != MAP_FAILED)
 			munmap(dax, size);
 		pm->mode = dax != MAP_FAILED ? KR_MODE_DAX
@@ -150,12 +151,12 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 		RECORD(map, pm->base, pm->size, path);
 		return KR_OK;
 	}
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | populate,
+	void *p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | populate,
 		       fd, 0);
 	if (p != MAP_FAILED) {
 		pm->mode = KR_MODE_DAX;
 	} else {
-		p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
+		p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
 		if (p == MAP_FAILED)
 			return kr_err_errno(KR_E_IO_MAP, "%s: mmap of %zu bytes", path, size);
 		pm->mode = ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem())
@@ -168,7 +169,7 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	pm->fd = fd;
 	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
 	if (protect && protect[0] == '1') {
-		void *v = mmap(NULL, size, PROT_READ, MAP_SHARED | populate, fd, 0);
+		void *v = kr_mmap(NULL, size, PROT_READ, MAP_SHARED | populate, fd, 0);
 		if (v == MAP_FAILED) {
 			munmap(p, size);
 			pm->base = pm->view = NULL;
@@ -232,12 +233,12 @@ static int sync_pending(struct kr_pm *pm)
 	if (sync_ranges.pm != pm)
 		return KR_OK;
 	if (sync_ranges.overflow) {
-		if (msync(pm->base, pm->size, MS_SYNC) != 0)
+		if (kr_msync(pm->base, pm->size, MS_SYNC) != 0)
 			rc = kr_err_errno(KR_E_IO_SYNC, "msync of the whole pool");
 		counters.msyncs++;
 	} else {
 		for (int i = 0; i < sync_ranges.n; i++) {
-			if (msync((void *)sync_ranges.start[i],
+			if (kr_msync((void *)sync_ranges.start[i],
 				  sync_ranges.end[i] - sync_ranges.start[i], MS_SYNC) != 0)
 				rc = kr_err_errno(KR_E_IO_SYNC, "msync");
 			counters.msyncs++;
@@ -449,14 +450,14 @@ int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n)
 		return KR_OK;
 	uintptr_t s = (uintptr_t)addr & ~(uintptr_t)4095, e = ((uintptr_t)addr + n + 4095) & ~(uintptr_t)4095;
 	counters.msyncs++;
-	return msync((void *)s, e - s, MS_SYNC) == 0 ? KR_OK : KR_E_IO_SYNC;
+	return kr_msync((void *)s, e - s, MS_SYNC) == 0 ? KR_OK : KR_E_IO_SYNC;
 }
 
 int kr_pm_write_file(int fd, const void *buf, size_t n, uint64_t off)
 {
 	const char *p = buf;
 	while (n) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		ssize_t w = kr_pwrite(fd, p, n, (off_t)off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)

@@ -73,6 +73,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "layout.h"
 #include "media.h"
 #include "pmem.h"
@@ -980,7 +981,7 @@ static void region_abort(struct kr_region *r)
 /* A handle with its options and paths, nothing opened yet. */
 static struct kr_region *region_new(const char *path, const struct kr_region_opts *o)
 {
-	struct kr_region *r = calloc(1, sizeof(*r));
+	struct kr_region *r = kr_calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
 	r->fd = -1;
@@ -1000,9 +1001,9 @@ static struct kr_region *region_new(const char *path, const struct kr_region_opt
 	pthread_cond_init(&r->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	r->track.mode = KR_TRACK_OFF;
-	r->path = strdup(path);
+	r->path = kr_strdup(path);
 	size_t sl = strlen(path) + 5;
-	r->side_path = o->sidecar ? strdup(o->sidecar) : malloc(sl);
+	r->side_path = o->sidecar ? kr_strdup(o->sidecar) : kr_malloc(sl);
 	if (!r->path || !r->side_path) {
 		region_free(r);
 		return NULL;
@@ -1034,7 +1035,7 @@ static int open_data(struct kr_region *r, void *base, size_t len, bool own, stru
 		r->base = base;
 		return KR_OK;
 	}
-	void *m = mmap(NULL, r->len, offline ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	void *m = kr_mmap(NULL, r->len, offline ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 	if (m == MAP_FAILED)
 		return kr_err_errno(KR_E_IO_MAP, "region: mmap %s", r->path);
 	r->base = m;
@@ -1046,11 +1047,11 @@ static int open_data(struct kr_region *r, void *base, size_t len, bool own, stru
 static int alloc_state(struct kr_region *r)
 {
 	size_t batch = r->sc.B > r->sc.G ? r->sc.B : r->sc.G;
-	r->sealed = calloc(r->sc.nsegs, 1);
-	r->idle = calloc(r->sc.nsegs, 1);
-	r->seg_written = calloc(r->sc.nsegs, 1);
-	r->pages = malloc(batch * sizeof(uint64_t));
-	r->wbits = malloc((r->sc.G + 63) / 64 * 8);
+	r->sealed = kr_calloc(r->sc.nsegs, 1);
+	r->idle = kr_calloc(r->sc.nsegs, 1);
+	r->seg_written = kr_calloc(r->sc.nsegs, 1);
+	r->pages = kr_malloc(batch * sizeof(uint64_t));
+	r->wbits = kr_malloc((r->sc.G + 63) / 64 * 8);
 	r->rbuf = aligned_alloc(64, P);
 	r->tbuf = aligned_alloc(64, P);
 	if (!r->sealed || !r->idle || !r->seg_written || !r->pages || !r->wbits || !r->rbuf || !r->tbuf)
@@ -1122,6 +1123,11 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 	struct stat st;
 	if ((rc = open_data(r, base, len, own, &st)) != KR_OK ||
 	    (rc = sidecar_open(r, o, &st, &fresh)) != KR_OK || (rc = alloc_state(r)) != KR_OK) {
+		/* A sidecar this open created but did not finish (no valid superblock yet, or
+		 * no state to run it) goes: left behind, it would fail every later open as
+		 * "not a keratin sidecar". (We hold its lock, and it was empty when taken.) */
+		if (fresh)
+			unlink(r->side_path);
 		region_free(r);
 		return rc;
 	}
@@ -1386,7 +1392,7 @@ int kr_region_info(const char *path, const char *sidecar, struct kr_region_info 
 	void *m = MAP_FAILED;
 	if (fstat(fd, &st) != 0 || st.st_size < 3 * P)
 		rc = kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar", sidecar);
-	else if ((m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+	else if ((m = kr_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
 		rc = kr_err_errno(KR_E_IO_MAP, "region: mmap %s", sidecar);
 	struct kr_sidecar sc = {0};
 	if (rc == KR_OK && (rc = kr_side_load(&sc, m, (size_t)st.st_size, sidecar)) == KR_OK) {

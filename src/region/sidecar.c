@@ -14,6 +14,7 @@
 
 #include "csum.h"
 #include "err.h"
+#include "fault.h"
 #include "sidecar.h"
 
 #define P KR_PAGE_SIZE
@@ -174,7 +175,7 @@ int kr_side_open(struct kr_sidecar *sc, const char *path, bool readonly, bool ma
 		return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: empty, not a keratin sidecar", path);
 	if (*fresh) {
 		sc->sb = *fresh_sb;
-		if (ftruncate(fd, (off_t)sc->sb.side_size) != 0)
+		if (kr_ftruncate(fd, (off_t)sc->sb.side_size) != 0)
 			return kr_err_errno(KR_E_IO, "region: cannot size sidecar %s", path);
 		st.st_size = (off_t)sc->sb.side_size;
 	}
@@ -183,7 +184,7 @@ int kr_side_open(struct kr_sidecar *sc, const char *path, bool readonly, bool ma
 		return kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar (%zu bytes)", path, len);
 	int rc;
 	if (readonly) { /* nothing is written: no persistence layer needed */
-		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+		void *m = kr_mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 		if (m == MAP_FAILED)
 			return kr_err_errno(KR_E_IO_MAP, "region: mmap %s", path);
 		sc->pm.base = m;
