@@ -17,12 +17,14 @@
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
  *   fs_file.c     attributes, read, write, truncate, readdir, statfs
  *   fs_check.c    the read-only checker of every invariant
+ *   fs_media.c    media errors: the fault resolver, emulated poison, the bad-block list
  */
 #ifndef KRFS_FS_H
 #define KRFS_FS_H
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -138,6 +140,12 @@ struct kr_fs {
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
+	/* Media errors (fs_media.c): pages emulated poison made inaccessible (offset + 1, 0 =
+	 * free slot), faults resolved, whether the mapping is watched. */
+#define KRFS_POISON 16
+	_Atomic uint64_t poison[KRFS_POISON];
+	_Atomic uint64_t media_faults;
+	bool watched;
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -316,6 +324,16 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
 /* Rewrites ip's log unconditionally. */
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
+
+/* ---- media errors (fs_media.c) -------------------------------------------------------- */
+/* Watches the mapping: a media error inside it is resolved (the faulting read then sees
+ * junk that the structures' checks catch) instead of killing the process. */
+int krfs_media_attach(struct kr_fs *fs);
+void krfs_media_detach(struct kr_fs *fs);
+/* Scrubs the data pages whose bytes, CRCs or parity are in a page of the platform's
+ * bad-block list, completes lost CRC pages from their other copy, and clears the list if
+ * everything was repaired. KR_OK (damage left stays listed), or KR_E_IO_SYNC. */
+int krfs_media_repair_listed(struct kr_fs *fs);
 
 /* ---- mount scan (fs_recover.c) --------------------------------------------------------- */
 /* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin

@@ -148,6 +148,8 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 	for (uint64_t ino = 1; ino < fs->sb.ninodes && !fs->failed; ino++)
 		if (fs->inodes[ino])
 			scrub_data(&s, fs->inodes[ino]);
+	if (!fs->failed)
+		krfs_media_repair_listed(fs);
 	rep->repaired = fs->repairs - before;
 	int rc = fs->failed ? KR_E_IO_SYNC
 		 : rep->unrepairable ? kr_err_set(KR_E_CORRUPT, "%s: %llu damaged structures could not be repaired",
