@@ -15,13 +15,21 @@
  * unrepairable page); PATH.badblocks is gone when everything was repaired.
  * Prints one line per case: structure, mode, read outcome, scrub, check. An argument runs
  * only the cases whose structure name contains it ("journal", "data strip", ...).
+ *
+ * "kernel": a page named by the kernel's bad-block list of the device (faked through
+ * KERATIN_SYSFS_BADBLOCKS, mapped by FIEMAP; SKIP where /var/tmp has no FIEMAP) is
+ * repaired by the mount itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 
 #include "fs_layout.h"
 #include "keratin_fs.h"
@@ -36,7 +44,6 @@ static uint8_t g_fdata[3 * 4096];
 
 static void populate(void)
 {
-	tu_pool_path(g_path, sizeof(g_path), "fsmedia");
 	snprintf(g_list, sizeof(g_list), "%s.badblocks", g_path);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 4 << 20, .ninodes = 64,
 				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
@@ -202,9 +209,71 @@ static int run_case(const struct kase *k, bool online)
 	return !pass;
 }
 
+/* The kernel's list: a pool on a file system with FIEMAP (/var/tmp), strip 2 of f's page 0
+ * damaged in the file and its device sectors named by the fake sysfs list; the mount alone
+ * must repair it (the pool file is right before any read), then reads and check agree. */
+static int kernel_case(void)
+{
+	char tmpl[] = "/var/tmp/kr-fsmedia-XXXXXX", sysfs[192];
+	int fd = mkstemp(tmpl);
+	if (fd < 0) {
+		printf("test_fs_media: kernel list: SKIP (no file in /var/tmp)\n");
+		return 77;
+	}
+	close(fd);
+	unlink(tmpl);
+	snprintf(g_path, sizeof(g_path), "%s", tmpl);
+	snprintf(sysfs, sizeof(sysfs), "%s.sysfs", g_path);
+	populate();
+	uint64_t page = g_sb.data_off + f_dpage(0) * 4096, strip = page + 2 * KRFS_STRIP;
+	struct {
+		struct fiemap f;
+		struct fiemap_extent e[8];
+	} m;
+	memset(&m, 0, sizeof(m));
+	m.f.fm_start = page;
+	m.f.fm_length = 4096;
+	m.f.fm_extent_count = 8;
+	m.f.fm_flags = FIEMAP_FLAG_SYNC;
+	fd = open(g_path, O_RDWR);
+	if (fd < 0 || ioctl(fd, FS_IOC_FIEMAP, &m.f) != 0 || m.f.fm_mapped_extents == 0) {
+		printf("test_fs_media: kernel list: SKIP (no FIEMAP on /var/tmp)\n");
+		unlink(g_path);
+		return 77;
+	}
+	close(fd);
+	uint64_t sector = (m.e[0].fe_physical + (page - m.e[0].fe_logical)) / 512;
+	uint8_t junk[KRFS_STRIP];
+	memset(junk, 0x5c, sizeof(junk));
+	tu_pwrite(g_path, junk, sizeof(junk), strip);
+	FILE *f = fopen(sysfs, "w");
+	fprintf(f, "%llu 8\n", (unsigned long long)sector);
+	fclose(f);
+	setenv("KERATIN_SYSFS_BADBLOCKS", sysfs, 1);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	uint8_t now[KRFS_STRIP];
+	tu_pread(g_path, now, sizeof(now), strip);
+	bool repaired = memcmp(now, g_pristine + strip, sizeof(now)) == 0;
+	char reads[64];
+	int bad = read_f(fs, -1, reads, sizeof(reads));
+	int crc = kr_fs_check(fs, NULL, NULL);
+	TU_OK(kr_fs_unmount(fs));
+	unsetenv("KERATIN_SYSFS_BADBLOCKS");
+	printf("test_fs_media: page %#llx (device sector %llu) in the kernel's list: strip %s at mount, "
+	       "reads %s, check %s\n", (unsigned long long)page, (unsigned long long)sector,
+	       repaired ? "repaired" : "NOT REPAIRED", reads, crc == KR_OK ? "clean" : "reports");
+	unlink(sysfs);
+	unlink(g_path);
+	return repaired && !bad && crc == KR_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "kernel") == 0)
+		return kernel_case();
 	const char *only = argc > 1 ? argv[1] : NULL; /* run the cases whose name holds this */
+	tu_pool_path(g_path, sizeof(g_path), "fsmedia");
 	populate();
 	struct kase k[16];
 	int n, failed = 0;
