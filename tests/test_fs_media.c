@@ -25,11 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
-#include <linux/fiemap.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
 
 #include "fs_layout.h"
 #include "keratin_fs.h"
@@ -226,23 +222,12 @@ static int kernel_case(void)
 	snprintf(sysfs, sizeof(sysfs), "%s.sysfs", g_path);
 	populate();
 	uint64_t page = g_sb.data_off + f_dpage(0) * 4096, strip = page + 2 * KRFS_STRIP;
-	struct {
-		struct fiemap f;
-		struct fiemap_extent e[8];
-	} m;
-	memset(&m, 0, sizeof(m));
-	m.f.fm_start = page;
-	m.f.fm_length = 4096;
-	m.f.fm_extent_count = 8;
-	m.f.fm_flags = FIEMAP_FLAG_SYNC;
-	fd = open(g_path, O_RDWR);
-	if (fd < 0 || ioctl(fd, FS_IOC_FIEMAP, &m.f) != 0 || m.f.fm_mapped_extents == 0) {
+	uint64_t sector;
+	if (tu_device_sector(g_path, page, &sector) != 0) {
 		printf("test_fs_media: kernel list: SKIP (no FIEMAP on /var/tmp)\n");
 		unlink(g_path);
 		return 77;
 	}
-	close(fd);
-	uint64_t sector = (m.e[0].fe_physical + (page - m.e[0].fe_logical)) / 512;
 	uint8_t junk[KRFS_STRIP];
 	memset(junk, 0x5c, sizeof(junk));
 	tu_pwrite(g_path, junk, sizeof(junk), strip);
