@@ -40,6 +40,7 @@
 
 #include "csum.h"
 #include "fs.h"
+#include "media.h"
 
 #define SB_CSUM_LEN offsetof(struct krfs_super, csum)
 
@@ -391,6 +392,10 @@ static int open_private_copy(struct kr_fs *fs, uint64_t size)
 	int rc = KR_OK;
 	for (uint64_t off = 0; off < size && rc == KR_OK;) {
 		ssize_t n = pread(fs->file_fd, buf, size - off < (1 << 20) ? size - off : (1 << 20), (off_t)off);
+		if (n < 0 && errno == EIO) { /* a media error at off: copy what survives of its page */
+			n = size - off < P ? (ssize_t)(size - off) : P;
+			kr_media_read_salvage(fs->file_fd, buf, (size_t)n, off, KRFS_STRIP);
+		}
 		if (n <= 0 || pwrite(fs->pm.fd, buf, (size_t)n, (off_t)off) != n)
 			rc = kr_err_errno(KR_E_IO, "%s: copying the pool for a check", fs->path);
 		off += n > 0 ? (uint64_t)n : 0;

@@ -371,15 +371,26 @@ int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden)
 	return kr_media_lose_range(fd, page, off, 0, P, hidden);
 }
 
-bool kr_media_salvage_page(int fd, uint64_t off, size_t grain)
+size_t kr_media_read_salvage(int fd, void *buf, size_t len, uint64_t off, size_t grain)
 {
 	/* The kernel's read of a file on persistent memory copies with machine-check recovery
-	 * and fails only the pieces that hold poison; the page cache's copy of a block the hole
-	 * punch removes is dropped with its poison. */
+	 * and fails only the pieces that hold poison. */
+	size_t lost = 0;
+	for (size_t g = 0; g < len; g += grain) {
+		size_t n = len - g < grain ? len - g : grain;
+		if (pread(fd, (uint8_t *)buf + g, n, (off_t)(off + g)) != (ssize_t)n) {
+			memset((uint8_t *)buf + g, 0, n);
+			lost++;
+		}
+	}
+	return lost;
+}
+
+bool kr_media_salvage_page(int fd, uint64_t off, size_t grain)
+{
+	/* The page cache's copy of a block the hole punch removes is dropped with its poison. */
 	uint8_t buf[P];
-	for (size_t g = 0; g < P; g += grain)
-		if (pread(fd, buf + g, grain, (off_t)(off + g)) != (ssize_t)grain)
-			memset(buf + g, 0, grain);
+	kr_media_read_salvage(fd, buf, P, off, grain);
 	return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, P) == 0 &&
 	       fallocate(fd, 0, (off_t)off, P) == 0 && pwrite(fd, buf, P, (off_t)off) == (ssize_t)P;
 }

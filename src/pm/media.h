@@ -43,6 +43,10 @@ int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden);
 /* The same for bytes [from, from + len) of the page only (the rest keeps its content, as
  * poison of a few cache lines leaves the others readable through the file). */
 int kr_media_lose_range(int fd, void *page, uint64_t off, size_t from, size_t len, bool *hidden);
+/* Reads len bytes of the file at off, grain bytes at a time where need be: a piece the
+ * kernel cannot read (a machine check) reads as zeros. Returns the number of such pieces.
+ * Signal-safe. */
+size_t kr_media_read_salvage(int fd, void *buf, size_t len, uint64_t off, size_t grain);
 /* For a fault resolver, signal-safe: the page at file offset off, whose block reported a
  * machine check, moves to a new block holding what could still be read from the old one
  * through the file, grain bytes at a time (a piece that fails reads as zeros). Then the
