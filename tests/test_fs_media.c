@@ -19,9 +19,13 @@
  * "kernel": a page named by the kernel's bad-block list of the device (faked through
  * KERATIN_SYSFS_BADBLOCKS, mapped by FIEMAP; SKIP where /var/tmp has no FIEMAP) is
  * repaired by the mount itself.
+ * "threads": readers in three threads while f's data strip, CRC page and parity page are
+ * poisoned in turn, a scrub after each; no read may be wrong, no scrub may leave damage.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,10 +257,72 @@ static int kernel_case(void)
 	return repaired && !bad && crc == KR_OK ? 0 : 1;
 }
 
+/* "threads": readers of f in several threads while the main thread poisons f's data strip,
+ * CRC page and parity page in turn, scrubbing after each; every read must return f's bytes,
+ * and the pool must scrub and check clean afterwards. */
+static atomic_int g_stop, g_wrong;
+static atomic_long g_reads;
+
+static void *reader(void *arg)
+{
+	kr_fs *fs = arg;
+	uint8_t buf[3 * 4096];
+	while (!atomic_load(&g_stop)) {
+		ssize_t r = kr_fs_read(fs, g_f, buf, sizeof(buf), 0);
+		if (r != (ssize_t)sizeof(buf) || memcmp(buf, g_fdata, sizeof(buf)) != 0) {
+			if (atomic_fetch_add(&g_wrong, 1) == 0)
+				printf("test_fs_media: threads: first wrong read: %zd (%s)\n", r,
+				       r < 0 ? kr_errmsg() : "wrong bytes");
+		}
+		atomic_fetch_add(&g_reads, 1);
+	}
+	return NULL;
+}
+
+static int threads_case(void)
+{
+	tu_pool_path(g_path, sizeof(g_path), "fsmedia-mt");
+	populate();
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	uint64_t d0 = g_sb.data_off + f_dpage(0) * 4096;
+	const uint64_t targets[3][2] = {{d0 + 3 * KRFS_STRIP, KRFS_STRIP},
+					{g_sb.csum_a_off + f_dpage(0) * KRFS_CSUM_PER_PAGE, 0},
+					{g_sb.parity_off + f_dpage(0) * KRFS_STRIP, 0}};
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		TU_ASSERT(pthread_create(&t[i], NULL, reader, fs) == 0, "pthread_create");
+	unsigned rounds = tu_scaled(60, 10), scrub_bad = 0;
+	for (unsigned i = 0; i < rounds; i++) {
+		/* One lost structure at a time: the parity page is met by no read of sound data, so a
+		 * scrub (beside the readers) repairs what the reads did not, before the next loss
+		 * could make a double fault of it. */
+		TU_OK(kr_fs_inject_poison(fs, targets[i % 3][0], targets[i % 3][1]));
+		usleep(300);
+		scrub_bad += kr_fs_scrub(fs, NULL, NULL) != KR_OK;
+	}
+	atomic_store(&g_stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	struct kr_fs_scrub_report srep;
+	int src = kr_fs_scrub(fs, NULL, &srep);
+	int crc = kr_fs_check(fs, NULL, NULL);
+	TU_OK(kr_fs_unmount(fs));
+	bool listed = access(g_list, F_OK) == 0;
+	unlink(g_list);
+	printf("test_fs_media: threads: %u poisonings, each followed by a scrub, under %ld reads in 3 "
+	       "threads: %d wrong, %u scrubs left damage; then scrub %s, check %s, list %s\n", rounds,
+	       (long)atomic_load(&g_reads), atomic_load(&g_wrong), scrub_bad, src == KR_OK ? "clean" : "FAILED",
+	       crc == KR_OK ? "clean" : "FAILED", listed ? "LEFT" : "cleared");
+	return atomic_load(&g_wrong) == 0 && !scrub_bad && src == KR_OK && crc == KR_OK && !listed ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "kernel") == 0)
 		return kernel_case();
+	if (argc > 1 && strcmp(argv[1], "threads") == 0)
+		return threads_case();
 	const char *only = argc > 1 ? argv[1] : NULL; /* run the cases whose name holds this */
 	tu_pool_path(g_path, sizeof(g_path), "fsmedia");
 	populate();
