@@ -289,7 +289,8 @@ KR_API int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
  * kernel's list of the device) and then clear PATH.badblocks.
  * kr_fs_inject_poison emulates such an error for tests: bytes [off, off + len) of one page
  * (len 0: the whole page) lose their content and the page faults on its next access.
- * KR_E_MISUSE_ARG for a range outside one page, or an inspection mount. */
+ * KR_E_MISUSE_ARG for a range outside one page, or an inspection mount; KR_E_MISUSE_STATE
+ * for a page still poisoned (not yet met by an access) or too many such pages. */
 KR_API int kr_fs_inject_poison(kr_fs *fs, uint64_t off, uint64_t len);
 
 /* ---------------------------------------------------------------------------------------

@@ -90,6 +90,9 @@ int kr_fs_inject_poison(kr_fs *fs, uint64_t off, uint64_t len)
 	if (fs->check_mount || !fs->watched || off >= fs->sb.pool_size || from + len > P)
 		rc = kr_err_set(KR_E_MISUSE_ARG, "kr_fs_inject_poison: a range inside one page of a "
 				"mounted pool (not an inspection mount)");
+	if (rc == KR_OK && poison_slot(fs, page) >= 0)
+		rc = kr_err_set(KR_E_MISUSE_STATE, "kr_fs_inject_poison: page %#llx is poisoned already",
+				(unsigned long long)page);
 	int slot = rc == KR_OK ? kr_media_claim_slot(fs->poison, KRFS_POISON, page + 1) : -1;
 	if (rc == KR_OK && slot < 0)
 		rc = kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
