@@ -141,10 +141,9 @@ struct kr_fs {
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
 	/* Media errors (fs_media.c): pages emulated poison made inaccessible (offset + 1, 0 =
-	 * free slot), faults resolved, whether the mapping is watched. */
+	 * free slot), and whether the mapping is watched. */
 #define KRFS_POISON 16
 	_Atomic uint64_t poison[KRFS_POISON];
-	_Atomic uint64_t media_faults;
 	bool watched;
 };
 

@@ -61,7 +61,6 @@ static bool fs_fault(void *ctx, int sig, const siginfo_t *si)
 				: mprotect(fs->pm.base + page, P, PROT_READ | PROT_WRITE) == 0;
 	if (slot >= 0)
 		atomic_store(&fs->poison[slot], 0);
-	atomic_fetch_add(&fs->media_faults, 1);
 	return ok;
 }
 
