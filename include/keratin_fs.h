@@ -368,6 +368,18 @@ struct kr_fs_location {
 };
 KR_API int kr_fs_locate(kr_fs *fs, uint64_t ino, uint64_t off, struct kr_fs_location *loc);
 
+/* Media errors. A read of a page the hardware lost (SIGBUS on persistent memory) does not
+ * kill the process: the page is listed in PATH.badblocks and the read goes on as if its
+ * lost bytes were damaged, so metadata is read from its other copy, a data strip is rebuilt
+ * from parity, and what cannot be rebuilt fails with -EIO for that range. Mount and
+ * kr_fs_scrub repair the pages of the platform's bad-block list (PATH.badblocks and the
+ * kernel's list of the device) and then clear PATH.badblocks.
+ * kr_fs_inject_poison emulates such an error for tests: bytes [off, off + len) of one page
+ * (len 0: the whole page) lose their content and the page faults on its next access.
+ * KR_E_MISUSE_ARG for a range outside one page, or an inspection mount; KR_E_MISUSE_STATE
+ * for a page still poisoned (not yet met by an access) or too many such pages. */
+KR_API int kr_fs_inject_poison(kr_fs *fs, uint64_t off, uint64_t len);
+
 /* ---------------------------------------------------------------------------------------
  * Paths (a convenience for programs and tests; the operations above are the interface)
  * ------------------------------------------------------------------------------------- */

@@ -12,15 +12,13 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <linux/fiemap.h>
-#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "keratin.h"
+#include "testutil.h"
 
 #define FAIL(...) (fprintf(stderr, "test_badblocks: " __VA_ARGS__), fprintf(stderr, "\n"), 1)
 
@@ -53,22 +51,15 @@ int main(void)
 
 	/* The device sector of the page holding object 7's payload. */
 	uint64_t page = objs[7] & ~4095ull;
-	fd = open(path, O_RDWR);
-	struct {
-		struct fiemap f;
-		struct fiemap_extent e[8];
-	} m;
-	memset(&m, 0, sizeof(m));
-	m.f.fm_start = page;
-	m.f.fm_length = 4096;
-	m.f.fm_extent_count = 8;
-	m.f.fm_flags = FIEMAP_FLAG_SYNC;
-	if (fd < 0 || ioctl(fd, FS_IOC_FIEMAP, &m.f) != 0 || m.f.fm_mapped_extents == 0) {
+	uint64_t sector;
+	if (tu_device_sector(path, page, &sector) != 0) {
 		fprintf(stderr, "test_badblocks: no FIEMAP on /var/tmp: skipped\n");
 		unlink(path);
 		return 77;
 	}
-	uint64_t sector = (m.e[0].fe_physical + (page - m.e[0].fe_logical)) / 512;
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return FAIL("open");
 	char junk[4096];
 	memset(junk, 0x77, sizeof(junk));
 	if (pwrite(fd, junk, sizeof(junk), (off_t)page) != (ssize_t)sizeof(junk) || fsync(fd))

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -365,6 +368,27 @@ uint64_t tu_file_size(const char *path)
 	if (stat(path, &st) != 0)
 		TU_FAIL("stat %s: %s", path, strerror(errno));
 	return (uint64_t)st.st_size;
+}
+
+int tu_device_sector(const char *path, uint64_t off, uint64_t *sector)
+{
+	struct {
+		struct fiemap f;
+		struct fiemap_extent e[8];
+	} m;
+	memset(&m, 0, sizeof(m));
+	m.f.fm_start = off;
+	m.f.fm_length = 4096;
+	m.f.fm_extent_count = 8;
+	m.f.fm_flags = FIEMAP_FLAG_SYNC;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ok = fd >= 0 && ioctl(fd, FS_IOC_FIEMAP, &m.f) == 0 && m.f.fm_mapped_extents > 0;
+	if (fd >= 0)
+		close(fd);
+	if (!ok)
+		return -1;
+	*sector = (m.e[0].fe_physical + (off - m.e[0].fe_logical)) / 512;
+	return 0;
 }
 
 double tu_now(void)

@@ -112,6 +112,9 @@ void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off);
 /* Changes one byte of a file through write(2): damage no mapping of it sees being made. */
 void tu_flip_byte(const char *path, uint64_t off);
 uint64_t tu_file_size(const char *path);
+/* The 512-byte device sector holding byte off of the file (FIEMAP): 0, or -1 where the file
+ * system cannot map blocks (tmpfs). For tests that play the kernel's bad-block list. */
+int tu_device_sector(const char *path, uint64_t off, uint64_t *sector);
 
 /* Monotonic seconds, for printing how long phases took (never asserted on). */
 double tu_now(void);

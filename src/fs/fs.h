@@ -19,12 +19,14 @@
  *   fs_xattr.c    extended attributes: the DRAM list, XATTR entries, the four operations
  *   fs_snap.c     snapshots: images, the manifest in the root's log, shared data pages
  *   fs_check.c    the read-only checker of every invariant
+ *   fs_media.c    media errors: the fault resolver, emulated poison, the bad-block list
  */
 #ifndef KRFS_FS_H
 #define KRFS_FS_H
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -170,6 +172,11 @@ struct kr_fs {
 	uint64_t snap_bytes; /* log bytes the manifest takes as SNAPSHOT_INFO entries */
 	uint16_t *snap_refs;
 	struct krfs_bitmap held;
+	/* Media errors (fs_media.c): pages emulated poison made inaccessible (offset + 1, 0 =
+	 * free slot), and whether the mapping is watched. */
+#define KRFS_POISON 16
+	_Atomic uint64_t poison[KRFS_POISON];
+	bool watched;
 };
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
@@ -358,6 +365,16 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
  * or DENTRYs (with their cookies), XATTRs, SET_ATTR, LINK_CHANGE (not the root's snapshot
  * manifest: compaction adds that). */
 int krfs_append_state(struct krfs_op *op, struct krfs_inode *log, const struct krfs_inode *ip);
+
+/* ---- media errors (fs_media.c) -------------------------------------------------------- */
+/* Watches the mapping: a media error inside it is resolved (the faulting read then sees
+ * junk that the structures' checks catch) instead of killing the process. */
+int krfs_media_attach(struct kr_fs *fs);
+void krfs_media_detach(struct kr_fs *fs);
+/* Scrubs the data pages whose bytes, CRCs or parity are in a page of the platform's
+ * bad-block list, completes lost CRC pages from their other copy, and clears the list if
+ * everything was repaired. KR_OK (damage left stays listed), or KR_E_IO_SYNC. */
+int krfs_media_repair_listed(struct kr_fs *fs);
 
 /* ---- mount scan (fs_recover.c) --------------------------------------------------------- */
 /* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin

@@ -56,6 +56,13 @@ void krfs_journal_clear(struct kr_fs *fs, unsigned jn)
 	krfs_word_write(fs, journal_off(jn), 0);
 }
 
+/* The header and its records check (the state word is outside the CRC: clearing it is
+ * one store). */
+static bool journal_sound(const struct krfs_journal_hdr *h)
+{
+	return h->nbytes <= KRFS_JOURNAL_CAP && h->csum == journal_csum(h, h + 1);
+}
+
 static bool journal_active(const struct krfs_journal_hdr *h)
 {
 	return h->state != 0 && h->state == h->seq && h->nbytes <= KRFS_JOURNAL_CAP &&
@@ -94,9 +101,10 @@ int krfs_journal_recover(struct kr_fs *fs, unsigned jn)
 					     : a->state == 0   ? NULL
 					     : journal_active(b) ? b
 								 : NULL;
-	if (a->seq > fs->journal_seq)
+	/* Only a header that checks (idle or not) tells the sequence: a lost page reads junk. */
+	if (journal_sound(a) && a->seq > fs->journal_seq)
 		fs->journal_seq = a->seq;
-	if (b->seq > fs->journal_seq)
+	if (journal_sound(b) && b->seq > fs->journal_seq)
 		fs->journal_seq = b->seq;
 	int rolled = 0;
 	if (use) {

@@ -145,6 +145,10 @@ int krfs_inode_read(struct kr_fs *fs, uint64_t ino, struct krfs_pinode *out)
 			krfs_word_repair(fs, "inode log tail", pa, a.tail);
 		if (a.tail != *(uint64_t *)krfs_ptr(fs, pb))
 			krfs_word_repair(fs, "inode log tail", pb, a.tail);
+	} else if (a.tail != b.tail) {
+		/* A free slot's tail means nothing, but its copies stay equal like every byte of
+		 * the meta zone: the copy that checked wins. */
+		krfs_word_repair(fs, "inode log tail", a_ok ? pb : pa, a_ok ? a.tail : b.tail);
 	}
 	*out = a;
 	return 0;

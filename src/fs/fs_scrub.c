@@ -183,6 +183,8 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 		if (fs->inodes[ino])
 			scrub_data(&s, fs->inodes[ino]);
 	scrub_snapshots(&s);
+	if (!fs->failed)
+		krfs_media_repair_listed(fs);
 	rep->repaired = fs->repairs - before;
 	int rc = fs->failed ? KR_E_IO_SYNC
 		 : rep->unrepairable ? kr_err_set(KR_E_CORRUPT, "%s: %llu damaged structures could not be repaired",

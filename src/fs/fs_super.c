@@ -40,6 +40,7 @@
 
 #include "csum.h"
 #include "fs.h"
+#include "media.h"
 
 #define SB_CSUM_LEN offsetof(struct krfs_super, csum)
 
@@ -195,6 +196,7 @@ static void fs_free(struct kr_fs *fs)
 	krfs_bm_fini(&fs->ino_bm);
 	krfs_bm_fini(&fs->meta_bm);
 	krfs_bm_fini(&fs->data_bm);
+	krfs_media_detach(fs);
 	kr_pm_unmap(&fs->pm);
 	if (fs->pm.fd >= 0)
 		close(fs->pm.fd);
@@ -420,6 +422,8 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 				       (fs->check_mount ? KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY : 0),
 			       path);
 	if (rc == KR_OK)
+		rc = krfs_media_attach(fs);
+	if (rc == KR_OK)
 		rc = sb_load(fs, size);
 	if (rc == KR_OK)
 		rc = dram_init(fs);
@@ -427,6 +431,8 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		fs->was_clean = fs->sb.state == KRFS_STATE_CLEAN;
 		rc = krfs_recover(fs);
 	}
+	if (rc == KR_OK)
+		rc = krfs_media_repair_listed(fs);
 	if (rc == KR_OK) {
 		for (const struct krfs_snap *s = fs->snaps; s; s = s->next) /* ids are never reused */
 			if (s->id >= fs->sb.epoch)

@@ -142,7 +142,7 @@ static void badblocks_path(const char *pool_path, char *out, size_t n)
 }
 
 /* Appends "0x<hex>\n" with system calls only (signal-safe). */
-static int badblocks_append(const char *pool_path, uint64_t off)
+int kr_media_list_add(const char *pool_path, uint64_t off)
 {
 	char path[4096 + 16], line[24];
 	badblocks_path(pool_path, path, sizeof(path));
@@ -164,7 +164,7 @@ int kr_badblocks_add(const char *pool_path, uint64_t off)
 {
 	if (!pool_path)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_badblocks_add: path is NULL");
-	if (badblocks_append(pool_path, off & ~(uint64_t)(P - 1)) != 0)
+	if (kr_media_list_add(pool_path, off & ~(uint64_t)(P - 1)) != 0)
 		return kr_err_errno(KR_E_IO, "%s.badblocks", pool_path);
 	return KR_OK;
 }
@@ -188,7 +188,7 @@ static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
  * 512-byte sectors of the device, mapped back to file offsets through FIEMAP. Adds the pool
  * offsets of the lost pages to pages[]. A file system without FIEMAP, a device without a
  * badblocks file, or a list that names no block of the pool: nothing to add. */
-static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t max)
+static size_t kernel_badblocks(int fd, uint64_t size, uint64_t *pages, size_t n, size_t max)
 {
 	char path[128];
 	const char *fake = getenv("KERATIN_SYSFS_BADBLOCKS");
@@ -196,7 +196,7 @@ static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t 
 	if (fake && *fake) {
 		snprintf(path, sizeof(path), "%s", fake);
 	} else {
-		if (fstat(pool->pm.fd, &st) != 0)
+		if (fstat(fd, &st) != 0)
 			return n;
 		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/badblocks", major(st.st_dev),
 			 minor(st.st_dev));
@@ -210,12 +210,12 @@ static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t 
 	while (fm && n < max && fscanf(f, "%llu %llu", &first, &count) == 2) {
 		uint64_t lo = first * 512, hi = (first + count) * 512;
 		/* Which file ranges live on device bytes [lo, hi)? Walk the file's extents. */
-		for (uint64_t start = 0; start < pool->hdr.pool_size && n < max;) {
+		for (uint64_t start = 0; start < size && n < max;) {
 			memset(fm, 0, sizeof(*fm));
 			fm->fm_start = start;
-			fm->fm_length = pool->hdr.pool_size - start;
+			fm->fm_length = size - start;
 			fm->fm_extent_count = NEXT;
-			if (ioctl(pool->pm.fd, FS_IOC_FIEMAP, fm) != 0 || fm->fm_mapped_extents == 0)
+			if (ioctl(fd, FS_IOC_FIEMAP, fm) != 0 || fm->fm_mapped_extents == 0)
 				break;
 			for (uint32_t e = 0; e < fm->fm_mapped_extents && n < max; e++) {
 				const struct fiemap_extent *x = &fm->fm_extents[e];
@@ -224,7 +224,7 @@ static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t 
 					pages[n++] = (x->fe_logical + (b - plo)) & ~(uint64_t)(P - 1);
 				start = x->fe_logical + x->fe_length;
 				if (x->fe_flags & FIEMAP_EXTENT_LAST)
-					start = pool->hdr.pool_size;
+					start = size;
 			}
 		}
 	}
@@ -233,15 +233,15 @@ static size_t kernel_badblocks(kr_pool *pool, uint64_t *pages, size_t n, size_t 
 	return n;
 }
 
-int kr_media_repair_listed(kr_pool *pool)
+int kr_media_list(const char *path, int fd, uint64_t size, uint64_t *pages, size_t max,
+		  size_t *n_out, size_t *from_kernel_out)
 {
-	char path[4096 + 16], line[128];
-	badblocks_path(pool->path, path, sizeof(path));
-	FILE *f = fopen(path, "r");
+	char list[4096 + 16], line[128];
+	badblocks_path(path, list, sizeof(list));
+	*n_out = *from_kernel_out = 0;
+	FILE *f = fopen(list, "r");
 	if (!f && errno != ENOENT)
-		return kr_err_errno(KR_E_IO, "%s", path);
-	int listed = f != NULL;
-	uint64_t pages[256];
+		return kr_err_errno(KR_E_IO, "%s", list);
 	size_t n = 0;
 	int rc = KR_OK;
 	while (f && rc == KR_OK && fgets(line, sizeof(line), f)) {
@@ -250,15 +250,15 @@ int kr_media_repair_listed(kr_pool *pool)
 		unsigned long long off = strtoull(line, &end, 0);
 		if (end == line || errno)
 			continue; /* not a number: ignore the line, as the kernel's list would */
-		if (off >= pool->hdr.pool_size)
-			rc = kr_err_set(KR_E_MEDIA, "%s: bad block at 0x%llx is beyond the pool", path, off);
-		if (n < sizeof(pages) / sizeof(pages[0]))
+		if (off >= size)
+			rc = kr_err_set(KR_E_MEDIA, "%s: bad block at 0x%llx is beyond the pool", list, off);
+		if (n < max)
 			pages[n++] = off & ~(unsigned long long)(P - 1);
 	}
 	if (f)
 		fclose(f);
 	size_t from_kernel = n;
-	n = kernel_badblocks(pool, pages, n, sizeof(pages) / sizeof(pages[0]));
+	n = kernel_badblocks(fd, size, pages, n, max);
 	/* One lost page may be named many times (eight 512-byte sectors, or both lists). */
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -271,7 +271,35 @@ int kr_media_repair_listed(kr_pool *pool)
 			from_kernel = m; /* keep "index >= from_kernel: the kernel named it" true */
 		pages[m++] = pages[i];
 	}
-	n = m;
+	*n_out = m;
+	*from_kernel_out = from_kernel;
+	return rc;
+}
+
+int kr_media_replace_block(int fd, uint64_t off, const char *path)
+{
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, P) != 0 ||
+	    posix_fallocate(fd, (off_t)off, P) != 0)
+		return kr_err_errno(KR_E_MEDIA, "%s: cannot replace the bad block at 0x%llx", path,
+				    (unsigned long long)off);
+	return KR_OK;
+}
+
+int kr_media_clear_list(const char *path)
+{
+	char list[4096 + 16];
+	badblocks_path(path, list, sizeof(list));
+	if (unlink(list) != 0 && errno != ENOENT)
+		return kr_err_errno(KR_E_IO, "%s: cannot clear the list", list);
+	return KR_OK;
+}
+
+int kr_media_repair_listed(kr_pool *pool)
+{
+	uint64_t pages[256];
+	size_t n, from_kernel;
+	int rc = kr_media_list(pool->path, pool->pm.fd, pool->hdr.pool_size, pages,
+			       sizeof(pages) / sizeof(pages[0]), &n, &from_kernel);
 	/* Two lost data pages in one column cannot be rebuilt from each other: leave them (their
 	 * objects fail their checksums) and keep the list, rather than write guesses. */
 	int kept = 0;
@@ -284,22 +312,18 @@ int kr_media_repair_listed(kr_pool *pool)
 			kept = 1;
 			continue;
 		}
-		/* A block the kernel reports stays poisoned: give the file a new one (punch the page
-		 * out, allocate it again) before writing the repaired content. */
+		/* A block the kernel reports stays poisoned: give the file a new one before
+		 * writing the repaired content. */
 		if (i >= from_kernel && !pool->pm.readonly &&
-		    (fallocate(pool->pm.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)pages[i], P) != 0 ||
-		     posix_fallocate(pool->pm.fd, (off_t)pages[i], P) != 0)) {
-			rc = kr_err_errno(KR_E_MEDIA, "%s: cannot replace the bad block at 0x%llx",
-					  pool->path, (unsigned long long)pages[i]);
+		    (rc = kr_media_replace_block(pool->pm.fd, pages[i], pool->path)) != KR_OK)
 			break;
-		}
 		rc = kr_media_repair_page(pool, pages[i]);
 	}
 	/* Every other listed page now holds correct data: the list is cleared, as writing a
 	 * poisoned page clears the poison on real hardware (not by a read-only open, whose
 	 * repairs live in its private view). */
-	if (rc == KR_OK && !kept && listed && !pool->pm.readonly && unlink(path) != 0)
-		rc = kr_err_errno(KR_E_IO, "%s: cannot clear the list", path);
+	if (rc == KR_OK && !kept && n && !pool->pm.readonly)
+		rc = kr_media_clear_list(pool->path);
 	return rc;
 }
 
@@ -324,21 +348,51 @@ int kr_media_claim_slot(_Atomic uint64_t *slots, int n, uint64_t key)
 	return -1;
 }
 
-int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden)
+int kr_media_lose_range(int fd, void *page, uint64_t off, size_t from, size_t len, bool *hidden)
 {
 	*hidden = false;
-	/* The page becomes inaccessible first, then loses its content (through the file, since
-	 * the mapping can no longer be written): no reader can ever see the lost bytes without
-	 * faulting, as with real poison. This is fault injection, so it goes around pmem.c. */
+	/* The page becomes inaccessible first, then [from, from + len) loses its content
+	 * (through the file, since the mapping can no longer be written): no reader can ever see
+	 * the lost bytes without faulting, as with real poison. This is fault injection, so it
+	 * goes around pmem.c. */
 	uint8_t junk[P];
-	for (size_t i = 0; i < P; i++)
-		junk[i] = (uint8_t)(i * 131 + off / P);
+	for (size_t i = 0; i < len; i++)
+		junk[i] = (uint8_t)((from + i) * 131 + off / P);
 	if (mprotect(page, P, PROT_NONE) != 0)
 		return kr_err_errno(KR_E_IO, "mprotect");
 	*hidden = true;
-	if (pwrite(fd, junk, P, (off_t)off) != (ssize_t)P)
+	if (pwrite(fd, junk, len, (off_t)(off + from)) != (ssize_t)len)
 		return kr_err_errno(KR_E_IO, "pwrite");
 	return KR_OK;
+}
+
+int kr_media_lose_page(int fd, void *page, uint64_t off, bool *hidden)
+{
+	return kr_media_lose_range(fd, page, off, 0, P, hidden);
+}
+
+size_t kr_media_read_salvage(int fd, void *buf, size_t len, uint64_t off, size_t grain)
+{
+	/* The kernel's read of a file on persistent memory copies with machine-check recovery
+	 * and fails only the pieces that hold poison. */
+	size_t lost = 0;
+	for (size_t g = 0; g < len; g += grain) {
+		size_t n = len - g < grain ? len - g : grain;
+		if (pread(fd, (uint8_t *)buf + g, n, (off_t)(off + g)) != (ssize_t)n) {
+			memset((uint8_t *)buf + g, 0, n);
+			lost++;
+		}
+	}
+	return lost;
+}
+
+bool kr_media_salvage_page(int fd, uint64_t off, size_t grain)
+{
+	/* The page cache's copy of a block the hole punch removes is dropped with its poison. */
+	uint8_t buf[P];
+	kr_media_read_salvage(fd, buf, P, off, grain);
+	return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, P) == 0 &&
+	       fallocate(fd, 0, (off_t)off, P) == 0 && pwrite(fd, buf, P, (off_t)off) == (ssize_t)P;
 }
 
 int kr_inject_poison(kr_pool *pool, uint64_t off)
@@ -474,7 +528,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		return;
 	}
 	if (!pool->pm.readonly) /* a private view repairs only itself */
-		badblocks_append(pool->path, off); /* step 1: a crash from here on repeats the repair */
+		kr_media_list_add(pool->path, off); /* step 1: a crash from here on repeats the repair */
 	int token = kr_log_suspend();
 	while (atomic_flag_test_and_set(&repair_lock))
 		;
