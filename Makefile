@@ -2,7 +2,9 @@
 #
 #   make demo     build, then run the crash-and-recover demo and the file-system demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
-#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
+#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
+#                 then the persistence checkers' costs: pmsan's slowdown on the map
+#                 benchmarks, keratin-pmscan's analysis time per PMDK example file
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; a mounted directory of 100,000 entries;
 #                 100,000 fsx operations
@@ -14,7 +16,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture install clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers fuzz torture install clean
 
 all: build
 
@@ -59,6 +61,14 @@ bench: build
 	@scripts/deps.sh --bench
 	@bench/pmdk-build.sh build/pmdk
 	@python3 bench/run.py --build build $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-checkers
+
+# The checkers' costs alone (each says SKIP where its checker is not built).
+# PMSAN_BENCH_ARGS, e.g. "--keys 20000 --rounds 1", for a shorter run.
+bench-checkers: build
+	@if [ -x build/bin/keratin-pmsan-cc ]; then bench/pmsan-bench.sh $(PMSAN_BENCH_ARGS) build; \
+		else echo "SKIP: pmsan is not built (needs LLVM 14 and clang-14)"; fi
+	@python3 tests/check/static/pmdk_examples.py build/tools/keratin-pmscan --bench || [ $$? -eq 77 ]
 
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build

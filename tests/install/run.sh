@@ -2,7 +2,9 @@
 # run.sh BUILD_DIR POOL_DIR [CFLAGS] - installs the build into a temporary prefix
 # (cmake --install) and builds consumer.c against it twice, with pkg-config and with
 # find_package(keratin), running each; checks what the install put where, that DESTDIR
-# stages under DESTDIR, and that the installed keratin command and manual pages work.
+# stages under DESTDIR, and that the installed keratin command and manual pages work;
+# where the persistence checkers were built, that the installed keratin-pmsan-cc and
+# keratin-pmscan find a use after free from the moved prefix.
 # CFLAGS (sanitizer flags of the build under test) are used for both consumer builds.
 set -eu
 build=$1 pooldir=$2 cflags=${3:-}
@@ -51,4 +53,27 @@ DESTDIR=$tmp/stage cmake --install "$build" --prefix /opt/keratin >/dev/null 2>&
 	fail "DESTDIR install"
 [ -e "$tmp/stage/opt/keratin/bin/keratin" ] && [ -e "$tmp/stage/opt/keratin/include/keratin.h" ] ||
 	fail "DESTDIR install did not stage under DESTDIR"
-echo "PASS: installed, built with pkg-config and with find_package, DESTDIR staged"
+
+# 4. The persistence checkers (built only in normal builds with clang-14), installed
+# relative to their own directory, so they work from a prefix other than the configured one.
+checked=
+uaf=$here/../check/cases/r4_use_after_free.bug.c
+if [ -e "$build/bin/keratin-pmsan-cc" ]; then
+	[ -x "$prefix/bin/keratin-pmsan-cc" ] || fail "keratin-pmsan-cc not installed"
+	"$prefix/bin/keratin-pmsan-cc" -g -O1 -o "$tmp/uaf" "$uaf" -lpmemobj -lpmem ||
+		fail "build with the installed keratin-pmsan-cc"
+	rc=0
+	PMEM_IS_PMEM_FORCE=1 "$tmp/uaf" "$pooldir/pkg-install-pmsan.pool" >"$tmp/pmsan.out" 2>&1 || rc=$?
+	rm -f "$pooldir/pkg-install-pmsan.pool"
+	[ $rc -eq 66 ] && grep -q '^pmsan: rule 4 (use-after-free)' "$tmp/pmsan.out" ||
+		{ cat "$tmp/pmsan.out"; fail "installed pmsan: exit $rc, want 66 and a rule 4 report"; }
+	checked="$checked, keratin-pmsan-cc"
+fi
+if [ -e "$build/tools/keratin-pmscan" ]; then
+	rc=0
+	"$prefix/bin/keratin-pmscan" "$uaf" >"$tmp/pmscan.out" 2>&1 || rc=$?
+	[ $rc -eq 1 ] && grep -q '^pmsan: rule 4 (use-after-free).*(static)$' "$tmp/pmscan.out" ||
+		{ cat "$tmp/pmscan.out"; fail "installed keratin-pmscan: exit $rc, want 1 and a rule 4 report"; }
+	checked="$checked, keratin-pmscan"
+fi
+echo "PASS: installed, built with pkg-config and with find_package, DESTDIR staged$checked"

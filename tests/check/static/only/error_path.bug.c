@@ -1,0 +1,42 @@
+/*
+ * error_path.bug.c - a persistence bug on an error path that no ordinary run takes: when
+ * the scratch buffer cannot be allocated, the transaction counts the failure in an object
+ * that existed before it without adding the counter to the undo log, then aborts. The
+ * abort rolls back what was logged and leaves the unlogged counter changed. A dynamic
+ * checker sees it only if malloc fails during a test; the static checker reads that path.
+ */
+#include "../../cases/case.h"
+
+struct stats {
+	uint64_t done;
+	uint64_t failures;
+};
+
+static int record(PMEMobjpool *pop, struct stats *st, size_t scratch)
+{
+	int rc = 0;
+	TX_BEGIN(pop) {
+		char *buf = malloc(scratch);
+		if (buf == NULL) {
+			st->failures++; /* expect: 2 unlogged-write */
+			pmemobj_tx_abort(ENOMEM);
+		}
+		pmemobj_tx_add_range_direct(&st->done, sizeof(st->done));
+		st->done++;
+		free(buf);
+	} TX_ONABORT {
+		rc = -1;
+	} TX_END
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return case_usage(argv[0]);
+	PMEMobjpool *pop = case_create(argv[1]);
+	struct stats *st = pmemobj_direct(pmemobj_root(pop, sizeof(struct stats)));
+	int rc = record(pop, st, 4096);
+	pmemobj_close(pop);
+	return rc == 0 ? 0 : 1;
+}
