@@ -2,7 +2,9 @@
 #
 #   make demo     build, then run the crash-and-recover demo and the file-system demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
-#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
+#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
+#                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)
+#   make bench-fuse  only the FUSE benchmark: docs/bench/fuse.md, docs/BENCHMARKS-FS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
@@ -13,7 +15,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench fuzz torture install clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-fuse fuzz torture install clean
 
 all: build
 
@@ -58,6 +60,11 @@ bench: build
 	@scripts/deps.sh --bench
 	@bench/pmdk-build.sh build/pmdk
 	@python3 bench/run.py --build build $(BENCH_ARGS)
+	@bash bench/fuse-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
+
+# keratin-fs mounted with FUSE against tmpfs, ext4 and passthrough_ll (QUICK=1: a smoke run).
+bench-fuse: build
+	@bash bench/fuse-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
 
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
