@@ -51,6 +51,7 @@ fi
 CPUS=$FUSE_BENCH_PINNED
 
 QUICK=${QUICK:-0}
+ROUNDS_SET=${ROUNDS:+1}
 if [ "$QUICK" = 1 ]; then
 	ROUNDS=${ROUNDS:-1} FIO_SIZE=2M FIO_TIME= NFILES=100 NSQL=50 TAR_COPIES=1 POOL_SIZE=256M
 else
@@ -291,6 +292,7 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- the tables ---------------------------------------------------------------------------
 CMDLINE="bench/fuse-bench.sh --build $BUILD --out $OUT"
+[ -n "${ROUNDS_SET:-}" ] && CMDLINE="ROUNDS=$ROUNDS $CMDLINE"
 [ "$QUICK" = 1 ] && CMDLINE="QUICK=1 $CMDLINE"
 python3 - "$CSV" "$OUT/fuse.md" "$EXT4_NOTE" <<EOF
 import csv, statistics, sys
