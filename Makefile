@@ -5,6 +5,8 @@
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
 #                 then the persistence checkers' costs: pmsan's slowdown on the map
 #                 benchmarks, keratin-pmscan's analysis time per PMDK example file
+#                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)
+#   make bench-fuse  only the FUSE benchmark: docs/bench/fuse.md, docs/BENCHMARKS-FS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; a mounted directory of 100,000 entries;
 #                 100,000 fsx operations
@@ -16,7 +18,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers fuzz torture install clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers bench-fuse fuzz torture install clean
 
 all: build
 
@@ -62,6 +64,7 @@ bench: build
 	@bench/pmdk-build.sh build/pmdk
 	@python3 bench/run.py --build build $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-checkers
+	@$(MAKE) --no-print-directory bench-fuse
 
 # The checkers' costs alone (each says SKIP where its checker is not built).
 # PMSAN_BENCH_ARGS, e.g. "--keys 20000 --rounds 1", for a shorter run.
@@ -69,6 +72,10 @@ bench-checkers: build
 	@if [ -x build/bin/keratin-pmsan-cc ]; then bench/pmsan-bench.sh $(PMSAN_BENCH_ARGS) build; \
 		else echo "SKIP: pmsan is not built (needs LLVM 14 and clang-14)"; fi
 	@python3 tests/check/static/pmdk_examples.py build/tools/keratin-pmscan --bench || [ $$? -eq 77 ]
+
+# keratin-fs mounted with FUSE against tmpfs, ext4 and passthrough_ll (QUICK=1: a smoke run).
+bench-fuse: build
+	@bash bench/fuse-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
 
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
