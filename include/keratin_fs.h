@@ -84,10 +84,19 @@ struct kr_fs_mkfs_opts {
  *   KR_FS_NO_META_REPLICA  one copy of journals, inodes and logs (the superblock keeps its
  *                          replica); metadata damage is then detected (CRCs) but lost
  *   KR_FS_NO_DATA_CSUM     no strip CRCs: data is neither verified nor repaired on read
- *   KR_FS_NO_DATA_PARITY   no parity: a bad strip is detected (-EIO), not rebuilt */
+ *   KR_FS_NO_DATA_PARITY   no parity: a bad strip is detected (-EIO), not rebuilt
+ *   KR_FS_RELAXED          no write atomicity for overwrites ("relaxed mode"): a write that
+ *                          changes neither the size nor a hole, to pages no snapshot shares,
+ *                          stores the bytes in place and updates the touched strips' CRCs and
+ *                          the page parity, instead of copying the page. A crash during it may
+ *                          leave any mix of old and new bytes in the range written (never
+ *                          damage: mount recomputes those pages' CRCs and parity); every other
+ *                          operation stays atomic. Writes that extend a file or fill a hole
+ *                          stay copy-on-write. */
 #define KR_FS_NO_META_REPLICA 0x1u
 #define KR_FS_NO_DATA_CSUM 0x2u
 #define KR_FS_NO_DATA_PARITY 0x4u
+#define KR_FS_RELAXED 0x8u
 
 /* Creates the pool file (which must not exist: KR_E_IO_EXISTS) with an empty root
  * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:

@@ -26,7 +26,11 @@
  *   threads four threads, each with its own directory and model, on one file system, and a
  *           fifth making, reading and deleting snapshots; then every model, the checker, and
  *           the same after a remount
- *   fences  fences and bytes written per operation, pinned, with full protection and none
+ *   fences  fences and bytes written per operation, pinned, with full protection, none, and
+ *           full protection in relaxed mode (a 512 B overwrite in place)
+ *   relaxed relaxed mode by hand: overwrites stay in their pages (kr_fs_locate) and read
+ *           back, extensions, holes and snapshot-held pages stay copy-on-write, a damaged
+ *           strip under an overwrite is repaired first, the checker finds nothing
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  */
@@ -964,6 +968,93 @@ static void case_threads(unsigned nthreads)
 	       "its model, checker clean, also after a remount\n", nthreads, w[0].nops, snap.made);
 }
 
+/* ---- relaxed mode ------------------------------------------------------------------------- */
+static uint64_t page_at(kr_fs *fs, uint64_t ino, uint64_t off)
+{
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, ino, off, &loc) == 0, "locate %llu", (unsigned long long)off);
+	return loc.page_off;
+}
+
+static void expect_bytes(kr_fs *fs, uint64_t ino, const uint8_t *want, size_t n, const char *what)
+{
+	static uint8_t got[5 * 4096];
+	TU_ASSERT(kr_fs_read(fs, ino, got, n, 0) == (ssize_t)n && memcmp(got, want, n) == 0, "%s: bytes differ", what);
+}
+
+static void expect_clean(kr_fs *fs, const char *what)
+{
+	struct kr_fs_check_report rep;
+	TU_ASSERT(kr_fs_check(fs, stderr, &rep) == KR_OK && rep.problems == 0, "%s: checker found problems", what);
+}
+
+static void case_relaxed(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-relaxed");
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .unprotect = KR_FS_RELAXED};
+	TU_OK(kr_fs_mkfs(path, &o));
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.unprotect == KR_FS_RELAXED, "statfs reports relaxed mode");
+	static uint8_t model[5 * 4096], part[6000];
+	tu_fill(model, 3 * 4096, 1);
+	struct kr_fs_attr a;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &a) == 0, "create");
+	TU_ASSERT(kr_fs_write(fs, a.ino, model, 3 * 4096, 0) == 3 * 4096, "first write");
+	uint64_t p0 = page_at(fs, a.ino, 0), p1 = page_at(fs, a.ino, 4096);
+	struct kr_fs_attr before, after;
+	TU_ASSERT(kr_fs_getattr(fs, a.ino, &before) == 0, "getattr");
+	/* An unaligned overwrite across a page boundary: in place, both pages kept. */
+	tu_fill(part, 6000, 2);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 6000, 1000) == 6000, "overwrite");
+	memcpy(model + 1000, part, 6000);
+	TU_ASSERT(page_at(fs, a.ino, 0) == p0 && page_at(fs, a.ino, 4096) == p1, "the overwrite moved a page");
+	TU_ASSERT(kr_fs_getattr(fs, a.ino, &after) == 0 && after.mtime_ns >= before.mtime_ns && after.size == 3 * 4096,
+		  "mtime and size after an in-place write");
+	expect_bytes(fs, a.ino, model, 3 * 4096, "after the in-place write");
+	expect_clean(fs, "after the in-place write");
+	/* Past the end: copy-on-write (the last page moves). */
+	uint64_t p2 = page_at(fs, a.ino, 8192);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 100, 3 * 4096 - 50) == 100, "extending write");
+	memcpy(model + 3 * 4096 - 50, part, 100);
+	TU_ASSERT(page_at(fs, a.ino, 8192) != p2, "an extending write was made in place");
+	/* A snapshot holds page 0: copy-on-write again, the snapshot keeps its bytes. */
+	struct kr_fs_snapshot_attr s;
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", &s) == 0, "snapshot");
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 10, 5) == 10, "overwrite of a held page");
+	TU_ASSERT(page_at(fs, a.ino, 0) != p0, "a page a snapshot holds was written in place");
+	memcpy(model + 5, part, 10);
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0, "snapshot delete");
+	/* Now unshared: in place. */
+	p0 = page_at(fs, a.ino, 0);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part + 7, 20, 30) == 20 && page_at(fs, a.ino, 0) == p0, "in place again");
+	memcpy(model + 30, part + 7, 20);
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after the snapshot");
+	/* A damaged strip under an overwrite is repaired from parity before the delta. */
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, a.ino, 4096 + 600, &loc) == 0, "locate");
+	TU_OK(kr_fs_unmount(fs));
+	int fd = open(path, O_RDWR);
+	TU_ASSERT(fd >= 0 && pwrite(fd, "XXXXXXXX", 8, (off_t)loc.strip_off + 3) == 8, "damage a strip");
+	close(fd);
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 9, 4096 + 700) == 9, "overwrite of a damaged strip");
+	memcpy(model + 4096 + 700, part, 9);
+	expect_clean(fs, "after overwriting a damaged strip");
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after overwriting a damaged strip");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.repairs >= 1, "the damaged strip was not repaired");
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after a remount");
+	expect_clean(fs, "after a remount");
+	TU_OK(kr_fs_unmount(fs));
+	unlink(path);
+	printf("fs relaxed: overwrites in place, extensions and snapshot-held pages copied, a damaged strip repaired "
+	       "first, checker clean\n");
+}
+
 /* ---- fences -------------------------------------------------------------------------------- */
 /* The persistence cost of each operation, pinned: fences and bytes written, with full
  * protection and with none (KR_FS_NO_*). A change to a commit protocol shows here first. */
@@ -1003,7 +1094,7 @@ static void fences_at(uint32_t unprotect)
 	kr_fs *fs = mount_at(path);
 	unsigned copies = unprotect & KR_FS_NO_META_REPLICA ? 1 : 2;
 	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) + (unprotect & KR_FS_NO_DATA_PARITY ? 0 : 512);
-	printf("protection %s:\n", unprotect ? "none" : "full");
+	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : "full");
 	struct kr_fs_attr a;
 	static char buf[4096];
 	/* create: new slot (128) + page tail (32) + SET_ATTR (72) + LINK_CHANGE (48) + DENTRY
@@ -1018,7 +1109,19 @@ static void fences_at(uint32_t unprotect)
 	expect_cost("4 KiB append", measured(), 2, data + copies * (64 + 8));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 1024) == 512, "overwrite");
-	expect_cost("512 B overwrite (copy-on-write page)", measured(), 2, data + copies * (64 + 8));
+	if (unprotect & KR_FS_RELAXED) {
+		/* In place: the strip (512), its two CRCs (4 + 4) and the parity strip (512, by
+		 * delta); the intent (journal header 32 + one data record 16 + 8) per copy, fenced
+		 * before the stores; a SET_ATTR (72) for the mtime and the tail word per copy; the
+		 * intent cleared (8 per copy). Copy-on-write writes the whole page instead. */
+		expect_cost("512 B overwrite (relaxed: in place)", measured(), 3,
+			    512 + 8 + 512 + copies * (32 + 24 + 72 + 8 + 8));
+		measure_reset();
+		TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 4096) == 4096, "append after relaxed overwrite");
+		expect_cost("4 KiB append (relaxed: copy-on-write)", measured(), 2, data + copies * (64 + 8));
+	} else {
+		expect_cost("512 B overwrite (copy-on-write page)", measured(), 2, data + copies * (64 + 8));
+	}
 	measure_reset();
 	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096, "read");
 	expect_cost("4 KiB read", measured(), 0, 0);
@@ -1042,6 +1145,7 @@ static void case_fences(void)
 {
 	fences_at(0);
 	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY);
+	fences_at(KR_FS_RELAXED);
 }
 
 int main(int argc, char **argv)
@@ -1071,7 +1175,9 @@ int main(int argc, char **argv)
 		case_threads(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
+	else if (strcmp(c, "relaxed") == 0)
+		case_relaxed();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed");
 	return 0;
 }
