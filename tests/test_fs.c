@@ -28,6 +28,8 @@
  *           the same after a remount
  *   fences  fences and bytes written per operation, pinned, with full protection, none, and
  *           full protection in relaxed mode (a 512 B overwrite in place)
+ *   wprotect KR_FS_MOUNT_WPROTECT: the model's operations on a write-protected mount; a stray
+ *           store through the pool mapping faults in a forked child (and lands without it)
  *   relaxed relaxed mode by hand: overwrites stay in their pages (kr_fs_locate) and read
  *           back, extensions, holes and snapshot-held pages stay copy-on-write, a damaged
  *           strip under an overwrite is repaired first, the checker finds nothing
@@ -38,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "fs_layout.h"
 #include "fsmodel.h"
 #include "keratin_fs.h"
@@ -1055,6 +1059,67 @@ static void case_relaxed(void)
 	       "first, checker clean\n");
 }
 
+/* ---- write protection ------------------------------------------------------------------- */
+/* A forked child stores one byte through the file system's own pointer to a data page:
+ * 1 if the store faulted (SIGSEGV), 0 if it went through. */
+static int stray_store_faults(kr_fs *fs, uint64_t page_off)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	TU_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		volatile uint8_t *p = (uint8_t *)fs->pm.view + page_off;
+		*p = 0x5a;
+		_exit(0);
+	}
+	int status;
+	TU_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+}
+
+static void case_wprotect(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-wprotect");
+	mkfs_at(path, 8 << 20, 0, 0);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_WPROTECT, &fs));
+	TU_ASSERT(fs->pm.view != fs->pm.base, "no read-only view with KR_FS_MOUNT_WPROTECT");
+	struct fm m;
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	fm_init(&m, &st, KR_FS_ROOT_INO);
+	struct fm_params p;
+	fm_params_default(&p);
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("fs wprotect", 9));
+	fm_random(fs, &m, &p, &r, tu_scaled(600, 200)); /* every operation, compared as it returns */
+	char why[512];
+	TU_ASSERT(fm_compare(fs, &m, why, sizeof(why)) == 0, "write-protected mount: %s", why);
+	expect_clean(fs, "write-protected mount");
+	struct kr_fs_attr a;
+	static uint8_t buf[4096];
+	TU_ASSERT(kr_fs_create(fs, 1, "victim", 0644, 0, 0, &a) == 0 && kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096,
+		  "victim file");
+	uint64_t page = page_at(fs, a.ino, 0);
+	TU_ASSERT(stray_store_faults(fs, page), "a stray store into a write-protected pool did not fault");
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096 && buf[0] == 0, "the file after the stray store");
+	TU_OK(kr_fs_unmount(fs));
+	/* The same store without the flag goes through (and is then caught as damage). */
+	fs = mount_at(path);
+	TU_ASSERT(fs->pm.view == fs->pm.base && !stray_store_faults(fs, page), "an unprotected mount faulted");
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096 && buf[0] == 0, "the stray store was not repaired");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.repairs >= 1, "the stray store went unnoticed");
+	TU_OK(kr_fs_unmount(fs));
+	fm_free(&m);
+	unlink(path);
+	printf("fs wprotect: %u operations equal to the model and checker clean on a write-protected mount; a stray "
+	       "store faults there, and lands (then is repaired) without the flag\n", tu_scaled(600, 200));
+}
+
 /* ---- fences -------------------------------------------------------------------------------- */
 /* The persistence cost of each operation, pinned: fences and bytes written, with full
  * protection and with none (KR_FS_NO_*). A change to a commit protocol shows here first. */
@@ -1177,7 +1242,9 @@ int main(int argc, char **argv)
 		case_fences();
 	else if (strcmp(c, "relaxed") == 0)
 		case_relaxed();
+	else if (strcmp(c, "wprotect") == 0)
+		case_wprotect();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect");
 	return 0;
 }

@@ -177,7 +177,10 @@ struct kr_fs {
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
 #define KRFS_ERR(neg_errno, code, ...) (kr_err_set((code), __VA_ARGS__), (neg_errno))
 
-static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.base + off; }
+/* Where the file system reads pool offset off: the mapping, or with KR_FS_MOUNT_WPROTECT its
+ * read-only view, whose stores the persistence layer carries out through its writable alias
+ * (so only kr_pm_* writes land; any other store faults). */
+static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.view + off; }
 uint64_t krfs_now(void);
 /* Records a durability failure (sticky error state); returns -EIO. */
 int krfs_fail(struct kr_fs *fs, int kr_code);

@@ -421,6 +421,8 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 			       (flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT)) |
 				       (fs->check_mount ? KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY : 0),
 			       path);
+	if (rc == KR_OK && (flags & KR_FS_MOUNT_WPROTECT))
+		rc = kr_pm_protect(&fs->pm, path);
 	if (rc == KR_OK)
 		rc = sb_load(fs, size);
 	if (rc == KR_OK)
