@@ -2,7 +2,8 @@
 #
 #   make demo     build, then run the crash-and-recover demo and the file-system demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
-#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md
+#   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
+#                 keratin-fs (bench/fs-bench): docs/BENCHMARKS-FS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; a mounted directory of 100,000 entries;
 #                 100,000 fsx operations

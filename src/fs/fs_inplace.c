@@ -8,8 +8,9 @@
  * the page parity (by delta) are stored. The write gives up atomicity - a crash may leave
  * any mix of old and new bytes in the range written - but never consistency:
  *
- *   1. the touched strips are verified first (a failing strip is repaired through the
- *      verified read, or the write fails with -EIO before anything is stored);
+ *   1. the touched strips of a partly written page are verified first (a failing strip is
+ *      repaired through the verified read, or the write fails with -EIO before anything is
+ *      stored); a wholly written page needs nothing old;
  *   2. the in-place intent: lite journal 0 made active with one KRFS_J_DATA record per page
  *      naming the strips to be touched; fence;
  *   3. the bytes, CRCs and parity deltas (krfs_data_patch), and a SET_ATTR entry carrying
@@ -74,7 +75,8 @@ int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf,
 		unsigned lo, hi;
 		page_range(pg, off, len, &lo, &hi);
 		uint64_t mask = strip_mask(lo, hi);
-		if (!krfs_data_strips_ok(fs, dp, (unsigned)mask)) {
+		bool whole = lo == 0 && hi == P; /* rewritten from the new bytes alone */
+		if (!whole && !krfs_data_strips_ok(fs, dp, (unsigned)mask)) {
 			int rc = krfs_data_read(fs, dp, fs->buf); /* repairs, or -EIO */
 			if (rc) {
 				free(j);
