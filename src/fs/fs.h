@@ -349,7 +349,8 @@ int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, boo
 
 /* ---- relaxed mode (fs_inplace.c) ------------------------------------------------------ */
 /* Whether a write of len bytes at off to ip is made in place: a relaxed pool, inside the
- * size, every page present and held by no snapshot, at most KRFS_INPLACE_MAX_PAGES pages. */
+ * size, no page covered whole (so at most two pages), every page present and held by no
+ * snapshot. */
 bool krfs_inplace_fits(const struct kr_fs *fs, const struct krfs_inode *ip, uint64_t off, uint64_t len);
 /* The in-place write (intent, bytes, mtime entry, commit, intent cleared). 0, -EIO, -ENOSPC. */
 int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf, uint64_t off, uint64_t len);

@@ -83,20 +83,14 @@ void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 		write_parity(fs, pg, src);
 }
 
-/* Relaxed pools: bytes [lo, hi) of page pg become src's, in place. A whole page is written
- * as a new one is. Otherwise each touched strip's CRC copies get the new strip's CRC and
- * the parity takes the delta (old strip XOR new strip), so the untouched strips stay
+/* Relaxed pools: bytes [lo, hi) of page pg become src's, in place. Each touched strip's CRC
+ * copies get the new strip's CRC and the parity takes the delta (old strip XOR new strip), so the untouched strips stay
  * rebuildable; the old strips must verify (krfs_data_strips_ok) or the delta would carry
  * their damage into the parity. Flushed, not fenced. */
 void krfs_data_patch(struct kr_fs *fs, uint64_t pg, unsigned lo, unsigned hi, const void *src)
 {
 	_Alignas(64) uint8_t old[KRFS_STRIP], neu[KRFS_STRIP];
 	uint64_t page = krfs_data_off(fs, pg);
-	if (lo == 0 && hi == P) { /* the whole page: CRCs and parity from the new bytes alone */
-		memcpy(fs->buf, src, P);
-		krfs_data_write(fs, pg, fs->buf);
-		return;
-	}
 	for (unsigned s = lo / KRFS_STRIP; s * KRFS_STRIP < hi; s++) {
 		unsigned base = s * KRFS_STRIP, a = lo > base ? lo : base;
 		unsigned b = hi < base + KRFS_STRIP ? hi : base + KRFS_STRIP;

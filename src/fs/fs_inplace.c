@@ -3,14 +3,15 @@
  *
  * A copy-on-write overwrite of 512 bytes reads the whole old page, writes a whole new one
  * with all its CRCs and parity, and later frees the old page. In a relaxed pool a write that
- * changes neither the file's size nor any hole, to pages no snapshot holds, is instead made
- * in the pages themselves: only the bytes written, the touched strips' two CRC copies and
+ * changes neither the file's size nor any hole, covers no page whole, and touches only pages
+ * no snapshot holds, is instead made in the pages themselves (a page written whole gains
+ * nothing in place - it costs the same bytes plus the intent's fence - so such writes stay
+ * copy-on-write and atomic): only the bytes written, the touched strips' two CRC copies and
  * the page parity (by delta) are stored. The write gives up atomicity - a crash may leave
  * any mix of old and new bytes in the range written - but never consistency:
  *
- *   1. the touched strips of a partly written page are verified first (a failing strip is
- *      repaired through the verified read, or the write fails with -EIO before anything is
- *      stored); a wholly written page needs nothing old;
+ *   1. the touched strips are verified first (a failing strip is repaired through the
+ *      verified read, or the write fails with -EIO before anything is stored);
  *   2. the in-place intent: lite journal 0 made active with one KRFS_J_DATA record per page
  *      naming the strips to be touched; fence;
  *   3. the bytes, CRCs and parity deltas (krfs_data_patch), and a SET_ATTR entry carrying
@@ -44,8 +45,12 @@ bool krfs_inplace_fits(const struct kr_fs *fs, const struct krfs_inode *ip, uint
 {
 	if (!fs->relaxed || len == 0 || off + len > ip->size)
 		return false;
-	uint64_t first = off / P, last = (off + len - 1) / P;
-	if (last - first + 1 > KRFS_INPLACE_MAX_PAGES)
+	/* No page covered whole: at most two pages, the first not from its start to its end
+	 * and the last not either (so the intent has at most two records). */
+	uint64_t first = off / P, last = (off + len - 1) / P, end = off + len;
+	bool first_whole = off % P == 0 && end >= (first + 1) * P;
+	bool last_whole = end % P == 0 && (last > first || off % P == 0);
+	if (last - first > 1 || first_whole || last_whole)
 		return false;
 	for (uint64_t pg = first; pg <= last; pg++) {
 		uint32_t dp = krfs_radix_get(&ip->map, pg);
@@ -75,8 +80,7 @@ int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf,
 		unsigned lo, hi;
 		page_range(pg, off, len, &lo, &hi);
 		uint64_t mask = strip_mask(lo, hi);
-		bool whole = lo == 0 && hi == P; /* rewritten from the new bytes alone */
-		if (!whole && !krfs_data_strips_ok(fs, dp, (unsigned)mask)) {
+		if (!krfs_data_strips_ok(fs, dp, (unsigned)mask)) {
 			int rc = krfs_data_read(fs, dp, fs->buf); /* repairs, or -EIO */
 			if (rc) {
 				free(j);

@@ -402,14 +402,13 @@ _Static_assert(KRFS_XATTR_ENTRY_MAX == 2344 && KRFS_XATTR_ENTRY_MAX < KRFS_LOG_U
  * the data area), the 8 bytes a little-endian u64 whose bits 0..7 name the strips being
  * overwritten in place (the rest zero). Recovery does not write bytes back for them: it
  * recomputes both CRC copies of the named strips and the page's parity from the data bytes
- * as they landed.
+ * as they landed. This version writes at most two such records (an in-place write covers
+ * no page whole, so it touches at most two pages); a reader accepts any number that fits.
  * ------------------------------------------------------------------------------------- */
 #define KRFS_J_WORD 1u  /* an 8-byte word (a log tail) */
 #define KRFS_J_INODE 2u /* a whole inode slot */
 #define KRFS_J_DATA 3u  /* an in-place data page (relaxed pools): strips to reseal */
 #define KRFS_J_DATA_LEN 8u
-/* How many pages one in-place write may name: the records fit one journal page. */
-#define KRFS_INPLACE_MAX_PAGES ((KRFS_PAGE - 32u) / (16u + KRFS_J_DATA_LEN))
 struct krfs_journal_hdr {
 	uint64_t state;
 	uint64_t seq;
@@ -426,9 +425,7 @@ struct krfs_journal_rec {
 };
 _Static_assert(sizeof(struct krfs_journal_rec) == 16, "journal record header is 16 bytes");
 #define KRFS_JOURNAL_CAP (KRFS_PAGE - sizeof(struct krfs_journal_hdr))
-_Static_assert(KRFS_INPLACE_MAX_PAGES * (sizeof(struct krfs_journal_rec) + KRFS_J_DATA_LEN) <= KRFS_JOURNAL_CAP &&
-		       KRFS_INPLACE_MAX_PAGES == 169,
-	       "an in-place intent for KRFS_INPLACE_MAX_PAGES pages fits one journal page");
+_Static_assert(sizeof(struct krfs_journal_rec) + KRFS_J_DATA_LEN == 24, "an in-place intent record is 24 bytes");
 _Static_assert(KRFS_INCOMPAT_KNOWN == (KRFS_INCOMPAT_XATTR | KRFS_INCOMPAT_SNAPSHOTS | KRFS_INCOMPAT_INPLACE),
 	       "incompat bits");
 
