@@ -274,6 +274,11 @@ struct krfs_op {
 	size_t napplied, capapplied;
 	bool committed;
 	bool compaction; /* rewrites a log: entries keep preset ids, nothing to apply, no GC */
+	/* Stores made between the commit's two fences, once the entries (and anything else
+	 * flushed before the commit, such as an in-place intent) are durable: relaxed in-place
+	 * data. One-inode operations only (the journaled commit refuses it). */
+	void (*in_commit)(struct krfs_op *op, void *ctx);
+	void *in_commit_ctx;
 };
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs);
 /* Appends entry (type and size set by the caller; epoch, trans and csum filled in here, but

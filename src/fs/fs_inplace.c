@@ -5,17 +5,20 @@
  * with all its CRCs and parity, and later frees the old page. In a relaxed pool a write that
  * changes neither the file's size nor any hole, covers no page whole, and touches only pages
  * no snapshot holds, is instead made in the pages themselves (a page written whole gains
- * nothing in place - it costs the same bytes plus the intent's fence - so such writes stay
+ * nothing in place - it costs the same bytes plus the intent - so such writes stay
  * copy-on-write and atomic): only the bytes written, the touched strips' two CRC copies and
  * the page parity (by delta) are stored. The write gives up atomicity - a crash may leave
  * any mix of old and new bytes in the range written - but never consistency:
  *
  *   1. the touched strips are verified first (a failing strip is repaired through the
  *      verified read, or the write fails with -EIO before anything is stored);
- *   2. the in-place intent: lite journal 0 made active with one KRFS_J_DATA record per page
- *      naming the strips to be touched; fence;
- *   3. the bytes, CRCs and parity deltas (krfs_data_patch), and a SET_ATTR entry carrying
- *      the new mtime, all flushed; the commit: fence, tail store, fence;
+ *   2. a SET_ATTR entry carrying the new mtime is appended, and the in-place intent written:
+ *      lite journal 0 made active with one KRFS_J_DATA record per page naming the strips to
+ *      be touched; all flushed;
+ *   3. the commit's first fence makes both durable; then the tail store and, in the same
+ *      window, the bytes, CRCs and parity deltas (krfs_data_patch); the commit's second
+ *      fence. So the write costs the two fences of any one-inode operation: its mtime may
+ *      become durable before its bytes, which a write that is not atomic allows;
  *   4. the intent cleared, flushed but not fenced: the next fence of any operation makes
  *      that durable, and until then a crash merely reseals pages whose checksums match.
  *
@@ -68,14 +71,30 @@ static void page_range(uint64_t pg, uint64_t off, uint64_t len, unsigned *lo, un
 	*hi = (unsigned)(end < start + P ? end - start : P);
 }
 
+struct inplace {
+	struct krfs_inode *ip;
+	const uint8_t *buf;
+	uint64_t off, len;
+};
+
+/* Between the commit's fences: the intent is durable, so the pages may change in place. */
+static void patch_pages(struct krfs_op *op, void *ctx)
+{
+	const struct inplace *w = ctx;
+	for (uint64_t pg = w->off / P; pg <= (w->off + w->len - 1) / P; pg++) {
+		unsigned lo, hi;
+		page_range(pg, w->off, w->len, &lo, &hi);
+		krfs_data_patch(op->fs, krfs_radix_get(&w->ip->map, pg) - 1, lo, hi, w->buf + (pg * P + lo - w->off));
+	}
+}
+
 int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf, uint64_t off, uint64_t len)
 {
-	uint64_t first = off / P, last = (off + len - 1) / P;
 	struct krfs_jbuf *j = malloc(sizeof(*j)); /* a page: too big for the stack */
 	if (!j)
 		return KRFS_ERR(-ENOMEM, KR_E_NOMEM, "in-place write: no memory for the intent");
 	j->n = 0;
-	for (uint64_t pg = first; pg <= last; pg++) {
+	for (uint64_t pg = off / P; pg <= (off + len - 1) / P; pg++) {
 		uint64_t dp = krfs_radix_get(&ip->map, pg) - 1;
 		unsigned lo, hi;
 		page_range(pg, off, len, &lo, &hi);
@@ -89,25 +108,20 @@ int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf,
 		}
 		krfs_journal_add(j, KRFS_J_DATA, krfs_data_off(fs, dp), &mask, KRFS_J_DATA_LEN);
 	}
-	krfs_journal_activate(fs, 0, j, ++fs->journal_seq);
-	free(j);
-	int rc = krfs_fence(fs); /* the intent durable before the first in-place store */
-	if (rc)
-		return rc;
-	for (uint64_t pg = first; pg <= last; pg++) {
-		unsigned lo, hi;
-		page_range(pg, off, len, &lo, &hi);
-		krfs_data_patch(fs, krfs_radix_get(&ip->map, pg) - 1, lo, hi,
-				(const uint8_t *)buf + (pg * P + lo - off));
-	}
 	struct krfs_op op;
 	krfs_op_begin(&op, fs);
 	uint64_t now = krfs_now();
 	struct krfs_e_attr a = {.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)},
 				.mask = KRFS_A_MTIME, .mtime = now, .ctime = now};
-	rc = krfs_op_append(&op, ip, &a.h);
-	if (rc == 0)
+	struct inplace w = {.ip = ip, .buf = buf, .off = off, .len = len};
+	int rc = krfs_op_append(&op, ip, &a.h);
+	if (rc == 0) {
+		krfs_journal_activate(fs, 0, j, ++fs->journal_seq); /* durable at the commit's first fence */
+		op.in_commit = patch_pages;
+		op.in_commit_ctx = &w;
 		rc = krfs_op_commit(&op);
+	}
+	free(j);
 	if (rc == 0)
 		krfs_journal_clear(fs, 0);
 	krfs_op_end(&op);

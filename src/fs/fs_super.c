@@ -422,7 +422,7 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 				       (fs->check_mount ? KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY : 0),
 			       path);
 	if (rc == KR_OK && (flags & KR_FS_MOUNT_WPROTECT))
-		rc = kr_pm_protect(&fs->pm, path);
+		rc = kr_pm_protect(&fs->pm, path, flags);
 	if (rc == KR_OK)
 		rc = sb_load(fs, size);
 	if (rc == KR_OK)

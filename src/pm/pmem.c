@@ -167,7 +167,7 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	pm->fd = fd;
 	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
 	if (protect && protect[0] == '1') {
-		int rc = kr_pm_protect(pm, path);
+		int rc = kr_pm_protect(pm, path, open_flags);
 		if (rc != KR_OK) {
 			munmap(p, size);
 			pm->base = pm->view = NULL;
@@ -178,11 +178,12 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	return KR_OK;
 }
 
-int kr_pm_protect(struct kr_pm *pm, const char *path)
+int kr_pm_protect(struct kr_pm *pm, const char *path, unsigned open_flags)
 {
 	if (pm->readonly || pm->view != pm->base)
 		return KR_OK; /* a private copy reaches no file; already protected */
-	void *v = mmap(NULL, pm->size, PROT_READ, MAP_SHARED, pm->fd, 0);
+	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
+	void *v = mmap(NULL, pm->size, PROT_READ, MAP_SHARED | populate, pm->fd, 0);
 	if (v == MAP_FAILED)
 		return kr_err_errno(KR_E_IO_MAP, "%s: read-only alias of %zu bytes", path, pm->size);
 	pm->view = v;

@@ -39,8 +39,8 @@ struct kr_pm {
 int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path);
 void kr_pm_unmap(struct kr_pm *pm);
 /* Makes view a read-only alias of the mapping (nothing for a private copy, or if it already
- * is one). KR_OK or KR_E_IO_MAP. */
-int kr_pm_protect(struct kr_pm *pm, const char *path);
+ * is one), prefaulted with KR_OPEN_PREFAULT in open_flags. KR_OK or KR_E_IO_MAP. */
+int kr_pm_protect(struct kr_pm *pm, const char *path, unsigned open_flags);
 
 void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);
