@@ -3,6 +3,7 @@
 #   make demo     build, then run the crash-and-recover demo and the file-system demo
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
+#                 keratin-fs (bench/fs-bench): docs/BENCHMARKS-FS.md
 #                 then the persistence checkers' costs: pmsan's slowdown on the map
 #                 benchmarks, keratin-pmscan's analysis time per PMDK example file
 #                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)

@@ -1,26 +1,36 @@
 /*
  * fs-bench.c - keratin-fs at its library API, with each protection level, against the same
- * operations as system calls on tmpfs, in one run.
+ * operations as system calls on tmpfs, in one run; and the space an aged file system spends
+ * on redundancy.
  *
  * Operations (each timed over --ops operations, per round):
  *   create     a new empty file in one directory
  *   append     4 KiB appended to one file
  *   overwrite  4 KiB at a random page of that file
- *   small      512 B at a random aligned offset of that file (a whole page copied on write)
+ *   small      512 B at a random aligned offset of that file (copy-on-write: a whole page;
+ *              relaxed: in place)
  *   read       4 KiB from a random page of that file
  *   unlink     the files made by create
- * Peers: keratin-fs made with full protection (metadata replica + strip CRCs + parity),
- * with the metadata replica only ("meta"), with none ("none": the NOVA baseline), and tmpfs
- * (open/pwrite/pread/unlink in a directory of /dev/shm). Every round runs every peer, in a
- * rotating order, so that noise from other processes falls on all of them; the table shows
- * each peer's median over the rounds in ns per operation, then the ratios the NOVA-Fortis
- * paper reports as overheads (full and meta against none) and keratin-fs against tmpfs.
- * Times are the thread's CPU time (user and system), not wall-clock time: on a shared
- * machine wall-clock time also counts other processes' turns on the core.
- * keratin-fs pools are in /dev/shm, treated as persistent memory (clwb/clflushopt + sfence).
+ * Peers: keratin-fs made with no protection ("none": the NOVA baseline), the metadata
+ * replica only ("meta"), metadata replica + strip CRCs + parity ("full"), full mounted with
+ * write protection ("+wprot", KR_FS_MOUNT_WPROTECT), full in relaxed mode ("relaxed",
+ * KR_FS_RELAXED: overwrites in place), and tmpfs (open/pwrite/pread/unlink in a directory of
+ * /dev/shm). Every round runs every peer, in a rotating order, so that noise from other
+ * processes falls on all of them; the table shows each peer's median over the rounds in ns
+ * per operation, then the ratios the NOVA-Fortis paper reports as overheads. Times are the
+ * thread's CPU time (user and system), not wall-clock time: on a shared machine wall-clock
+ * time also counts other processes' turns on the core. keratin-fs pools are in /dev/shm,
+ * treated as persistent memory (clwb/clflushopt + sfence).
  *
- * Usage: fs-bench [--ops N] [--rounds R]   (defaults 2000 and 5). Exit status: 0, 1 on a
- * failure, 2 on bad arguments.
+ * Space: a fully protected pool is aged - filled to 90 % of its data pages with files of
+ * mixed sizes (4 KiB to 1 MiB, log-uniform), a third of them deleted at random, filled to
+ * 90 % again - and the bytes in use are split into primary data, primary metadata (log
+ * pages and inode slots), metadata redundancy (their replica) and data redundancy (two CRC
+ * copies and a parity strip per data page), each as a share of all bytes in use.
+ *
+ * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--quick]   (defaults 2000, 5, 256;
+ * --quick: 200 operations, 1 round, a 32 MiB pool). Prints markdown tables. Exit status: 0,
+ * 1 on a failure, 2 on bad arguments.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,12 +47,20 @@
 
 enum { OP_CREATE, OP_APPEND, OP_OVERWRITE, OP_SMALL, OP_READ, OP_UNLINK, NOPS };
 static const char *op_name[NOPS] = {"create", "append 4K", "overwrite 4K", "overwrite 512", "read 4K", "unlink"};
-enum { PEER_FULL, PEER_META, PEER_NONE, PEER_TMPFS, NPEERS };
-static const char *peer_name[NPEERS] = {"full", "meta", "none", "tmpfs"};
-static const uint32_t unprotect[] = {0, KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY,
-				     KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY};
+enum { PEER_NONE, PEER_META, PEER_FULL, PEER_WPROT, PEER_RELAXED, PEER_TMPFS, NPEERS };
+static const char *peer_name[NPEERS] = {"none", "meta", "full", "+wprot", "relaxed", "tmpfs"};
+static const struct {
+	uint32_t unprotect;
+	unsigned mount_flags;
+} peer[] = {
+	[PEER_NONE] = {KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
+	[PEER_META] = {KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
+	[PEER_FULL] = {0, 0},
+	[PEER_WPROT] = {0, KR_FS_MOUNT_WPROTECT},
+	[PEER_RELAXED] = {KR_FS_RELAXED, 0},
+};
 
-static unsigned nops = 2000, rounds = 5;
+static unsigned nops = 2000, rounds = 5, space_mib = 256;
 static char buf[4096];
 
 /* The thread's CPU time (user + system): the machine is shared, and wall-clock time would
@@ -56,7 +74,7 @@ static double now(void)
 
 static void die(const char *what, long rc)
 {
-	fprintf(stderr, "fs-bench: %s failed: %ld (%s)\n", what, rc, rc < 0 && rc > -4096 ? strerror((int)-rc) : kr_errmsg());
+	fprintf(stderr, "fs-bench: %s failed: %ld (%s)\n", what, rc, rc < 0 && rc > -1000 ? strerror((int)-rc) : kr_errmsg());
 	exit(1);
 }
 
@@ -70,7 +88,7 @@ static uint64_t rnd(uint64_t *s)
 }
 
 /* One round of every operation on keratin-fs; ns per operation into t. */
-static void run_fs(uint32_t unprot, double *t)
+static void run_fs(uint32_t unprot, unsigned mount_flags, double *t)
 {
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-%d.pool", (int)getpid());
@@ -80,7 +98,7 @@ static void run_fs(uint32_t unprot, double *t)
 				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot};
 	int rc = kr_fs_mkfs(path, &o);
 	kr_fs *fs;
-	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &fs)))
+	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | mount_flags, &fs)))
 		die("mkfs/mount", rc);
 	struct kr_fs_attr dir, file;
 	if ((rc = kr_fs_mkdir(fs, KR_FS_ROOT_INO, "d", 0755, 0, 0, &dir)) ||
@@ -175,6 +193,84 @@ static void run_tmpfs(double *t)
 	rmdir(dir);
 }
 
+/* ---- space on an aged file system ------------------------------------------------------- */
+struct space {
+	double data, meta, meta_red, data_red; /* bytes in use */
+	unsigned files;
+};
+
+/* Files of log-uniform sizes 4 KiB..1 MiB until 90 % of the data pages are in use (or
+ * ENOSPC); the names go to names[*n]. */
+static void fill(kr_fs *fs, uint64_t *seed, unsigned *n, unsigned cap, uint64_t *next_name)
+{
+	struct kr_fs_statfs st;
+	char name[32];
+	for (;;) {
+		if (kr_fs_statfs(fs, &st))
+			die("statfs", -1);
+		if ((st.blocks - st.bfree) * 10 >= st.blocks * 9 || st.ffree < 2 || *n == cap)
+			return;
+		uint64_t size = 4096ull << (rnd(seed) % 9); /* 4 KiB .. 1 MiB */
+		size += rnd(seed) % size;
+		snprintf(name, sizeof(name), "a%llu", (unsigned long long)(*next_name)++);
+		struct kr_fs_attr a;
+		int rc = kr_fs_create(fs, KR_FS_ROOT_INO, name, 0644, 0, 0, &a);
+		if (rc == -ENOSPC)
+			return;
+		if (rc)
+			die("aging create", rc);
+		static char chunk[65536];
+		for (uint64_t off = 0; off < size; off += sizeof(chunk)) {
+			size_t len = size - off < sizeof(chunk) ? size - off : sizeof(chunk);
+			ssize_t w = kr_fs_write(fs, a.ino, chunk, len, off);
+			if (w == -ENOSPC)
+				break;
+			if (w != (ssize_t)len)
+				die("aging write", w);
+		}
+		(*n)++;
+	}
+}
+
+static struct space age(void)
+{
+	char path[128], name[32];
+	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-age-%d.pool", (int)getpid());
+	unlink(path);
+	uint64_t size = (uint64_t)space_mib << 20;
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)(size >> 16),
+				    .open_flags = KR_OPEN_FORCE_PMEM};
+	kr_fs *fs;
+	int rc = kr_fs_mkfs(path, &o);
+	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs)))
+		die("aging mkfs/mount", rc);
+	uint64_t seed = 7, next = 0;
+	unsigned n = 0, cap = o.ninodes;
+	fill(fs, &seed, &n, cap, &next);
+	unsigned deleted = 0;
+	for (uint64_t i = 0; i < next; i++) /* a third of the files, at random */
+		if (rnd(&seed) % 3 == 0) {
+			snprintf(name, sizeof(name), "a%llu", (unsigned long long)i);
+			if (kr_fs_unlink(fs, KR_FS_ROOT_INO, name) == 0)
+				deleted++;
+		}
+	n -= deleted;
+	fill(fs, &seed, &n, cap, &next);
+	struct kr_fs_statfs st;
+	if (kr_fs_statfs(fs, &st))
+		die("statfs", -1);
+	struct space sp = {.files = n};
+	double pages = (double)(st.blocks - st.bfree);
+	sp.data = pages * 4096;
+	sp.meta = (double)(st.log_pages - st.log_pages_free) * 4096 + (double)(st.files - st.ffree) * 128;
+	sp.meta_red = sp.meta; /* the replica: every log page and slot twice */
+	sp.data_red = pages * (2 * 32 + 512); /* two copies of 8 strip CRCs, one parity strip */
+	if ((rc = kr_fs_unmount(fs)))
+		die("unmount", rc);
+	unlink(path);
+	return sp;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -183,8 +279,11 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"ops", required_argument, NULL, 'n'}, {"rounds", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"ops", required_argument, NULL, 'n'},
+						 {"rounds", required_argument, NULL, 'r'},
+						 {"space-mib", required_argument, NULL, 's'},
+						 {"quick", no_argument, NULL, 'q'},
+						 {NULL, 0, NULL, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		long v = optarg ? strtol(optarg, NULL, 10) : 0;
@@ -192,13 +291,24 @@ int main(int argc, char **argv)
 			nops = (unsigned)v;
 		else if (c == 'r' && v > 0)
 			rounds = (unsigned)v;
+		else if (c == 's' && v >= 8)
+			space_mib = (unsigned)v;
+		else if (c == 'q')
+			nops = 200, rounds = 1, space_mib = 32;
 		else {
-			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R]\n");
+			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--quick]\n");
 			return 2;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "fs-bench: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
 	memset(buf, 'k', sizeof(buf));
 	double *t = calloc((size_t)rounds * NPEERS * NOPS, sizeof(double));
+	double *col = calloc(rounds, sizeof(double));
+	if (!t || !col)
+		die("calloc", -ENOMEM);
 	for (unsigned r = 0; r < rounds; r++)
 		for (unsigned k = 0; k < NPEERS; k++) {
 			unsigned p = (r + k) % NPEERS; /* rotate who goes first */
@@ -206,10 +316,9 @@ int main(int argc, char **argv)
 			if (p == PEER_TMPFS)
 				run_tmpfs(row);
 			else
-				run_fs(unprotect[p], row);
+				run_fs(peer[p].unprotect, peer[p].mount_flags, row);
 		}
 	double med[NPEERS][NOPS];
-	double *col = calloc(rounds, sizeof(double));
 	for (int p = 0; p < NPEERS; p++)
 		for (int k = 0; k < NOPS; k++) {
 			for (unsigned r = 0; r < rounds; r++)
@@ -217,13 +326,34 @@ int main(int argc, char **argv)
 			qsort(col, rounds, sizeof(double), cmp_double);
 			med[p][k] = col[rounds / 2];
 		}
-	printf("fs-bench: %u operations per kind, median of %u rounds, ns per operation\n", nops, rounds);
-	printf("%-14s %9s %9s %9s %9s   %9s %9s %10s %10s\n", "operation", peer_name[0], peer_name[1], peer_name[2],
-	       peer_name[3], "full/none", "meta/none", "none/tmpfs", "full/tmpfs");
-	for (int k = 0; k < NOPS; k++)
-		printf("%-14s %9.0f %9.0f %9.0f %9.0f   %9.2f %9.2f %10.2f %10.2f\n", op_name[k], med[0][k], med[1][k],
-		       med[2][k], med[3][k], med[0][k] / med[2][k], med[1][k] / med[2][k], med[2][k] / med[3][k],
-		       med[0][k] / med[3][k]);
+	printf("fs-bench: %u operations per kind, median of %u rounds, ns of thread CPU time per operation\n\n", nops,
+	       rounds);
+	printf("| operation |");
+	for (int p = 0; p < NPEERS; p++)
+		printf(" %s |", peer_name[p]);
+	printf(" meta/none | full/none | +wprot/full | relaxed/full | relaxed/none | none/tmpfs | full/tmpfs |\n|---|");
+	for (int p = 0; p < NPEERS + 7; p++)
+		printf("---:|");
+	printf("\n");
+	for (int k = 0; k < NOPS; k++) {
+		printf("| %s |", op_name[k]);
+		for (int p = 0; p < NPEERS; p++)
+			printf(" %.0f |", med[p][k]);
+		const double *m = (const double *)med; /* shorthand: m[p * NOPS + k] */
+#define R(a, b) (m[(a) * NOPS + k] / m[(b) * NOPS + k])
+		printf(" %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", R(PEER_META, PEER_NONE), R(PEER_FULL, PEER_NONE),
+		       R(PEER_WPROT, PEER_FULL), R(PEER_RELAXED, PEER_FULL), R(PEER_RELAXED, PEER_NONE),
+		       R(PEER_NONE, PEER_TMPFS), R(PEER_FULL, PEER_TMPFS));
+#undef R
+	}
+	struct space sp = age();
+	double used = sp.data + sp.meta + sp.meta_red + sp.data_red;
+	printf("\nSpace on an aged, fully protected %u MiB pool (%u files, %.1f MiB in use):\n\n", space_mib, sp.files,
+	       used / 1048576);
+	printf("| data | metadata | metadata redundancy | data redundancy | redundancy in all |\n");
+	printf("|---:|---:|---:|---:|---:|\n");
+	printf("| %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", 100 * sp.data / used, 100 * sp.meta / used,
+	       100 * sp.meta_red / used, 100 * sp.data_red / used, 100 * (sp.meta_red + sp.data_red) / used);
 	free(col);
 	free(t);
 	return 0;

@@ -13,6 +13,10 @@ of the rounds' medians) and the ratios go to docs/BENCHMARKS.md, with gnuplot pl
 docs/bench/. Nothing here judges: a number that misses a target is reported as a miss.
 
   bench/run.py [--runs N] [--keys N] [--ops N] [--quick] [--no-report] [--build DIR]
+
+keratin-fs (bench/fs-bench) runs in the same `make bench`: its tables (protection levels,
+relaxed mode, write protection and tmpfs; the space an aged pool spends on redundancy) go
+between the fs-bench markers of docs/BENCHMARKS-FS.md. `--fs-only` runs just that part.
 """
 import argparse
 import csv
@@ -662,6 +666,8 @@ def main():
                     help="only the single-trip map benchmarks; rows go to OUT/hmap.csv, then "
                          "the report is rewritten")
     ap.add_argument("--hmap-runs", type=int, default=1, help="map rounds (default 1)")
+    ap.add_argument("--fs-only", action="store_true",
+                    help="only keratin-fs (bench/fs-bench): its tables go to docs/BENCHMARKS-FS.md")
     ap.add_argument("--build", default="build", help="build directory (default build)")
     ap.add_argument("--out", default="docs/bench", help="where results and plots go")
     args = ap.parse_args()
@@ -689,6 +695,12 @@ def main():
         args.region_modes = [("none", 0), ("sync", 0), ("lazy", 100)]
         args.no_report = True
     args.command = command_args()
+    fs_exe = os.path.join(args.build, "bench", "fs-bench")
+    if not os.access(fs_exe, os.X_OK):
+        sys.exit("run.py: fs-bench not built (%s); run `make bench`" % fs_exe)
+    measure_fs(args, fs_exe)
+    if args.fs_only:
+        return
     exes = {"keratin": os.path.join(args.build, "bench", "keratin-bench"),
             "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench"),
             "region": os.path.join(args.build, "bench", "region-bench"),
@@ -738,6 +750,56 @@ def main():
         json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
                                                  "repairs", "create_mib", "command")}, f)
     write_report(args, rows)
+
+
+FS_OPS = ["create", "append 4K", "overwrite 4K", "overwrite 512", "read 4K", "unlink"]
+FS_BEGIN, FS_END = "<!-- fs-bench begin -->", "<!-- fs-bench end -->"
+
+
+def fs_tables(out):
+    """Checks fs-bench's output is complete: a row of 13 positive numbers per operation and
+    a space row of five percentages. Returns the markdown lines; exits on a gap."""
+    rows = {}
+    space = None
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] in FS_OPS:
+            rows[cells[0]] = cells[1:]
+        elif line.startswith("|") and len(cells) == 5 and all(c.endswith("%") for c in cells):
+            space = cells
+    for op in FS_OPS:
+        vals = rows.get(op)
+        try:
+            ok = vals is not None and len(vals) == 13 and all(float(v) > 0 for v in vals)
+        except ValueError:
+            ok = False
+        if not ok:
+            sys.exit("run.py: fs-bench's table has no complete row for %s" % op)
+    if space is None or not all(0 <= float(c.rstrip(" %")) <= 100 for c in space):
+        sys.exit("run.py: fs-bench printed no space table")
+    return out.rstrip("\n")
+
+
+def measure_fs(args, exe):
+    cmd = [exe, "--quick"] if args.quick else [exe, "--ops", "2000", "--rounds", "11"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.exit("run.py: %s failed: %s" % (" ".join(cmd), p.stderr.strip()))
+    tables = fs_tables(p.stdout)
+    if args.no_report:
+        print("run.py: fs-bench table complete (%d operations, space)" % len(FS_OPS))
+        return
+    path = os.path.join(args.out, "..", "BENCHMARKS-FS.md")
+    with open(path) as f:
+        text = f.read()
+    if FS_BEGIN not in text or FS_END not in text:
+        sys.exit("run.py: %s has no fs-bench markers" % path)
+    head, rest = text.split(FS_BEGIN, 1)
+    tail = rest.split(FS_END, 1)[1]
+    with open(path, "w") as f:
+        f.write("%s%s\n`%s` (%s)\n\n%s\n%s%s" % (head, FS_BEGIN, " ".join(["build/bench/fs-bench"] + cmd[1:]),
+                                              datetime.date.today().isoformat(), tables, FS_END, tail))
+    print("run.py: fs-bench tables in %s" % path)
 
 
 def measure_hmap(args, exes):

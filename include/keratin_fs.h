@@ -84,10 +84,19 @@ struct kr_fs_mkfs_opts {
  *   KR_FS_NO_META_REPLICA  one copy of journals, inodes and logs (the superblock keeps its
  *                          replica); metadata damage is then detected (CRCs) but lost
  *   KR_FS_NO_DATA_CSUM     no strip CRCs: data is neither verified nor repaired on read
- *   KR_FS_NO_DATA_PARITY   no parity: a bad strip is detected (-EIO), not rebuilt */
+ *   KR_FS_NO_DATA_PARITY   no parity: a bad strip is detected (-EIO), not rebuilt
+ *   KR_FS_RELAXED          no write atomicity for overwrites ("relaxed mode"): a write that
+ *                          changes neither the size nor a hole, to pages no snapshot shares,
+ *                          stores the bytes in place and updates the touched strips' CRCs and
+ *                          the page parity, instead of copying the page. A crash during it may
+ *                          leave any mix of old and new bytes in the range written (never
+ *                          damage: mount recomputes those pages' CRCs and parity); every other
+ *                          operation stays atomic. Writes that extend a file or fill a hole
+ *                          stay copy-on-write. */
 #define KR_FS_NO_META_REPLICA 0x1u
 #define KR_FS_NO_DATA_CSUM 0x2u
 #define KR_FS_NO_DATA_PARITY 0x4u
+#define KR_FS_RELAXED 0x8u
 
 /* Creates the pool file (which must not exist: KR_E_IO_EXISTS) with an empty root
  * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:
@@ -99,7 +108,7 @@ KR_API int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *opts);
  * journal, scans every inode log (verifying and repairing each entry from its replica),
  * rebuilds the DRAM indexes and the free space, and reclaims orphans (inodes whose link
  * count reached zero while open). flags: KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT,
- * KR_FS_MOUNT_CHECK. Errors:
+ * KR_FS_MOUNT_CHECK, KR_FS_MOUNT_WPROTECT. Errors:
  * KR_E_IO_* (KR_E_IO_BUSY: mounted elsewhere), KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION,
  * KR_E_FORMAT_TRUNCATED, KR_E_FORMAT_GEOMETRY, KR_E_CORRUPT_HEADER (both superblocks bad),
  * KR_E_CORRUPT_META (a structure needed to mount is damaged in both copies), KR_E_NOMEM. */
@@ -110,6 +119,13 @@ KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
  * mount makes (counted and listed by kr_fs_check, as damage a repairing mount would fix)
  * and any operation change only this process's copy. */
 #define KR_FS_MOUNT_CHECK 0x100u
+/* Write protection: the pool is mapped read-only for everything but the library's write
+ * path, which stores through a second, writable mapping of the same file whose address only
+ * the persistence layer uses. A stray store through a pointer into the pool (the file
+ * system's own reads, or anything derived from them) faults (SIGSEGV) instead of damaging
+ * it. A store that happens to hit the writable alias is not stopped: this is the user-space
+ * stand-in for a write-protect bit, not a hardware key per thread. */
+#define KR_FS_MOUNT_WPROTECT 0x200u
 
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
  * durability call failed. */

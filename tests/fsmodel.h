@@ -115,7 +115,8 @@ struct fm_params {
 void fm_params_default(struct fm_params *p);
 
 /* The protection knobs (KR_FS_NO_*) that KR_TEST_FS_PROTECTION names: full (default), none,
- * meta (replica only), data (strip CRCs and parity only), noparity. */
+ * meta (replica only), data (strip CRCs and parity only), noparity, relaxed (full, with
+ * overwrites in place). */
 uint32_t fm_unprotect_from_env(void);
 
 /* A model of a freshly made file system (root only), sized from statfs. */
@@ -146,5 +147,8 @@ void fm_describe(const struct fm_op *op, char *buf, size_t n);
 
 /* Walks fs and the model from the root: 0 if equal, -1 with why filled in. */
 int fm_compare(kr_fs *fs, const struct fm *m, char *why, size_t whylen);
+/* The same, except that the live tree's file bytes may each be m's or alt's (a model with the
+ * same inodes: m after one more write): a relaxed pool's overwrite torn by a crash. */
+int fm_compare_torn(kr_fs *fs, const struct fm *m, const struct fm *alt, char *why, size_t whylen);
 
 #endif

@@ -26,7 +26,13 @@
  *   threads four threads, each with its own directory and model, on one file system, and a
  *           fifth making, reading and deleting snapshots; then every model, the checker, and
  *           the same after a remount
- *   fences  fences and bytes written per operation, pinned, with full protection and none
+ *   fences  fences and bytes written per operation, pinned, with full protection, none, and
+ *           full protection in relaxed mode (a 512 B overwrite in place)
+ *   wprotect KR_FS_MOUNT_WPROTECT: the model's operations on a write-protected mount; a stray
+ *           store through the pool mapping faults in a forked child (and lands without it)
+ *   relaxed relaxed mode by hand: overwrites stay in their pages (kr_fs_locate) and read
+ *           back, extensions, holes and snapshot-held pages stay copy-on-write, a damaged
+ *           strip under an overwrite is repaired first, the checker finds nothing
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  */
@@ -34,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "fs_layout.h"
 #include "fsmodel.h"
 #include "keratin_fs.h"
@@ -964,6 +972,160 @@ static void case_threads(unsigned nthreads)
 	       "its model, checker clean, also after a remount\n", nthreads, w[0].nops, snap.made);
 }
 
+/* ---- relaxed mode ------------------------------------------------------------------------- */
+/* A fresh 8 MiB pool made with these knobs, mounted; its path in path. */
+static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect)
+{
+	tu_pool_path(path, n, name);
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .unprotect = unprotect};
+	TU_OK(kr_fs_mkfs(path, &o));
+	return mount_at(path);
+}
+
+static uint64_t page_at(kr_fs *fs, uint64_t ino, uint64_t off)
+{
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, ino, off, &loc) == 0, "locate %llu", (unsigned long long)off);
+	return loc.page_off;
+}
+
+static void expect_bytes(kr_fs *fs, uint64_t ino, const uint8_t *want, size_t n, const char *what)
+{
+	static uint8_t got[5 * 4096];
+	TU_ASSERT(kr_fs_read(fs, ino, got, n, 0) == (ssize_t)n && memcmp(got, want, n) == 0, "%s: bytes differ", what);
+}
+
+static void expect_clean(kr_fs *fs, const char *what)
+{
+	struct kr_fs_check_report rep;
+	TU_ASSERT(kr_fs_check(fs, stderr, &rep) == KR_OK && rep.problems == 0, "%s: checker found problems", what);
+}
+
+static void case_relaxed(void)
+{
+	char path[128];
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-relaxed", KR_FS_RELAXED);
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.unprotect == KR_FS_RELAXED, "statfs reports relaxed mode");
+	static uint8_t model[5 * 4096], part[6000];
+	tu_fill(model, 3 * 4096, 1);
+	struct kr_fs_attr a;
+	TU_ASSERT(kr_fs_create(fs, 1, "f", 0644, 0, 0, &a) == 0, "create");
+	TU_ASSERT(kr_fs_write(fs, a.ino, model, 3 * 4096, 0) == 3 * 4096, "first write");
+	uint64_t p0 = page_at(fs, a.ino, 0), p1 = page_at(fs, a.ino, 4096);
+	struct kr_fs_attr before, after;
+	TU_ASSERT(kr_fs_getattr(fs, a.ino, &before) == 0, "getattr");
+	/* An unaligned overwrite across a page boundary: in place, both pages kept. */
+	tu_fill(part, 6000, 2);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 6000, 1000) == 6000, "overwrite");
+	memcpy(model + 1000, part, 6000);
+	TU_ASSERT(page_at(fs, a.ino, 0) == p0 && page_at(fs, a.ino, 4096) == p1, "the overwrite moved a page");
+	TU_ASSERT(kr_fs_getattr(fs, a.ino, &after) == 0 && after.mtime_ns >= before.mtime_ns && after.size == 3 * 4096,
+		  "mtime and size after an in-place write");
+	expect_bytes(fs, a.ino, model, 3 * 4096, "after the in-place write");
+	expect_clean(fs, "after the in-place write");
+	/* Past the end: copy-on-write (the last page moves). */
+	uint64_t p2 = page_at(fs, a.ino, 8192);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 100, 3 * 4096 - 50) == 100, "extending write");
+	memcpy(model + 3 * 4096 - 50, part, 100);
+	TU_ASSERT(page_at(fs, a.ino, 8192) != p2, "an extending write was made in place");
+	/* A snapshot holds page 0: copy-on-write again, the snapshot keeps its bytes. */
+	struct kr_fs_snapshot_attr s;
+	TU_ASSERT(kr_fs_snapshot_create(fs, "s", &s) == 0, "snapshot");
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 10, 5) == 10, "overwrite of a held page");
+	TU_ASSERT(page_at(fs, a.ino, 0) != p0, "a page a snapshot holds was written in place");
+	memcpy(model + 5, part, 10);
+	TU_ASSERT(kr_fs_snapshot_delete(fs, "s") == 0, "snapshot delete");
+	/* Now unshared: in place. */
+	p0 = page_at(fs, a.ino, 0);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part + 7, 20, 30) == 20 && page_at(fs, a.ino, 0) == p0, "in place again");
+	memcpy(model + 30, part + 7, 20);
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after the snapshot");
+	/* A damaged strip under an overwrite is repaired from parity before the delta. */
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, a.ino, 4096 + 600, &loc) == 0, "locate");
+	TU_OK(kr_fs_unmount(fs));
+	int fd = open(path, O_RDWR);
+	TU_ASSERT(fd >= 0 && pwrite(fd, "XXXXXXXX", 8, (off_t)loc.strip_off + 3) == 8, "damage a strip");
+	close(fd);
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_write(fs, a.ino, part, 9, 4096 + 700) == 9, "overwrite of a damaged strip");
+	memcpy(model + 4096 + 700, part, 9);
+	expect_clean(fs, "after overwriting a damaged strip");
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after overwriting a damaged strip");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.repairs >= 1, "the damaged strip was not repaired");
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	expect_bytes(fs, a.ino, model, 3 * 4096 + 50, "after a remount");
+	expect_clean(fs, "after a remount");
+	TU_OK(kr_fs_unmount(fs));
+	unlink(path);
+	printf("fs relaxed: overwrites in place, extensions and snapshot-held pages copied, a damaged strip repaired "
+	       "first, checker clean\n");
+}
+
+/* ---- write protection ------------------------------------------------------------------- */
+/* A forked child stores one byte through the file system's own pointer to a data page:
+ * 1 if the store faulted (SIGSEGV), 0 if it went through. */
+static int stray_store_faults(kr_fs *fs, uint64_t page_off)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	TU_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		volatile uint8_t *p = (uint8_t *)fs->pm.view + page_off;
+		*p = 0x5a;
+		_exit(0);
+	}
+	int status;
+	TU_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+}
+
+static void case_wprotect(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-wprotect");
+	mkfs_at(path, 8 << 20, 0, 0);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_WPROTECT, &fs));
+	TU_ASSERT(fs->pm.view != fs->pm.base, "no read-only view with KR_FS_MOUNT_WPROTECT");
+	struct fm m;
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	fm_init(&m, &st, KR_FS_ROOT_INO);
+	struct fm_params p;
+	fm_params_default(&p);
+	struct tu_rng r;
+	tu_rng_seed(&r, tu_seed("fs wprotect", 9));
+	fm_random(fs, &m, &p, &r, tu_scaled(600, 200)); /* every operation, compared as it returns */
+	char why[512];
+	TU_ASSERT(fm_compare(fs, &m, why, sizeof(why)) == 0, "write-protected mount: %s", why);
+	expect_clean(fs, "write-protected mount");
+	struct kr_fs_attr a;
+	static uint8_t buf[4096];
+	TU_ASSERT(kr_fs_create(fs, 1, "victim", 0644, 0, 0, &a) == 0 && kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096,
+		  "victim file");
+	uint64_t page = page_at(fs, a.ino, 0);
+	TU_ASSERT(stray_store_faults(fs, page), "a stray store into a write-protected pool did not fault");
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096 && buf[0] == 0, "the file after the stray store");
+	TU_OK(kr_fs_unmount(fs));
+	/* The same store without the flag goes through (and is then caught as damage). */
+	fs = mount_at(path);
+	TU_ASSERT(fs->pm.view == fs->pm.base && !stray_store_faults(fs, page), "an unprotected mount faulted");
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096 && buf[0] == 0, "the stray store was not repaired");
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.repairs >= 1, "the stray store went unnoticed");
+	TU_OK(kr_fs_unmount(fs));
+	fm_free(&m);
+	unlink(path);
+	printf("fs wprotect: %u operations equal to the model and checker clean on a write-protected mount; a stray "
+	       "store faults there, and lands (then is repaired) without the flag\n", tu_scaled(600, 200));
+}
+
 /* ---- fences -------------------------------------------------------------------------------- */
 /* The persistence cost of each operation, pinned: fences and bytes written, with full
  * protection and with none (KR_FS_NO_*). A change to a commit protocol shows here first. */
@@ -996,14 +1158,10 @@ static void expect_cost(const char *what, struct cost got, uint64_t fences, uint
 static void fences_at(uint32_t unprotect)
 {
 	char path[128];
-	tu_pool_path(path, sizeof(path), "fs-fences");
-	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
-				    .unprotect = unprotect};
-	TU_OK(kr_fs_mkfs(path, &o));
-	kr_fs *fs = mount_at(path);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-fences", unprotect);
 	unsigned copies = unprotect & KR_FS_NO_META_REPLICA ? 1 : 2;
 	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) + (unprotect & KR_FS_NO_DATA_PARITY ? 0 : 512);
-	printf("protection %s:\n", unprotect ? "none" : "full");
+	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : "full");
 	struct kr_fs_attr a;
 	static char buf[4096];
 	/* create: new slot (128) + page tail (32) + SET_ATTR (72) + LINK_CHANGE (48) + DENTRY
@@ -1018,7 +1176,24 @@ static void fences_at(uint32_t unprotect)
 	expect_cost("4 KiB append", measured(), 2, data + copies * (64 + 8));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 1024) == 512, "overwrite");
-	expect_cost("512 B overwrite (copy-on-write page)", measured(), 2, data + copies * (64 + 8));
+	if (unprotect & KR_FS_RELAXED) {
+		/* In place: the strip (512), its two CRCs (4 + 4) and the parity strip (512, by
+		 * delta); the intent (journal header 32 + one data record 16 + 8) per copy, made
+		 * durable by the commit's first fence with the SET_ATTR (72) for the mtime; the tail
+		 * word per copy; the intent cleared (8 per copy). Copy-on-write writes the whole
+		 * page instead. */
+		expect_cost("512 B overwrite (relaxed: in place)", measured(), 2,
+			    512 + 8 + 512 + copies * (32 + 24 + 72 + 8 + 8));
+		measure_reset();
+		TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096, "whole-page overwrite");
+		/* A page written whole gains nothing in place: copy-on-write, atomic. */
+		expect_cost("4 KiB overwrite (relaxed: copy-on-write)", measured(), 2, data + copies * (64 + 8));
+		measure_reset();
+		TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 4096) == 4096, "append after relaxed overwrite");
+		expect_cost("4 KiB append (relaxed: copy-on-write)", measured(), 2, data + copies * (64 + 8));
+	} else {
+		expect_cost("512 B overwrite (copy-on-write page)", measured(), 2, data + copies * (64 + 8));
+	}
 	measure_reset();
 	TU_ASSERT(kr_fs_read(fs, a.ino, buf, 4096, 0) == 4096, "read");
 	expect_cost("4 KiB read", measured(), 0, 0);
@@ -1042,6 +1217,7 @@ static void case_fences(void)
 {
 	fences_at(0);
 	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY);
+	fences_at(KR_FS_RELAXED);
 }
 
 int main(int argc, char **argv)
@@ -1071,7 +1247,11 @@ int main(int argc, char **argv)
 		case_threads(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
+	else if (strcmp(c, "relaxed") == 0)
+		case_relaxed();
+	else if (strcmp(c, "wprotect") == 0)
+		case_wprotect();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect");
 	return 0;
 }

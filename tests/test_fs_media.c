@@ -35,6 +35,9 @@
 #include "keratin_fs.h"
 #include "testutil.h"
 
+/* Mount flags of every mount: KR_FS_MOUNT_WPROTECT when KR_TEST_FS_WPROTECT=1 (the lost
+ * page must be met through the read-only view too). */
+static unsigned g_mount_flags;
 static char g_path[128], g_list[160];
 static uint8_t *g_pristine;
 static size_t g_len;
@@ -49,7 +52,7 @@ static void populate(void)
 				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
 	TU_OK(kr_fs_mkfs(g_path, &o));
 	kr_fs *fs;
-	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	struct kr_fs_attr a;
 	TU_OK(kr_fs_create(fs, 1, "f", 0644, 0, 0, &a));
 	g_f = a.ino;
@@ -166,12 +169,12 @@ static int run_case(const struct kase *k, bool online)
 	tu_write_file(g_path, g_pristine, g_len);
 	unlink(g_list);
 	kr_fs *fs;
-	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	TU_OK(kr_fs_inject_poison(fs, k->off, k->len));
 	if (!online) {
 		TU_OK(kr_fs_unmount(fs));
 		TU_ASSERT(access(g_list, F_OK) == 0, "the poisoned page is not in %s", g_list);
-		TU_OK(kr_fs_mount(g_path, 0, &fs));
+		TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	}
 	char reads[64];
 	int bad = read_f(fs, k->lost_page, reads, sizeof(reads));
@@ -194,7 +197,7 @@ static int run_case(const struct kase *k, bool online)
 	bool check_ok = want_clean ? crc == KR_OK : crc == KR_E_CORRUPT && crep.problems >= 1;
 	bool list_ok = want_clean ? !listed : listed;
 	/* And a fresh mount of the result agrees. */
-	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	char reads2[64];
 	bad += read_f(fs, k->lost_page, reads2, sizeof(reads2));
 	int crc2 = kr_fs_check(fs, NULL, NULL);
@@ -240,7 +243,7 @@ static int kernel_case(void)
 	fclose(f);
 	setenv("KERATIN_SYSFS_BADBLOCKS", sysfs, 1);
 	kr_fs *fs;
-	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	uint8_t now[KRFS_STRIP];
 	tu_pread(g_path, now, sizeof(now), strip);
 	bool repaired = memcmp(now, g_pristine + strip, sizeof(now)) == 0;
@@ -284,7 +287,7 @@ static int threads_case(void)
 	tu_pool_path(g_path, sizeof(g_path), "fsmedia-mt");
 	populate();
 	kr_fs *fs;
-	TU_OK(kr_fs_mount(g_path, 0, &fs));
+	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
 	uint64_t d0 = g_sb.data_off + f_dpage(0) * 4096;
 	const uint64_t targets[3][2] = {{d0 + 3 * KRFS_STRIP, KRFS_STRIP},
 					{g_sb.csum_a_off + f_dpage(0) * KRFS_CSUM_PER_PAGE, 0},
@@ -319,6 +322,9 @@ static int threads_case(void)
 
 int main(int argc, char **argv)
 {
+	const char *wp = getenv("KR_TEST_FS_WPROTECT");
+	if (wp && wp[0] == '1')
+		g_mount_flags = KR_FS_MOUNT_WPROTECT;
 	if (argc > 1 && strcmp(argv[1], "kernel") == 0)
 		return kernel_case();
 	if (argc > 1 && strcmp(argv[1], "threads") == 0)

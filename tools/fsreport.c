@@ -29,11 +29,15 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 	util_field_to(out, "inodes", "%" PRIu64 " (%" PRIu64 " free)", st.files, st.ffree);
 	util_field_to(out, "inode logs", "%" PRIu64 " pages of %s, %" PRIu64 " free", st.log_pages, util_human(st.bsize, c),
 		   st.log_pages_free);
+	uint32_t redundancy = st.unprotect & ~KR_FS_RELAXED;
 	util_field_to(out, "protection", "%s",
-		      st.unprotect == 0 ? "full"
-		      : st.unprotect == (KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "metadata"
-		      : st.unprotect == (KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "none"
-											       : "custom");
+		      redundancy == 0 ? "full"
+		      : redundancy == (KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "metadata"
+		      : redundancy == (KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY) ? "none"
+											     : "custom");
+	util_field_to(out, "writes", "%s", st.unprotect & KR_FS_RELAXED
+		      ? "relaxed: sub-page overwrites in place (not atomic)"
+		      : "copy-on-write (atomic)");
 	util_field_to(out, "metadata", "%s", st.unprotect & KR_FS_NO_META_REPLICA
 		      ? "one copy, CRC-32C (damage detected, not repaired)"
 		      : "primary and replica, CRC-32C (repaired from the good copy)");

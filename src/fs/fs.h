@@ -13,6 +13,7 @@
  *   fs_index.c    DRAM indexes: the radix tree of file pages, the per-directory name table
  *   fs_inode.c    DRAM inodes: applying log entries (the same code at mount and at run time)
  *   fs_data.c     data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *   fs_inplace.c  relaxed mode: overwrites in place under an in-place intent
  *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
  *   fs_file.c     attributes, read, write, truncate, readdir, statfs
@@ -165,6 +166,7 @@ struct kr_fs {
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
+	bool relaxed;               /* overwrites in place (superblock incompat INPLACE) */
 	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
 	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
 	struct krfs_snap *snaps;
@@ -182,7 +184,10 @@ struct kr_fs {
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
 #define KRFS_ERR(neg_errno, code, ...) (kr_err_set((code), __VA_ARGS__), (neg_errno))
 
-static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.base + off; }
+/* Where the file system reads pool offset off: the mapping, or with KR_FS_MOUNT_WPROTECT its
+ * read-only view, whose stores the persistence layer carries out through its writable alias
+ * (so only kr_pm_* writes land; any other store faults). */
+static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.view + off; }
 uint64_t krfs_now(void);
 /* Records a durability failure (sticky error state); returns -EIO. */
 int krfs_fail(struct kr_fs *fs, int kr_code);
@@ -276,6 +281,11 @@ struct krfs_op {
 	size_t napplied, capapplied;
 	bool committed;
 	bool compaction; /* rewrites a log: entries keep preset ids, nothing to apply, no GC */
+	/* Stores made between the commit's two fences, once the entries (and anything else
+	 * flushed before the commit, such as an in-place intent) are durable: relaxed in-place
+	 * data. One-inode operations only (the journaled commit refuses it). */
+	void (*in_commit)(struct krfs_op *op, void *ctx);
+	void *in_commit_ctx;
 };
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs);
 /* Appends entry (type and size set by the caller; epoch, trans and csum filled in here, but
@@ -328,6 +338,14 @@ static inline uint64_t krfs_data_off(const struct kr_fs *fs, uint64_t pg)
 /* Writes one data page from src (4096 bytes, 64-byte aligned DRAM) with its strip CRCs
  * (both copies) and its parity strip; flushed, not fenced. */
 void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src);
+/* Relaxed pools: bytes [lo, hi) of page pg (0 <= lo < hi <= 4096) become src's in place, the
+ * touched strips' CRCs and the parity updated by delta; flushed, not fenced. */
+void krfs_data_patch(struct kr_fs *fs, uint64_t pg, unsigned lo, unsigned hi, const void *src);
+/* Whether every strip in mask (bit s = strip s) matches one of its CRC copies. */
+bool krfs_data_strips_ok(const struct kr_fs *fs, uint64_t pg, unsigned mask);
+/* Recomputes the CRCs of the strips in mask and the page's parity from its bytes as they
+ * are (recovery of an in-place intent); flushed, not fenced. */
+void krfs_data_reseal(struct kr_fs *fs, uint64_t pg, unsigned mask);
 /* Reads one data page into dst (4096 bytes, 64-byte aligned), verifying every strip and
  * repairing what can be repaired. 0, or -EIO (message set) if a strip is lost. */
 int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst);
@@ -340,6 +358,14 @@ int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
  * in *csum_mismatch, strips whose two CRC copies differ and *parity_bad whether parity
  * disagrees. For the checker. */
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
+
+/* ---- relaxed mode (fs_inplace.c) ------------------------------------------------------ */
+/* Whether a write of len bytes at off to ip is made in place: a relaxed pool, inside the
+ * size, no page covered whole (so at most two pages), every page present and held by no
+ * snapshot. */
+bool krfs_inplace_fits(const struct kr_fs *fs, const struct krfs_inode *ip, uint64_t off, uint64_t len);
+/* The in-place write (intent, bytes, mtime entry, commit, intent cleared). 0, -EIO, -ENOSPC. */
+int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf, uint64_t off, uint64_t len);
 
 /* ---- files (fs_file.c) ---------------------------------------------------------------- */
 /* Bytes [off, off + len) of a file come from buf; the rest of each page written keeps the

@@ -21,6 +21,10 @@
  * because parity is damaged too) fails the read with -EIO: the caller never sees wrong
  * bytes.
  *
+ * Relaxed pools (KR_FS_RELAXED) also patch pages in place (fs_inplace.c drives it): the
+ * touched strips' CRCs are replaced and the parity takes the XOR delta of old and new
+ * strip, under an in-place intent that recovery reseals from (krfs_data_reseal).
+ *
  * Pools made with KR_FS_NO_DATA_CSUM keep no CRCs (reads copy, unverified); with
  * KR_FS_NO_DATA_PARITY no parity (a bad strip fails the read).
  *
@@ -46,6 +50,8 @@ static void strip_crcs(const uint8_t *page, uint32_t crc[KRFS_STRIPS])
 	for (unsigned s = 0; s < KRFS_STRIPS; s++)
 		crc[s] = kr_crc32c(page + s * KRFS_STRIP, KRFS_STRIP);
 }
+
+static bool crc_ok(uint32_t c, const uint32_t *a, const uint32_t *b, unsigned s) { return c == a[s] || c == b[s]; }
 
 static void put(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 {
@@ -77,6 +83,58 @@ void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 		write_parity(fs, pg, src);
 }
 
+/* Relaxed pools: bytes [lo, hi) of page pg become src's, in place. Each touched strip's CRC
+ * copies get the new strip's CRC and the parity takes the delta (old strip XOR new strip), so the untouched strips stay
+ * rebuildable; the old strips must verify (krfs_data_strips_ok) or the delta would carry
+ * their damage into the parity. Flushed, not fenced. */
+void krfs_data_patch(struct kr_fs *fs, uint64_t pg, unsigned lo, unsigned hi, const void *src)
+{
+	_Alignas(64) uint8_t old[KRFS_STRIP], neu[KRFS_STRIP];
+	uint64_t page = krfs_data_off(fs, pg);
+	for (unsigned s = lo / KRFS_STRIP; s * KRFS_STRIP < hi; s++) {
+		unsigned base = s * KRFS_STRIP, a = lo > base ? lo : base;
+		unsigned b = hi < base + KRFS_STRIP ? hi : base + KRFS_STRIP;
+		memcpy(old, krfs_ptr(fs, page + base), KRFS_STRIP);
+		memcpy(neu, old, KRFS_STRIP);
+		memcpy(neu + (a - base), (const uint8_t *)src + (a - lo), b - a);
+		put(fs, page + a, neu + (a - base), b - a);
+		if (fs->csum) {
+			uint32_t crc = kr_crc32c(neu, KRFS_STRIP);
+			put(fs, csum_a(fs, pg) + 4 * s, &crc, sizeof(crc));
+			put(fs, csum_b(fs, pg) + 4 * s, &crc, sizeof(crc));
+		}
+		if (fs->parity) {
+			void *par = krfs_ptr(fs, parity(fs, pg));
+			kr_pm_xor2(&fs->pm, par, old, neu, KRFS_STRIP);
+			kr_pm_flush(&fs->pm, par, KRFS_STRIP);
+		}
+	}
+}
+
+bool krfs_data_strips_ok(const struct kr_fs *fs, uint64_t pg, unsigned mask)
+{
+	const uint8_t *page = krfs_ptr(fs, krfs_data_off(fs, pg));
+	const uint32_t *a = krfs_ptr(fs, csum_a(fs, pg)), *b = krfs_ptr(fs, csum_b(fs, pg));
+	for (unsigned s = 0; s < KRFS_STRIPS && fs->csum; s++)
+		if (mask & (1u << s) && !crc_ok(kr_crc32c(page + s * KRFS_STRIP, KRFS_STRIP), a, b, s))
+			return false;
+	return true;
+}
+
+void krfs_data_reseal(struct kr_fs *fs, uint64_t pg, unsigned mask)
+{
+	const uint8_t *page = krfs_ptr(fs, krfs_data_off(fs, pg));
+	for (unsigned s = 0; s < KRFS_STRIPS && fs->csum; s++) {
+		if (!(mask & (1u << s)))
+			continue;
+		uint32_t crc = kr_crc32c(page + s * KRFS_STRIP, KRFS_STRIP);
+		put(fs, csum_a(fs, pg) + 4 * s, &crc, sizeof(crc));
+		put(fs, csum_b(fs, pg) + 4 * s, &crc, sizeof(crc));
+	}
+	if (fs->parity)
+		write_parity(fs, pg, page);
+}
+
 /* out = XOR of parity and every strip of page except strip `skip` (DRAM only). */
 static void rebuild_strip(struct kr_fs *fs, uint64_t pg, const uint8_t *page, unsigned skip, uint8_t *out)
 {
@@ -90,8 +148,6 @@ static void rebuild_strip(struct kr_fs *fs, uint64_t pg, const uint8_t *page, un
 	xor_gen(k, KRFS_STRIP, v);
 	kr_simd_done();
 }
-
-static bool crc_ok(uint32_t c, const uint32_t *a, const uint32_t *b, unsigned s) { return c == a[s] || c == b[s]; }
 
 /* Strips s and s + 1 of page d both fail: tries every split point of one scribble across
  * their boundary (see above). On success the two strips of d are corrected. */

@@ -8,6 +8,7 @@
  * named by a FILE_WRITE entry; one commit makes the whole write visible atomically and the
  * old pages free. Truncation to a size inside a page writes a zero-tailed copy of that page,
  * so bytes past the end of a file are always zero on the media (invariant 3 of fs_inode.c).
+ * Relaxed pools make overwrites inside the size in place instead (fs_inplace.c).
  * Reads go through krfs_data_read, which verifies every strip. atime is not updated by
  * reads (as with noatime).
  */
@@ -217,7 +218,9 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 	if (rc)
 		return rc;
 	rc = regular(ip);
-	if (rc == 0) {
+	if (rc == 0 && krfs_inplace_fits(fs, ip, off, len)) {
+		rc = krfs_write_inplace(fs, ip, buf, off, len);
+	} else if (rc == 0) {
 		struct krfs_op op;
 		struct krfs_src src = {.buf = buf, .off = off, .len = len};
 		uint64_t end = off + len, first = off / P;
@@ -322,7 +325,7 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 		.dead_zone = (uint32_t)(fs->sb.replica_off - fs->sb.csum_a_off < UINT32_MAX
 					? fs->sb.replica_off - fs->sb.csum_a_off : UINT32_MAX),
 		.unprotect = (fs->replica ? 0 : KR_FS_NO_META_REPLICA) | (fs->csum ? 0 : KR_FS_NO_DATA_CSUM) |
-			     (fs->parity ? 0 : KR_FS_NO_DATA_PARITY),
+			     (fs->parity ? 0 : KR_FS_NO_DATA_PARITY) | (fs->relaxed ? KR_FS_RELAXED : 0),
 	};
 	krfs_leave(fs);
 	return 0;

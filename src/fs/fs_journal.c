@@ -16,7 +16,9 @@
  *      target was touched yet: it is treated as idle. One good active copy is enough to
  *      roll back (the other was scribbled or torn).
  *   4. Records name only primary offsets inside the inode table; recovery writes each to its
- *      twin as well and refuses records that point anywhere else.
+ *      twin as well and refuses records that point anywhere else. The exception, in relaxed
+ *      pools only: KRFS_J_DATA records (an in-place intent, fs_inplace.c) name data pages,
+ *      whose strip CRCs and parity recovery recomputes from their bytes.
  */
 #include <string.h>
 
@@ -69,7 +71,20 @@ static bool journal_active(const struct krfs_journal_hdr *h)
 	       h->csum == journal_csum(h, h + 1);
 }
 
-/* Applies the undo records of an active journal copy. */
+/* A KRFS_J_DATA record (relaxed pools): 1 if it names a data page and strips, resealed. */
+static bool reseal(struct kr_fs *fs, const struct krfs_journal_rec *r, const uint8_t *payload)
+{
+	uint64_t mask;
+	memcpy(&mask, payload, sizeof(mask));
+	uint64_t data_end = fs->sb.data_off + fs->sb.data_pages * P;
+	if (!fs->relaxed || r->len != KRFS_J_DATA_LEN || r->target < fs->sb.data_off || r->target >= data_end ||
+	    (r->target - fs->sb.data_off) % P != 0 || mask == 0 || mask >> KRFS_STRIPS)
+		return false;
+	krfs_data_reseal(fs, (r->target - fs->sb.data_off) / P, (unsigned)mask);
+	return true;
+}
+
+/* Applies the records of an active journal copy: undo records, or an in-place intent. */
 static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
 {
 	const uint8_t *p = (const uint8_t *)(h + 1), *end = p + h->nbytes;
@@ -77,6 +92,10 @@ static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
 	while (p < end) {
 		struct krfs_journal_rec r;
 		memcpy(&r, p, sizeof(r));
+		if (r.kind == KRFS_J_DATA && (size_t)(end - p) >= sizeof(r) + r.len && reseal(fs, &r, p + sizeof(r))) {
+			p += sizeof(r) + r.len;
+			continue;
+		}
 		bool ok = (size_t)(end - p) >= sizeof(r) + r.len && r.target >= fs->sb.itab_off &&
 			  r.target + r.len <= itab_end &&
 			  ((r.kind == KRFS_J_WORD && r.len == 8 && r.target % 8 == 0) ||

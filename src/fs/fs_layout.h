@@ -72,7 +72,11 @@
 #define KRFS_INCOMPAT_XATTR 0x1u
 /* Set before the first SNAPSHOT_INFO entry: the root's log holds the snapshot manifest. */
 #define KRFS_INCOMPAT_SNAPSHOTS 0x2u
-#define KRFS_INCOMPAT_KNOWN 0x3u
+/* Set at mkfs for relaxed pools (KR_FS_RELAXED): overwrites of unshared data pages are made
+ * in place under an in-place intent (KRFS_J_DATA records in a lite journal), which a reader
+ * must recompute checksums and parity from at mount rather than take for a bad record. */
+#define KRFS_INCOMPAT_INPLACE 0x4u
+#define KRFS_INCOMPAT_KNOWN 0x7u
 #define KRFS_COMPAT_KNOWN 0x0u
 
 /* ---------------------------------------------------------------------------------------
@@ -392,9 +396,19 @@ _Static_assert(KRFS_XATTR_ENTRY_MAX == 2344 && KRFS_XATTR_ENTRY_MAX < KRFS_LOG_U
  *           20 csum (u32, CRC-32C of bytes 8..19 then the records), 24 reserved (8)
  *   record: off 0 kind (u32), 4 len (u32: 8 for KRFS_J_WORD, 128 for KRFS_J_INODE),
  *           8 target (u64, pool offset in the primary meta zone), 16 old bytes (len)
+ *
+ * In a relaxed pool (KRFS_INCOMPAT_INPLACE) a journal may instead hold an in-place intent:
+ * KRFS_J_DATA records, len 8, target the pool offset of a data page (page aligned, inside
+ * the data area), the 8 bytes a little-endian u64 whose bits 0..7 name the strips being
+ * overwritten in place (the rest zero). Recovery does not write bytes back for them: it
+ * recomputes both CRC copies of the named strips and the page's parity from the data bytes
+ * as they landed. This version writes at most two such records (an in-place write covers
+ * no page whole, so it touches at most two pages); a reader accepts any number that fits.
  * ------------------------------------------------------------------------------------- */
 #define KRFS_J_WORD 1u  /* an 8-byte word (a log tail) */
 #define KRFS_J_INODE 2u /* a whole inode slot */
+#define KRFS_J_DATA 3u  /* an in-place data page (relaxed pools): strips to reseal */
+#define KRFS_J_DATA_LEN 8u
 struct krfs_journal_hdr {
 	uint64_t state;
 	uint64_t seq;
@@ -411,5 +425,8 @@ struct krfs_journal_rec {
 };
 _Static_assert(sizeof(struct krfs_journal_rec) == 16, "journal record header is 16 bytes");
 #define KRFS_JOURNAL_CAP (KRFS_PAGE - sizeof(struct krfs_journal_hdr))
+_Static_assert(sizeof(struct krfs_journal_rec) + KRFS_J_DATA_LEN == 24, "an in-place intent record is 24 bytes");
+_Static_assert(KRFS_INCOMPAT_KNOWN == (KRFS_INCOMPAT_XATTR | KRFS_INCOMPAT_SNAPSHOTS | KRFS_INCOMPAT_INPLACE),
+	       "incompat bits");
 
 #endif

@@ -47,10 +47,21 @@ static int poison_slot(struct kr_fs *fs, uint64_t page)
 	return -1;
 }
 
+/* With write protection (KR_FS_MOUNT_WPROTECT) the pool has two mappings: the read-only view
+ * every read goes through, and the writable alias the write path uses. Both are watched, and
+ * a lost page is lost in both. */
+static bool two_maps(const struct kr_fs *fs)
+{
+	return fs->pm.view && fs->pm.view != fs->pm.base;
+}
+
 static bool fs_fault(void *ctx, int sig, const siginfo_t *si)
 {
 	struct kr_fs *fs = ctx;
-	uint64_t page = (uint64_t)((char *)si->si_addr - fs->pm.base) & ~(uint64_t)(P - 1);
+	const char *addr = si->si_addr;
+	const char *map = two_maps(fs) && addr >= fs->pm.view && addr < fs->pm.view + fs->pm.size ? fs->pm.view
+													: fs->pm.base;
+	uint64_t page = (uint64_t)(addr - map) & ~(uint64_t)(P - 1);
 	int slot = -1;
 	if (sig == SIGBUS ? si->si_code != BUS_MCEERR_AR && si->si_code != BUS_MCEERR_AO
 			  : si->si_code == SEGV_MAPERR || (slot = poison_slot(fs, page)) < 0)
@@ -58,7 +69,8 @@ static bool fs_fault(void *ctx, int sig, const siginfo_t *si)
 	if (!fs->check_mount)
 		kr_media_list_add(fs->path, page);
 	bool ok = sig == SIGBUS ? kr_media_salvage_page(fs->pm.fd, page, KRFS_STRIP)
-				: mprotect(fs->pm.base + page, P, PROT_READ | PROT_WRITE) == 0;
+				: mprotect(fs->pm.base + page, P, PROT_READ | PROT_WRITE) == 0 &&
+					  (!two_maps(fs) || mprotect(fs->pm.view + page, P, PROT_READ) == 0);
 	if (slot >= 0)
 		atomic_store(&fs->poison[slot], 0);
 	return ok;
@@ -67,14 +79,19 @@ static bool fs_fault(void *ctx, int sig, const siginfo_t *si)
 int krfs_media_attach(struct kr_fs *fs)
 {
 	int rc = kr_media_watch(fs->pm.base, fs->pm.size, fs_fault, fs);
+	if (rc == KR_OK && two_maps(fs) && (rc = kr_media_watch(fs->pm.view, fs->pm.size, fs_fault, fs)) != KR_OK)
+		kr_media_unwatch(fs->pm.base);
 	fs->watched = rc == KR_OK;
 	return rc;
 }
 
 void krfs_media_detach(struct kr_fs *fs)
 {
-	if (fs->watched)
+	if (fs->watched) {
 		kr_media_unwatch(fs->pm.base);
+		if (two_maps(fs))
+			kr_media_unwatch(fs->pm.view);
+	}
 	fs->watched = false;
 }
 
@@ -96,8 +113,11 @@ int kr_fs_inject_poison(kr_fs *fs, uint64_t off, uint64_t len)
 	if (rc == KR_OK && slot < 0)
 		rc = kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
 	if (rc == KR_OK) {
-		bool hidden;
-		rc = kr_media_lose_range(fs->pm.fd, fs->pm.base + page, page, from, len, &hidden);
+		bool hidden = false;
+		if (two_maps(fs) && mprotect(fs->pm.view + page, P, PROT_NONE) != 0)
+			rc = kr_err_errno(KR_E_IO, "mprotect");
+		else
+			rc = kr_media_lose_range(fs->pm.fd, fs->pm.base + page, page, from, len, &hidden);
 		if (!hidden)
 			atomic_store(&fs->poison[slot], 0);
 	}

@@ -256,8 +256,12 @@ int krfs_op_commit(struct krfs_op *op)
 		if ((rc = krfs_fence(fs)) != 0)
 			return rc;
 		store_tails(op);
+		if (op->in_commit)
+			op->in_commit(op, op->in_commit_ctx);
 		/* Fence: the commit. */
 		rc = krfs_fence(fs);
+	} else if (op->in_commit) {
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE, "in-commit stores in a journaled commit");
 	} else {
 		rc = commit_journaled(op);
 	}

@@ -174,6 +174,7 @@ static int dram_init(struct kr_fs *fs)
 	fs->replica = fs->sb.ro_compat & KRFS_RO_META_REPLICA;
 	fs->csum = fs->sb.ro_compat & KRFS_RO_DATA_CSUM;
 	fs->parity = fs->sb.ro_compat & KRFS_RO_DATA_PARITY;
+	fs->relaxed = fs->sb.incompat & KRFS_INCOMPAT_INPLACE;
 	fs->next_trans = KRFS_FIRST_TRANS;
 	fs->inodes = calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
@@ -321,13 +322,14 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: a path and options are required");
 	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
 		return KR_E_MISUSE_ARG;
-	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY))
+	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY | KR_FS_RELAXED))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown protection flags 0x%x", o->unprotect);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	struct krfs_super sb = {
 		.magic = KRFS_MAGIC,
 		.version = KRFS_VERSION,
 		.sb_size = sizeof(sb),
+		.incompat = o->unprotect & KR_FS_RELAXED ? KRFS_INCOMPAT_INPLACE : 0,
 		.ro_compat = KRFS_RO_KNOWN & ~((o->unprotect & KR_FS_NO_META_REPLICA ? KRFS_RO_META_REPLICA : 0) |
 						(o->unprotect & KR_FS_NO_DATA_CSUM ? KRFS_RO_DATA_CSUM : 0) |
 						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0)),
@@ -421,6 +423,8 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 			       (flags & (KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT)) |
 				       (fs->check_mount ? KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY : 0),
 			       path);
+	if (rc == KR_OK && (flags & KR_FS_MOUNT_WPROTECT))
+		rc = kr_pm_protect(&fs->pm, path, flags);
 	if (rc == KR_OK)
 		rc = krfs_media_attach(fs);
 	if (rc == KR_OK)

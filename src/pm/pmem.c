@@ -169,15 +169,26 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	pm->fd = fd;
 	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
 	if (protect && protect[0] == '1') {
-		void *v = kr_mmap(NULL, size, PROT_READ, MAP_SHARED | populate, fd, 0);
-		if (v == MAP_FAILED) {
+		int rc = kr_pm_protect(pm, path, open_flags);
+		if (rc != KR_OK) {
 			munmap(p, size);
 			pm->base = pm->view = NULL;
-			return kr_err_errno(KR_E_IO_MAP, "%s: read-only alias of %zu bytes", path, size);
+			return rc;
 		}
-		pm->view = v;
 	}
 	RECORD(map, pm->base, pm->size, path);
+	return KR_OK;
+}
+
+int kr_pm_protect(struct kr_pm *pm, const char *path, unsigned open_flags)
+{
+	if (pm->readonly || pm->view != pm->base)
+		return KR_OK; /* a private copy reaches no file; already protected */
+	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
+	void *v = kr_mmap(NULL, pm->size, PROT_READ, MAP_SHARED | populate, pm->fd, 0);
+	if (v == MAP_FAILED)
+		return kr_err_errno(KR_E_IO_MAP, "%s: read-only alias of %zu bytes", path, pm->size);
+	pm->view = v;
 	return KR_OK;
 }
 
@@ -249,8 +260,19 @@ static int sync_pending(struct kr_pm *pm)
 	return rc;
 }
 
+/* The writable address of dst: a store aimed at the read-only view goes to the same byte of
+ * base (the write path's private alias); any other address is its own. */
+static inline void *writable(const struct kr_pm *pm, const void *dst)
+{
+	const char *d = dst;
+	if (__builtin_expect(pm->view != pm->base, 0) && d >= pm->view && d < pm->view + pm->size)
+		return pm->base + (d - pm->view);
+	return (void *)dst;
+}
+
 void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n)
 {
+	dst = writable(pm, dst);
 	memcpy(dst, src, n);
 	counters.bytes_written += n;
 	RECORD(store, dst, n);
@@ -258,6 +280,7 @@ void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n)
 
 void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n)
 {
+	dst = writable(pm, dst);
 	memset(dst, c, n);
 	counters.bytes_written += n;
 	RECORD(store, dst, n);
@@ -266,6 +289,7 @@ void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n)
 void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v)
 {
 	KR_INVARIANT("pmem.c", 2, ((uintptr_t)dst & 7) == 0);
+	dst = writable(pm, dst);
 	__atomic_store_n(dst, v, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
@@ -273,6 +297,7 @@ void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v)
 
 uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 {
+	dst = writable(pm, dst);
 	uint64_t old = __atomic_fetch_or(dst, mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
@@ -281,6 +306,7 @@ uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 
 uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 {
+	dst = writable(pm, dst);
 	uint64_t old = __atomic_fetch_and(dst, ~mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
@@ -289,6 +315,7 @@ uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 {
+	dst = writable(pm, dst);
 	__atomic_fetch_xor(dst, mask, __ATOMIC_RELAXED);
 	counters.bytes_written += 8;
 	RECORD(store, dst, 8);
@@ -296,6 +323,7 @@ void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask)
 
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n)
 {
+	dst = writable(pm, dst);
 	void *v[4] = {(void *)a, (void *)b, dst, dst};
 	xor_gen(4, (int)n, v);
 	kr_simd_done();
@@ -305,6 +333,7 @@ void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_
 
 void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v)
 {
+	v[vects - 1] = writable(pm, v[vects - 1]);
 	xor_gen(vects, (int)len, v);
 	kr_simd_done();
 	counters.bytes_written += len;
@@ -382,6 +411,7 @@ void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
 {
 	if (n == 0)
 		return;
+	addr = writable(pm, addr);
 	if (deferred && defer_flush(deferred, addr, n))
 		return;
 	flush_lines(addr, n);
@@ -391,7 +421,7 @@ void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n)
 
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
 {
-	char *d = dst;
+	char *d = writable(pm, dst);
 	const char *s = src;
 	size_t head = (16 - ((uintptr_t)d & 15)) & 15;
 	if (head > n)

@@ -23,9 +23,11 @@
 
 struct kr_pm {
 	char *base;
-	/* What kr_get hands the application: base, or with KERATIN_DEBUG_PROTECT=1 a
-	 * read-only alias of the same file, so that a stray store faults (media.c reports it)
-	 * while the library keeps writing through base. */
+	/* What kr_get hands the application: base, or with KERATIN_DEBUG_PROTECT=1 (and
+	 * keratin-fs's KR_FS_MOUNT_WPROTECT, which reads everything through it) a read-only
+	 * alias of the same file, so that a stray store faults (media.c reports it) while the
+	 * library keeps writing through base. Every kr_pm_* write and flush aimed at the view is
+	 * carried out at the same offset of base. */
 	char *view;
 	size_t size;
 	int fd;
@@ -36,6 +38,9 @@ struct kr_pm {
 /* Maps size bytes of fd and chooses the durability mode (see keratin.h). */
 int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path);
 void kr_pm_unmap(struct kr_pm *pm);
+/* Makes view a read-only alias of the mapping (nothing for a private copy, or if it already
+ * is one), prefaulted with KR_OPEN_PREFAULT in open_flags. KR_OK or KR_E_IO_MAP. */
+int kr_pm_protect(struct kr_pm *pm, const char *path, unsigned open_flags);
 
 void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);

@@ -298,8 +298,10 @@ case_cli() {
 	grep -q '"clean": true' "$WORK/json" || fail "fsck --json: $(cat "$WORK/json")"
 	before=$(cksum <"$POOL")
 	"$KR" fs fsck "$POOL" --force-pmem >/dev/null
-	"$KR" fs info "$POOL" --force-pmem >/dev/null
+	"$KR" fs info "$POOL" --force-pmem >"$WORK/info"
 	[ "$(cksum <"$POOL")" = "$before" ] || fail "fsck or info changed the pool"
+	grep -q '^protection: *full' "$WORK/info" && grep -q '^writes: *copy-on-write' "$WORK/info" ||
+		fail "info: protection and writes: $(cat "$WORK/info")"
 }
 
 skip_unless_fuse
