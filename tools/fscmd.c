@@ -30,8 +30,10 @@ const char fs_details[] =
 	"\n"
 	"  mkfs POOL --size SIZE   make a pool (the file must not exist)\n"
 	"       [--protect full|metadata|none] [--inodes N] [--log-size SIZE]\n"
-	"       [--dead-zone SIZE]      full: metadata replica, strip CRCs, parity;\n"
-	"                          metadata: the replica only; none: neither\n"
+	"       [--dead-zone SIZE] [--relaxed]\n"
+	"                          full: metadata replica, strip CRCs, parity;\n"
+	"                          metadata: the replica only; none: neither;\n"
+	"                          --relaxed: overwrites in place (no write atomicity)\n"
 	"  mount POOL DIR [-f] [-o OPTIONS]\n"
 	"                          mount it with FUSE; returns once the mount is ready\n"
 	"                          (-f: stay in the foreground; SIGINT/SIGTERM unmount)\n"
@@ -349,7 +351,7 @@ int fs_command(int argc, char **argv)
 		{"force-pmem", no_argument, NULL, 'p'},	    {"repair", no_argument, NULL, 'r'},
 		{"json", no_argument, NULL, 'j'},	    {"foreground", no_argument, NULL, 'f'},
 		{"options", required_argument, NULL, 'o'},  {"protect", required_argument, NULL, 'P'},
-		{"help", no_argument, NULL, 'h'},
+		{"relaxed", no_argument, NULL, 'R'},	    {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
@@ -357,6 +359,7 @@ int fs_command(int argc, char **argv)
 	bool repair = false, json = false, foreground = false;
 	const char *mount_opts = NULL;
 	int unprotect = -1;
+	bool relaxed = false;
 	int c;
 	while ((c = util_getopt_short(prog, argc, argv, ":hfo:", longopts)) != -1) {
 		switch (c) {
@@ -375,6 +378,7 @@ int fs_command(int argc, char **argv)
 		case 'j': json = true; break;
 		case 'f': foreground = true; break;
 		case 'o': mount_opts = optarg; break;
+		case 'R': relaxed = true; break;
 		case 'P':
 			if ((unprotect = protect_level(optarg)) < 0)
 				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
@@ -396,15 +400,16 @@ int fs_command(int argc, char **argv)
 		return util_usage_error(prog, "unknown subcommand '%s'", verb);
 	if (argc - optind - 1 != v->nargs)
 		return util_usage_error(prog, "%s takes %s", verb, v->operands);
-	if ((size || inodes || log || dead || unprotect >= 0) && strcmp(verb, "mkfs") != 0)
-		return util_usage_error(prog, "--size, --inodes, --log-size, --dead-zone and --protect are for mkfs");
+	if ((size || inodes || log || dead || unprotect >= 0 || relaxed) && strcmp(verb, "mkfs") != 0)
+		return util_usage_error(prog, "--size, --inodes, --log-size, --dead-zone, --protect and --relaxed are for mkfs");
 	if ((foreground || mount_opts) && strcmp(verb, "mount") != 0)
 		return util_usage_error(prog, "-f and -o are for mount");
 	if ((repair || json) && strcmp(verb, "fsck") != 0)
 		return util_usage_error(prog, "--repair and --json are for fsck");
 	const char *pool = argv[optind + 1];
 	if (!strcmp(verb, "mkfs"))
-		return do_mkfs(pool, size, inodes, log, dead, flags, unprotect < 0 ? 0 : (uint32_t)unprotect);
+		return do_mkfs(pool, size, inodes, log, dead, flags,
+			       (unprotect < 0 ? 0 : (uint32_t)unprotect) | (relaxed ? KR_FS_RELAXED : 0));
 	if (!strcmp(verb, "mount"))
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))

@@ -302,6 +302,15 @@ case_cli() {
 	[ "$(cksum <"$POOL")" = "$before" ] || fail "fsck or info changed the pool"
 	grep -q '^protection: *full' "$WORK/info" && grep -q '^writes: *copy-on-write' "$WORK/info" ||
 		fail "info: protection and writes: $(cat "$WORK/info")"
+	# A relaxed pool: in-place overwrites through the mount, then a clean check.
+	"$KR" fs mkfs "$WORK/relaxed.pool" --size 16M --relaxed --force-pmem >/dev/null || fail "mkfs --relaxed"
+	"$KR" fs info "$WORK/relaxed.pool" --force-pmem | grep -q '^writes: *relaxed' || fail "info of a relaxed pool"
+	"$KR" fs mount "$WORK/relaxed.pool" "$MNT" --force-pmem || fail "mount relaxed"
+	seq 1 3000 >"$MNT/r"
+	printf 'XYZ' | dd of="$MNT/r" bs=1 seek=100 conv=notrunc status=none
+	[ "$(head -c 103 "$MNT/r" | tail -c 3)" = XYZ ] || fail "relaxed overwrite not read back"
+	"$KR" fs umount "$MNT" || fail "umount relaxed"
+	"$KR" fs fsck "$WORK/relaxed.pool" --force-pmem >/dev/null || fail "fsck of the relaxed pool"
 }
 
 skip_unless_fuse
