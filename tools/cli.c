@@ -1,5 +1,5 @@
 /*
- * keratin.c - the keratin command-line tool: creates pools, shows what is inside them,
+ * cli.c - the keratin command-line tool: creates pools, shows what is inside them,
  * checks and repairs them, and damages them on purpose to see the repairs work.
  *
  * "keratin COMMAND [ARGS]" looks COMMAND up in the command table below and hands it the
