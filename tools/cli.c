@@ -445,14 +445,21 @@ static int by_kind(const char *verb, const char *path, unsigned flags, int json)
 	return region_command(3, args);
 }
 
+/* pool_args, then files of other kinds handled by_kind: PROCEED only for a pool (or a
+ * file of no kind, which the pool code reports). */
+static int file_args(const struct command *cmd, int argc, char **argv, const char **path, unsigned *flags,
+		     int *json, int *deep)
+{
+	int rc = pool_args(cmd, argc, argv, path, flags, json, deep);
+	return rc == PROCEED ? by_kind(cmd->name, *path, *flags, *json) : rc;
+}
+
 static int cmd_info(const struct command *cmd, int argc, char **argv)
 {
 	const char *path;
 	unsigned flags;
 	int json, deep;
-	int rc = pool_args(cmd, argc, argv, &path, &flags, &json, &deep);
-	if (rc == PROCEED)
-		rc = by_kind(cmd->name, path, flags, json);
+	int rc = file_args(cmd, argc, argv, &path, &flags, &json, &deep);
 	if (rc != PROCEED)
 		return rc;
 
@@ -650,9 +657,7 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	const char *path;
 	unsigned flags;
 	int json, deep;
-	int rc = pool_args(cmd, argc, argv, &path, &flags, &json, &deep);
-	if (rc == PROCEED)
-		rc = by_kind(cmd->name, path, flags, json);
+	int rc = file_args(cmd, argc, argv, &path, &flags, &json, &deep);
 	if (rc != PROCEED)
 		return rc;
 

@@ -91,6 +91,17 @@ static void to_stat(const struct kr_fs_attr *a, struct stat *st)
 	st->st_ctim.tv_nsec = a->ctime_ns % 1000000000;
 }
 
+/* The entry the kernel may cache for the inode with attributes a. */
+static struct fuse_entry_param entry_of(const struct fsfuse *f, const struct kr_fs_attr *a)
+{
+	struct fuse_entry_param e = {.ino = a->ino,
+				     .generation = a->generation,
+				     .attr_timeout = f->attr_timeout,
+				     .entry_timeout = f->entry_timeout};
+	to_stat(a, &e.attr);
+	return e;
+}
+
 /* An entry reply (lookup, mknod, mkdir, symlink, link) from rc and the new attributes. */
 static void reply_entry(fuse_req_t req, int rc, const struct kr_fs_attr *a)
 {
@@ -106,11 +117,7 @@ static void reply_entry(fuse_req_t req, int rc, const struct kr_fs_attr *a)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	struct fuse_entry_param e = {.ino = a->ino,
-				     .generation = a->generation,
-				     .attr_timeout = f->attr_timeout,
-				     .entry_timeout = f->entry_timeout};
-	to_stat(a, &e.attr);
+	struct fuse_entry_param e = entry_of(f, a);
 	fuse_reply_entry(req, &e);
 }
 
@@ -366,11 +373,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	struct fuse_entry_param e = {.ino = a.ino,
-				     .generation = a.generation,
-				     .attr_timeout = f->attr_timeout,
-				     .entry_timeout = f->entry_timeout};
-	to_stat(&a, &e.attr);
+	struct fuse_entry_param e = entry_of(f, &a);
 	set_open_flags(f, fi);
 	if (fuse_reply_create(req, &e, fi) != 0)
 		kr_fs_release(f->fs, a.ino);
