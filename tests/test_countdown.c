@@ -388,6 +388,8 @@ static void check_map(void *ctx, int rc)
 struct fs_case {
 	char path[128];
 	kr_fs *fs; /* the operations case's mounted file system */
+	unsigned poison_flags; /* the poison case's mount flags (KR_FS_MOUNT_WPROTECT or 0) */
+	int read_anyway;       /* the poison case reads /kept even after a failed injection */
 	uint8_t kept[10000]; /* the contents of /kept, written before every case */
 };
 
@@ -479,6 +481,45 @@ static void check_fs_ops(void *ctx, int rc)
 	}
 }
 
+/* Emulated poison on strip 1 of /kept's page 0, a read of /kept (which rebuilds the strip
+ * from parity), unmount. An injection that fails is left at that (unmount at once), or with
+ * read_anyway the file is still read. With KR_FS_MOUNT_WPROTECT the page is hidden in both
+ * mappings. */
+static int op_fs_poison(void *ctx)
+{
+	struct fs_case *c = ctx;
+	kr_fs *fs;
+	int rc = kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM | c->poison_flags, &fs);
+	if (rc != KR_OK)
+		return rc;
+	struct kr_fs_attr a;
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_lookup(fs, KR_FS_ROOT_INO, "kept", &a) == 0, "lookup /kept");
+	TU_OK(kr_fs_locate(fs, a.ino, 512, &loc));
+	rc = kr_fs_inject_poison(fs, loc.strip_off, 512);
+	if (rc == KR_OK || c->read_anyway) {
+		uint8_t buf[sizeof(c->kept)];
+		ssize_t n = kr_fs_read(fs, a.ino, buf, sizeof(buf), 0);
+		TU_ASSERT(n < 0 || (n == (ssize_t)sizeof(buf) && memcmp(buf, c->kept, sizeof(buf)) == 0),
+			  "/kept reads back wrong after poison");
+		rc = rc ? rc : n < 0 ? (int)n : 0;
+	}
+	int urc = kr_fs_unmount(fs);
+	return rc ? rc : urc;
+}
+
+static void check_fs_poison(void *ctx, int rc)
+{
+	struct fs_case *c = ctx;
+	(void)rc;
+	/* A writable mount repairs what the platform listed and clears the list; then the
+	 * file system must be sound with /kept intact. */
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &fs));
+	TU_OK(kr_fs_unmount(fs));
+	fs_sound(c, "after emulated poison with a fault");
+}
+
 static void fs_cases(void)
 {
 	struct fs_case *c = calloc(1, sizeof(*c));
@@ -496,6 +537,11 @@ static void fs_cases(void)
 	TU_ASSERT(kr_fs_write(fs, a.ino, c->kept, sizeof(c->kept), 0) == (ssize_t)sizeof(c->kept), "write /kept");
 	TU_OK(kr_fs_unmount(fs));
 	countdown("fs mount", op_mount, check_mount, c, 10);
+	countdown("fs poison", op_fs_poison, check_fs_poison, c, 10);
+	c->poison_flags = KR_FS_MOUNT_WPROTECT;
+	countdown("fs poison (wp)", op_fs_poison, check_fs_poison, c, 10);
+	c->read_anyway = 1;
+	countdown("fs poison+read", op_fs_poison, check_fs_poison, c, 10);
 
 	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &c->fs));
 	countdown("fs operations", op_fs_ops, check_fs_ops, c, 5);
