@@ -510,14 +510,11 @@ static int op_fs_poison(void *ctx)
 
 static void check_fs_poison(void *ctx, int rc)
 {
-	struct fs_case *c = ctx;
 	(void)rc;
 	/* A writable mount repairs what the platform listed and clears the list; then the
 	 * file system must be sound with /kept intact. */
-	kr_fs *fs;
-	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &fs));
-	TU_OK(kr_fs_unmount(fs));
-	fs_sound(c, "after emulated poison with a fault");
+	TU_OK(op_mount(ctx));
+	fs_sound(ctx, "after emulated poison with a fault");
 }
 
 static void fs_cases(void)

@@ -865,45 +865,6 @@ static void case_layout(void)
 	free(img);
 }
 
-/* kr_fs_check's space audit sees what no media check can: an allocator whose free count
- * drifted from its bitmap, a bit set past its end, areas that do not tile the file. Each is
- * planted in the mount's DRAM state, caught, and undone. */
-static void expect_space_finding(kr_fs *fs, const char *what, const char *needle)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	TU_ASSERT(out, "open_memstream");
-	struct kr_fs_check_report rep;
-	int rc = kr_fs_check(fs, out, &rep);
-	fclose(out);
-	TU_ASSERT(rc == KR_E_CORRUPT && rep.problems >= 1 && strstr(text, needle),
-		  "%s: kr_fs_check %d, %llu problems, report: %s", what, rc, (unsigned long long)rep.problems, text);
-	free(text);
-}
-
-static void case_space_audit(void)
-{
-	char path[128];
-	tu_pool_path(path, sizeof(path), "fs-space");
-	mkfs_at(path, 16 << 20, 0, 0);
-	kr_fs *fs = mount_at(path);
-	TU_OK(kr_fs_check(fs, stderr, NULL));
-	fs->data_bm.nfree--;
-	expect_space_finding(fs, "data allocator's free count drifted", "data pages: ");
-	fs->data_bm.nfree++;
-	uint64_t n = fs->meta_bm.n, *w = &fs->meta_bm.bits[n / 64];
-	*w |= 1ull << (n % 64);
-	expect_space_finding(fs, "a log-page bit past the end", "bits set past the end");
-	*w &= ~(1ull << (n % 64));
-	fs->sb.parity_off += 4096;
-	expect_space_finding(fs, "areas out of order", "file order");
-	fs->sb.parity_off -= 4096;
-	TU_OK(kr_fs_check(fs, stderr, NULL));
-	TU_OK(kr_fs_unmount(fs));
-	printf("fs layout: the space audit catches a drifted free count, a stray bit and a misplaced area\n");
-}
-
 /* ---- threads ------------------------------------------------------------------------------ */
 /* Each thread runs random operations in its own directory against its own model, all on
  * one file system (one lock, shared journal, allocators, inode table); afterwards every
@@ -1020,6 +981,43 @@ static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unp
 				    .unprotect = unprotect};
 	TU_OK(kr_fs_mkfs(path, &o));
 	return mount_at(path);
+}
+
+/* kr_fs_check's space audit sees what no media check can: an allocator whose free count
+ * drifted from its bitmap, a bit set past its end, areas that do not tile the file. Each is
+ * planted in the mount's DRAM state, caught, and undone. */
+static void expect_space_finding(kr_fs *fs, const char *what, const char *needle)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	TU_ASSERT(out, "open_memstream");
+	struct kr_fs_check_report rep;
+	int rc = kr_fs_check(fs, out, &rep);
+	fclose(out);
+	TU_ASSERT(rc == KR_E_CORRUPT && rep.problems >= 1 && strstr(text, needle),
+		  "%s: kr_fs_check %d, %llu problems, report: %s", what, rc, (unsigned long long)rep.problems, text);
+	free(text);
+}
+
+static void case_space_audit(void)
+{
+	char path[128];
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-space", 0);
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	fs->data_bm.nfree--;
+	expect_space_finding(fs, "data allocator's free count drifted", "data pages: ");
+	fs->data_bm.nfree++;
+	uint64_t n = fs->meta_bm.n, *w = &fs->meta_bm.bits[n / 64];
+	*w |= 1ull << (n % 64);
+	expect_space_finding(fs, "a log-page bit past the end", "bits set past the end");
+	*w &= ~(1ull << (n % 64));
+	fs->sb.parity_off += 4096;
+	expect_space_finding(fs, "areas out of order", "file order");
+	fs->sb.parity_off -= 4096;
+	TU_OK(kr_fs_check(fs, stderr, NULL));
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs layout: the space audit catches a drifted free count, a stray bit and a misplaced area\n");
 }
 
 static uint64_t page_at(kr_fs *fs, uint64_t ino, uint64_t off)
