@@ -1,7 +1,7 @@
 /*
  * test_countdown.c - countdown fault injection at the system-call choke points
- * (src/base/fault.h: malloc/calloc/realloc/strdup, mmap, msync, pwrite, posix_fallocate,
- * ftruncate).
+ * (src/base/fault.h: malloc/calloc/realloc/strdup, mmap, msync, pwrite, write, fsync,
+ * fallocate, ftruncate, mprotect).
  *
  * Each operation runs with the Nth wrapped call failing, for N = 1, 2, ... until it runs
  * without the fault firing. After every failure:
@@ -15,8 +15,14 @@
  * lower bound pinned below, so that the test cannot pass by silently exercising nothing.
  *
  * Operations: pool create, pool open, a commit (small and large allocations plus an update
- * of an existing object), region open (creating its sidecar) and a map put (open, put,
- * close).
+ * of an existing object), an open that repairs a page of the bad-block list (media.c: the
+ * list written, read, the kernel's list walked, the page rebuilt, the list cleared),
+ * emulated poison and the read that repairs it, region open (creating its sidecar), stores
+ * tracked and synced in a manual region with each tracker (track.c), a map put (open, put,
+ * close), and keratin-fs: mkfs, mount, emulated poison (also with write protection, and
+ * with the file read after a failed injection), and create + write + fsync + rename +
+ * unmount. A keratin-fs pool is judged by kr_fs_check on an inspection mount (with its
+ * space audit), a region by the read-only region check.
  */
 #include <errno.h>
 #include <stdio.h>
