@@ -32,12 +32,23 @@
  *     safe from any number of threads.
  *   - kr_get() pointers stay valid until the object is freed and the pool is closed.
  *
- * Debug protection: with KERATIN_DEBUG_PROTECT=1 in the environment at create or open, the
- * pool is mapped a second time read-only, and kr_get() returns pointers into that view;
- * keratin writes through its own writable mapping. A store through a kr_get() pointer
- * then faults: keratin prints the object and offset it hit on stderr and passes the
- * fault on (by default the process dies there). Costs one more mapping; emulated poison
- * (kr_inject_poison) is not seen through the view.
+ * Debug mode: with KR_OPEN_DEBUG in the flags of create or open, or KERATIN_DEBUG_PROTECT=1
+ * in the environment then, the pool is mapped a second time read-only, and kr_get() returns
+ * pointers into that view; keratin writes through its own writable mapping. Then
+ *   - a store through a kr_get() pointer faults;
+ *   - a micro-buffer (kr_tx_add/kr_tx_open/kr_tx_get) touched after its transaction ended
+ *     faults (buffers get pages of their own, made inaccessible at commit or abort and kept
+ *     so for the last 256 transactions' buffers);
+ *   - opening for write (or freeing) an object that another live transaction has open for
+ *     write fails with KR_E_MISUSE_SHARED;
+ *   - an access to a freed object by its oid fails with KR_E_MISUSE_FREED as always, and a
+ *     read through an old pointer into a freed object of 4 KiB or more faults (the last 64
+ *     freed blocks are held back from reuse, so a stale oid or pointer stays detectable).
+ * Each finding is one line on stderr, "keratin: ..." naming the object and the offset; a
+ * fault is then passed on (by default the process dies where the access was made). Costs
+ * one more mapping, a page per micro-buffer, and a table lookup per object opened for
+ * write; nothing without the mode. Emulated poison (kr_inject_poison) is not seen through
+ * the view. kr_debug_crash_states() (below) is the mode's fourth check.
  *
  * Durability modes (chosen at open, reported by kr_pool_stat()):
  *   - KR_MODE_DAX: the file supports MAP_SYNC; cache-line flushes + sfence make data durable.
@@ -83,6 +94,8 @@ enum kr_err {
 				      * allocated */
 	KR_E_MISUSE_RANGE = -0x105,  /* offset + length beyond the object */
 	KR_E_MISUSE_THREAD = -0x106, /* transaction used from a thread that did not begin it */
+	KR_E_MISUSE_SHARED = -0x107, /* debug mode: the object is open for write in another
+				      * live transaction */
 
 	KR_E_NOSPACE = -0x200,      /* not enough room */
 	KR_E_NOSPACE_HEAP = -0x201, /* the heap has no free extent large enough */
@@ -151,6 +164,9 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
  * reports what an ordinary open would repair. Transactions, KR_CHECK_REPAIR and poison
  * injection return KR_E_MISUSE_STATE. */
 #define KR_OPEN_READONLY 0x4u
+/* The debug mode (see "Debug mode" at the top); the same as KERATIN_DEBUG_PROTECT=1. Ignored
+ * with KR_OPEN_READONLY. */
+#define KR_OPEN_DEBUG 0x8u
 
 /* Option structs (kr_create_opts, kr_region_opts, kr_hmap_opts) begin with struct_size:
  * set it to sizeof the struct, or start from the struct's KR_*_OPTS_INIT, e.g.
