@@ -512,6 +512,50 @@ struct kr_recorder {
 };
 KR_API void kr_set_recorder(const struct kr_recorder *rec);
 
+/* ---------------------------------------------------------------------------------------
+ * Crash states (the debug mode's fourth check): does the application's invariant survive a
+ * crash at any point of keratin's commit protocol?
+ *
+ * kr_debug_crash_states opens the closed pool at path with flags, runs op(pool, arg), and
+ * closes the pool. At each persist point meanwhile (each store fence keratin issues: the
+ * commit points of transactions and the internal ones around them, the close's too) it
+ * cuts crash images of the pool: the durable bytes alone, and the durable bytes with every
+ * line written since it was last durable (the two extremes of what a crash there can
+ * leave). Each image is recovered in a fresh kr_pool_open (with flags) in a child process,
+ * and check(recovered pool, arg) is called there: it returns 0 if the pool is consistent,
+ * nonzero otherwise (after saying why on stderr, which the child shares). Images are files
+ * named path.crash-PID, removed after each check.
+ *
+ * The report counts persist points, images and failures and names the first failing one:
+ * its persist point (1-based, in the order the fences ran), the log commit it belongs to
+ * (1-based: a fence before the first commit point, or at it, is in commit 1), and which of
+ * the two images failed. Each failure (up to ten) is also a line on stderr:
+ *   keratin: debug (crash-state): persist point 3 (a fence in log commit 1 of the
+ *   operation): the image with every pending line persisted fails the check
+ * Returns KR_OK if every image passed, KR_E_CORRUPT if one failed (the report says where),
+ * op's own nonzero return, or the error of opening or closing the pool. op must run its
+ * transactions on the calling thread and leave none open; the check runs in a forked child
+ * with the parent's memory as it was at the fence (it can consult the op's own notes).
+ * One call at a time per process (KR_E_MISUSE_STATE); it replaces any recorder
+ * (kr_set_recorder) while it runs. Cost: a copy of the pool in DRAM, and per persist point
+ * two writes of the pool file, two opens and two checks.
+ * ------------------------------------------------------------------------------------- */
+typedef int (*kr_crash_op_fn)(kr_pool *pool, void *arg);
+typedef int (*kr_crash_check_fn)(kr_pool *recovered, void *arg);
+struct kr_crash_report {
+	uint32_t struct_size;    /* sizeof(struct kr_crash_report) */
+	uint64_t persist_points; /* fences during the operation and the close */
+	uint64_t images;         /* crash images recovered and checked */
+	uint64_t failures;       /* images that did not recover or failed the check */
+	uint64_t first_point;    /* the first failure's persist point, 0 if none */
+	uint64_t first_commit;   /* its log commit (1-based), 0 if none */
+	int first_all;           /* 1: the image with every pending line failed; 0: durable only */
+	char first_failure[400]; /* its line, "" if none */
+};
+#define KR_CRASH_REPORT_INIT {.struct_size = sizeof(struct kr_crash_report)}
+KR_API int kr_debug_crash_states(const char *path, unsigned flags, kr_crash_op_fn op,
+				 kr_crash_check_fn check, void *arg, struct kr_crash_report *rep);
+
 /* The mapping of an open pool: base address and length (for tools and the recorder). */
 KR_API void *kr_pool_base(kr_pool *pool);
 KR_API size_t kr_pool_mapped_size(kr_pool *pool);
