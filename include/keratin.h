@@ -37,8 +37,8 @@
  * pointers into that view; keratin writes through its own writable mapping. Then
  *   - a store through a kr_get() pointer faults;
  *   - a micro-buffer (kr_tx_add/kr_tx_open/kr_tx_get) touched after its transaction ended
- *     faults (buffers get pages of their own, made inaccessible at commit or abort and kept
- *     so for the last 256 transactions' buffers);
+ *     faults (buffers get pages of their own, made inaccessible at commit or abort; the
+ *     last 256 buffers retired stay so);
  *   - opening for write (or freeing) an object that another live transaction has open for
  *     write fails with KR_E_MISUSE_SHARED;
  *   - an access to a freed object by its oid fails with KR_E_MISUSE_FREED as always, and a
