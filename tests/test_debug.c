@@ -175,30 +175,22 @@ static void use_after_free(int bug, int debug)
 
 /* ---- the harness --------------------------------------------------------------------- */
 
+struct program {
+	void (*fn)(int bug, int debug);
+	int bug, debug;
+};
+
+static void run_program(void *arg)
+{
+	const struct program *p = arg;
+	p->fn(p->bug, p->debug);
+}
+
 /* Runs fn(bug, debug) in a child; its stderr into err; returns the wait status. */
 static int run_child(void (*fn)(int, int), int bug, int debug, char *err, size_t cap)
 {
-	int fds[2];
-	TU_ASSERT(pipe(fds) == 0, "pipe");
-	fflush(NULL);
-	pid_t pid = fork();
-	TU_ASSERT(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		close(fds[0]);
-		fn(bug, debug);
-		_exit(0);
-	}
-	close(fds[1]);
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < cap && (r = read(fds[0], err + n, cap - n - 1)) > 0)
-		n += (size_t)r;
-	err[n] = 0;
-	close(fds[0]);
-	int status;
-	TU_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
-	return status;
+	struct program p = {fn, bug, debug};
+	return tu_run_child(run_program, &p, err, cap);
 }
 
 static void write_conflict_fn(int bug, int debug)
