@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/pmsan-bench.sh [--keys N] [--rounds R] [--fences F] [BUILD] - what the persistence
-# checker pmsan costs: each map benchmark built twice with clang-14, plain and through
+# bench/pmsan-bench.sh [--keys N] [--rounds R] [--fences F] [--out DIR] [BUILD] - what the
+# persistence checker pmsan costs: each map benchmark built twice with clang-14, plain and through
 # keratin-pmsan-cc (pmsan without crash images), and run in alternation; the slowdown is the
 # instrumented run's time over the plain one's, per structure and operation. Then the same
 # for 1 and 2 threads (mt_overwrite of 64-byte objects, N transactions in all), and the price
@@ -23,17 +23,23 @@
 # record, 1 and 2 threads), run with PMSAN_OPTIONS=check=/bin/true:reorder=single,
 # accumulative, random, and without a check (none): (time - time without) / fences and
 # / images, the counts from pmsan's summary line. Raw rows: BUILD/pmsan-bench/reorder.csv.
+#
+# With --out DIR (make bench: docs/bench) the tables also go to DIR/pmsan.md, which
+# bench/run.py puts into docs/BENCHMARKS.md, and the raw rows to DIR/pmsan.csv and
+# DIR/pmsan-reorder.csv.
 set -euo pipefail
 
 keys=100000
 rounds=3
 fences=200
+docs=
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--keys) keys=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--fences) fences=$2; shift 2 ;;
-	-h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+	--out) docs=$(realpath "$2"); shift 2 ;;
+	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
@@ -102,7 +108,7 @@ for r in $(seq "$rounds"); do
 	echo "pmsan-bench: reordering round $r of $rounds done" >&2
 done
 
-python3 - "$csv" "$keys" "$rounds" "$rcsv" <<'PY'
+python3 - "$csv" "$keys" "$rounds" "$rcsv" <<'PY' | tee "$out/report.md"
 import csv, statistics, sys
 from collections import defaultdict
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -169,3 +175,9 @@ for th in ("1", "2"):
         per_i = f"{(s - b) * 1e3 / im:.2f}" if mode != "none" and im else "-"
         print(f"| {th} | {mode} | {f} | {im} | {s:.3f} | {per_f} | {per_i} |")
 PY
+if [[ -n $docs ]]; then
+	mkdir -p "$docs"
+	cp "$out/report.md" "$docs/pmsan.md"
+	cp "$csv" "$docs/pmsan.csv"
+	cp "$rcsv" "$docs/pmsan-reorder.csv"
+fi
