@@ -245,9 +245,9 @@ int kr_debug_crash_states(const char *path, unsigned flags, kr_crash_op_fn op,
 {
 	if (!path || !op || !check || !rep)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_debug_crash_states: NULL argument");
-	if (rep->struct_size != sizeof(*rep))
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_debug_crash_states: struct_size %u, expected %zu",
-				  rep->struct_size, sizeof(*rep));
+	int rc = kr_opts_size_check(rep->struct_size, sizeof(*rep), "kr_crash_report");
+	if (rc)
+		return rc;
 	if (flags & KR_OPEN_READONLY)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_debug_crash_states: a read-only pool has no "
 				  "persist points");
@@ -267,7 +267,7 @@ int kr_debug_crash_states(const char *path, unsigned flags, kr_crash_op_fn op,
 	kr_set_recorder(&r);
 
 	kr_pool *pool;
-	int rc = kr_pool_open(path, flags, &pool);
+	rc = kr_pool_open(path, flags, &pool);
 	if (rc == KR_OK && (cs.oom || !cs.base)) {
 		kr_pool_close(pool);
 		rc = kr_err_set(KR_E_NOMEM, "kr_debug_crash_states: the durable image of %s", path);
