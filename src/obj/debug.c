@@ -141,7 +141,8 @@ void *kr_debug_mbuf_alloc(size_t bytes, int zero)
 void kr_debug_mbuf_retire(void *buf, size_t bytes, kr_oid oid, uint64_t size)
 {
 	size_t len = pages_of(bytes);
-	if (mprotect(buf, len, PROT_NONE) != 0) {
+	/* The memory goes back to the system; the addresses stay reserved, as a trap. */
+	if (madvise(buf, len, MADV_DONTNEED) != 0 || mprotect(buf, len, PROT_NONE) != 0) {
 		munmap(buf, len);
 		return;
 	}
