@@ -11,7 +11,8 @@
  * with the object (and offset) in the "keratin: debug (NAME): ..." line and, for the
  * faulting ones, stop the child; its twin must exit 0 with no report. The faulting bugs
  * also run once without the debug mode, where the same access goes unnoticed (the child
- * lives and says nothing), so the check above can fail.
+ * lives and says nothing), so the check above can fail. With KERATIN_DEBUG_PROTECT=1 in
+ * the environment the mode comes from it instead of KR_OPEN_DEBUG.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,12 +31,15 @@
 #define LATE_OFF 5
 
 static char path[128];
+static int mode_from_env; /* KERATIN_DEBUG_PROTECT=1 turns the mode on, not the flag */
 
 static kr_pool *create_pool(int debug)
 {
 	struct kr_create_opts o = KR_CREATE_OPTS_INIT;
 	o.size = 16u << 20;
-	o.flags = KR_OPEN_FORCE_PMEM | (debug ? KR_OPEN_DEBUG : 0);
+	o.flags = KR_OPEN_FORCE_PMEM | (debug && !mode_from_env ? KR_OPEN_DEBUG : 0);
+	if (!debug)
+		unsetenv("KERATIN_DEBUG_PROTECT"); /* in the child only */
 	kr_pool *pool;
 	unlink(path);
 	TU_OK(kr_pool_create(path, &o, &pool));
@@ -216,6 +220,7 @@ int main(int argc, char **argv)
 	TU_ASSERT(argc == 3 && (!strcmp(argv[2], "bug") || !strcmp(argv[2], "fixed")),
 		  "usage: test_debug stale-buffer|write-conflict|use-after-free bug|fixed");
 	int bug = !strcmp(argv[2], "bug");
+	mode_from_env = getenv("KERATIN_DEBUG_PROTECT") != NULL;
 	char err[8192], want[256], want2[256];
 	tu_pool_path(path, sizeof(path), "debug");
 	void (*fn)(int, int);
