@@ -70,7 +70,7 @@ bench: build
 # The checkers' costs alone (each says SKIP where its checker is not built).
 # PMSAN_BENCH_ARGS, e.g. "--keys 20000 --rounds 1", for a shorter run.
 bench-checkers: build
-	@if [ -x build/bin/keratin-pmsan-cc ]; then bench/pmsan-bench.sh $(PMSAN_BENCH_ARGS) build; \
+	@if [ -x build/bin/keratin-pmsan-cc ]; then bench/pmsan-bench.sh $(PMSAN_BENCH_ARGS) --out docs/bench build; \
 		else echo "SKIP: pmsan is not built (needs LLVM 14 and clang-14)"; fi
 	@python3 tests/check/static/pmdk_examples.py build/tools/keratin-pmscan --bench || [ $$? -eq 77 ]
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bench/pmsan-bench.sh [--keys N] [--rounds R] [BUILD] - what the persistence checker pmsan
-# costs: each map benchmark built twice with clang-14, plain and through keratin-pmsan-cc
-# (pmsan without crash images), and run in alternation; the slowdown is the instrumented
-# run's time over the plain one's, per structure and operation.
+# bench/pmsan-bench.sh [--keys N] [--rounds R] [--fences F] [--out DIR] [BUILD] - what the
+# persistence checker pmsan costs: each map benchmark built twice with clang-14, plain and through
+# keratin-pmsan-cc (pmsan without crash images), and run in alternation; the slowdown is the
+# instrumented run's time over the plain one's, per structure and operation. Then the same
+# for 1 and 2 threads (mt_overwrite of 64-byte objects, N transactions in all), and the price
+# of crash images (reordering) per fence and per image.
 #
 #   PMDK    PMDK's example maps (ctree rbtree btree skiplist rtree hashmap) and the
 #           pmdk-bench driver, built by bench/pmdk-build.sh from where libpmemobj-dev
@@ -15,15 +17,29 @@
 # the median over rounds of the run's total seconds for N keys. Prints a Markdown table
 # and writes the raw rows to BUILD/pmsan-bench/results.csv. BUILD defaults to ./build and
 # must hold a configured build with LLVM 14 (bin/keratin-pmsan-cc, libkeratin.a).
+#
+# Reordering: the maps' fences are inside libpmemobj or keratin, which pmsan does not see,
+# so crash images are priced on bench/pmsan-fences.c (F fences of its own, 2 per logged
+# record, 1 and 2 threads), run with PMSAN_OPTIONS=check=/bin/true:reorder=single,
+# accumulative, random, and without a check (none): (time - time without) / fences and
+# / images, the counts from pmsan's summary line. Raw rows: BUILD/pmsan-bench/reorder.csv.
+#
+# With --out DIR (make bench: docs/bench) the tables also go to DIR/pmsan.md, which
+# bench/run.py puts into docs/BENCHMARKS.md, and the raw rows to DIR/pmsan.csv and
+# DIR/pmsan-reorder.csv.
 set -euo pipefail
 
 keys=100000
 rounds=3
+fences=200
+docs=
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--keys) keys=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	--fences) fences=$2; shift 2 ;;
+	--out) docs=$(realpath "$2"); shift 2 ;;
+	-h | --help) sed -n '2,34p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
@@ -48,23 +64,24 @@ for v in plain pmsan; do
 	"$cc" -O2 -g -std=gnu11 -pthread -I"$repo/include" -I"$repo/tools" -I"$repo/maps" \
 		-o "$out/keratin-bench-$v" "$here/keratin-bench.c" "$repo"/maps/*.c "$repo/tools/util.c" \
 		"$build/libkeratin.a" -lisal -lm
+	"$cc" -O2 -g -pthread -o "$out/pmsan-fences-$v" "$here/pmsan-fences.c" -lpmem
 done
 
 csv=$out/results.csv
 echo "driver,variant,struct,op,round,seconds" >"$csv"
-# run DRIVER VARIANT STRUCT ROUND: one run, its three rows (insert, lookup, remove).
+# run DRIVER VARIANT STRUCT ROUND: one run, its three rows (insert, lookup, remove); a
+# STRUCT of mt1 or mt2 is mt_overwrite of 64-byte objects with 1 or 2 threads, one row.
 run() {
-	local bin
-	if [[ $1 == PMDK ]]; then
-		bin=$out/pmdk-$2/pmdk-bench
-		"$bin" --workload map --param "$3" --ops "$keys" 2>/dev/null
-	else
-		"$out/keratin-bench-$2" --workload map --param "$3" --ops "$keys" 2>/dev/null
-	fi | awk -F, -v d="$1" -v v="$2" -v s="$3" -v r="$4" \
-		'$3 ~ /^(insert|lookup|remove)$/ { print d "," v "," s "," $3 "," r "," $7 }' >>"$csv"
+	local bin args=(--workload map --param "$3" --ops "$keys")
+	[[ $3 == mt* ]] && args=(--workload mt_overwrite --param 64 --threads "${3#mt}" --ops "$keys")
+	bin=$out/keratin-bench-$2
+	[[ $1 == PMDK ]] && bin=$out/pmdk-$2/pmdk-bench
+	"$bin" "${args[@]}" 2>/dev/null |
+		awk -F, -v d="$1" -v v="$2" -v s="$3" -v r="$4" \
+			'$3 ~ /^(insert|lookup|remove|mt_overwrite)$/ { print d "," v "," s "," $3 "," r "," $7 }' >>"$csv"
 }
 for r in $(seq "$rounds"); do
-	for s in ctree rbtree btree skiplist rtree hashmap; do
+	for s in ctree rbtree btree skiplist rtree hashmap mt1 mt2; do
 		for d in PMDK keratin; do
 			# alternate which variant goes first
 			if ((r % 2)); then run $d plain $s $r; run $d pmsan $s $r;
@@ -74,7 +91,24 @@ for r in $(seq "$rounds"); do
 	echo "pmsan-bench: round $r of $rounds done" >&2
 done
 
-python3 - "$csv" "$keys" "$rounds" <<'PY'
+# Reordering: pmsan-fences under each reorder mode, 1 and 2 threads.
+rcsv=$out/reorder.csv
+echo "threads,reorder,round,fences,images,seconds" >"$rcsv"
+for r in $(seq "$rounds"); do
+	for t in 1 2; do
+		for mode in none single accumulative random; do
+			opts="reorder=$mode:check=/bin/true"
+			[[ $mode == none ]] && opts= # pmsan's default with a check is single
+			line=$(PMSAN_OPTIONS=$opts \
+				"$out/pmsan-fences-pmsan" /dev/shm/pmsan-bench-fences-$$ "$fences" "$t" 2>"$out/fences.err")
+			images=$(sed -n 's/^pmsan: crash images: \([0-9]*\) checked at \([0-9]*\) fences.*/\1,\2/p' "$out/fences.err")
+			echo "$t,$mode,$r,${line%%,*},${images%%,*},${line#*,}" >>"$rcsv"
+		done
+	done
+	echo "pmsan-bench: reordering round $r of $rounds done" >&2
+done
+
+python3 - "$csv" "$keys" "$rounds" "$rcsv" <<'PY' | tee "$out/report.md"
 import csv, statistics, sys
 from collections import defaultdict
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -104,4 +138,46 @@ for d, xs in ratios.items():
           f"(max {max(xs):.2f}x)")
 allx = [x for xs in ratios.values() for x in xs]
 print(f"all: mean slowdown {statistics.mean(allx):.2f}x over {len(allx)} cells")
+
+print(f"\nThreads: mt_overwrite of 64-byte objects, {sys.argv[2]} transactions "
+      f"in all, slowdown (median plain seconds):\n")
+print("| driver | 1 thread | 2 threads |")
+print("|---|---|---|")
+for d in ("PMDK", "keratin"):
+    cells = []
+    for s in ("mt1", "mt2"):
+        p, i = t.get((d, s, "mt_overwrite", "plain")), t.get((d, s, "mt_overwrite", "pmsan"))
+        cells.append(f"{statistics.median(i) / statistics.median(p):.2f}x "
+                     f"({statistics.median(p):.3f} s)" if p and i else "n/a")
+    print(f"| {d} | " + " | ".join(cells) + " |")
+
+rr = defaultdict(list)
+for r in csv.DictReader(open(sys.argv[4])):
+    if r["seconds"] and r["fences"]:
+        rr[(r["threads"], r["reorder"])].append(r)
+print("\nReordering (crash images, check=/bin/true) on pmsan-fences, median of rounds; extra "
+      "time over the run without crash images (none) per fence and per image:\n")
+print("| threads | reorder | fences | images | seconds | ms per fence | ms per image |")
+print("|---|---|---|---|---|---|---|")
+for th in ("1", "2"):
+    base = rr.get((th, "none"))
+    if not base:
+        continue
+    b = statistics.median(float(r["seconds"]) for r in base)
+    for mode in ("none", "single", "accumulative", "random"):
+        rows_ = rr.get((th, mode))
+        if not rows_:
+            continue
+        s = statistics.median(float(r["seconds"]) for r in rows_)
+        f = int(rows_[0]["fences"])
+        im = int(rows_[0]["images"] or 0)
+        per_f = f"{(s - b) * 1e3 / f:.2f}" if mode != "none" else "-"
+        per_i = f"{(s - b) * 1e3 / im:.2f}" if mode != "none" and im else "-"
+        print(f"| {th} | {mode} | {f} | {im} | {s:.3f} | {per_f} | {per_i} |")
 PY
+if [[ -n $docs ]]; then
+	mkdir -p "$docs"
+	cp "$out/report.md" "$docs/pmsan.md"
+	cp "$csv" "$docs/pmsan.csv"
+	cp "$rcsv" "$docs/pmsan-reorder.csv"
+fi

@@ -620,6 +620,7 @@ def report(args, summ, outdir, plots, notes):
     w("")
     regions_section(w, outdir, summ)
     hmap_section(w, outdir)
+    pmsan_section(w, outdir)
     w("## Against the targets\n")
     if misses or fence_misses:
         w("Misses, measured in this run against the project's targets (each line names its "
@@ -836,6 +837,20 @@ def measure_hmap(args, exes):
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return rows
+
+
+def pmsan_section(w, outdir):
+    """The persistence checker's costs, as bench/pmsan-bench.sh last wrote them (make bench
+    runs it after this report, so they are the previous run's)."""
+    path = os.path.join(outdir, "pmsan.md")
+    if not os.path.exists(path):
+        return
+    w("## The persistence checker pmsan\n")
+    w("From the last `bench/pmsan-bench.sh --out docs/bench` (`make bench-checkers`), "
+      "written %s; raw rows `docs/bench/pmsan.csv`, `docs/bench/pmsan-reorder.csv`; what the "
+      "columns mean: `docs/CHECKER.md` (Cost).\n" %
+      datetime.date.fromtimestamp(os.path.getmtime(path)).isoformat())
+    w(open(path).read().strip() + "\n")
 
 
 def hmap_section(w, outdir):

@@ -32,12 +32,23 @@
  *     safe from any number of threads.
  *   - kr_get() pointers stay valid until the object is freed and the pool is closed.
  *
- * Debug protection: with KERATIN_DEBUG_PROTECT=1 in the environment at create or open, the
- * pool is mapped a second time read-only, and kr_get() returns pointers into that view;
- * keratin writes through its own writable mapping. A store through a kr_get() pointer
- * then faults: keratin prints the object and offset it hit on stderr and passes the
- * fault on (by default the process dies there). Costs one more mapping; emulated poison
- * (kr_inject_poison) is not seen through the view.
+ * Debug mode: with KR_OPEN_DEBUG in the flags of create or open, or KERATIN_DEBUG_PROTECT=1
+ * in the environment then, the pool is mapped a second time read-only, and kr_get() returns
+ * pointers into that view; keratin writes through its own writable mapping. Then
+ *   - a store through a kr_get() pointer faults;
+ *   - a micro-buffer (kr_tx_add/kr_tx_open/kr_tx_get) touched after its transaction ended
+ *     faults (buffers get pages of their own, made inaccessible at commit or abort; the
+ *     last 256 buffers retired stay so);
+ *   - opening for write (or freeing) an object that another live transaction has open for
+ *     write fails with KR_E_MISUSE_SHARED;
+ *   - an access to a freed object by its oid fails with KR_E_MISUSE_FREED as always, and a
+ *     read through an old pointer into a freed object of 4 KiB or more faults (the last 64
+ *     freed blocks are held back from reuse, so a stale oid or pointer stays detectable).
+ * Each finding is one line on stderr, "keratin: ..." naming the object and the offset; a
+ * fault is then passed on (by default the process dies where the access was made). Costs
+ * one more mapping, a page per micro-buffer, and a table lookup per object opened for
+ * write; nothing without the mode. Emulated poison (kr_inject_poison) is not seen through
+ * the view. kr_debug_crash_states() (below) is the mode's fourth check.
  *
  * Durability modes (chosen at open, reported by kr_pool_stat()):
  *   - KR_MODE_DAX: the file supports MAP_SYNC; cache-line flushes + sfence make data durable.
@@ -83,6 +94,8 @@ enum kr_err {
 				      * allocated */
 	KR_E_MISUSE_RANGE = -0x105,  /* offset + length beyond the object */
 	KR_E_MISUSE_THREAD = -0x106, /* transaction used from a thread that did not begin it */
+	KR_E_MISUSE_SHARED = -0x107, /* debug mode: the object is open for write in another
+				      * live transaction */
 
 	KR_E_NOSPACE = -0x200,      /* not enough room */
 	KR_E_NOSPACE_HEAP = -0x201, /* the heap has no free extent large enough */
@@ -151,6 +164,9 @@ enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
  * reports what an ordinary open would repair. Transactions, KR_CHECK_REPAIR and poison
  * injection return KR_E_MISUSE_STATE. */
 #define KR_OPEN_READONLY 0x4u
+/* The debug mode (see "Debug mode" at the top); the same as KERATIN_DEBUG_PROTECT=1. Ignored
+ * with KR_OPEN_READONLY. */
+#define KR_OPEN_DEBUG 0x8u
 
 /* Option structs (kr_create_opts, kr_region_opts, kr_hmap_opts) begin with struct_size:
  * set it to sizeof the struct, or start from the struct's KR_*_OPTS_INIT, e.g.
@@ -495,6 +511,50 @@ struct kr_recorder {
 	void *ctx;
 };
 KR_API void kr_set_recorder(const struct kr_recorder *rec);
+
+/* ---------------------------------------------------------------------------------------
+ * Crash states (the debug mode's fourth check): does the application's invariant survive a
+ * crash at any point of keratin's commit protocol?
+ *
+ * kr_debug_crash_states opens the closed pool at path with flags, runs op(pool, arg), and
+ * closes the pool. At each persist point meanwhile (each store fence keratin issues: the
+ * commit points of transactions and the internal ones around them, the close's too) it
+ * cuts crash images of the pool: the durable bytes alone, and the durable bytes with every
+ * line written since it was last durable (the two extremes of what a crash there can
+ * leave). Each image is recovered in a fresh kr_pool_open (with flags) in a child process,
+ * and check(recovered pool, arg) is called there: it returns 0 if the pool is consistent,
+ * nonzero otherwise (after saying why on stderr, which the child shares). Images are files
+ * named path.crash-PID, removed after each check.
+ *
+ * The report counts persist points, images and failures and names the first failing one:
+ * its persist point (1-based, in the order the fences ran), the log commit it belongs to
+ * (1-based: a fence before the first commit point, or at it, is in commit 1), and which of
+ * the two images failed. Each failure (up to ten) is also a line on stderr:
+ *   keratin: debug (crash-state): persist point 3 (a fence in log commit 1 of the
+ *   operation): the image with every pending line persisted fails the check
+ * Returns KR_OK if every image passed, KR_E_CORRUPT if one failed (the report says where),
+ * op's own nonzero return, or the error of opening or closing the pool. op must run its
+ * transactions on the calling thread and leave none open; the check runs in a forked child
+ * with the parent's memory as it was at the fence (it can consult the op's own notes).
+ * One call at a time per process (KR_E_MISUSE_STATE); it replaces any recorder
+ * (kr_set_recorder) while it runs. Cost: a copy of the pool in DRAM, and per persist point
+ * two writes of the pool file, two opens and two checks.
+ * ------------------------------------------------------------------------------------- */
+typedef int (*kr_crash_op_fn)(kr_pool *pool, void *arg);
+typedef int (*kr_crash_check_fn)(kr_pool *recovered, void *arg);
+struct kr_crash_report {
+	uint32_t struct_size;    /* sizeof(struct kr_crash_report) */
+	uint64_t persist_points; /* fences during the operation and the close */
+	uint64_t images;         /* crash images recovered and checked */
+	uint64_t failures;       /* images that did not recover or failed the check */
+	uint64_t first_point;    /* the first failure's persist point, 0 if none */
+	uint64_t first_commit;   /* its log commit (1-based), 0 if none */
+	int first_all;           /* 1: the image with every pending line failed; 0: durable only */
+	char first_failure[400]; /* its line, "" if none */
+};
+#define KR_CRASH_REPORT_INIT {.struct_size = sizeof(struct kr_crash_report)}
+KR_API int kr_debug_crash_states(const char *path, unsigned flags, kr_crash_op_fn op,
+				 kr_crash_check_fn check, void *arg, struct kr_crash_report *rep);
 
 /* The mapping of an open pool: base address and length (for tools and the recorder). */
 KR_API void *kr_pool_base(kr_pool *pool);

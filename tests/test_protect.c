@@ -25,31 +25,13 @@
 #define OBJ_SIZE 100
 #define STRAY_OFF 42
 
+static void stray_store(void *p) { ((volatile char *)p)[STRAY_OFF] = 'x'; }
+
 /* Runs a child that stores 'x' at p[STRAY_OFF]; returns its wait status, its stderr in
  * err (NUL-terminated). */
 static int stray_store_child(const char *p, char *err, size_t cap)
 {
-	int fds[2];
-	TU_ASSERT(pipe(fds) == 0, "pipe");
-	fflush(NULL);
-	pid_t pid = fork();
-	TU_ASSERT(pid >= 0, "fork");
-	if (pid == 0) {
-		dup2(fds[1], 2);
-		close(fds[0]);
-		((volatile char *)p)[STRAY_OFF] = 'x';
-		_exit(0);
-	}
-	close(fds[1]);
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < cap && (r = read(fds[0], err + n, cap - n - 1)) > 0)
-		n += (size_t)r;
-	err[n] = 0;
-	close(fds[0]);
-	int status;
-	TU_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
-	return status;
+	return tu_run_child(stray_store, (void *)p, err, cap);
 }
 
 int main(void)

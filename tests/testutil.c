@@ -24,6 +24,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -616,3 +617,28 @@ void tu_case_end(void)
 }
 
 const char *tu_case_name(void) { return case_name; }
+
+int tu_run_child(void (*fn)(void *), void *arg, char *err, size_t cap)
+{
+	int fds[2];
+	TU_ASSERT(pipe(fds) == 0, "pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	TU_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		close(fds[0]);
+		fn(arg);
+		_exit(0);
+	}
+	close(fds[1]);
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < cap && (r = read(fds[0], err + n, cap - n - 1)) > 0)
+		n += (size_t)r;
+	err[n] = 0;
+	close(fds[0]);
+	int status;
+	TU_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
+	return status;
+}

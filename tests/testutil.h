@@ -40,6 +40,10 @@ noreturn void tu_fail_at(const char *file, int line, const char *fmt, ...)
 
 /* True when the test binary was built with ASan or TSan (they slow everything 3-10x). */
 bool tu_sanitized(void);
+
+/* Runs fn(arg) in a forked child that then exits 0; its stderr goes into err (cap bytes,
+ * NUL-terminated). Returns the child's wait status. For tests of what dies or reports. */
+int tu_run_child(void (*fn)(void *), void *arg, char *err, size_t cap);
 /* base * KR_TEST_SCALE (default 1.0), halved in sanitizer builds, never below min. */
 unsigned tu_scaled(unsigned base, unsigned min);
 /* KR_TEST_SEED from the environment, else dflt; printed so a failure can be replayed. */

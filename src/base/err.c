@@ -31,6 +31,7 @@ static const struct {
 	{KR_E_MISUSE_FREED, "object already freed"},
 	{KR_E_MISUSE_RANGE, "range beyond the end of the object"},
 	{KR_E_MISUSE_THREAD, "transaction used from another thread"},
+	{KR_E_MISUSE_SHARED, "object is open for write in another live transaction"},
 	{KR_E_NOSPACE, "out of space"},
 	{KR_E_NOSPACE_HEAP, "no free space in the heap for this allocation"},
 	{KR_E_NOSPACE_LOG, "transaction too large for a log lane"},

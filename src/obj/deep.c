@@ -92,7 +92,7 @@ int kr_pool_check_deep(kr_pool *pool, struct kr_deep_report *rep)
 		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check_deep: transactions are open");
 	/* The ordinary pass made every commit durable: deferred frees are reusable now, so
 	 * DRAM and media must agree exactly. (DRAM only; the pool is not written.) */
-	kr_heap_release(&pool->heap);
+	kr_heap_release_all(&pool->heap);
 
 	struct kr_audit a = {0};
 	struct kr_heap_space sp;

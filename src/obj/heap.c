@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
@@ -456,7 +457,7 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 			rc = kr_log_sync(h->log, lane);
 			if (rc)
 				return rc;
-			kr_heap_release(h);
+			kr_heap_release_all(h); /* the quarantine gives way to the allocation */
 			continue;
 		}
 		if (attempt == 0)
@@ -557,16 +558,24 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
 	pthread_mutex_unlock(&h->lock);
 }
 
-void kr_heap_release(struct kr_heap *h)
+static void heap_release(struct kr_heap *h, uint32_t keep)
 {
 	uint64_t d = kr_log_durable_seq(h->log);
 	pthread_mutex_lock(&h->lock);
-	while (h->npending && h->pending[h->pending_first].seq <= d) {
+	while (h->npending > keep && h->pending[h->pending_first].seq <= d) {
 		struct kr_pending p = h->pending[h->pending_first];
 		h->pending_first = (h->pending_first + 1) % h->pending_cap;
 		h->npending--;
 		struct kr_chunk_dram *c = &h->chunks[p.gid];
 		KR_INVARIANT("heap.c", 3, p.seq <= d);
+		if (h->quarantine) {
+			struct kr_block b;
+			if (p.index == UINT32_MAX)
+				block_of_extent(h, p.gid, c->n, &b);
+			else
+				block_of_run(h, p.gid, p.index, &b);
+			kr_debug_unfreed(h->pm->view, b.off, b.bytes);
+		}
 		if (p.index == UINT32_MAX) {
 			for (uint32_t k = 0; k < c->n; k++)
 				atomic_store(&h->chunks[p.gid + k].type, D_FREE);
@@ -584,6 +593,9 @@ void kr_heap_release(struct kr_heap *h)
 				      (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
 	pthread_mutex_unlock(&h->lock);
 }
+
+void kr_heap_release(struct kr_heap *h) { heap_release(h, h->quarantine); }
+void kr_heap_release_all(struct kr_heap *h) { heap_release(h, 0); }
 
 /* ---------------------------------------------------------------------------------------
  * Lookup and iteration

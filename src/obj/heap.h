@@ -50,7 +50,12 @@ struct kr_heap {
 	uint32_t cursor; /* next-fit position for extents and new runs */
 
 	uint64_t used_bytes, free_bytes, nobjects;
+	/* Debug mode (debug.c): the last `quarantine` deferred frees stay unreleased, so a
+	 * stale oid keeps naming a freed object; their view pages are made readable again when
+	 * they are released. 0 otherwise. */
+	uint32_t quarantine;
 };
+#define KR_HEAP_QUARANTINE 64
 
 int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 		 const struct kr_pool_hdr *hdr);
@@ -71,8 +76,10 @@ void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b);
 int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b);
 int kr_heap_rec_free(struct kr_heap *h, const struct kr_block *b, struct kr_img *img);
 void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t seq);
-/* Makes deferred frees with seq <= the log's durable sequence number reusable. */
+/* Makes deferred frees with seq <= the log's durable sequence number reusable, except the
+ * quarantined last ones (debug mode); kr_heap_release_all releases those too. */
 void kr_heap_release(struct kr_heap *h);
+void kr_heap_release_all(struct kr_heap *h);
 
 /* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);

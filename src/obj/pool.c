@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "csum.h"
+#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "media.h"
@@ -174,6 +175,7 @@ static void pool_free(kr_pool *pool)
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
 	kr_pm_unmap(&pool->pm);
+	kr_debug_free(pool->debug);
 	if (pool->pm.fd >= 0)
 		close(pool->pm.fd);
 	pthread_mutex_destroy(&pool->root_lock);
@@ -293,6 +295,11 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	pool->redund.parity.wait_end = kr_log_unsuspend;
 	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
 		return rc;
+	if (pool->pm.view != pool->pm.base) { /* the debug mode's read-only view is up */
+		if (!(pool->debug = kr_debug_new()))
+			return KR_E_NOMEM;
+		pool->heap.quarantine = KR_HEAP_QUARANTINE;
+	}
 	if (kr_log_is_clean(&pool->log)) {
 		rc = kr_log_start_clean(&pool->log);
 		if (rc == KR_OK)

@@ -39,6 +39,9 @@ struct kr_pool {
 	double scrub_seconds;
 	struct timespec scrub_last;
 	char *path;
+	/* Debug mode (KR_OPEN_DEBUG, KERATIN_DEBUG_PROTECT=1): its state, or NULL when off
+	 * (debug.c). Every debug check sits behind a test of this pointer. */
+	struct kr_debug *debug;
 };
 
 /* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "csum.h"
+#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
@@ -139,10 +140,14 @@ static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 	return m;
 }
 
-/* Allocates the DRAM mirror of the object with its trailing canary. */
-static int mbuf_alloc_buf(struct mbuf *m, int zero)
+/* Allocates the DRAM mirror of the object with its trailing canary (in debug mode on pages
+ * of its own, which outlive the transaction as a trap: debug.c). */
+static int mbuf_alloc_buf(const kr_pool *pool, struct mbuf *m, int zero)
 {
-	m->buf = zero ? kr_calloc(1, m->size + 8) : kr_malloc(m->size + 8);
+	if (__builtin_expect(pool->debug != NULL, 0))
+		m->buf = kr_debug_mbuf_alloc(m->size + 8, zero);
+	else
+		m->buf = zero ? kr_calloc(1, m->size + 8) : kr_malloc(m->size + 8);
 	if (!m->buf)
 		return kr_err_set(KR_E_NOMEM, "micro-buffer of %llu bytes", (unsigned long long)m->size);
 	uint64_t c = CANARY;
@@ -161,6 +166,8 @@ static int canary_ok(const struct mbuf *m)
 static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const struct kr_obj_hdr **hp)
 {
 	int rc = kr_heap_lookup(&pool->heap, oid, b);
+	if (__builtin_expect(pool->debug != NULL, 0) && rc == KR_E_MISUSE_FREED)
+		kr_debug_freed_access(pool, oid);
 	if (rc)
 		return rc;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
@@ -204,7 +211,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 					       (unsigned long long)oid));
 			return NULL;
 		}
-		if (!m->buf && mbuf_alloc_buf(m, 0) != KR_OK) {
+		if (!m->buf && mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
 			tx_fail(tx, KR_E_NOMEM);
 			return NULL;
 		}
@@ -216,6 +223,9 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	/* A damaged header is object damage: repair it from parity before giving up. */
 	if (rc == KR_E_CORRUPT_OBJECT && kr_scrub_object(tx->pool, &b) == KR_OK)
 		rc = object_header(tx->pool, oid, &b, &hdr);
+	/* Debug mode: no other live transaction may have it open for write. */
+	if (rc == KR_OK && __builtin_expect(tx->pool->debug != NULL, 0))
+		rc = kr_debug_claim(tx->pool, oid, tx);
 	if (rc) {
 		tx_fail(tx, rc);
 		return NULL;
@@ -232,7 +242,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 		tx_fail(tx, rc);
 		return NULL;
 	}
-	if (mbuf_alloc_buf(m, 0) != KR_OK) {
+	if (mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
 	}
@@ -329,12 +339,17 @@ static void tx_end(struct kr_tx *tx, int committed)
 		struct mbuf *next = m->next;
 		if (m->fresh && !committed && !m->freed)
 			kr_heap_unreserve(&pool->heap, &m->block);
-		free(m->buf);
+		if (__builtin_expect(pool->debug != NULL, 0) && m->buf)
+			kr_debug_mbuf_retire(m->buf, m->size + 8, m->oid, m->size);
+		else
+			free(m->buf);
 		free(m->ranges);
 		free(m);
 		m = next;
 	}
 	kr_img_free(&tx->img);
+	if (__builtin_expect(pool->debug != NULL, 0))
+		kr_debug_release_all(pool, tx);
 	kr_log_lane_release(&pool->log, tx->lane);
 	struct kr_tx **pp = &tx_open_list;
 	while (*pp != tx)
@@ -364,7 +379,7 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 	m->block = b;
 	m->fresh = 1;
 	m->full = 1;
-	if (mbuf_alloc_buf(m, 1) != KR_OK)
+	if (mbuf_alloc_buf(tx->pool, m, 1) != KR_OK)
 		return tx_fail(tx, KR_E_NOMEM); /* tx_end unreserves it */
 	*oid = m->oid;
 	return KR_OK;
@@ -385,6 +400,9 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 		struct kr_block b;
 		const struct kr_obj_hdr *hdr = NULL;
 		if ((rc = object_header(tx->pool, oid, &b, &hdr)))
+			return tx_fail(tx, rc);
+		if (__builtin_expect(tx->pool->debug != NULL, 0) &&
+		    (rc = kr_debug_claim(tx->pool, oid, tx)))
 			return tx_fail(tx, rc);
 		if (!(m = mbuf_new(tx, oid)))
 			return tx_fail(tx, KR_E_NOMEM);
@@ -632,8 +650,12 @@ int kr_tx_commit(kr_tx *tx)
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (m->fresh && !m->freed)
 			kr_heap_commit_alloc(&pool->heap, &m->block);
-		else if (m->freed && !m->fresh)
+		else if (m->freed && !m->fresh) {
+			/* Debug mode: the trap is set before the block can be released. */
+			if (__builtin_expect(pool->debug != NULL, 0))
+				kr_debug_freed(pool, &m->block, m->oid, m->size);
 			kr_heap_commit_free(&pool->heap, &m->block, seq);
+		}
 	}
 	kr_heap_release(&pool->heap);
 	tx_end(tx, 1);

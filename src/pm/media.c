@@ -28,10 +28,12 @@
  *   Protected regions (region.c) resolve their own faults: they watch their mapping here
  *   (kr_media_watch) and the handler hands them every fault inside it.
  *
- *   Debug protection (KERATIN_DEBUG_PROTECT=1): the application reads objects through a
- *   read-only alias of the pool (pmem.c), so a store through a kr_get pointer faults
- *   there. The handler names the object and offset on stderr and passes the fault on,
- *   which by default kills the process where the stray store was made.
+ *   Debug protection (KERATIN_DEBUG_PROTECT=1 or KR_OPEN_DEBUG): the application reads
+ *   objects through a read-only alias of the pool (pmem.c), so a store through a kr_get
+ *   pointer faults there. The handler names the object and offset on stderr and passes the
+ *   fault on, which by default kills the process where the stray store was made. The debug
+ *   mode's other traps (debug.c: freed objects' pages in the view, retired micro-buffers)
+ *   are named by kr_debug_fault and passed on the same way.
  *
  *   Everything the handler calls is async-signal-safe in practice (system calls, atomics,
  *   memory copies); it allocates nothing.
@@ -53,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "media.h"
@@ -529,7 +532,8 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	}
 	kr_pool *view_pool = sig == SIGSEGV ? pool_of_view(si->si_addr) : NULL;
 	if (view_pool) {
-		report_stray_store(view_pool, si->si_addr);
+		if (!kr_debug_fault(view_pool, si->si_addr, uc))
+			report_stray_store(view_pool, si->si_addr);
 		errno = saved_errno;
 		chain(sig, si, uc);
 		return;
@@ -539,6 +543,8 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 	int ours = pool && (sig == SIGSEGV ? poisoned_find(pool, off) >= 0
 					   : si->si_code == BUS_MCEERR_AR || si->si_code == BUS_MCEERR_AO);
 	if (!ours) {
+		if (sig == SIGSEGV && !pool)
+			kr_debug_fault(NULL, si->si_addr, uc); /* a retired micro-buffer? */
 		errno = saved_errno;
 		chain(sig, si, uc);
 		return;

@@ -168,7 +168,7 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	pm->size = size;
 	pm->fd = fd;
 	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
-	if (protect && protect[0] == '1') {
+	if ((open_flags & KR_OPEN_DEBUG) || (protect && protect[0] == '1')) {
 		int rc = kr_pm_protect(pm, path, open_flags);
 		if (rc != KR_OK) {
 			munmap(p, size);
