@@ -151,5 +151,6 @@ int main(int argc, char **argv)
 	TU_ASSERT(acc->a == 90 && acc->b == 10, "the operation ran once on the pool");
 	TU_OK(kr_pool_close(pool));
 	printf("ok   %s\n", mode);
+	TU_END_CHECK_ALL("test_crashstate");
 	return 0;
 }

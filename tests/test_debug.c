@@ -246,6 +246,7 @@ int main(int argc, char **argv)
 	if (!bug) {
 		TU_ASSERT(clean(status, err), "the fixed program runs clean (status %#x): %s", status, err);
 		printf("ok   %s fixed: clean\n", argv[1]);
+		TU_END_CHECK_ALL("test_debug");
 		return 0;
 	}
 	TU_ASSERT(faults ? died(status) : WIFEXITED(status) && WEXITSTATUS(status) == 0,
@@ -266,5 +267,6 @@ int main(int argc, char **argv)
 			  status, err);
 		printf("ok   %s bug without the debug mode: unnoticed (the check above can fail)\n", argv[1]);
 	}
+	TU_END_CHECK_ALL("test_debug");
 	return 0;
 }
