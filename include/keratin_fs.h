@@ -155,6 +155,14 @@ struct kr_fs_attr {
 #define KR_FS_SET_MTIME 0x20u
 #define KR_FS_SET_ATIME_NOW 0x40u
 #define KR_FS_SET_MTIME_NOW 0x80u
+/* Drop set-user-ID, and set-group-ID where group execution is allowed, from the mode (the
+ * new one if KR_FS_SET_MODE is also given): what a write, truncation or change of owner by
+ * a caller without CAP_FSETID does. A no-op (nothing written, ctime kept) on a file without
+ * those bits or with this bit (and KR_FS_SET_KILL_SGID) alone. */
+#define KR_FS_SET_KILL_SUIDGID 0x100u
+/* Drop set-group-ID even without group execution: the caller is outside the file's group
+ * (the library knows no caller's groups; whoever calls decides). */
+#define KR_FS_SET_KILL_SGID 0x200u
 
 struct kr_fs_statfs {
 	uint64_t bsize;        /* 4096 */

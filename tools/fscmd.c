@@ -24,7 +24,7 @@
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
+const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|requests|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
@@ -45,6 +45,7 @@ const char fs_details[] =
 	"  check POOL, repair POOL the same as fsck and fsck --repair\n"
 	"  scrub POOL|DIR          verify and repair every strip and metadata copy (DIR: in\n"
 	"                          the daemon of that mount)\n"
+	"  requests DIR            the FUSE requests the mount's daemon has received, by kind\n"
 	"  ls POOL PATH            list a directory (or show one file)\n"
 	"  cat POOL PATH           write a file's bytes to standard output\n"
 	"  put POOL FILE PATH      copy a local FILE into the pool at PATH\n"
@@ -334,7 +335,7 @@ static const struct verb {
 	{"repair", 1, "POOL"},      {"scrub", 1, "POOL or DIR"},  {"ls", 2, "POOL and a PATH"},
 	{"cat", 2, "POOL and a PATH"}, {"put", 3, "POOL, a local FILE and a PATH"},
 	{"mkdir", 2, "POOL and a PATH"}, {"rm", 2, "POOL and a PATH"},
-	{"locate", 3, "POOL, a PATH and a file OFFSET"},
+	{"locate", 3, "POOL, a PATH and a file OFFSET"}, {"requests", 1, "DIR (a mount)"},
 };
 
 static bool is_dir(const char *path)
@@ -414,8 +415,10 @@ int fs_command(int argc, char **argv)
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))
 		return fs_umount(pool);
-	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub")) && is_dir(pool))
+	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub") || !strcmp(verb, "requests")) && is_dir(pool))
 		return fs_control(pool, verb);
+	if (!strcmp(verb, "requests"))
+		return util_usage_error(prog, "requests takes the DIR of a mount");
 	if (!strcmp(verb, "fsck") && !json)
 		verb = repair ? "repair" : "check";
 

@@ -155,6 +155,11 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		fprintf(stderr, "%s: %s: cannot mount (is /dev/fuse there, and the directory empty?)\n", prog, dir);
 		goto out_sig;
 	}
+	/* The counting transport (fsfuse.c); with splice libfuse would pass it by. */
+	if (!f->splice && fuse_session_custom_io(se, &fsfuse_io, fuse_session_fd(se)) != 0) {
+		fprintf(stderr, "%s: %s: cannot set up the transport\n", prog, dir);
+		goto out_mount;
+	}
 	if (ready_fd >= 0) {
 		/* Detached from here on: the terminal is the parent's. */
 		int null = open("/dev/null", O_RDWR);
@@ -180,6 +185,7 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		status = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(cfg);
 	}
+out_mount:
 	fuse_session_unmount(se);
 out_sig:
 	fuse_remove_signal_handlers(se);
@@ -361,7 +367,8 @@ int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned 
 	if (uid != 0 && uid != f->owner_uid)
 		return -EPERM;
 	bool set = !strcmp(cmd, "snapshot-create") || !strcmp(cmd, "snapshot-delete");
-	if (set != (arg != NULL) || (!set && strcmp(cmd, "info") && strcmp(cmd, "scrub") && strcmp(cmd, "snapshots")))
+	if (set != (arg != NULL) ||
+	    (!set && strcmp(cmd, "info") && strcmp(cmd, "scrub") && strcmp(cmd, "snapshots") && strcmp(cmd, "requests")))
 		return -ENODATA;
 	if (set) {
 		*text = NULL;
@@ -374,9 +381,15 @@ int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned 
 	FILE *out = open_memstream(&body, &body_len);
 	if (!out)
 		return -ENOMEM;
-	int status = !strcmp(cmd, "info")    ? fs_print_info(out, f->fs, f->pool)
-		     : !strcmp(cmd, "scrub") ? fs_print_scrub(out, f->fs, f->pool)
-					     : fs_print_snapshots(out, f->fs);
+	int status = 0;
+	if (!strcmp(cmd, "info"))
+		status = fs_print_info(out, f->fs, f->pool);
+	else if (!strcmp(cmd, "scrub"))
+		status = fs_print_scrub(out, f->fs, f->pool);
+	else if (!strcmp(cmd, "requests"))
+		fsfuse_print_requests(f, out);
+	else
+		status = fs_print_snapshots(out, f->fs);
 	int rc = fclose(out) == 0 ? 0 : -ENOMEM;
 	/* The reply: the command's exit status on the first line, then its text. */
 	if (rc == 0 && asprintf(text, "%d\n%s", status, body) < 0)

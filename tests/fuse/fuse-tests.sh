@@ -12,6 +12,8 @@
 #   faults    damage while mounted: repaired on read, EIO for one page only, found by scrub
 #   snapshots browsing DIR/.snapshots/NAME/, restoring with cp, deleting
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
+#   requests  the FUSE requests that writes, creations and removals cost, as the daemon
+#             counts them
 # Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
 set -u
 KR=$1
@@ -313,8 +315,33 @@ case_cli() {
 	"$KR" fs fsck "$WORK/relaxed.pool" --force-pmem >/dev/null || fail "fsck of the relaxed pool"
 }
 
+# The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
+# GETXATTR of the root, counted in the next reading.
+snap_requests() {
+	REQ=$("$KR" fs requests "$MNT") || fail "keratin fs requests"
+}
+count_of() {
+	echo "$REQ" | awk -v op="$1" '$1 == op { n = $2 } END { print n + 0 }'
+}
+
+case_requests() {
+	mount_fs ""
+	# Writes: one WRITE each, and no GETXATTR(security.capability) per write (the daemon
+	# drops set-user-ID bits itself, FUSE_HANDLE_KILLPRIV_V2): at most one per file.
+	snap_requests
+	w0=$(count_of WRITE) x0=$(count_of GETXATTR)
+	dd if=/dev/zero of="$MNT/w" bs=4k count=64 conv=notrunc status=none
+	snap_requests
+	w=$(($(count_of WRITE) - w0)) x=$(($(count_of GETXATTR) - x0 - 1))
+	[ $w -eq 64 ] || fail "64 writes of 4 KiB: $w WRITE requests"
+	[ $x -le 1 ] || fail "64 writes of 4 KiB: $x GETXATTR requests (one per write?)"
+	echo "requests: 64 writes of 4 KiB: $w WRITE, $x GETXATTR"
+	umount_fsck requests
+}
+
 skip_unless_fuse
 case "$CASE" in
+requests) case_requests ;;
 posix) case_posix ;;
 fsx) case_fsx ;;
 real) case_real ;;
