@@ -72,9 +72,9 @@ static int parse_seconds(const char *s, double *out)
 
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
- * threads=N, clone_fd. */
+ * threads=N, clone_fd, prefault (the default) and noprefault. */
 static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
-			 unsigned *threads, bool *clone_fd)
+			 unsigned *threads, bool *clone_fd, bool *prefault)
 {
 	char *copy = strdup(opts ? opts : "");
 	if (!copy)
@@ -88,6 +88,8 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 			f->splice = true;
 		else if (!strcmp(tok, "clone_fd"))
 			*clone_fd = true;
+		else if (!strcmp(tok, "prefault") || !strcmp(tok, "noprefault"))
+			*prefault = tok[0] == 'p';
 		else if (!strncmp(tok, "attr_timeout=", 13)) {
 			if (parse_seconds(tok + 13, &f->attr_timeout))
 				rc = util_usage_error(prog, "invalid attr_timeout '%s' (seconds, 0 to 86400)", tok + 13);
@@ -207,10 +209,14 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid()};
 	char fuse_opts[2048] = "";
 	unsigned threads = 8;
-	bool clone_fd = false;
-	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd);
+	bool clone_fd = false, prefault = true;
+	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd, &prefault);
 	if (rc)
 		return rc;
+	/* Every page of the pool mapped before the first request: a fresh pool's first-touch
+	 * faults would otherwise land in the requests that first write each page. */
+	if (prefault)
+		open_flags |= KR_OPEN_PREFAULT;
 	/* The daemon works from "/": the paths must not depend on the current directory. */
 	char pool_abs[PATH_MAX], dir_abs[PATH_MAX];
 	if (!realpath(pool, pool_abs)) {
