@@ -58,15 +58,26 @@ const char fs_details[] =
 	"                          page's parity lie in the pool file (for fault injection)\n"
 	"\n"
 	"  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n"
+	"  --quiet        no progress bars (mkfs, fsck, scrub draw them on a terminal)\n"
 	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
 	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
-	"                 clone_fd\n"
+	"                 clone_fd, noprefault (do not map the whole pool at mount)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";
 
 static const char *prog = "keratin fs";
+static bool quiet; /* --quiet: no progress bars */
+
+/* A progress bar on stderr for work that reports progress: drawn only on a terminal, never
+ * with --quiet. */
+static void progress_begin(struct util_progress *bar, const char *label)
+{
+	util_progress_init(bar, label);
+	if (quiet)
+		bar->tty = 0;
+}
 
 /* File-system operations return -errno: one line naming the path. */
 static int op_error(const char *what, int rc)
@@ -92,9 +103,13 @@ static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t lo
 {
 	if (!size)
 		return util_usage_error(prog, "mkfs needs --size");
+	struct util_progress bar;
+	progress_begin(&bar, "formatting");
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
-				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect};
+				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect,
+				    .progress = util_progress_cb, .progress_ctx = &bar};
 	int rc = kr_fs_mkfs(pool, &o);
+	util_progress_end(&bar);
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
 	return 0;
@@ -353,6 +368,7 @@ int fs_command(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},	    {"foreground", no_argument, NULL, 'f'},
 		{"options", required_argument, NULL, 'o'},  {"protect", required_argument, NULL, 'P'},
 		{"relaxed", no_argument, NULL, 'R'},	    {"help", no_argument, NULL, 'h'},
+		{"quiet", no_argument, NULL, 'q'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
@@ -380,6 +396,7 @@ int fs_command(int argc, char **argv)
 		case 'f': foreground = true; break;
 		case 'o': mount_opts = optarg; break;
 		case 'R': relaxed = true; break;
+		case 'q': quiet = true; break;
 		case 'P':
 			if ((unprotect = protect_level(optarg)) < 0)
 				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
@@ -429,6 +446,12 @@ int fs_command(int argc, char **argv)
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
 	const char *a1 = argv[optind + 2 < argc ? optind + 2 : optind];
+	/* check, repair, fsck --json and scrub walk every inode and data page: a bar for each
+	 * pass (repair makes two: scrub, then check). */
+	struct util_progress bar;
+	progress_begin(&bar, !strcmp(verb, "scrub") ? "scrubbing" : !strcmp(verb, "repair") ? "repairing" : "checking");
+	if (!strcmp(verb, "check") || !strcmp(verb, "repair") || !strcmp(verb, "fsck") || !strcmp(verb, "scrub"))
+		kr_fs_set_progress(fs, util_progress_cb, &bar);
 	if (!strcmp(verb, "info"))
 		rc = fs_print_info(stdout, fs, pool) ? 1 : 0;
 	else if (!strcmp(verb, "check"))
@@ -449,6 +472,7 @@ int fs_command(int argc, char **argv)
 		rc = do_put(fs, a1, argv[optind + 3]);
 	else
 		rc = do_mkdir_rm(fs, a1, !strcmp(verb, "mkdir"));
+	util_progress_end(&bar);
 	int urc = kr_fs_unmount(fs);
 	if (urc && !rc)
 		rc = util_lib_error("keratin", pool, urc);

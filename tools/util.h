@@ -56,6 +56,7 @@ struct util_progress {
 	const char *label;
 	int tty;
 	uint64_t start_ns;
+	uint64_t delay_ns; /* nothing is drawn before (KERATIN_PROGRESS_DELAY_MS) */
 	uint64_t last_draw_ns;
 	int drawn;
 };
