@@ -68,16 +68,6 @@ const char fs_details[] =
 	"2 bad command line.\n";
 
 static const char *prog = "keratin fs";
-static bool quiet; /* --quiet: no progress bars */
-
-/* A progress bar on stderr for work that reports progress: drawn only on a terminal, never
- * with --quiet. */
-static void progress_begin(struct util_progress *bar, const char *label)
-{
-	util_progress_init(bar, label);
-	if (quiet)
-		bar->tty = 0;
-}
 
 /* File-system operations return -errno: one line naming the path. */
 static int op_error(const char *what, int rc)
@@ -104,7 +94,7 @@ static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t lo
 	if (!size)
 		return util_usage_error(prog, "mkfs needs --size");
 	struct util_progress bar;
-	progress_begin(&bar, "formatting");
+	util_progress_init(&bar, "formatting");
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
 				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect,
 				    .progress = util_progress_cb, .progress_ctx = &bar};
@@ -396,7 +386,7 @@ int fs_command(int argc, char **argv)
 		case 'f': foreground = true; break;
 		case 'o': mount_opts = optarg; break;
 		case 'R': relaxed = true; break;
-		case 'q': quiet = true; break;
+		case 'q': util_progress_quiet = 1; break;
 		case 'P':
 			if ((unprotect = protect_level(optarg)) < 0)
 				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
@@ -449,7 +439,7 @@ int fs_command(int argc, char **argv)
 	/* check, repair, fsck --json and scrub walk every inode and data page: a bar for each
 	 * pass (repair makes two: scrub, then check). */
 	struct util_progress bar;
-	progress_begin(&bar, !strcmp(verb, "scrub") ? "scrubbing" : !strcmp(verb, "repair") ? "repairing" : "checking");
+	util_progress_init(&bar, !strcmp(verb, "scrub") ? "scrubbing" : !strcmp(verb, "repair") ? "repairing" : "checking");
 	if (!strcmp(verb, "check") || !strcmp(verb, "repair") || !strcmp(verb, "fsck") || !strcmp(verb, "scrub"))
 		kr_fs_set_progress(fs, util_progress_cb, &bar);
 	if (!strcmp(verb, "info"))

@@ -10,7 +10,8 @@
 # open; map: the picture and its SVG; region: protected regions' sidecars; kinds: info
 # and check on every kind of file; messages: what
 # users read when something fails (no source locations unless KERATIN_DEBUG=1); fs-files,
-# fs-usage, fs-damage, fs-progress: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and
+# fs-usage, fs-damage: keratin-fs pools through `keratin fs`; progress: progress bars only
+# on a terminal, never with --quiet. Pools are small (16 MiB) and
 # live in /dev/shm where there is one, filled by kr-fill. Prints every failed check and exits
 # 1 if there was any.
 set -u
@@ -122,12 +123,23 @@ fs-usage)
 	has err "not a keratin-fs pool; .*by 'keratin fs mkfs'"
 	expect 1 "$KR" fs mkfs "$DIR/small" --size 1M
 	;;
-fs-progress)
+progress)
 	# Progress bars: never when stderr is not a terminal, or with --quiet; on a
-	# pseudo-terminal (script(1)) for mkfs, fsck and scrub (no delay, so that quick work
-	# draws too).
-	P=$DIR/fs.pool
+	# pseudo-terminal (script(1)) for fs mkfs, fsck and scrub and pool check, repair and
+	# scrub (no delay, so that quick work draws too).
 	export KERATIN_PROGRESS_DELAY_MS=0
+	new_pool c
+	for verb in check repair scrub; do
+		expect 0 "$KR" $verb "$P" --force-pmem
+		lines err 0
+		if command -v script >/dev/null; then
+			script -qc "$KR $verb $P --force-pmem" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			grep -q "ing \[#*\.*\] *[0-9]*%" "$DIR/tty" || fail "no progress bar for pool $verb on a terminal"
+			script -qc "$KR $verb $P --force-pmem --quiet" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			! grep -q "ing \[" "$DIR/tty" || fail "a progress bar for pool $verb --quiet"
+		fi
+	done
+	P=$DIR/fs.pool
 	expect 0 "$KR" fs mkfs "$P" --size 64M --force-pmem
 	lines err 0
 	for verb in fsck scrub; do

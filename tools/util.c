@@ -176,10 +176,12 @@ static uint64_t progress_delay_ns(void)
 #define PROGRESS_PERIOD_NS 100000000ull /* at most ten redraws a second */
 #define PROGRESS_WIDTH 30
 
+int util_progress_quiet;
+
 void util_progress_init(struct util_progress *p, const char *label)
 {
 	p->label = label;
-	p->tty = isatty(STDERR_FILENO);
+	p->tty = !util_progress_quiet && isatty(STDERR_FILENO);
 	p->start_ns = util_now_ns();
 	p->delay_ns = progress_delay_ns();
 	p->last_draw_ns = 0;

@@ -60,6 +60,8 @@ struct util_progress {
 	uint64_t last_draw_ns;
 	int drawn;
 };
+/* Set by --quiet: no bar is ever drawn. */
+extern int util_progress_quiet;
 void util_progress_init(struct util_progress *p, const char *label);
 void util_progress_cb(void *ctx, uint64_t done, uint64_t total);
 void util_progress_end(struct util_progress *p);
