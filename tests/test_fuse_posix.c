@@ -22,6 +22,7 @@
 #include <linux/fs.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -626,6 +627,16 @@ static void c_killpriv(void)
 	}
 	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
 		privfiles_stat(sets[i]);
+	/* File capabilities go with any write, root's too (the kernel removes them: the
+	 * daemon's set-user-ID duty does not cover them). VFS_CAP_REVISION_2, effective, CAP_KILL. */
+	static const uint32_t cap[5] = {0x02000001, 1u << 5, 0, 0, 0};
+	put("caps", "0123456789");
+	R(setxattr("caps", "security.capability", cap, sizeof(cap), 0));
+	R(getxattr("caps", "security.capability", NULL, 0));
+	int fd = FD(open("caps", O_WRONLY));
+	R(pwrite(fd, "ab", 2, 3));
+	R(close(fd));
+	R(getxattr("caps", "security.capability", NULL, 0));
 }
 
 static void c_big_write(void)
