@@ -98,7 +98,7 @@ static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 		/* The first request, alone: no other thread runs yet. */
 		f->kernel_killpriv_v2 = ((const struct fuse_init_in *)arg)->flags & FUSE_HANDLE_KILLPRIV_V2;
 		f->init_unique = h->unique;
-		f->init_pending = true;
+		atomic_store_explicit(&f->init_pending, true, memory_order_release);
 	}
 	req_kill_privs = request_kills_privs(h, arg, len);
 	return n;
@@ -108,10 +108,10 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fsfuse *f = userdata;
 	const struct fuse_out_header *h = iov[0].iov_base;
-	if (f->init_pending && h->unique == f->init_unique && count > 1 &&
-	    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+	if (atomic_load_explicit(&f->init_pending, memory_order_acquire) && h->unique == f->init_unique &&
+	    count > 1 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
 		/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
-		f->init_pending = false;
+		atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
 		if (h->error == 0 && f->kernel_killpriv_v2)
 			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
 	}

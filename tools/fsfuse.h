@@ -27,7 +27,8 @@ struct fsfuse {
 	/* The transport (fsfuse_io): requests received, by opcode, and the kernel's INIT while
 	 * its reply is pending. */
 	_Atomic uint64_t requests[FSFUSE_OPCODES];
-	bool init_pending, kernel_killpriv_v2;
+	atomic_bool init_pending; /* every reply looks at it; the INIT's thread owns the rest */
+	bool kernel_killpriv_v2;
 	uint64_t init_unique;
 };
 
