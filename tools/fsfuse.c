@@ -462,6 +462,10 @@ static void set_open_flags(struct fsfuse *f, struct fuse_file_info *fi)
 	/* Only this daemon changes files, so the kernel's cached pages stay valid across
 	 * opens. */
 	fi->keep_cache = f->attr_timeout > 0;
+	/* No FLUSH at close(2): there is nothing to flush (writes are durable when answered)
+	 * and no lock to drop (the kernel keeps them). With the writeback cache the kernel
+	 * sends it anyway, after writing the dirty pages back. */
+	fi->noflush = 1;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -344,12 +344,14 @@ case_requests() {
 	mkdir "$MNT/d"
 	snap_requests
 	c0=$(count_of CREATE) w0=$(count_of WRITE) x0=$(count_of GETXATTR) g0=$(count_of GETATTR) l0=$(count_of LOOKUP)
+	f0=$(count_of FLUSH)
 	for i in $(seq 100); do head -c 4096 /dev/zero >"$MNT/d/f$i"; done
 	snap_requests
 	c=$(($(count_of CREATE) - c0)) w=$(($(count_of WRITE) - w0)) x=$(($(count_of GETXATTR) - x0 - 1))
-	g=$(($(count_of GETATTR) - g0)) l=$(($(count_of LOOKUP) - l0))
-	echo "requests: 100 creations: $c CREATE, $l LOOKUP, $w WRITE, $x GETXATTR, $g GETATTR"
+	g=$(($(count_of GETATTR) - g0)) l=$(($(count_of LOOKUP) - l0)) f=$(($(count_of FLUSH) - f0))
+	echo "requests: 100 creations: $c CREATE, $l LOOKUP, $w WRITE, $x GETXATTR, $g GETATTR, $f FLUSH"
 	[ $c -eq 100 ] && [ $w -eq 100 ] || fail "100 creations: $c CREATE, $w WRITE"
+	[ $f -eq 0 ] || fail "100 creations: $f FLUSH (close needs none)"
 	[ $x -le 100 ] && [ $g -le 101 ] && [ $l -le 101 ] || fail "100 creations: $x GETXATTR, $g GETATTR, $l LOOKUP"
 	u0=$(count_of UNLINK) g0=$(count_of GETATTR)
 	# unlink(2) alone (rm(1) would also stat each file).
