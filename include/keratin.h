@@ -154,7 +154,8 @@ typedef uint64_t kr_oid; /* pool offset of an object's first payload byte; 0 is 
 enum kr_mode { KR_MODE_DAX = 1, KR_MODE_PAGECACHE = 2, KR_MODE_EMULATED = 3 };
 
 #define KR_OPEN_FORCE_PMEM 0x1u /* treat the mapping as persistent memory (tmpfs, tests) */
-#define KR_OPEN_PREFAULT 0x2u   /* touch every page at open (benchmarks: no first-touch cost) */
+#define KR_OPEN_PREFAULT 0x2u   /* map every page at open (no first-touch faults later; writable
+                                  * where the pool is memory, readable in page-cache mode) */
 /* Inspect without changing a byte: the file is opened read-only (a mode 0444 file will do)
  * under a shared lock (refused with KR_E_IO_BUSY while a writer has it open) and mapped
  * private, copy-on-write (kr_pool_stat: readonly = 1; mode is the one a read-write open

@@ -75,6 +75,10 @@ struct kr_fs_mkfs_opts {
 	uint32_t njournals;   /* lite journals, 0 = 4 */
 	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
 	uint32_t unprotect;   /* redundancy NOT to keep (0 = full protection): KR_FS_NO_* */
+	/* Called now and then with the bytes of the pool allocated and formatted so far and
+	 * the total (NULL: none), from the calling thread. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
 };
 #define KR_FS_MKFS_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mkfs_opts)}
 
@@ -155,6 +159,14 @@ struct kr_fs_attr {
 #define KR_FS_SET_MTIME 0x20u
 #define KR_FS_SET_ATIME_NOW 0x40u
 #define KR_FS_SET_MTIME_NOW 0x80u
+/* Drop set-user-ID, and set-group-ID where group execution is allowed, from the mode (the
+ * new one if KR_FS_SET_MODE is also given): what a write, truncation or change of owner by
+ * a caller without CAP_FSETID does. A no-op (nothing written, ctime kept) on a file without
+ * those bits or with this bit (and KR_FS_SET_KILL_SGID) alone. */
+#define KR_FS_SET_KILL_SUIDGID 0x100u
+/* Drop set-group-ID even without group execution: the caller is outside the file's group
+ * (the library knows no caller's groups; whoever calls decides). */
+#define KR_FS_SET_KILL_SGID 0x200u
 
 struct kr_fs_statfs {
 	uint64_t bsize;        /* 4096 */
@@ -359,6 +371,11 @@ struct kr_fs_check_report {
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
 KR_API int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);
+
+/* Progress of kr_fs_check and kr_fs_scrub on fs: each calls cb(ctx, done, total) now and
+ * then, from the calling thread, counting inode slots walked and then data pages verified
+ * (total is fixed when the pass begins; done reaches it at the end). cb NULL: none. */
+KR_API void kr_fs_set_progress(kr_fs *fs, void (*cb)(void *ctx, uint64_t done, uint64_t total), void *ctx);
 
 struct kr_fs_scrub_report {
 	uint64_t meta_items;   /* superblock, journals, slots, log entries and pages verified */

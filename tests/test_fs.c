@@ -126,6 +126,23 @@ static void case_basic(void)
 	struct kr_fs_attr set = {.mode = 0600, .uid = 3, .atime_ns = 5, .mtime_ns = 6};
 	TU_ASSERT(kr_fs_setattr(fs, a.ino, KR_FS_SET_MODE | KR_FS_SET_UID | KR_FS_SET_ATIME | KR_FS_SET_MTIME, &set, &b) == 0 &&
 		  b.mode == (S_IFREG | 0600) && b.uid == 3 && b.atime_ns == 5 && b.mtime_ns == 6, "setattr");
+	/* Dropping privileges: set-group-ID only with group execution, or when told to. */
+	static const struct {
+		uint32_t mode;
+		unsigned kill;
+		uint32_t after;
+	} kills[] = {{06770, KR_FS_SET_KILL_SUIDGID, 0770},
+		     {06760, KR_FS_SET_KILL_SUIDGID, 02760},
+		     {02760, KR_FS_SET_KILL_SUIDGID | KR_FS_SET_KILL_SGID, 0760},
+		     {04600, KR_FS_SET_KILL_SGID, 04600}};
+	for (size_t i = 0; i < sizeof(kills) / sizeof(kills[0]); i++) {
+		set.mode = kills[i].mode;
+		TU_ASSERT(kr_fs_setattr(fs, a.ino, KR_FS_SET_MODE, &set, NULL) == 0 &&
+			  kr_fs_setattr(fs, a.ino, kills[i].kill, NULL, &b) == 0 && b.mode == (S_IFREG | kills[i].after),
+			  "mode %o, drop %#x: %o (expected %o)", kills[i].mode, kills[i].kill, b.mode & 07777, kills[i].after);
+	}
+	set.mode = 0600;
+	TU_OK(kr_fs_setattr(fs, a.ino, KR_FS_SET_MODE, &set, NULL));
 	int n = 0;
 	TU_ASSERT(kr_fs_readdir(fs, d.ino, 0, count_entries, &n) == 4 && n == 4, "readdir: . .. g s");
 	TU_OK(kr_fs_unmount(fs));
@@ -1238,6 +1255,10 @@ static void fences_at(uint32_t unprotect)
 	struct kr_fs_attr set = {.mode = 0600};
 	TU_ASSERT(kr_fs_setattr(fs, a.ino, KR_FS_SET_MODE, &set, NULL) == 0, "chmod");
 	expect_cost("chmod", measured(), 2, copies * (72 + 8));
+	measure_reset();
+	TU_ASSERT(kr_fs_setattr(fs, a.ino, KR_FS_SET_KILL_SUIDGID | KR_FS_SET_KILL_SGID, NULL, NULL) == 0,
+		  "drop privileges that are not there");
+	expect_cost("dropping absent set-user-ID bits (what every write by a user does)", measured(), 0, 0);
 	measure_reset();
 	TU_ASSERT(kr_fs_rename(fs, 1, "f", 1, "g", 0) == 0, "rename");
 	/* two DENTRYs (56 each) + LINK_CHANGE (48); journal: header + 2 tail records. */

@@ -22,6 +22,7 @@
 #include <linux/fs.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -500,14 +501,9 @@ static void c_copy_range(void)
 	rec_read("dst", 32);
 }
 
-/* As an unprivileged user (a child that gave up root): the kernel's permission checks
- * (default_permissions) must refuse what tmpfs refuses. */
-static void c_permissions(void)
+/* Runs fn in a child that gave up root (uid and gid 65534) and appends its trace. */
+static void as_nobody(void (*fn)(void))
 {
-	put("secret", "s");
-	R(chmod("secret", 0600));
-	R(mkdir("closed", 0755));
-	R(mkdir("open", 0777));
 	fflush(stdout);
 	int pfd[2];
 	if (pipe(pfd) != 0)
@@ -518,15 +514,7 @@ static void c_permissions(void)
 		trace_len = 0;
 		if (setgid(65534) != 0 || setuid(65534) != 0)
 			_exit(3);
-		FD(open("secret", O_RDONLY));
-		FD(open("closed/new", O_CREAT | O_WRONLY, 0644));
-		int fd = FD(open("open/new", O_CREAT | O_WRONLY, 0644));
-		if (fd >= 0)
-			close(fd);
-		R(unlink("secret"));
-		R(chmod("secret", 0644));
-		R(rename("open/new", "closed/new"));
-		rec_stat("open/new", 1);
+		fn();
 		if (write(pfd[1], trace, trace_len) != (ssize_t)trace_len)
 			_exit(4);
 		_exit(0);
@@ -542,6 +530,113 @@ static void c_permissions(void)
 	int ws;
 	waitpid(pid, &ws, 0);
 	note("child exit %d", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+}
+
+static void permissions_as_nobody(void)
+{
+	FD(open("secret", O_RDONLY));
+	FD(open("closed/new", O_CREAT | O_WRONLY, 0644));
+	int fd = FD(open("open/new", O_CREAT | O_WRONLY, 0644));
+	if (fd >= 0)
+		close(fd);
+	R(unlink("secret"));
+	R(chmod("secret", 0644));
+	R(rename("open/new", "closed/new"));
+	rec_stat("open/new", 1);
+}
+
+/* As an unprivileged user: the kernel's permission checks (default_permissions) must
+ * refuse what tmpfs refuses. */
+static void c_permissions(void)
+{
+	put("secret", "s");
+	R(chmod("secret", 0600));
+	R(mkdir("closed", 0755));
+	R(mkdir("open", 0777));
+	as_nobody(permissions_as_nobody);
+}
+
+/* The files of c_killpriv, each set-user-ID or set-group-ID and writable by everyone. */
+static const struct {
+	const char *name;
+	mode_t mode;
+} privfiles[] = {{"suid", 04777}, {"sgid-x", 02777}, {"sgid", 02767}, {"both", 06777}};
+
+static void privfiles_make(const char *prefix)
+{
+	char name[64];
+	for (size_t i = 0; i < sizeof(privfiles) / sizeof(privfiles[0]); i++) {
+		snprintf(name, sizeof(name), "%s-%s", prefix, privfiles[i].name);
+		put(name, "0123456789");
+		R(chmod(name, privfiles[i].mode));
+	}
+}
+
+static void privfiles_stat(const char *prefix)
+{
+	char name[64];
+	for (size_t i = 0; i < sizeof(privfiles) / sizeof(privfiles[0]); i++) {
+		snprintf(name, sizeof(name), "%s-%s", prefix, privfiles[i].name);
+		rec_stat(name, 1);
+	}
+}
+
+/* Changes each file of a set the way named by its prefix. */
+static void privfiles_change(const char *prefix)
+{
+	char name[64];
+	for (size_t i = 0; i < sizeof(privfiles) / sizeof(privfiles[0]); i++) {
+		snprintf(name, sizeof(name), "%s-%s", prefix, privfiles[i].name);
+		if (!strcmp(prefix, "write")) {
+			int fd = FD(open(name, O_WRONLY));
+			R(pwrite(fd, "ab", 2, 3));
+			R(close(fd));
+		} else if (!strcmp(prefix, "truncate")) {
+			R(truncate(name, 4));
+		} else if (!strcmp(prefix, "otrunc")) {
+			R(close(FD(open(name, O_WRONLY | O_TRUNC))));
+		}
+	}
+}
+
+static void killpriv_as_nobody(void)
+{
+	privfiles_change("write");
+	privfiles_change("truncate");
+	privfiles_change("otrunc");
+}
+
+/* Set-user-ID and set-group-ID bits after a change of the file: a write, truncation or
+ * O_TRUNC open by a user without CAP_FSETID drops set-user-ID, and set-group-ID where group
+ * execution is allowed; root's keeps them; a change of owner drops them. */
+static void c_killpriv(void)
+{
+	static const char *const sets[] = {"write", "truncate", "otrunc", "root", "chown"};
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+		privfiles_make(sets[i]);
+	as_nobody(killpriv_as_nobody);
+	char name[64];
+	for (size_t i = 0; i < sizeof(privfiles) / sizeof(privfiles[0]); i++) {
+		snprintf(name, sizeof(name), "root-%s", privfiles[i].name);
+		int fd = FD(open(name, O_WRONLY));
+		R(pwrite(fd, "ab", 2, 3));
+		R(ftruncate(fd, 5));
+		R(close(fd));
+		snprintf(name, sizeof(name), "chown-%s", privfiles[i].name);
+		R(chown(name, 65534, 65534));
+	}
+	for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+		privfiles_stat(sets[i]);
+	/* File capabilities go with any write, root's too (the kernel removes them: the
+	 * daemon's set-user-ID duty does not cover them). VFS_CAP_REVISION_2, effective, CAP_KILL. */
+	static const uint32_t cap[5] = {0x02000001, 1u << 5, 0, 0, 0};
+	put("caps", "0123456789");
+	R(setxattr("caps", "security.capability", cap, sizeof(cap), 0));
+	R(getxattr("caps", "security.capability", NULL, 0));
+	int fd = FD(open("caps", O_WRONLY));
+	R(pwrite(fd, "ab", 2, 3));
+	R(close(fd));
+	R(getxattr("caps", "security.capability", NULL, 0));
 }
 
 static void c_big_write(void)
@@ -685,6 +780,7 @@ static const struct {
 	{"copy_range", c_copy_range},		    {"permissions", c_permissions},
 	{"big_write", c_big_write},		    {"bigdir", c_bigdir},
 	{"xattrs", c_xattrs},			    {"efbig", c_efbig},
+	{"killpriv", c_killpriv},
 };
 
 /* Runs one case in ROOT/NAME and returns its trace (malloc'd). */

@@ -95,6 +95,7 @@ static int pool_args(const struct command *cmd, int argc, char **argv, const cha
 		{"force-pmem", no_argument, NULL, 'f'},
 		{"json", no_argument, NULL, 'j'},
 		{"deep", no_argument, NULL, 'd'},
+		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -107,6 +108,7 @@ static int pool_args(const struct command *cmd, int argc, char **argv, const cha
 		switch (c) {
 		case 'f': *flags |= KR_OPEN_FORCE_PMEM; break;
 		case 'j': *json = 1; break;
+		case 'q': util_progress_quiet = 1; break;
 		case 'd':
 			if (strcmp(cmd->name, "check") != 0) {
 				util_usage_error(prog_name(cmd), "--deep is an option of check only");
@@ -1098,7 +1100,7 @@ static const struct command commands[] = {
 	 "  --json         one JSON object instead of the table\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_info},
-	{"check", "PATH [--deep] [--json] [--force-pmem]", "any kind", "verify every checksum and parity column",
+	{"check", "PATH [--deep] [--json] [--quiet] [--force-pmem]", "any kind", "verify every checksum and parity column",
 	 "Opens the pool at PATH read-only and verifies every object checksum, every\n"
 	 "allocator chunk record and every parity column. Recovery after a crash and the\n"
 	 "repair of pages on the bad-block list happen in a private view, so the check sees\n"
@@ -1118,9 +1120,10 @@ static const struct command commands[] = {
 	 "                 'keratin region check': every page checksum and stripe parity\n"
 	 "  --json         one JSON object: what was checked, every damaged page's offset\n"
 	 "                 and what it holds, the result (sound, repairable, damaged)\n"
+	 "  --quiet        no progress bar (drawn on a terminal only)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_check},
-	{"repair", "PATH [--json] [--force-pmem]", "any kind", "check and rebuild damaged pages from parity",
+	{"repair", "PATH [--json] [--quiet] [--force-pmem]", "any kind", "check and rebuild damaged pages from parity",
 	 "Like check, but opens the pool for writing: the open recovers it and repairs pages\n"
 	 "on the bad-block list in the file, then the pass rebuilds the pages of damaged\n"
 	 "objects and chunk records from parity and recomputes parity where only parity or\n"
@@ -1131,15 +1134,17 @@ static const struct command commands[] = {
 	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
 	 "\n"
 	 "  --json         one JSON object, as check prints\n"
+	 "  --quiet        no progress bar (drawn on a terminal only)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_repair},
-	{"scrub", "PATH [--json] [--force-pmem]", "any kind", "one scrub pass: repair, and report its speed",
+	{"scrub", "PATH [--json] [--quiet] [--force-pmem]", "any kind", "one scrub pass: repair, and report its speed",
 	 "Runs one scrub pass over the pool at PATH: the repair pass that a background\n"
 	 "scrubber runs, with its throughput in GB/s (heap bytes read per second) first.\n"
 	 "\n"
 	 "Exit status: 0 if the pool is sound afterwards, 1 if damage remains.\n"
 	 "\n"
 	 "  --json         one JSON object, as check prints\n"
+	 "  --quiet        no progress bar (drawn on a terminal only)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_scrub},
 	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]", "pool",

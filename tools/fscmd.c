@@ -24,7 +24,7 @@
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
+const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|requests|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
@@ -45,6 +45,7 @@ const char fs_details[] =
 	"  check POOL, repair POOL the same as fsck and fsck --repair\n"
 	"  scrub POOL|DIR          verify and repair every strip and metadata copy (DIR: in\n"
 	"                          the daemon of that mount)\n"
+	"  requests DIR            the FUSE requests the mount's daemon has received, by kind\n"
 	"  ls POOL PATH            list a directory (or show one file)\n"
 	"  cat POOL PATH           write a file's bytes to standard output\n"
 	"  put POOL FILE PATH      copy a local FILE into the pool at PATH\n"
@@ -57,10 +58,11 @@ const char fs_details[] =
 	"                          page's parity lie in the pool file (for fault injection)\n"
 	"\n"
 	"  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n"
+	"  --quiet        no progress bars (mkfs, fsck, scrub draw them on a terminal)\n"
 	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
 	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
-	"                 clone_fd\n"
+	"                 clone_fd, noprefault (do not map the whole pool at mount)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";
@@ -91,9 +93,13 @@ static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t lo
 {
 	if (!size)
 		return util_usage_error(prog, "mkfs needs --size");
+	struct util_progress bar;
+	util_progress_init(&bar, "formatting");
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
-				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect};
+				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect,
+				    .progress = util_progress_cb, .progress_ctx = &bar};
 	int rc = kr_fs_mkfs(pool, &o);
+	util_progress_end(&bar);
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
 	return 0;
@@ -334,7 +340,7 @@ static const struct verb {
 	{"repair", 1, "POOL"},      {"scrub", 1, "POOL or DIR"},  {"ls", 2, "POOL and a PATH"},
 	{"cat", 2, "POOL and a PATH"}, {"put", 3, "POOL, a local FILE and a PATH"},
 	{"mkdir", 2, "POOL and a PATH"}, {"rm", 2, "POOL and a PATH"},
-	{"locate", 3, "POOL, a PATH and a file OFFSET"},
+	{"locate", 3, "POOL, a PATH and a file OFFSET"}, {"requests", 1, "DIR (a mount)"},
 };
 
 static bool is_dir(const char *path)
@@ -352,6 +358,7 @@ int fs_command(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},	    {"foreground", no_argument, NULL, 'f'},
 		{"options", required_argument, NULL, 'o'},  {"protect", required_argument, NULL, 'P'},
 		{"relaxed", no_argument, NULL, 'R'},	    {"help", no_argument, NULL, 'h'},
+		{"quiet", no_argument, NULL, 'q'},
 		{NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
@@ -379,6 +386,7 @@ int fs_command(int argc, char **argv)
 		case 'f': foreground = true; break;
 		case 'o': mount_opts = optarg; break;
 		case 'R': relaxed = true; break;
+		case 'q': util_progress_quiet = 1; break;
 		case 'P':
 			if ((unprotect = protect_level(optarg)) < 0)
 				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
@@ -414,8 +422,10 @@ int fs_command(int argc, char **argv)
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))
 		return fs_umount(pool);
-	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub")) && is_dir(pool))
+	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub") || !strcmp(verb, "requests")) && is_dir(pool))
 		return fs_control(pool, verb);
+	if (!strcmp(verb, "requests"))
+		return util_usage_error(prog, "requests takes the DIR of a mount");
 	if (!strcmp(verb, "fsck") && !json)
 		verb = repair ? "repair" : "check";
 
@@ -426,6 +436,12 @@ int fs_command(int argc, char **argv)
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
 	const char *a1 = argv[optind + 2 < argc ? optind + 2 : optind];
+	/* check, repair, fsck --json and scrub walk every inode and data page: a bar for each
+	 * pass (repair makes two: scrub, then check). */
+	struct util_progress bar;
+	util_progress_init(&bar, !strcmp(verb, "scrub") ? "scrubbing" : !strcmp(verb, "repair") ? "repairing" : "checking");
+	if (!strcmp(verb, "check") || !strcmp(verb, "repair") || !strcmp(verb, "fsck") || !strcmp(verb, "scrub"))
+		kr_fs_set_progress(fs, util_progress_cb, &bar);
 	if (!strcmp(verb, "info"))
 		rc = fs_print_info(stdout, fs, pool) ? 1 : 0;
 	else if (!strcmp(verb, "check"))
@@ -446,6 +462,7 @@ int fs_command(int argc, char **argv)
 		rc = do_put(fs, a1, argv[optind + 3]);
 	else
 		rc = do_mkdir_rm(fs, a1, !strcmp(verb, "mkdir"));
+	util_progress_end(&bar);
 	int urc = kr_fs_unmount(fs);
 	if (urc && !rc)
 		rc = util_lib_error("keratin", pool, urc);

@@ -27,6 +27,17 @@
  * The kernel passes names outside its own namespaces (user., trusted., ...) through to
  * FUSE after a read-permission check; the daemon itself admits only root and the user who
  * mounted.
+ *
+ * The transport (fsfuse_io) reads and writes /dev/fuse itself, for two things libfuse 3.14
+ * does not do: it counts requests by opcode (`keratin fs requests DIR`), and it asks the
+ * kernel for FUSE_HANDLE_KILLPRIV_V2, which libfuse 3.14 cannot name. Without it the kernel
+ * asks for security.capability before every write(2) (one GETXATTR round trip each: this
+ * file system has extended attributes); with it the kernel trusts the daemon to drop
+ * set-user-ID and set-group-ID bits, and marks the writes, truncations and O_TRUNC opens
+ * of callers without CAP_FSETID that must drop them. libfuse does not pass those marks on,
+ * so the transport reads them from the raw request into a thread-local variable: libfuse
+ * serves each request on the thread that read it. With -o splice, libfuse splices requests
+ * past any transport, so the default transport and the kernel's own checks are kept.
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -35,12 +46,14 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <linux/fuse.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -50,6 +63,113 @@
 static struct fsfuse *ctx_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
+}
+
+/* ---- the transport ------------------------------------------------------------------- */
+
+/* Whether the request this thread serves was marked by the kernel to drop set-user-ID and
+ * set-group-ID bits (FUSE_WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID). */
+static _Thread_local bool req_kill_privs;
+
+static bool request_kills_privs(const struct fuse_in_header *h, const void *arg, size_t len)
+{
+	if (h->opcode == FUSE_WRITE && len >= sizeof(struct fuse_write_in))
+		return ((const struct fuse_write_in *)arg)->write_flags & FUSE_WRITE_KILL_SUIDGID;
+	if (h->opcode == FUSE_SETATTR && len >= sizeof(struct fuse_setattr_in))
+		return ((const struct fuse_setattr_in *)arg)->valid & FATTR_KILL_SUIDGID;
+	if (h->opcode == FUSE_OPEN && len >= sizeof(struct fuse_open_in))
+		return ((const struct fuse_open_in *)arg)->open_flags & FUSE_OPEN_KILL_SUIDGID;
+	return false;
+}
+
+static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
+{
+	struct fsfuse *f = userdata;
+	ssize_t n = read(fd, buf, size);
+	req_kill_privs = false;
+	if (n < (ssize_t)sizeof(struct fuse_in_header))
+		return n;
+	const struct fuse_in_header *h = buf;
+	const void *arg = h + 1;
+	size_t len = (size_t)n - sizeof(*h);
+	if (h->opcode < FSFUSE_OPCODES)
+		atomic_fetch_add_explicit(&f->requests[h->opcode], 1, memory_order_relaxed);
+	if (h->opcode == FUSE_INIT && len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
+		/* The first request, alone: no other thread runs yet. */
+		f->kernel_killpriv_v2 = ((const struct fuse_init_in *)arg)->flags & FUSE_HANDLE_KILLPRIV_V2;
+		f->init_unique = h->unique;
+		atomic_store_explicit(&f->init_pending, true, memory_order_release);
+	}
+	req_kill_privs = request_kills_privs(h, arg, len);
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fsfuse *f = userdata;
+	const struct fuse_out_header *h = iov[0].iov_base;
+	if (atomic_load_explicit(&f->init_pending, memory_order_acquire) && h->unique == f->init_unique &&
+	    count > 1 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+		/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
+		atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
+		if (h->error == 0 && f->kernel_killpriv_v2)
+			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	}
+	return writev(fd, iov, count);
+}
+
+const struct fuse_custom_io fsfuse_io = {.read = io_read, .writev = io_writev};
+
+void fsfuse_print_requests(struct fsfuse *f, FILE *out)
+{
+	static const char *const names[FSFUSE_OPCODES] = {
+		[FUSE_LOOKUP] = "LOOKUP",	    [FUSE_FORGET] = "FORGET",	      [FUSE_GETATTR] = "GETATTR",
+		[FUSE_SETATTR] = "SETATTR",	    [FUSE_READLINK] = "READLINK",     [FUSE_SYMLINK] = "SYMLINK",
+		[FUSE_MKNOD] = "MKNOD",		    [FUSE_MKDIR] = "MKDIR",	      [FUSE_UNLINK] = "UNLINK",
+		[FUSE_RMDIR] = "RMDIR",		    [FUSE_RENAME] = "RENAME",	      [FUSE_LINK] = "LINK",
+		[FUSE_OPEN] = "OPEN",		    [FUSE_READ] = "READ",	      [FUSE_WRITE] = "WRITE",
+		[FUSE_STATFS] = "STATFS",	    [FUSE_RELEASE] = "RELEASE",	      [FUSE_FSYNC] = "FSYNC",
+		[FUSE_SETXATTR] = "SETXATTR",	    [FUSE_GETXATTR] = "GETXATTR",     [FUSE_LISTXATTR] = "LISTXATTR",
+		[FUSE_REMOVEXATTR] = "REMOVEXATTR", [FUSE_FLUSH] = "FLUSH",	      [FUSE_INIT] = "INIT",
+		[FUSE_OPENDIR] = "OPENDIR",	    [FUSE_READDIR] = "READDIR",	      [FUSE_RELEASEDIR] = "RELEASEDIR",
+		[FUSE_FSYNCDIR] = "FSYNCDIR",	    [FUSE_GETLK] = "GETLK",	      [FUSE_SETLK] = "SETLK",
+		[FUSE_SETLKW] = "SETLKW",	    [FUSE_ACCESS] = "ACCESS",	      [FUSE_CREATE] = "CREATE",
+		[FUSE_INTERRUPT] = "INTERRUPT",	    [FUSE_BMAP] = "BMAP",	      [FUSE_DESTROY] = "DESTROY",
+		[FUSE_IOCTL] = "IOCTL",		    [FUSE_POLL] = "POLL",	      [FUSE_BATCH_FORGET] = "BATCH_FORGET",
+		[FUSE_FALLOCATE] = "FALLOCATE",	    [FUSE_READDIRPLUS] = "READDIRPLUS", [FUSE_RENAME2] = "RENAME2",
+		[FUSE_LSEEK] = "LSEEK",		    [FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE",
+		[FUSE_SYNCFS] = "SYNCFS",	    [FUSE_TMPFILE] = "TMPFILE",
+	};
+	for (unsigned op = 0; op < FSFUSE_OPCODES; op++) {
+		uint64_t n = atomic_load_explicit(&f->requests[op], memory_order_relaxed);
+		if (n && names[op])
+			fprintf(out, "%s %" PRIu64 "\n", names[op], n);
+		else if (n)
+			fprintf(out, "OPCODE_%u %" PRIu64 "\n", op, n);
+	}
+}
+
+/* Drops set-user-ID and set-group-ID bits from ino when the kernel marked the request: as
+ * the kernel would, set-group-ID without group execution only for a caller outside the
+ * file's group (root counts as inside every group: it holds CAP_FSETID). */
+static int kill_privs(fuse_req_t req, fuse_ino_t ino)
+{
+	if (!req_kill_privs)
+		return 0;
+	struct fsfuse *f = ctx_of(req);
+	struct kr_fs_attr a;
+	int rc = kr_fs_getattr(f->fs, ino, &a);
+	if (rc < 0 || !(a.mode & (S_ISUID | S_ISGID)))
+		return rc;
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	bool in_group = c->uid == 0 || c->gid == a.gid;
+	if (!in_group && (a.mode & S_ISGID) && !(a.mode & S_IXGRP)) {
+		gid_t groups[64];
+		int n = fuse_req_getgroups(req, 64, groups);
+		for (int i = 0; i < n && i < 64; i++)
+			in_group |= groups[i] == a.gid;
+	}
+	return kr_fs_setattr(f->fs, ino, KR_FS_SET_KILL_SUIDGID | (in_group ? 0 : KR_FS_SET_KILL_SGID), NULL, NULL);
 }
 
 /* ---- the .snapshots directory --------------------------------------------------------- */
@@ -243,6 +363,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_s
 	int rc;
 	if (ino == SNAPDIR_INO)
 		rc = -EROFS;
+	else if (mask && (rc = kill_privs(req, ino)) < 0)
+		; /* the error is the reply */
 	else if (mask)
 		rc = kr_fs_setattr(ctx_of(req)->fs, ino, mask, &in, &out);
 	else /* only ctime asked for (FUSE_SET_ATTR_CTIME alone): nothing the library stores */
@@ -340,6 +462,10 @@ static void set_open_flags(struct fsfuse *f, struct fuse_file_info *fi)
 	/* Only this daemon changes files, so the kernel's cached pages stay valid across
 	 * opens. */
 	fi->keep_cache = f->attr_timeout > 0;
+	/* No FLUSH at close(2): there is nothing to flush (writes are durable when answered)
+	 * and no lock to drop (the kernel keeps them). With the writeback cache the kernel
+	 * sends it anyway, after writing the dirty pages back. */
+	fi->noflush = 1;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -347,7 +473,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fsfuse *f = ctx_of(req);
 	int rc = kr_fs_open(f->fs, ino);
 	/* libfuse asks for atomic O_TRUNC: the kernel leaves the truncation to open. */
-	if (rc == 0 && (fi->flags & O_TRUNC) && (rc = kr_fs_truncate(f->fs, ino, 0)) < 0)
+	if (rc == 0 && (fi->flags & O_TRUNC) && ((rc = kill_privs(req, ino)) < 0 || (rc = kr_fs_truncate(f->fs, ino, 0)) < 0))
 		kr_fs_release(f->fs, ino);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
@@ -421,7 +547,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     struct fuse_file_info *fi)
 {
 	(void)fi;
-	ssize_t n = kr_fs_write(ctx_of(req)->fs, ino, buf, size, (uint64_t)off);
+	int rc = kill_privs(req, ino);
+	ssize_t n = rc < 0 ? rc : kr_fs_write(ctx_of(req)->fs, ino, buf, size, (uint64_t)off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else

@@ -5,10 +5,16 @@
 #ifndef KR_TOOLS_FSFUSE_H
 #define KR_TOOLS_FSFUSE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "keratin_fs.h"
+
+/* Requests are counted by opcode below this (the kernel's opcodes end in the fifties). */
+#define FSFUSE_OPCODES 64
 
 struct fsfuse {
 	kr_fs *fs;
@@ -18,6 +24,12 @@ struct fsfuse {
 	bool writeback;       /* the kernel's writeback cache (writes durable at fsync only) */
 	bool splice;          /* splice reads and writes through /dev/fuse */
 	unsigned owner_uid;   /* who mounted: may run the control attributes, with root */
+	/* The transport (fsfuse_io): requests received, by opcode, and the kernel's INIT while
+	 * its reply is pending. */
+	_Atomic uint64_t requests[FSFUSE_OPCODES];
+	atomic_bool init_pending; /* every reply looks at it; the INIT's thread owns the rest */
+	bool kernel_killpriv_v2;
+	uint64_t init_unique;
 };
 
 /* Extended attributes of the root whose names begin with this run commands. */
@@ -27,6 +39,13 @@ struct fsfuse {
 
 struct fuse_lowlevel_ops;
 extern const struct fuse_lowlevel_ops fsfuse_ops;
+/* The transport: reads and writes of /dev/fuse that count requests by opcode and ask the
+ * kernel to leave the dropping of set-user-ID bits to the daemon (fsfuse.c). */
+struct fuse_custom_io;
+extern const struct fuse_custom_io fsfuse_io;
+
+/* The requests counted so far, one "NAME COUNT" line per opcode seen, into out. */
+void fsfuse_print_requests(struct fsfuse *f, FILE *out);
 
 /* Runs the control command cmd for a caller with uid: read as attributes, "info", "scrub"
  * and "snapshots" (the list); set, with arg a snapshot's name, "snapshot-create" and

@@ -72,9 +72,9 @@ static int parse_seconds(const char *s, double *out)
 
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
- * threads=N, clone_fd. */
+ * threads=N, clone_fd, prefault (the default) and noprefault. */
 static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
-			 unsigned *threads, bool *clone_fd)
+			 unsigned *threads, bool *clone_fd, bool *prefault)
 {
 	char *copy = strdup(opts ? opts : "");
 	if (!copy)
@@ -88,6 +88,8 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 			f->splice = true;
 		else if (!strcmp(tok, "clone_fd"))
 			*clone_fd = true;
+		else if (!strcmp(tok, "prefault") || !strcmp(tok, "noprefault"))
+			*prefault = tok[0] == 'p';
 		else if (!strncmp(tok, "attr_timeout=", 13)) {
 			if (parse_seconds(tok + 13, &f->attr_timeout))
 				rc = util_usage_error(prog, "invalid attr_timeout '%s' (seconds, 0 to 86400)", tok + 13);
@@ -155,6 +157,11 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		fprintf(stderr, "%s: %s: cannot mount (is /dev/fuse there, and the directory empty?)\n", prog, dir);
 		goto out_sig;
 	}
+	/* The counting transport (fsfuse.c); with splice libfuse would pass it by. */
+	if (!f->splice && fuse_session_custom_io(se, &fsfuse_io, fuse_session_fd(se)) != 0) {
+		fprintf(stderr, "%s: %s: cannot set up the transport\n", prog, dir);
+		goto out_mount;
+	}
 	if (ready_fd >= 0) {
 		/* Detached from here on: the terminal is the parent's. */
 		int null = open("/dev/null", O_RDWR);
@@ -180,6 +187,7 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		status = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(cfg);
 	}
+out_mount:
 	fuse_session_unmount(se);
 out_sig:
 	fuse_remove_signal_handlers(se);
@@ -201,10 +209,14 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid()};
 	char fuse_opts[2048] = "";
 	unsigned threads = 8;
-	bool clone_fd = false;
-	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd);
+	bool clone_fd = false, prefault = true;
+	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd, &prefault);
 	if (rc)
 		return rc;
+	/* Every page of the pool mapped before the first request: a fresh pool's first-touch
+	 * faults would otherwise land in the requests that first write each page. */
+	if (prefault)
+		open_flags |= KR_OPEN_PREFAULT;
 	/* The daemon works from "/": the paths must not depend on the current directory. */
 	char pool_abs[PATH_MAX], dir_abs[PATH_MAX];
 	if (!realpath(pool, pool_abs)) {
@@ -361,7 +373,8 @@ int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned 
 	if (uid != 0 && uid != f->owner_uid)
 		return -EPERM;
 	bool set = !strcmp(cmd, "snapshot-create") || !strcmp(cmd, "snapshot-delete");
-	if (set != (arg != NULL) || (!set && strcmp(cmd, "info") && strcmp(cmd, "scrub") && strcmp(cmd, "snapshots")))
+	if (set != (arg != NULL) ||
+	    (!set && strcmp(cmd, "info") && strcmp(cmd, "scrub") && strcmp(cmd, "snapshots") && strcmp(cmd, "requests")))
 		return -ENODATA;
 	if (set) {
 		*text = NULL;
@@ -374,9 +387,15 @@ int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned 
 	FILE *out = open_memstream(&body, &body_len);
 	if (!out)
 		return -ENOMEM;
-	int status = !strcmp(cmd, "info")    ? fs_print_info(out, f->fs, f->pool)
-		     : !strcmp(cmd, "scrub") ? fs_print_scrub(out, f->fs, f->pool)
-					     : fs_print_snapshots(out, f->fs);
+	int status = 0;
+	if (!strcmp(cmd, "info"))
+		status = fs_print_info(out, f->fs, f->pool);
+	else if (!strcmp(cmd, "scrub"))
+		status = fs_print_scrub(out, f->fs, f->pool);
+	else if (!strcmp(cmd, "requests"))
+		fsfuse_print_requests(f, out);
+	else
+		status = fs_print_snapshots(out, f->fs);
 	int rc = fclose(out) == 0 ? 0 : -ENOMEM;
 	/* The reply: the command's exit status on the first line, then its text. */
 	if (rc == 0 && asprintf(text, "%d\n%s", status, body) < 0)

@@ -10,7 +10,8 @@
 # open; map: the picture and its SVG; region: protected regions' sidecars; kinds: info
 # and check on every kind of file; messages: what
 # users read when something fails (no source locations unless KERATIN_DEBUG=1); fs-files,
-# fs-usage, fs-damage: keratin-fs pools through `keratin fs`. Pools are small (16 MiB) and
+# fs-usage, fs-damage: keratin-fs pools through `keratin fs`; progress: progress bars only
+# on a terminal, never with --quiet. Pools are small (16 MiB) and
 # live in /dev/shm where there is one, filled by kr-fill. Prints every failed check and exits
 # 1 if there was any.
 set -u
@@ -121,6 +122,45 @@ fs-usage)
 	expect 1 "$KR" fs check "$DIR/zeros"
 	has err "not a keratin-fs pool; .*by 'keratin fs mkfs'"
 	expect 1 "$KR" fs mkfs "$DIR/small" --size 1M
+	;;
+progress)
+	# Progress bars: never when stderr is not a terminal, or with --quiet; on a
+	# pseudo-terminal (script(1)) for fs mkfs, fsck and scrub and pool check, repair and
+	# scrub (no delay, so that quick work draws too).
+	export KERATIN_PROGRESS_DELAY_MS=0
+	new_pool c
+	for verb in check repair scrub; do
+		expect 0 "$KR" $verb "$P" --force-pmem
+		lines err 0
+		if command -v script >/dev/null; then
+			script -qc "$KR $verb $P --force-pmem" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			grep -q "ing \[#*\.*\] *[0-9]*%" "$DIR/tty" || fail "no progress bar for pool $verb on a terminal"
+			script -qc "$KR $verb $P --force-pmem --quiet" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			! grep -q "ing \[" "$DIR/tty" || fail "a progress bar for pool $verb --quiet"
+		fi
+	done
+	P=$DIR/fs.pool
+	expect 0 "$KR" fs mkfs "$P" --size 64M --force-pmem
+	lines err 0
+	for verb in fsck scrub; do
+		expect 0 "$KR" fs $verb "$P" --force-pmem
+		lines err 0
+	done
+	if ! command -v script >/dev/null; then
+		echo "SKIP: script(1) is missing: no pseudo-terminal checks"
+	else
+		for cmd in "mkfs $P --size 64M:formatting" "fsck $P:checking" "scrub $P:scrubbing" \
+			"fsck $P --repair:repairing"; do
+			[ "${cmd%% *}" = mkfs ] && rm -f "$P"
+			script -qc "$KR fs ${cmd%%:*} --force-pmem" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			grep -q "${cmd##*:} \[#*\.*\] *[0-9]*%" "$DIR/tty" || fail "no progress bar for '${cmd%%:*}' on a terminal: $(od -c "$DIR/tty" | head -3)"
+			grep -q "$(printf '\033')\[K" "$DIR/tty" || fail "the bar of '${cmd%%:*}' is not erased"
+			[ "${cmd%% *}" = mkfs ] && rm -f "$P"
+			script -qc "$KR fs ${cmd%%:*} --force-pmem --quiet" /dev/null >"$DIR/tty" 2>&1 </dev/null
+			! grep -q "${cmd##*:} \[" "$DIR/tty" || fail "a progress bar for '${cmd%%:*} --quiet'"
+			[ -f "$P" ] || fail "no pool after '${cmd%%:*} --quiet': $(cat "$DIR/tty")"
+		done
+	fi
 	;;
 fs-damage)
 	# Damage found by check without changing a byte, undone by repair.

@@ -163,14 +163,27 @@ uint64_t util_seed(void)
  * ------------------------------------------------------------------------------------- */
 
 #define PROGRESS_DELAY_NS 300000000ull /* quicker work never shows a bar: no flicker */
+
+/* The delay before a bar shows: PROGRESS_DELAY_NS, or KERATIN_PROGRESS_DELAY_MS (tests draw
+ * bars of quick work with 0). */
+static uint64_t progress_delay_ns(void)
+{
+	const char *v = getenv("KERATIN_PROGRESS_DELAY_MS");
+	char *end;
+	unsigned long long ms = v && *v ? strtoull(v, &end, 10) : 0;
+	return v && *v && !*end ? ms * 1000000ull : PROGRESS_DELAY_NS;
+}
 #define PROGRESS_PERIOD_NS 100000000ull /* at most ten redraws a second */
 #define PROGRESS_WIDTH 30
+
+int util_progress_quiet;
 
 void util_progress_init(struct util_progress *p, const char *label)
 {
 	p->label = label;
-	p->tty = isatty(STDERR_FILENO);
+	p->tty = !util_progress_quiet && isatty(STDERR_FILENO);
 	p->start_ns = util_now_ns();
+	p->delay_ns = progress_delay_ns();
 	p->last_draw_ns = 0;
 	p->drawn = 0;
 }
@@ -183,7 +196,7 @@ void util_progress_cb(void *ctx, uint64_t done, uint64_t total)
 	if (!p->tty || total == 0)
 		return;
 	uint64_t now = util_now_ns();
-	if (now - p->start_ns < PROGRESS_DELAY_NS || now - p->last_draw_ns < PROGRESS_PERIOD_NS)
+	if (now - p->start_ns < p->delay_ns || now - p->last_draw_ns < PROGRESS_PERIOD_NS)
 		return;
 	p->last_draw_ns = now;
 

@@ -56,9 +56,12 @@ struct util_progress {
 	const char *label;
 	int tty;
 	uint64_t start_ns;
+	uint64_t delay_ns; /* nothing is drawn before (KERATIN_PROGRESS_DELAY_MS) */
 	uint64_t last_draw_ns;
 	int drawn;
 };
+/* Set by --quiet: no bar is ever drawn. */
+extern int util_progress_quiet;
 void util_progress_init(struct util_progress *p, const char *label);
 void util_progress_cb(void *ctx, uint64_t done, uint64_t total);
 void util_progress_end(struct util_progress *p);

@@ -180,7 +180,17 @@ struct kr_fs {
 #define KRFS_POISON 16
 	_Atomic uint64_t poison[KRFS_POISON];
 	bool watched;
+	/* kr_fs_set_progress: told how far kr_fs_check and kr_fs_scrub are. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
 };
+
+/* Reports done of total to the kr_fs_set_progress callback, if there is one. */
+static inline void krfs_progress(const struct kr_fs *fs, uint64_t done, uint64_t total)
+{
+	if (fs->progress)
+		fs->progress(fs->progress_ctx, done, total);
+}
 
 /* Sets the thread's error message (keratin code `code`) and evaluates to neg_errno. */
 #define KRFS_ERR(neg_errno, code, ...) (kr_err_set((code), __VA_ARGS__), (neg_errno))

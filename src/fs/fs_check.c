@@ -280,9 +280,13 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 			c.problems = fs->repairs;
 		}
 		check_copies(fs, &c);
-		for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++)
+		for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++) {
 			if (fs->inodes[ino])
 				check_inode(fs, &c, &o, fs->inodes[ino], rep);
+			if (ino % 256 == 0)
+				krfs_progress(fs, ino, fs->sb.ninodes);
+		}
+		krfs_progress(fs, fs->sb.ninodes, fs->sb.ninodes);
 		krfs_snap_verify(fs, o.meta, o.data, report, &c);
 		check_tree(fs, &c, &o, rep);
 		check_allocators(fs, &c, &o);

@@ -92,12 +92,27 @@ static int regular(struct krfs_inode *ip)
 	return S_ISREG(ip->mode) ? 0 : S_ISDIR(ip->mode) ? -EISDIR : -EINVAL;
 }
 
+/* mode without the privileges that the KR_FS_SET_KILL_* bits of mask drop. */
+static uint32_t kill_privs(unsigned mask, uint32_t mode)
+{
+	if (mask & KR_FS_SET_KILL_SUIDGID) {
+		mode &= ~(uint32_t)S_ISUID;
+		if (mode & S_IXGRP)
+			mode &= ~(uint32_t)S_ISGID;
+	}
+	if (mask & KR_FS_SET_KILL_SGID)
+		mode &= ~(uint32_t)S_ISGID;
+	return mode;
+}
+
 int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_attr *attr,
 		  struct kr_fs_attr *out)
 {
 	const unsigned known = KR_FS_SET_MODE | KR_FS_SET_UID | KR_FS_SET_GID | KR_FS_SET_SIZE |
-			       KR_FS_SET_ATIME | KR_FS_SET_MTIME | KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW;
-	if ((mask & ~known) || (mask && !attr && (mask & ~(KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW))))
+			       KR_FS_SET_ATIME | KR_FS_SET_MTIME | KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW |
+			       KR_FS_SET_KILL_SUIDGID | KR_FS_SET_KILL_SGID;
+	const unsigned no_attr = KR_FS_SET_ATIME_NOW | KR_FS_SET_MTIME_NOW | KR_FS_SET_KILL_SUIDGID | KR_FS_SET_KILL_SGID;
+	if ((mask & ~known) || (mask && !attr && (mask & ~no_attr)))
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setattr: mask %#x", mask);
 	struct krfs_inode *ip;
 	if (krfs_is_snap_ino(ino))
@@ -114,6 +129,9 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 		struct krfs_e_attr a = {.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)}, .ctime = now};
 		if (mask & KR_FS_SET_MODE)
 			a.mask |= KRFS_A_MODE, a.mode = attr->mode & 07777;
+		uint32_t killed = kill_privs(mask, a.mask & KRFS_A_MODE ? a.mode : ip->mode & 07777);
+		if (killed != (ip->mode & 07777) || (a.mask & KRFS_A_MODE))
+			a.mask |= KRFS_A_MODE, a.mode = killed;
 		if (mask & KR_FS_SET_UID)
 			a.mask |= KRFS_A_UID, a.uid = attr->uid;
 		if (mask & KR_FS_SET_GID)
@@ -127,6 +145,9 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 			if (!(a.mask & KRFS_A_MTIME)) /* a size change is a modification */
 				a.mask |= KRFS_A_MTIME, a.mtime = now;
 		}
+		const unsigned kills = KR_FS_SET_KILL_SUIDGID | KR_FS_SET_KILL_SGID;
+		if ((mask & kills) && !(mask & ~kills) && a.mask == 0)
+			goto done; /* only privileges to drop, and none there: nothing changes */
 		struct krfs_op op;
 		krfs_op_begin(&op, fs);
 		rc = krfs_op_append(&op, ip, &a.h);
@@ -140,6 +161,7 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 			rc = krfs_op_commit(&op);
 		krfs_op_end(&op);
 	}
+done:
 	if (rc == 0 && out)
 		krfs_inode_attr(fs, ip, out);
 	krfs_leave(fs);

@@ -57,6 +57,7 @@ struct scrub {
 	struct kr_fs *fs;
 	FILE *out;
 	struct kr_fs_scrub_report *rep;
+	uint64_t work; /* for kr_fs_set_progress: inode slots, then the data pages in use */
 };
 
 static void lost(struct scrub *s, uint64_t ino, uint64_t off, const char *what)
@@ -117,7 +118,8 @@ static void scrub_data(struct scrub *s, struct krfs_inode *ip)
 	uint64_t key = 0;
 	uint32_t val;
 	while (krfs_radix_next(&ip->map, key, &key, &val)) {
-		s->rep->data_pages++;
+		if (++s->rep->data_pages % 256 == 0)
+			krfs_progress(s->fs, s->fs->sb.ninodes + s->rep->data_pages, s->work);
 		if (krfs_data_scrub(s->fs, val - 1, s->fs->buf) != 0 && !s->fs->failed)
 			lost(s, ip->ino, key * P, kr_errmsg());
 		key++;
@@ -177,12 +179,19 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 	for (unsigned jn = 0; jn < fs->sb.njournals; jn++, rep->meta_items++)
 		if (krfs_journal_recover(fs, jn) != 0) /* idle between operations: 1 would be a bug */
 			lost(&s, 0, P + (uint64_t)jn * P, "journal active or unreadable between operations");
-	for (uint64_t ino = 0; ino < fs->sb.ninodes && !fs->failed; ino++)
+	/* The work: every inode slot, then every data page in use (the live files' pages are
+	 * counted as verified; the pages only snapshots hold, at the end). */
+	s.work = fs->sb.ninodes + (fs->sb.data_pages - fs->data_bm.nfree);
+	for (uint64_t ino = 0; ino < fs->sb.ninodes && !fs->failed; ino++) {
 		scrub_inode(&s, ino);
+		if (ino % 256 == 0)
+			krfs_progress(fs, ino, s.work);
+	}
 	for (uint64_t ino = 1; ino < fs->sb.ninodes && !fs->failed; ino++)
 		if (fs->inodes[ino])
 			scrub_data(&s, fs->inodes[ino]);
 	scrub_snapshots(&s);
+	krfs_progress(fs, s.work, s.work);
 	if (!fs->failed)
 		krfs_media_repair_listed(fs);
 	rep->repaired = fs->repairs - before;

@@ -293,6 +293,9 @@ static int format(struct kr_fs *fs)
 	}
 	_Alignas(64) struct krfs_pinode slots[P / KRFS_INODE_SIZE];
 	for (uint64_t first = 0; first < fs->sb.ninodes; first += P / KRFS_INODE_SIZE) {
+		/* Progress after the allocation (kr_fs_mkfs): the pool's bytes, then the slots. */
+		if (first % 4096 == 0)
+			krfs_progress(fs, fs->sb.pool_size + first, fs->sb.pool_size + fs->sb.ninodes);
 		memset(slots, 0, sizeof(slots));
 		for (unsigned i = 0; i < P / KRFS_INODE_SIZE; i++) {
 			slots[i].state = KRFS_INODE_FREE;
@@ -368,7 +371,14 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		fs_free(fs);
 		return rc;
 	}
-	int e = kr_fallocate(fs->pm.fd, 0, (off_t)size);
+	fs->progress = o->progress;
+	fs->progress_ctx = o->progress_ctx;
+	int e = 0;
+	/* In pieces, to tell the progress callback: a large pool on tmpfs takes seconds. */
+	for (uint64_t at = 0, piece = 64 << 20; at < size && e == 0; at += piece) {
+		krfs_progress(fs, at, size + sb.ninodes);
+		e = kr_fallocate(fs->pm.fd, (off_t)at, (off_t)(size - at < piece ? size - at : piece));
+	}
 	if (e != 0) {
 		errno = e;
 		rc = kr_err_errno(KR_E_IO, "%s: allocating %llu bytes", path, (unsigned long long)size);
@@ -383,10 +393,20 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		rc = KR_E_IO_SYNC;
 	if (rc == KR_OK && krfs_sb_write(fs) != KR_OK)
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: writing the superblock", path);
+	if (rc == KR_OK)
+		krfs_progress(fs, size + sb.ninodes, size + sb.ninodes);
 	fs_free(fs);
 	if (rc != KR_OK)
 		unlink(path);
 	return rc;
+}
+
+void kr_fs_set_progress(kr_fs *fs, void (*cb)(void *ctx, uint64_t done, uint64_t total), void *ctx)
+{
+	if (!fs)
+		return;
+	fs->progress = cb;
+	fs->progress_ctx = ctx;
 }
 
 /* ---- mount and unmount ------------------------------------------------------------------- */

@@ -125,9 +125,25 @@ static int env_force_pmem(void)
 	return v && v[0] == '1';
 }
 
+/* Prefaults a shared writable mapping (KR_OPEN_PREFAULT), so that no store pays a
+ * first-touch fault later: writable where the pool is memory (DAX, or tmpfs standing in for
+ * it), readable in page-cache mode (write faults there dirty pages, which would make the
+ * kernel write back the whole pool). MADV_POPULATE_* needs Linux 5.14; before it, every page
+ * is read once, which maps it (a later store may still fault to make it writable). */
+static void prefault(const struct kr_pm *pm)
+{
+	if (madvise(pm->base, pm->size, pm->mode == KR_MODE_PAGECACHE ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
+		return;
+	long page = sysconf(_SC_PAGESIZE);
+	for (size_t off = 0; off < pm->size; off += (size_t)page)
+		(void)*(volatile const char *)(pm->base + off);
+}
+
 int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path)
 {
 	pthread_once(&flush_once, flush_detect);
+	/* The private and read-only mappings prefault at mmap; the shared writable one after
+	 * (prefault, below), once its mode is known. */
 	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
 	if (open_flags & KR_OPEN_READONLY) {
 		/* Copy-on-write: whatever the layers above write (recovery, repair in the view)
@@ -151,12 +167,11 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 		RECORD(map, pm->base, pm->size, path);
 		return KR_OK;
 	}
-	void *p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC | populate,
-		       fd, 0);
+	void *p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
 	if (p != MAP_FAILED) {
 		pm->mode = KR_MODE_DAX;
 	} else {
-		p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | populate, fd, 0);
+		p = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			return kr_err_errno(KR_E_IO_MAP, "%s: mmap of %zu bytes", path, size);
 		pm->mode = ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem())
@@ -167,6 +182,8 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 	pm->view = p;
 	pm->size = size;
 	pm->fd = fd;
+	if (open_flags & KR_OPEN_PREFAULT)
+		prefault(pm);
 	const char *protect = getenv("KERATIN_DEBUG_PROTECT");
 	if ((open_flags & KR_OPEN_DEBUG) || (protect && protect[0] == '1')) {
 		int rc = kr_pm_protect(pm, path, open_flags);

@@ -12,6 +12,8 @@
 #   faults    damage while mounted: repaired on read, EIO for one page only, found by scrub
 #   snapshots browsing DIR/.snapshots/NAME/, restoring with cp, deleting
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
+#   requests  the FUSE requests that writes, creations and removals cost, as the daemon
+#             counts them
 # Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
 set -u
 KR=$1
@@ -313,8 +315,58 @@ case_cli() {
 	"$KR" fs fsck "$WORK/relaxed.pool" --force-pmem >/dev/null || fail "fsck of the relaxed pool"
 }
 
+# The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
+# GETXATTR of the root, counted in the next reading.
+snap_requests() {
+	REQ=$("$KR" fs requests "$MNT") || fail "keratin fs requests"
+}
+count_of() {
+	echo "$REQ" | awk -v op="$1" '$1 == op { n = $2 } END { print n + 0 }'
+}
+
+case_requests() {
+	# Long timeouts: no cached attribute expires while counting, on a loaded machine too.
+	mount_fs "attr_timeout=3600,entry_timeout=3600"
+	# Writes: one WRITE each, and no GETXATTR(security.capability) per write (the daemon
+	# drops set-user-ID bits itself, FUSE_HANDLE_KILLPRIV_V2): at most one per file.
+	snap_requests
+	w0=$(count_of WRITE) x0=$(count_of GETXATTR)
+	dd if=/dev/zero of="$MNT/w" bs=4k count=64 conv=notrunc status=none
+	snap_requests
+	w=$(($(count_of WRITE) - w0)) x=$(($(count_of GETXATTR) - x0 - 1))
+	[ $w -eq 64 ] || fail "64 writes of 4 KiB: $w WRITE requests"
+	[ $x -le 1 ] || fail "64 writes of 4 KiB: $x GETXATTR requests (one per write?)"
+	echo "requests: 64 writes of 4 KiB: $w WRITE, $x GETXATTR"
+	# Creating 100 files of 4 KiB and removing them. What remains above passthrough_ll's
+	# count: one GETXATTR(security.capability) at the first write of each new inode, and one
+	# GETATTR of the directory per creation and removal (the kernel forgets a directory's
+	# attributes when it changes, and default_permissions needs them for the next check).
+	mkdir "$MNT/d"
+	snap_requests
+	c0=$(count_of CREATE) w0=$(count_of WRITE) x0=$(count_of GETXATTR) g0=$(count_of GETATTR) l0=$(count_of LOOKUP)
+	f0=$(count_of FLUSH)
+	for i in $(seq 100); do head -c 4096 /dev/zero >"$MNT/d/f$i"; done
+	snap_requests
+	c=$(($(count_of CREATE) - c0)) w=$(($(count_of WRITE) - w0)) x=$(($(count_of GETXATTR) - x0 - 1))
+	g=$(($(count_of GETATTR) - g0)) l=$(($(count_of LOOKUP) - l0)) f=$(($(count_of FLUSH) - f0))
+	echo "requests: 100 creations: $c CREATE, $l LOOKUP, $w WRITE, $x GETXATTR, $g GETATTR, $f FLUSH"
+	[ $c -eq 100 ] && [ $w -eq 100 ] || fail "100 creations: $c CREATE, $w WRITE"
+	[ $f -eq 0 ] || fail "100 creations: $f FLUSH (close needs none)"
+	[ $x -le 100 ] && [ $g -le 101 ] && [ $l -le 101 ] || fail "100 creations: $x GETXATTR, $g GETATTR, $l LOOKUP"
+	u0=$(count_of UNLINK) g0=$(count_of GETATTR)
+	# unlink(2) alone (rm(1) would also stat each file).
+	python3 -c 'import os, sys
+for i in range(1, 101): os.unlink("%s/f%d" % (sys.argv[1], i))' "$MNT/d"
+	snap_requests
+	u=$(($(count_of UNLINK) - u0)) g=$(($(count_of GETATTR) - g0))
+	echo "requests: 100 removals: $u UNLINK, $g GETATTR"
+	[ $u -eq 100 ] && [ $g -le 101 ] || fail "100 removals: $u UNLINK, $g GETATTR"
+	umount_fsck requests
+}
+
 skip_unless_fuse
 case "$CASE" in
+requests) case_requests ;;
 posix) case_posix ;;
 fsx) case_fsx ;;
 real) case_real ;;
