@@ -39,7 +39,6 @@
 #include "csum.h"
 #include "err.h"
 #include "fault.h"
-#include "media.h"
 #include "pool.h"
 
 #define P KR_PAGE_SIZE
@@ -169,7 +168,7 @@ void kr_pool_fail(kr_pool *pool, int err)
 static void pool_free(kr_pool *pool)
 {
 	kr_scrub_stop(pool);
-	kr_media_unregister(pool);
+	kr_pool_media_detach(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
@@ -305,7 +304,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return rc;
 	/* Repairs, once the log is settled: pages the platform reports lost, header copies,
 	 * allocator records (the heap must not load from damaged ones). */
-	if ((rc = kr_media_repair_listed(pool)))
+	if ((rc = kr_pool_repair_listed(pool)))
 		return rc;
 	struct copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
 	if ((rc = header_copies_check(pool, 1, &opened)))
@@ -321,7 +320,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if (root && kr_heap_lookup(&pool->heap, root, &b) != KR_OK)
 		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
 				  (unsigned long long)root);
-	return kr_media_register(pool);
+	return kr_pool_media_attach(pool);
 }
 
 int kr_pool_writable(kr_pool *pool, const char *what)

@@ -27,7 +27,7 @@ struct kr_pool {
 	struct kr_log_recovery recovery;
 	int recovered;
 	uint64_t csum_repairs, media_repairs, scrub_passes, last_repair_ns;
-	_Atomic uint64_t poison[64]; /* emulated poisoned pages: offset + 1, or 0 (media.c) */
+	_Atomic uint64_t poison[64]; /* emulated poisoned pages: offset + 1, or 0 (repair.c) */
 
 	/* Read policy and the scrubber (scrub.c). */
 	_Atomic int read_policy;
@@ -58,6 +58,16 @@ int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
 /* Stops the background scrubber if it runs. */
 void kr_scrub_stop(kr_pool *pool);
+
+/* Media errors (repair.c). Rebuilds the lost page at pool offset off (any kind of page),
+ * flushes, fences. */
+int kr_pool_repair_page(kr_pool *pool, uint64_t off);
+/* Repairs every page of the platform's bad-block list for this pool, then clears it. */
+int kr_pool_repair_listed(kr_pool *pool);
+/* Registers the pool's fault resolvers with the media front end (pm/media.h), or removes
+ * them. */
+int kr_pool_media_attach(kr_pool *pool);
+void kr_pool_media_detach(kr_pool *pool);
 
 /* Geometry: fills every derived field of hdr from pool_size, rows, nlanes, lane_pages. */
 int kr_layout_compute(struct kr_pool_hdr *hdr);

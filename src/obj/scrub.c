@@ -36,6 +36,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "pool.h"
+#include "quiesce.h"
 
 #define P KR_PAGE_SIZE
 
@@ -660,14 +661,11 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1,
 			  .row_size = (uint64_t)pool->hdr.row_pages * P};
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
-	int token = kr_log_suspend();
-	kr_log_quiesce(&pool->log);
-	kr_parity_unlocked = 1; /* commits are held back; a waiting one may hold a lock */
+	struct kr_quiesce q;
+	kr_quiesce_hold(&q, &pool->log, 0);
 	int ok = object_ok(pool, b) || repair_item(&s, &it);
 	int rc = kr_pm_fence(&pool->pm);
-	kr_parity_unlocked = 0;
-	kr_log_resume(&pool->log);
-	kr_log_unsuspend(token);
+	kr_quiesce_release(&q);
 	if (rc)
 		return rc;
 	if (!ok)
@@ -714,12 +712,11 @@ static void *scrubber(void *arg)
 		/* A pass holds commits back for its duration (a whole-pool pass; scrubbing in
 		 * slices is the next step for large pools). */
 		struct kr_check_report rep = {0};
-		kr_log_quiesce(&pool->log);
-		kr_parity_unlocked = 1;
+		struct kr_quiesce q;
+		kr_quiesce_hold(&q, &pool->log, 0);
 		if (kr_log_sync(&pool->log, NULL) == KR_OK)
 			scrub_run(pool, KR_CHECK_REPAIR, &rep);
-		kr_parity_unlocked = 0;
-		kr_log_resume(&pool->log);
+		kr_quiesce_release(&q);
 		pthread_mutex_lock(&pool->scrub_lock);
 		pool->scrub_passes++;
 		last = c;
