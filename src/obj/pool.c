@@ -96,7 +96,7 @@ int kr_layout_compute(struct kr_pool_hdr *h)
 	h->zone_meta_pages = (uint32_t)meta;
 	h->chunk_pages = KR_CHUNK_PAGES;
 	h->chunks_per_zone = (uint32_t)cpz;
-	h->zone_size = (h->rows + 1) * row_pages * P;
+	h->zone_size = kr_geom_zone_size(h->rows, row_pages);
 	h->lanes_replica_off = h->heap_off + nzones * h->zone_size;
 	h->ctl_replica_off = h->pool_size - 2 * P;
 	if (h->lanes_replica_off - h->lanes_off < KR_MIN_REPLICA_DISTANCE)
@@ -266,6 +266,7 @@ int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
 static int pool_start(kr_pool *pool, unsigned flags)
 {
 	struct kr_pool_hdr *h = &pool->hdr;
+	pool->g = kr_geom_of(h);
 	int rc = kr_pm_map(&pool->pm, pool->pm.fd, h->pool_size, flags, pool->path);
 	if (rc)
 		return rc;
@@ -279,7 +280,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 			(struct kr_log_line *)(base + h->ctl_replica_off) + KR_CTL_LOG_LINE},
 		/* Records may target the heap and the two root lines, nothing else. */
 		.valid_lo = {h->heap_off, h->ctl_off, h->ctl_replica_off},
-		.valid_hi = {h->heap_off + (uint64_t)h->nzones * h->zone_size,
+		.valid_hi = {kr_geom_heap_end(&pool->g),
 			     h->ctl_off + KR_LINE_SIZE, h->ctl_replica_off + KR_LINE_SIZE},
 	};
 	pool->root[0] = (struct kr_root_line *)(base + h->ctl_off) + KR_CTL_ROOT_LINE;
@@ -552,11 +553,11 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->nzones = h->nzones;
 	st->rows = h->rows;
 	st->nlanes = h->nlanes;
-	st->row_size = (uint64_t)h->row_pages * P;
+	st->row_size = pool->g.row_size;
 	st->zone_size = h->zone_size;
 	st->lane_size = (uint64_t)h->lane_pages * P;
-	st->heap_size = (uint64_t)h->nzones * h->rows * st->row_size;
-	st->parity_bytes = (uint64_t)h->nzones * st->row_size;
+	st->heap_size = kr_geom_data_bytes(&pool->g);
+	st->parity_bytes = kr_geom_parity_bytes(&pool->g);
 	uint64_t chunk_bytes = (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE;
 	st->meta_bytes = h->pool_size - st->parity_bytes - chunk_bytes;
 	pthread_mutex_lock(&pool->heap.lock);
@@ -582,27 +583,54 @@ int kr_pool_page_kind(kr_pool *pool, uint64_t off)
 {
 	if (!pool || off >= pool->hdr.pool_size)
 		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
-	const struct kr_pool_hdr *h = &pool->hdr;
-	off &= ~(uint64_t)(P - 1);
-	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
-	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
-	if (off == 0 || off == h->pool_size - P)
+	const struct kr_geom *g = &pool->g;
+	if (kr_geom_in_header(g, off))
 		return KR_PAGE_HEADER;
-	if (off == h->ctl_off || off == h->ctl_replica_off)
+	if (kr_geom_in_control(g, off))
 		return KR_PAGE_CONTROL;
-	if (off >= h->lanes_off && off < h->lanes_off + lanes)
+	if (kr_geom_in_lanes(g, off))
 		return KR_PAGE_LANE;
-	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
-		return (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA : KR_PAGE_UNUSED;
-	if (off < h->heap_off || off >= heap_end)
+	if (kr_geom_in_lane_replica(g, off))
+		return (pool->hdr.ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA
+								   : KR_PAGE_UNUSED;
+	if (!kr_geom_in_heap(g, off))
 		return KR_PAGE_UNUSED;
-	uint64_t zoff = (off - h->heap_off) % h->zone_size;
-	uint64_t row_size = (uint64_t)h->row_pages * P;
-	if (zoff >= (uint64_t)h->rows * row_size)
+	if (!kr_geom_in_data(g, off))
 		return KR_PAGE_PARITY;
-	if (zoff < (uint64_t)h->zone_meta_pages * P)
-		return KR_PAGE_ZONE_META;
-	return KR_PAGE_DATA;
+	return kr_geom_in_zone_meta(g, off) ? KR_PAGE_ZONE_META : KR_PAGE_DATA;
+}
+
+int kr_pool_locate(kr_pool *pool, uint64_t off, struct kr_location *where)
+{
+	if (!pool || !where)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_locate: NULL argument");
+	int rc = kr_opts_size_check(where->struct_size, sizeof(*where), "struct kr_location");
+	if (rc)
+		return rc;
+	int kind = kr_pool_page_kind(pool, off);
+	if (kind < 0)
+		return kind;
+	const struct kr_geom *g = &pool->g;
+	memset(where, 0, sizeof(*where));
+	where->struct_size = sizeof(*where);
+	where->kind = kind;
+	where->page = off & ~(uint64_t)(P - 1);
+	if (kind != KR_PAGE_LANE || (pool->hdr.ro_compat & KR_FEAT_RO_LOG_REPLICA))
+		where->twin = kr_geom_twin(g, off);
+	where->in_zone = kr_geom_in_heap(g, off);
+	if (where->in_zone) {
+		where->zone = kr_geom_zone(g, off);
+		where->row = kr_geom_row(g, off);
+		where->column = (uint32_t)(kr_geom_in_row(g, off) / P);
+		where->parity = kr_geom_parity_of(g, off);
+	}
+	struct kr_block b;
+	if (kr_heap_owner(&pool->heap, off, &b)) {
+		const struct kr_obj_hdr *hdr = (const void *)(pool->pm.base + b.off);
+		where->object = b.off + sizeof(*hdr);
+		where->object_size = hdr->size;
+	}
+	return KR_OK;
 }
 
 void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "geom.h"
 #include "heap.h"
 #include "layout.h"
 #include "log.h"
@@ -18,6 +19,7 @@
 struct kr_pool {
 	struct kr_pm pm;
 	struct kr_pool_hdr hdr; /* the validated header */
+	struct kr_geom g;       /* where things are (geom.h), from hdr */
 	struct kr_log log;
 	struct kr_heap heap;
 	struct kr_redund redund;

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "geom.h"
 #include "media.h"
 #include "pool.h"
 #include "quiesce.h"
@@ -55,9 +56,9 @@ _Static_assert(P == KR_MEDIA_PAGE, "pages are lost and repaired whole");
 /* ---------------------------------------------------------------------------------------
  * The page repair
  * ------------------------------------------------------------------------------------- */
-static void copy_twin(kr_pool *pool, uint64_t off, uint64_t twin)
+static void copy_twin(kr_pool *pool, uint64_t off)
 {
-	kr_pm_copy(&pool->pm, pool->pm.base + off, pool->pm.base + twin, P);
+	kr_pm_copy(&pool->pm, pool->pm.base + off, pool->pm.base + kr_geom_twin(&pool->g, off), P);
 }
 
 int kr_pool_repair_page(kr_pool *pool, uint64_t off)
@@ -66,20 +67,16 @@ int kr_pool_repair_page(kr_pool *pool, uint64_t off)
 	off &= ~(uint64_t)(P - 1);
 	uint8_t buf[P];
 	switch (kr_pool_page_kind(pool, off)) {
-	case KR_PAGE_HEADER:
-		copy_twin(pool, off, off == 0 ? h->pool_size - P : 0);
-		break;
-	case KR_PAGE_CONTROL:
-		copy_twin(pool, off, off == h->ctl_off ? h->ctl_replica_off : h->ctl_off);
-		break;
 	case KR_PAGE_LANE:
 		if (!(h->ro_compat & KR_FEAT_RO_LOG_REPLICA))
 			return kr_err_set(KR_E_MEDIA, "log page 0x%llx lost and the pool keeps no log "
 					  "replica", (unsigned long long)off);
-		copy_twin(pool, off, off - h->lanes_off + h->lanes_replica_off);
+		copy_twin(pool, off);
 		break;
+	case KR_PAGE_HEADER:
+	case KR_PAGE_CONTROL:
 	case KR_PAGE_LANE_REPLICA:
-		copy_twin(pool, off, off - h->lanes_replica_off + h->lanes_off);
+		copy_twin(pool, off);
 		break;
 	case KR_PAGE_ZONE_META:
 	case KR_PAGE_DATA:
@@ -90,8 +87,7 @@ int kr_pool_repair_page(kr_pool *pool, uint64_t off)
 		kr_pm_copy(&pool->pm, pool->pm.base + off, buf, P);
 		break;
 	case KR_PAGE_PARITY:
-		kr_parity_recompute(&pool->redund.parity,
-				    off - (uint64_t)h->rows * h->row_pages * P, P);
+		kr_parity_recompute_column(&pool->redund.parity, off);
 		break;
 	case KR_PAGE_UNUSED:
 		kr_pm_set(&pool->pm, pool->pm.base + off, 0, P);
@@ -104,17 +100,12 @@ int kr_pool_repair_page(kr_pool *pool, uint64_t off)
 	return kr_pm_fence(&pool->pm);
 }
 
-/* Zone and column of a data-row page, for spotting two lost pages in one column. */
+/* The column of a data-row page, for spotting two lost pages in one column. */
 static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
 {
-	const struct kr_pool_hdr *h = &pool->hdr;
-	uint64_t row = (uint64_t)h->row_pages * P;
-	if (off < h->heap_off || off >= h->heap_off + (uint64_t)h->nzones * h->zone_size)
+	if (!kr_geom_in_data(&pool->g, off))
 		return 0;
-	uint64_t rel = off - h->heap_off, zoff = rel % h->zone_size;
-	if (zoff >= (uint64_t)h->rows * row)
-		return 0;
-	*col = rel / h->zone_size * h->row_pages + (zoff % row) / P;
+	*col = kr_geom_column(&pool->g, off);
 	return 1;
 }
 
@@ -199,7 +190,7 @@ static uint64_t now_ns(void)
 }
 
 /* A store through a kr_get pointer under debug protection: one line on stderr naming the
- * object (the last one starting at or before the address) and the offset in it. */
+ * object whose block holds the address and the offset in it. */
 static bool stray_store(void *ctx, int sig, const siginfo_t *si)
 {
 	kr_pool *pool = ctx;
@@ -207,13 +198,14 @@ static bool stray_store(void *ctx, int sig, const siginfo_t *si)
 	if (sig != SIGSEGV)
 		return false;
 	uint64_t off = (uint64_t)((const char *)addr - pool->pm.view), obj = 0;
-	for (uint64_t o = kr_heap_next(&pool->heap, 0); o && o <= off; o = kr_heap_next(&pool->heap, o))
-		obj = o;
+	struct kr_block b;
+	if (kr_heap_owner(&pool->heap, off, &b))
+		obj = b.off + sizeof(struct kr_obj_hdr);
 	char line[512];
 	int n;
 	const struct kr_obj_hdr *hdr =
 		obj ? (const struct kr_obj_hdr *)(pool->pm.base + obj - sizeof(*hdr)) : NULL;
-	if (hdr && off < obj + hdr->size)
+	if (hdr && off >= obj && off < obj + hdr->size)
 		n = snprintf(line, sizeof(line),
 			     "keratin: stray store to object 0x%llx + %llu (of %llu bytes) in %s at %p: "
 			     "objects change only through kr_tx_add/kr_tx_open or kr_update\n",
@@ -272,16 +264,14 @@ static void after_fault(void *ctx, uint64_t page)
 {
 	kr_pool *pool = ctx;
 	struct kr_redund *r = &pool->redund;
-	const struct kr_pool_hdr *h = &pool->hdr;
 	struct kr_quiesce q;
 	kr_quiesce_hold(&q, &pool->log, 0);
 	uint64_t rec;
 	if (kr_redund_in_meta(r, page, &rec))
 		for (; rec < page + P && kr_redund_in_meta(r, rec, &rec); rec += sizeof(struct kr_chunk_meta))
 			kr_redund_fix_chunk_crc(r, rec);
-	uint64_t rel = page - h->heap_off, zoff = rel % h->zone_size, row = (uint64_t)h->row_pages * P;
-	if (page >= h->heap_off && rel / h->zone_size < h->nzones && zoff < (uint64_t)(h->rows + 1) * row)
-		kr_parity_recompute(&r->parity, page - rel % h->zone_size + zoff % row, P);
+	if (kr_geom_in_heap(&pool->g, page))
+		kr_parity_recompute(&r->parity, kr_geom_in_stripe(&pool->g, page, 0), P);
 	kr_pm_fence(&pool->pm);
 	kr_quiesce_release(&q);
 }

@@ -54,7 +54,6 @@ struct scrub {
 	int repair;
 	uint64_t ncols;   /* nzones * row_pages page columns */
 	uint8_t *bad_col; /* 1 = parity disagrees, 2 = resolved (rebuilt or recomputed) */
-	uint64_t row_size;
 	struct item *items;
 	size_t nitems, cap;
 	uint64_t done, total; /* progress, in bytes read: columns scanned + objects verified */
@@ -83,16 +82,13 @@ static void note_bad(struct scrub *s, uint64_t off)
 
 static uint64_t col_index(const struct scrub *s, uint64_t off, uint32_t *row)
 {
-	const struct kr_pool_hdr *h = &s->pool->hdr;
-	uint64_t rel = off - h->heap_off, z = rel / h->zone_size, zoff = rel % h->zone_size;
-	*row = (uint32_t)(zoff / s->row_size);
-	return z * h->row_pages + (zoff % s->row_size) / P;
+	*row = kr_geom_row(&s->pool->g, off);
+	return kr_geom_column(&s->pool->g, off);
 }
 
 static uint64_t col_data_off(const struct scrub *s, uint64_t col)
 {
-	const struct kr_pool_hdr *h = &s->pool->hdr;
-	return h->heap_off + col / h->row_pages * h->zone_size + col % h->row_pages * P;
+	return kr_geom_column_page(&s->pool->g, col, 0);
 }
 
 /* Every page column of every zone. */
@@ -146,7 +142,7 @@ static int scan_items(struct scrub *s)
 	if (h->ro_compat & KR_FEAT_RO_META_CSUM)
 		for (uint32_t z = 0; z < h->nzones && rc == KR_OK; z++)
 			for (uint32_t i = 0; i < h->chunks_per_zone && rc == KR_OK; i++) {
-				uint64_t off = h->heap_off + z * h->zone_size +
+				uint64_t off = kr_geom_zone_start(&pool->g, z) +
 					       (uint64_t)i * sizeof(struct kr_chunk_meta);
 				s->rep->chunks++;
 				if (chunk_ok((const void *)(pool->pm.base + off)))
@@ -591,10 +587,9 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	const struct kr_pool_hdr *h = &pool->hdr;
 	struct scrub s = {.pool = pool, .rep = rep, .repair = (flags & KR_CHECK_REPAIR) != 0};
-	s.row_size = (uint64_t)h->row_pages * P;
-	s.ncols = (uint64_t)h->nzones * h->row_pages;
+	s.ncols = kr_geom_columns(&pool->g);
 	s.bad_col = kr_calloc(s.ncols, 1);
-	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? (uint64_t)h->nzones * h->zone_size : 0) +
+	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? kr_geom_heap_bytes(&pool->g) : 0) +
 		  pool->heap.used_bytes;
 	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
@@ -620,7 +615,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	free(s.items);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	rep->bytes_scanned = (uint64_t)h->nzones * h->zone_size;
+	rep->bytes_scanned = kr_geom_heap_bytes(&pool->g);
 	if (rc)
 		return rc;
 	if (rep->unrepairable ||
@@ -658,8 +653,7 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY))
 		return KR_E_CORRUPT_OBJECT;
 	struct kr_check_report rep = {0};
-	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1,
-			  .row_size = (uint64_t)pool->hdr.row_pages * P};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
 	struct kr_quiesce q;
 	kr_quiesce_hold(&q, &pool->log, 0);
@@ -765,11 +759,11 @@ int kr_scrub_chunk_records(kr_pool *pool)
 	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
 		return KR_OK;
 	struct kr_check_report rep = {0};
-	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1, .row_size = (uint64_t)h->row_pages * P};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	int repaired = 0;
 	for (uint32_t z = 0; z < h->nzones; z++)
 		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
-			uint64_t off = h->heap_off + z * h->zone_size + (uint64_t)i * sizeof(struct kr_chunk_meta);
+			uint64_t off = kr_geom_zone_start(&pool->g, z) + (uint64_t)i * sizeof(struct kr_chunk_meta);
 			const struct kr_chunk_meta *m = (const void *)(pool->pm.base + off);
 			if (chunk_ok(m))
 				continue;
