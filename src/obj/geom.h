@@ -72,6 +72,12 @@ static inline uint64_t kr_geom_columns(const struct kr_geom *g)
 	return (uint64_t)g->nzones * g->row_pages;
 }
 
+/* Bytes of one page column: a page in each data row and its parity page. */
+static inline uint64_t kr_geom_column_bytes(const struct kr_geom *g)
+{
+	return ((uint64_t)g->rows + 1) * KR_PAGE_SIZE;
+}
+
 static inline uint64_t kr_geom_data_bytes(const struct kr_geom *g)
 {
 	return (uint64_t)g->nzones * g->rows * g->row_size;

@@ -96,7 +96,7 @@ static void scan_parity(struct scrub *s)
 {
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		s->rep->columns++;
-		progress(s, (uint64_t)(s->pool->hdr.rows + 1) * P);
+		progress(s, kr_geom_column_bytes(&s->pool->g));
 		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
 			s->bad_col[c] = 1;
 			s->rep->bad_columns++;
