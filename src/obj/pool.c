@@ -1,5 +1,5 @@
 /*
- * pool.c - pool files: geometry, creation, opening (with recovery), closing, statistics.
+ * pool.c - pool files: geometry, creation, opening (with recovery), closing.
  *
  * Design
  *
@@ -152,19 +152,6 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
 /* ---------------------------------------------------------------------------------------
  * Open / create
  * ------------------------------------------------------------------------------------- */
-int kr_pool_usable(kr_pool *pool)
-{
-	if (atomic_load_explicit(&pool->failed, memory_order_relaxed))
-		return kr_err_set(KR_E_POOL_FAILED, "%s: pool is in the error state; reopen it",
-				  pool->path);
-	return KR_OK;
-}
-
-void kr_pool_fail(kr_pool *pool, int err)
-{
-	atomic_store(&pool->failed, err ? err : KR_E_POOL_FAILED);
-}
-
 static void pool_free(kr_pool *pool)
 {
 	kr_scrub_stop(pool);
@@ -180,86 +167,6 @@ static void pool_free(kr_pool *pool)
 	pthread_cond_destroy(&pool->scrub_cond);
 	free(pool->path);
 	free(pool);
-}
-
-static int root_line_ok(const struct kr_root_line *rl)
-{
-	static const struct kr_root_line zero;
-	if (memcmp(rl, &zero, sizeof(zero)) == 0)
-		return 1;
-	for (size_t i = 0; i < sizeof(rl->reserved); i++)
-		if (rl->reserved[i])
-			return 0;
-	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
-}
-
-/* Counts what a check of the metadata copies found (struct kr_check_report's fields). */
-struct copies_tally {
-	uint64_t bad, repaired, first_bad_off;
-};
-
-static void tally_bad(kr_pool *pool, struct copies_tally *t, const void *where)
-{
-	if (t->bad++ == 0)
-		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
-}
-
-/* Both root lines are written by the same transactions, so after recovery they agree; a
- * copy that fails its check is rewritten from the other (if repair). */
-static int root_check(kr_pool *pool, int repair, struct copies_tally *t)
-{
-	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
-	if (!ok0 && !ok1)
-		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
-				  "root line is damaged in both control pages");
-	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
-		return KR_OK;
-	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
-	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
-	tally_bad(pool, t, bad);
-	if (!repair)
-		return KR_OK;
-	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
-	t->repaired++;
-	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
-}
-
-/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all)
- * if repair. */
-static int header_copies_check(kr_pool *pool, int repair, struct copies_tally *t)
-{
-	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
-	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
-	int fixed = 0;
-	for (int i = 0; i < 2; i++) {
-		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
-		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
-			continue;
-		tally_bad(pool, t, copies[i]);
-		if (!repair)
-			continue;
-		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
-		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
-		kr_pm_flush(&pool->pm, copies[i], P);
-		pool->csum_repairs++;
-		t->repaired++;
-		fixed = 1;
-	}
-	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
-}
-
-int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
-{
-	struct copies_tally t = {0};
-	int rc = header_copies_check(pool, repair, &t);
-	if (rc == KR_OK)
-		rc = root_check(pool, repair, &t);
-	rep->copies += 4; /* two header copies, two root lines */
-	rep->bad_copies += t.bad;
-	rep->repaired_copies += t.repaired;
-	if (t.bad && !rep->first_bad_off)
-		rep->first_bad_off = t.first_bad_off;
-	return rc;
 }
 
 /* Maps the file and brings up the log and heap from a validated header. */
@@ -307,14 +214,14 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	 * allocator records (the heap must not load from damaged ones). */
 	if ((rc = kr_pool_repair_listed(pool)))
 		return rc;
-	struct copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
-	if ((rc = header_copies_check(pool, 1, &opened)))
+	struct kr_copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
+	if ((rc = kr_scrub_header_copies(pool, 1, &opened)))
 		return rc;
 	if ((rc = kr_scrub_chunk_records(pool)))
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
-	if ((rc = root_check(pool, 1, &opened)))
+	if ((rc = kr_scrub_root_lines(pool, 1, &opened)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
 	struct kr_block b;
@@ -322,14 +229,6 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
 				  (unsigned long long)root);
 	return kr_pool_media_attach(pool);
-}
-
-int kr_pool_writable(kr_pool *pool, const char *what)
-{
-	if (!pool->pm.readonly)
-		return KR_OK;
-	return kr_err_set(KR_E_MISUSE_STATE, "%s: %s is open read-only (KR_OPEN_READONLY)", what,
-			  pool->path);
 }
 
 static kr_pool *pool_alloc(const char *path)
@@ -541,97 +440,3 @@ int kr_pool_close(kr_pool *pool)
 	pool_free(pool);
 	return rc;
 }
-
-int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
-{
-	if (!pool || !st)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_stat: NULL argument");
-	const struct kr_pool_hdr *h = &pool->hdr;
-	memset(st, 0, sizeof(*st));
-	st->pool_size = h->pool_size;
-	st->mode = pool->pm.mode;
-	st->nzones = h->nzones;
-	st->rows = h->rows;
-	st->nlanes = h->nlanes;
-	st->row_size = pool->g.row_size;
-	st->zone_size = h->zone_size;
-	st->lane_size = (uint64_t)h->lane_pages * P;
-	st->heap_size = kr_geom_data_bytes(&pool->g);
-	st->parity_bytes = kr_geom_parity_bytes(&pool->g);
-	uint64_t chunk_bytes = (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE;
-	st->meta_bytes = h->pool_size - st->parity_bytes - chunk_bytes;
-	pthread_mutex_lock(&pool->heap.lock);
-	st->used_bytes = pool->heap.used_bytes;
-	st->free_bytes = pool->heap.free_bytes;
-	st->nobjects = pool->heap.nobjects;
-	pthread_mutex_unlock(&pool->heap.lock);
-	st->max_alloc = pool->heap.max_alloc;
-	memcpy(st->uuid, h->uuid, sizeof(st->uuid));
-	st->recovered = pool->recovered;
-	st->replayed_txs = pool->recovery.replayed;
-	st->discarded_txs = pool->recovery.discarded;
-	st->media_repairs = pool->media_repairs;
-	st->csum_repairs = pool->csum_repairs;
-	st->scrub_passes = pool->scrub_passes;
-	st->last_repair_ns = pool->last_repair_ns;
-	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
-	st->readonly = pool->pm.readonly;
-	return KR_OK;
-}
-
-int kr_pool_page_kind(kr_pool *pool, uint64_t off)
-{
-	if (!pool || off >= pool->hdr.pool_size)
-		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
-	const struct kr_geom *g = &pool->g;
-	if (kr_geom_in_header(g, off))
-		return KR_PAGE_HEADER;
-	if (kr_geom_in_control(g, off))
-		return KR_PAGE_CONTROL;
-	if (kr_geom_in_lanes(g, off))
-		return KR_PAGE_LANE;
-	if (kr_geom_in_lane_replica(g, off))
-		return (pool->hdr.ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA
-								   : KR_PAGE_UNUSED;
-	if (!kr_geom_in_heap(g, off))
-		return KR_PAGE_UNUSED;
-	if (!kr_geom_in_data(g, off))
-		return KR_PAGE_PARITY;
-	return kr_geom_in_zone_meta(g, off) ? KR_PAGE_ZONE_META : KR_PAGE_DATA;
-}
-
-int kr_pool_locate(kr_pool *pool, uint64_t off, struct kr_location *where)
-{
-	if (!pool || !where)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_locate: NULL argument");
-	int rc = kr_opts_size_check(where->struct_size, sizeof(*where), "struct kr_location");
-	if (rc)
-		return rc;
-	int kind = kr_pool_page_kind(pool, off);
-	if (kind < 0)
-		return kind;
-	const struct kr_geom *g = &pool->g;
-	memset(where, 0, sizeof(*where));
-	where->struct_size = sizeof(*where);
-	where->kind = kind;
-	where->page = off & ~(uint64_t)(P - 1);
-	if (kind != KR_PAGE_LANE || (pool->hdr.ro_compat & KR_FEAT_RO_LOG_REPLICA))
-		where->twin = kr_geom_twin(g, off);
-	where->in_zone = kr_geom_in_heap(g, off);
-	if (where->in_zone) {
-		where->zone = kr_geom_zone(g, off);
-		where->row = kr_geom_row(g, off);
-		where->column = (uint32_t)(kr_geom_in_row(g, off) / P);
-		where->parity = kr_geom_parity_of(g, off);
-	}
-	struct kr_block b;
-	if (kr_heap_owner(&pool->heap, off, &b)) {
-		const struct kr_obj_hdr *hdr = (const void *)(pool->pm.base + b.off);
-		where->object = b.off + sizeof(*hdr);
-		where->object_size = hdr->size;
-	}
-	return KR_OK;
-}
-
-void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }
-size_t kr_pool_mapped_size(kr_pool *pool) { return pool ? pool->pm.size : 0; }

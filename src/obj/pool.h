@@ -43,7 +43,8 @@ struct kr_pool {
 	char *path;
 };
 
-/* KR_E_POOL_FAILED (with a message) if the pool is in the error state, else KR_OK. */
+/* The error state and access mode (query.c). KR_E_POOL_FAILED (with a message) if the pool
+ * is in the error state, else KR_OK. */
 int kr_pool_usable(kr_pool *pool);
 /* KR_E_MISUSE_STATE (message naming what) if the pool was opened with KR_OPEN_READONLY. */
 int kr_pool_writable(kr_pool *pool, const char *what);
@@ -53,9 +54,19 @@ void kr_pool_fail(kr_pool *pool, int err);
 /* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
  * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
 int kr_scrub_chunk_records(kr_pool *pool);
-/* The header copies and the root lines of both control pages against each other: counted in
- * rep->copies / bad_copies, rewritten from the sound twin if repair (repaired_copies). */
+/* The header copies and the root lines of both control pages against each other (scrub.c):
+ * counted in rep->copies / bad_copies, rewritten from the sound twin if repair
+ * (repaired_copies). Open runs the two halves at its own moments, with its own tally. */
 int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep);
+struct kr_copies_tally {
+	uint64_t bad, repaired, first_bad_off;
+};
+/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all)
+ * if repair. */
+int kr_scrub_header_copies(kr_pool *pool, int repair, struct kr_copies_tally *t);
+/* Both root lines are written by the same transactions, so after recovery they agree; a
+ * copy that fails its check is rewritten from the other (if repair). */
+int kr_scrub_root_lines(kr_pool *pool, int repair, struct kr_copies_tally *t);
 /* Online repair of one object that failed its checksum (commits held back meanwhile). */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b);
 /* Stops the background scrubber if it runs. */

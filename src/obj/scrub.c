@@ -669,6 +669,80 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The metadata copies: both header copies and both root lines (also run at open)
+ * ------------------------------------------------------------------------------------- */
+static int root_line_ok(const struct kr_root_line *rl)
+{
+	static const struct kr_root_line zero;
+	if (memcmp(rl, &zero, sizeof(zero)) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(rl->reserved); i++)
+		if (rl->reserved[i])
+			return 0;
+	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
+}
+
+static void tally_bad(kr_pool *pool, struct kr_copies_tally *t, const void *where)
+{
+	if (t->bad++ == 0)
+		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
+}
+
+int kr_scrub_root_lines(kr_pool *pool, int repair, struct kr_copies_tally *t)
+{
+	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
+	if (!ok0 && !ok1)
+		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
+				  "root line is damaged in both control pages");
+	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
+		return KR_OK;
+	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
+	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
+	tally_bad(pool, t, bad);
+	if (!repair)
+		return KR_OK;
+	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
+	t->repaired++;
+	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
+}
+
+int kr_scrub_header_copies(kr_pool *pool, int repair, struct kr_copies_tally *t)
+{
+	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
+	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
+	int fixed = 0;
+	for (int i = 0; i < 2; i++) {
+		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
+		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
+			continue;
+		tally_bad(pool, t, copies[i]);
+		if (!repair)
+			continue;
+		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
+		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
+		kr_pm_flush(&pool->pm, copies[i], P);
+		pool->csum_repairs++;
+		t->repaired++;
+		fixed = 1;
+	}
+	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
+}
+
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
+{
+	struct kr_copies_tally t = {0};
+	int rc = kr_scrub_header_copies(pool, repair, &t);
+	if (rc == KR_OK)
+		rc = kr_scrub_root_lines(pool, repair, &t);
+	rep->copies += 4; /* two header copies, two root lines */
+	rep->bad_copies += t.bad;
+	rep->repaired_copies += t.repaired;
+	if (t.bad && !rep->first_bad_off)
+		rep->first_bad_off = t.first_bad_off;
+	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Read policies and the background scrubber
  * ------------------------------------------------------------------------------------- */
 static uint64_t commits_so_far(kr_pool *pool)
