@@ -10,9 +10,11 @@
  *      end/abandon; it is taken before the gate is closed and released after it is opened,
  *      so two repairs never close the gate over each other.
  *   3. kr_parity_unlocked is set on this thread exactly while one of its objects is
- *      STOPPED. Stops nest (a fault inside a scrub pass, or inside another repair's
- *      rebuild, is resolved on the same thread): only the outermost one of a pool closes and
- *      opens its gate, so the outer section stays quiet after the inner repair.
+ *      STOPPED. Stops nest (a fault met inside a scrub pass is resolved on the scrubbing
+ *      thread): only the outermost one of a pool closes and opens its gate, so the outer
+ *      section stays quiet after the inner repair. (A fault inside a fault repair's own
+ *      rebuild would wait for the repair lock forever; it cannot be repaired anyway: two
+ *      lost pages of one column.)
  *
  * Everything here is async-signal-safe: atomics, sched_yield, thread-locals.
  */
