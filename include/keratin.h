@@ -320,6 +320,36 @@ enum kr_page_kind {
 /* O(1); KR_E_MISUSE_ARG (negative) for an offset beyond the pool. */
 KR_API int kr_pool_page_kind(kr_pool *pool, uint64_t off);
 
+/* Where the byte at pool offset off is, and what protects it (kr_pool_locate). Set
+ * struct_size (or start from KR_LOCATION_INIT); the library fills in the rest.
+ *
+ * The heap is nzones zones of kr_pool_stat().zone_size bytes; a zone is `rows` data rows of
+ * row_size bytes and one parity row. Byte x of a zone's parity row is the XOR of byte x of
+ * each of its data rows: those bytes form a stripe, and the 4 KiB pages holding them one
+ * page column, of which any one lost page can be rebuilt from the others. The pages
+ * outside the heap (headers, control pages, log lanes) each have a twin copy instead. */
+struct kr_location {
+	uint32_t struct_size;  /* sizeof(struct kr_location) */
+	int kind;              /* enum kr_page_kind of the page holding the byte */
+	uint64_t page;         /* pool offset of that page */
+	uint64_t twin;         /* header, control and lane pages: the same byte in the other copy
+				* (lanes: only if the pool keeps the log replica); else 0 */
+	int in_zone;           /* 1 for zone metadata, data and parity: the next four are set */
+	uint32_t zone;         /* 0 .. nzones - 1 */
+	uint32_t row;          /* 0 .. rows - 1 for a data row, rows for the parity row */
+	uint32_t column;       /* page column within the zone: 0 .. row_size / 4096 - 1 */
+	uint64_t parity;       /* pool offset of the parity byte of the byte's stripe (the byte
+				* itself in the parity row) */
+	kr_oid object;         /* the live object whose block (header, payload, padding up to the
+				* next block) holds the byte, or 0 */
+	uint64_t object_size;  /* kr_size(object), or 0 */
+};
+#define KR_LOCATION_INIT {.struct_size = sizeof(struct kr_location)}
+/* O(1) but for an object in a large extent (a walk back to its first chunk). Reads only
+ * DRAM state and object headers. Errors: KR_E_MISUSE_ARG for a NULL pool or where, a
+ * struct_size this library does not know, or an offset beyond the pool. */
+KR_API int kr_pool_locate(kr_pool *pool, uint64_t off, struct kr_location *where);
+
 /* Zero-initialise the report (`struct kr_check_report rep = {0};`) and set only the
  * callbacks you want: kr_pool_check reads on_page and progress from it.
  * Verifies every object checksum, every chunk record, every parity column and the metadata

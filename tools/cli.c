@@ -543,8 +543,6 @@ static void print_verify_json(kr_pool *pool, const char *path, const struct kr_p
 			      const struct kr_check_report *rep, const struct kr_deep_report *deep,
 			      int rc, const struct damage_list *d, const char *result)
 {
-	struct pool_geom g;
-	int have_geom = geom_load(pool, &g) == KR_OK;
 	printf("{");
 	json_pool_members(path, st);
 	printf(", \"checked\": {\"objects\": %llu, \"chunk_records\": %llu, "
@@ -558,9 +556,8 @@ static void print_verify_json(kr_pool *pool, const char *path, const struct kr_p
 	       (unsigned long long)rep->bad_columns, (unsigned long long)rep->unrepairable,
 	       (unsigned long long)rep->repaired_pages, (unsigned long long)rep->recomputed_columns);
 	for (size_t i = 0; i < d->n; i++) {
-		char where[128] = "";
-		if (have_geom)
-			geom_describe(pool, &g, d->off[i], where, sizeof(where));
+		char where[128];
+		geom_describe(pool, d->off[i], where, sizeof(where));
 		printf("%s{\"offset\": %llu, \"holds\": ", i ? ", " : "",
 		       (unsigned long long)d->off[i]);
 		util_json_str(where);
@@ -706,10 +703,9 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	uint64_t first_bad = check_first_bad(&rep, dl.lowest);
 	free(dl.off);
 	free(dl.state);
-	struct pool_geom g;
 	char where[128] = "";
-	if (rc && geom_load(pool, &g) == KR_OK)
-		geom_describe(pool, &g, first_bad, where, sizeof(where));
+	if (rc)
+		geom_describe(pool, first_bad, where, sizeof(where));
 	print_verify(path, &st, &rep, kind, rc, first_bad, where);
 	if (deep)
 		print_deep(&dr);
@@ -749,15 +745,14 @@ static int cmd_scrub(const struct command *cmd, int argc, char **argv)
 
 enum fault { FAULT_MEDIA, FAULT_SCRIBBLE };
 
-/* A random page of the heap's data rows holding objects or free space. Zone metadata
- * shares the first row of each zone; a draw that lands there is drawn again. 0 if the
- * draws keep missing (a pool whose rows are nearly all metadata). */
+/* A random page of the heap's data rows holding objects or free space: a draw that lands
+ * on zone metadata or a parity row is drawn again. 0 if the draws keep missing (a pool
+ * whose rows are nearly all metadata). */
 static uint64_t random_data_page(kr_pool *pool, const struct pool_geom *g, uint64_t *rng)
 {
 	for (int tries = 0; tries < 10000; tries++) {
-		uint64_t off = g->heap_off + util_rand_below(rng, g->nzones) * g->zone_size +
-			       util_rand_below(rng, g->rows) * g->row_size +
-			       util_rand_below(rng, g->row_pages) * MAP_PAGE;
+		uint64_t off = g->heap_off +
+			       util_rand_below(rng, (g->heap_end - g->heap_off) / MAP_PAGE) * MAP_PAGE;
 		if (kr_pool_page_kind(pool, off) == KR_PAGE_DATA)
 			return off;
 	}
@@ -833,8 +828,8 @@ static int choose_target(const char *path, unsigned flags, enum fault fault, uin
 	if (!t->have_len)
 		t->len = 1 + util_rand_below(rng, g.row_size - t->off % MAP_PAGE);
 	if (t->off < g.pool_size && t->len <= g.pool_size - t->off) {
-		geom_describe(pool, &g, t->off, t->first, sizeof(t->first));
-		geom_describe(pool, &g, t->off + t->len - 1, t->last, sizeof(t->last));
+		geom_describe(pool, t->off, t->first, sizeof(t->first));
+		geom_describe(pool, t->off + t->len - 1, t->last, sizeof(t->last));
 	}
 	return close_pool(path, pool, 0);
 }
@@ -970,6 +965,61 @@ static struct pool_map *collect_map(const char *path, unsigned flags)
 		return NULL;
 	}
 	return m;
+}
+
+/* keratin locate PATH OFFSET: what the library's kr_pool_locate says of one pool offset. */
+static int cmd_locate(const struct command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"force-pmem", no_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	unsigned flags = KR_OPEN_READONLY;
+	uint64_t off;
+	int c;
+
+	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
+		switch (c) {
+		case 'f': flags |= KR_OPEN_FORCE_PMEM; break;
+		case 'h': return show_help(cmd);
+		default: return UTIL_EXIT_USAGE;
+		}
+	}
+	if (argc - optind < 2)
+		return util_usage_error(prog_name(cmd), "missing PATH or OFFSET");
+	if (argc - optind > 2)
+		return util_usage_error(prog_name(cmd), "unexpected argument '%s'", argv[optind + 2]);
+	const char *path = argv[optind];
+	if (util_parse_size(argv[optind + 1], &off))
+		return util_usage_error(prog_name(cmd), "invalid offset '%s'", argv[optind + 1]);
+
+	kr_pool *pool;
+	struct kr_pool_stat st;
+	if (open_pool(path, flags, &pool, &st))
+		return 1;
+	struct kr_location w = KR_LOCATION_INIT;
+	int rc = kr_pool_locate(pool, off, &w);
+	if (rc) {
+		util_lib_error("keratin", path, rc);
+		return close_pool(path, pool, 1);
+	}
+	char holds[128];
+	util_field("offset", "0x%llx", (unsigned long long)off);
+	util_field("holds", "%s", geom_describe(pool, off, holds, sizeof(holds)));
+	util_field("page", "0x%llx", (unsigned long long)w.page);
+	if (w.in_zone)
+		util_field("parity", "0x%llx", (unsigned long long)w.parity);
+	if (w.twin)
+		util_field("other copy", "0x%llx", (unsigned long long)w.twin);
+	if (w.object)
+		util_field("object", "0x%llx (%llu bytes), %s", (unsigned long long)w.object,
+			   (unsigned long long)w.object_size,
+			   off < w.object ? "its header"
+			   : off - w.object < w.object_size ? "a byte of it" : "padding after it");
+	else if (w.kind == KR_PAGE_DATA)
+		util_field("object", "none (free space)");
+	return close_pool(path, pool, 0);
 }
 
 static int cmd_map(const struct command *cmd, int argc, char **argv)
@@ -1168,6 +1218,15 @@ static const struct command commands[] = {
 	 "               printed, so a run can be repeated)\n"
 	 "  --force-pmem treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_inject},
+	{"locate", "PATH OFFSET [--force-pmem]", "pool", "where a pool offset is and what protects it",
+	 "Opens the pool at PATH read-only and tells what holds the byte at OFFSET (decimal\n"
+	 "or 0x hex, suffixes K, M, G): the kind of page, for a zone page its zone, row and\n"
+	 "page column and the parity byte of its stripe, for a header, control or log page\n"
+	 "its other copy, and the object whose block holds the byte. An offset beyond the\n"
+	 "pool is an error (exit status 1).\n"
+	 "\n"
+	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
+	 cmd_locate},
 	{"map", "PATH [--svg FILE] [--force-pmem]", "pool", "draw the pool: what every page holds",
 	 "Draws the pool at PATH: one line per zone row (data rows and the parity row), one\n"
 	 "character per page, or per group of pages in a large pool (the scale is printed),\n"

@@ -58,19 +58,7 @@ int geom_load(kr_pool *pool, struct pool_geom *g)
 	return KR_OK;
 }
 
-int geom_locate(const struct pool_geom *g, uint64_t off, uint32_t *zone, uint32_t *row,
-		uint64_t *col)
-{
-	if (off < g->heap_off || off >= g->heap_end)
-		return 0;
-	uint64_t rel = off - g->heap_off, zoff = rel % g->zone_size;
-	*zone = (uint32_t)(rel / g->zone_size);
-	*row = (uint32_t)(zoff / g->row_size);
-	*col = zoff % g->row_size / P;
-	return 1;
-}
-
-static const char *kind_name(int kind)
+const char *geom_kind_name(int kind)
 {
 	switch (kind) {
 	case KR_PAGE_HEADER: return "header";
@@ -85,21 +73,19 @@ static const char *kind_name(int kind)
 	return "unknown";
 }
 
-const char *geom_describe(kr_pool *pool, const struct pool_geom *g, uint64_t off, char *buf,
-			  size_t len)
+const char *geom_describe(kr_pool *pool, uint64_t off, char *buf, size_t len)
 {
-	const char *name = kind_name(kr_pool_page_kind(pool, off));
-	uint32_t zone, row;
-	uint64_t col;
-
-	if (!geom_locate(g, off, &zone, &row, &col))
-		snprintf(buf, len, "%s page", name);
-	else if (row == g->rows)
-		snprintf(buf, len, "%s page, zone %u parity row column %llu", name, zone,
-			 (unsigned long long)col);
+	struct kr_location w = KR_LOCATION_INIT;
+	if (kr_pool_locate(pool, off, &w) != KR_OK)
+		snprintf(buf, len, "offset beyond the pool");
+	else if (!w.in_zone)
+		snprintf(buf, len, "%s page", geom_kind_name(w.kind));
+	else if (w.kind == KR_PAGE_PARITY)
+		snprintf(buf, len, "%s page, zone %u parity row column %u", geom_kind_name(w.kind),
+			 w.zone, w.column);
 	else
-		snprintf(buf, len, "%s page, zone %u row %u column %llu", name, zone, row,
-			 (unsigned long long)col);
+		snprintf(buf, len, "%s page, zone %u row %u column %u", geom_kind_name(w.kind), w.zone,
+			 w.row, w.column);
 	return buf;
 }
 
@@ -215,18 +201,18 @@ struct pool_map {
 	uint64_t pages_by_state[4]; /* pages the check reported, by kr_page_state */
 	uint64_t lowest;            /* see check_note_page() */
 	struct kr_check_report rep;
+	kr_pool *pool; /* during the check, for its on_page callback */
 	int check_rc;
 };
 
 /* The character index of a heap offset, or -1 outside the heap. */
-static int64_t cell_of(const struct pool_map *m, uint64_t off)
+static int64_t cell_of(const struct pool_map *m, kr_pool *pool, uint64_t off)
 {
-	uint32_t zone, row;
-	uint64_t col;
-	if (!geom_locate(&m->g, off, &zone, &row, &col))
+	struct kr_location w = KR_LOCATION_INIT;
+	if (kr_pool_locate(pool, off, &w) != KR_OK || !w.in_zone)
 		return -1;
-	uint64_t line = (uint64_t)zone * (m->g.rows + 1) + row;
-	return (int64_t)(line * m->cols + col / m->group);
+	uint64_t line = (uint64_t)w.zone * (m->g.rows + 1) + w.row;
+	return (int64_t)(line * m->cols + w.column / m->group);
 }
 
 static int add_run(struct pool_map *m, int kind, uint64_t off)
@@ -300,7 +286,7 @@ static void collect_objects(struct pool_map *m, kr_pool *pool)
 		m->objects++;
 		m->payload += size;
 		for (uint64_t page = first > next_page ? first : next_page; page < end; page++) {
-			int64_t cell = cell_of(m, page * P);
+			int64_t cell = cell_of(m, pool, page * P);
 			if (cell >= 0 && m->live[cell] < UINT16_MAX)
 				m->live[cell]++;
 			m->live_pages++;
@@ -314,10 +300,10 @@ static void collect_objects(struct pool_map *m, kr_pool *pool)
 
 /* Draws the page at off as damaged, repaired or unrepairable, unless something worse is
  * drawn there already. */
-static void mark_page(struct pool_map *m, uint64_t off, int state)
+static void mark_page(struct pool_map *m, kr_pool *pool, uint64_t off, int state)
 {
 	int rank = damage_rank(state);
-	int64_t cell = cell_of(m, off);
+	int64_t cell = cell_of(m, pool, off);
 
 	if (cell >= 0) {
 		if (rank > m->damage[cell])
@@ -343,7 +329,7 @@ static void on_page(void *ctx, uint64_t off, int state)
 	if (state >= 1 && state <= 3)
 		m->pages_by_state[state]++;
 	check_note_page(&m->lowest, off);
-	mark_page(m, off, state);
+	mark_page(m, m->pool, off, state);
 }
 
 /* The character of one group of pages: damage over everything, else whatever most of its
@@ -434,14 +420,16 @@ struct pool_map *map_collect(kr_pool *pool, const char *path, const uint64_t *re
 
 	collect_objects(m, pool);
 	for (size_t i = 0; i < nrepaired; i++)
-		mark_page(m, repaired[i] & ~(uint64_t)(P - 1), KR_PAGE_REPAIRED);
+		mark_page(m, pool, repaired[i] & ~(uint64_t)(P - 1), KR_PAGE_REPAIRED);
 
 	struct util_busy busy;
 	char h[UTIL_HUMAN_LEN];
 	util_busy_begin(&busy, "checking %s (%s) ...", path, util_human(m->g.pool_size, h));
 	m->rep.on_page = on_page;
 	m->rep.ctx = m;
+	m->pool = pool;
 	m->check_rc = kr_pool_check(pool, 0, &m->rep);
+	m->pool = NULL;
 	util_busy_end(&busy);
 	if (m->check_rc && KR_ERR_CLASS(m->check_rc) != KR_E_CORRUPT) {
 		*rc = m->check_rc;

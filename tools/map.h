@@ -1,9 +1,9 @@
 /*
  * map.h - where things lie in a pool, as far as the public API tells, and the picture that
- * `keratin map` draws of it. The geometry (where the heap begins, which zone, row and page
- * column an offset falls in) is derived from kr_pool_stat() and kr_pool_page_kind() only, so
- * the tool keeps working whatever the library does to its layout internals; `keratin
- * inject` uses it to choose and describe the pages it damages.
+ * `keratin map` draws of it. Which zone, row and page column an offset falls in is what
+ * kr_pool_locate() says; the extent of the heap and its rows come from kr_pool_stat() and
+ * kr_pool_page_kind(), so the tool keeps working whatever the library does to its layout
+ * internals; `keratin inject` uses it to choose and describe the pages it damages.
  */
 #ifndef KR_TOOLS_MAP_H
 #define KR_TOOLS_MAP_H
@@ -26,14 +26,12 @@ struct pool_geom {
 /* Fills g for an open pool. KR_OK, or the library's error code (its message is set). */
 int geom_load(kr_pool *pool, struct pool_geom *g);
 
-/* For an offset inside the heap: its zone, row (g->rows for the parity row) and page
- * column. Returns 1 inside the heap, 0 outside (and leaves the outputs alone). */
-int geom_locate(const struct pool_geom *g, uint64_t off, uint32_t *zone, uint32_t *row,
-		uint64_t *col);
+/* "data page, zone 0 row 41 column 3", "lane replica page", ...: what holds offset off
+ * (kr_pool_locate). */
+const char *geom_describe(kr_pool *pool, uint64_t off, char *buf, size_t len);
 
-/* "data page, zone 0 row 41 column 3", "lane replica page", ...: what holds offset off. */
-const char *geom_describe(kr_pool *pool, const struct pool_geom *g, uint64_t off, char *buf,
-			  size_t len);
+/* The name of an enum kr_page_kind value: "header", "zone metadata", ... */
+const char *geom_kind_name(int kind);
 
 /* The offset a check report names as the first damage: the first damaged object or chunk
  * record, or, for damage that only parity sees (free space, a parity page) and that names

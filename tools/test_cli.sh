@@ -570,6 +570,26 @@ media)
 	usage_error inject "$P" scribble --offset 0xfff000 --length 8K
 	expect 0 "$KR" inject "$P" scribble --offset 0xfff000 --length 4K # the last page is in
 	;;
+locate)
+	new_pool l
+	cp "$P" "$DIR/before"
+	expect 0 "$KR" locate "$P" $((SMALL + 4)) --force-pmem
+	has out "^holds: *data page, zone 0 row [0-9]* column [0-9]*$"
+	has out "^parity: *0x[0-9a-f]*$"
+	has out "^object: *$SMALL (100 bytes), a byte of it$"
+	expect 0 "$KR" locate "$P" $((SMALL - 16)) --force-pmem
+	has out "^object: *$SMALL (100 bytes), its header$"
+	expect 0 "$KR" locate "$P" 0x10 --force-pmem
+	has out "^holds: *header page$"
+	has out "^other copy: *0xfff010$"
+	grep -q "^parity" "$DIR/out" && fail "a header byte has a parity byte: $(cat "$DIR/out")"
+	cmp -s "$P" "$DIR/before" || fail "locate changed the pool file"
+	lib_error "$P" locate "$P" 16M --force-pmem
+	has err "beyond the pool"
+	usage_error locate "$P"
+	usage_error locate "$P" 12 extra
+	usage_error locate "$P" 0xZZ
+	;;
 map)
 	new_pool p
 	expect 0 "$KR" map "$P" --force-pmem --svg "$DIR/p.svg"

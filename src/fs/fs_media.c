@@ -55,8 +55,9 @@ static bool two_maps(const struct kr_fs *fs)
 	return fs->pm.view && fs->pm.view != fs->pm.base;
 }
 
-static bool fs_fault(void *ctx, int sig, const siginfo_t *si)
+static bool fs_fault(void *ctx, int sig, const siginfo_t *si, const void *ucontext)
 {
+	(void)ucontext;
 	struct kr_fs *fs = ctx;
 	const char *addr = si->si_addr;
 	const char *map = two_maps(fs) && addr >= fs->pm.view && addr < fs->pm.view + fs->pm.size ? fs->pm.view

@@ -3,10 +3,10 @@
  *
  * Design
  *
- *   Geometry: zone z starts at heap_off + z * zone_size; data row r of it at
- *   + r * row_size; the parity row at + rows * row_size. Data byte at zone offset
- *   r * row_size + c has its parity at column c. Objects ignore row boundaries, so one
- *   patch may touch two rows' parity; kr_parity_patch splits it.
+ *   Geometry (obj/geom.h computes all of it): a zone is rows data rows and one parity row;
+ *   a data byte's parity is the parity row's byte at the same offset in its row. Objects
+ *   ignore row boundaries, so one patch may touch two rows' parity; kr_parity_patch
+ *   splits it.
  *
  *   Concurrency: XOR commutes, so any number of commits may patch the same parity bytes in
  *   any order as long as each patch is itself atomic. A small patch is a few atomic 64-bit
@@ -37,11 +37,7 @@
 void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_hdr *h)
 {
 	p->pm = pm;
-	p->heap_off = h->heap_off;
-	p->zone_size = h->zone_size;
-	p->row_size = (uint64_t)h->row_pages * P;
-	p->rows = h->rows;
-	p->nzones = h->nzones;
+	p->g = kr_geom_of(h);
 	p->crossover = KR_PARITY_CROSSOVER_DEFAULT;
 	const char *env = getenv("KERATIN_PARITY_CROSSOVER");
 	if (env && *env)
@@ -58,16 +54,12 @@ void kr_parity_fini(struct kr_parity *p)
 
 int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len)
 {
-	if (off < p->heap_off)
-		return 0;
-	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
-	return z < p->nzones && zoff + len <= (uint64_t)p->rows * p->row_size;
+	return kr_geom_covers(&p->g, off, len);
 }
 
 uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
 {
-	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
-	return p->heap_off + z * p->zone_size + (uint64_t)p->rows * p->row_size + zoff % p->row_size;
+	return kr_geom_parity_of(&p->g, off);
 }
 
 /* The distinct lock indices of the page columns of parity bytes [poff, poff+len), in
@@ -194,8 +186,7 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
 	const uint8_t *o = old, *n = new;
 	while (len > 0) {
 		/* One row's share at a time: parity columns are per row offset. */
-		uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
-		size_t piece = p->row_size - zoff % p->row_size;
+		size_t piece = p->g.row_size - kr_geom_in_row(&p->g, off);
 		if (piece > len)
 			piece = len;
 		uint64_t poff = kr_parity_offset(p, off);
@@ -217,14 +208,11 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
 }
 
 /* The rows of the page column holding offset off, as ISA-L source vectors. */
-static void column_vectors(struct kr_parity *p, uint64_t off, void **v, uint64_t *col_off)
+static void column_vectors(struct kr_parity *p, uint64_t off, void **v)
 {
-	uint64_t rel = off - p->heap_off, z = rel / p->zone_size, zoff = rel % p->zone_size;
-	uint64_t col = (zoff % p->row_size) & ~(uint64_t)(P - 1);
-	char *zb = p->pm->base + p->heap_off + z * p->zone_size;
-	for (uint32_t r = 0; r <= p->rows; r++) /* the last one is the parity row */
-		v[r] = zb + (uint64_t)r * p->row_size + col;
-	*col_off = col;
+	uint64_t page = off & ~(uint64_t)(P - 1);
+	for (uint32_t r = 0; r <= p->g.rows; r++) /* the last one is the parity row */
+		v[r] = p->pm->base + kr_geom_in_stripe(&p->g, page, r);
 }
 
 /* Column work keeps its vectors on the stack (rows are at most KR_MAX_ROWS): it runs in the
@@ -234,50 +222,46 @@ void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 	void *v[KR_MAX_ROWS + 1];
 	uint64_t page = off & ~(uint64_t)(P - 1), end = off + len;
 	for (; page < end; page += P) {
-		uint64_t col;
-		column_vectors(p, page, v, &col);
-		uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
+		column_vectors(p, page, v);
+		uint64_t poff = (uint64_t)((char *)v[p->g.rows] - p->pm->base);
 		uint16_t idx[1];
 		int nl = lock_set(poff, P, idx);
 		lock_range(p, idx, nl, 1);
-		kr_pm_xor_gen(p->pm, (int)p->rows + 1, P, v);
+		kr_pm_xor_gen(p->pm, (int)p->g.rows + 1, P, v);
 		unlock_range(p, idx, nl);
-		kr_pm_flush(p->pm, v[p->rows], P);
+		kr_pm_flush(p->pm, v[p->g.rows], P);
 	}
 }
 
 void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff)
 {
-	kr_parity_recompute(p, poff - (uint64_t)p->rows * p->row_size, KR_PAGE_SIZE);
+	kr_parity_recompute(p, kr_geom_in_stripe(&p->g, poff, 0), KR_PAGE_SIZE);
 }
 
 void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 {
-	uint64_t rel = off - p->heap_off, zoff = rel % p->zone_size;
-	uint32_t row = (uint32_t)(zoff / p->row_size);
+	uint32_t row = kr_geom_row(&p->g, off);
 	void *v[KR_MAX_ROWS + 1];
 	_Alignas(32) uint8_t acc[P];
-	uint64_t col;
-	column_vectors(p, off, v, &col);
+	column_vectors(p, off, v);
 	/* The lost row's bytes = XOR of parity and every other row: one ISA-L pass, the lost
 	 * row's slot taken by the parity row and the destination put last. */
-	uint64_t poff = (uint64_t)((char *)v[p->rows] - p->pm->base);
-	v[row] = v[p->rows];
-	v[p->rows] = acc;
+	uint64_t poff = (uint64_t)((char *)v[p->g.rows] - p->pm->base);
+	v[row] = v[p->g.rows];
+	v[p->g.rows] = acc;
 	uint16_t idx[1];
 	int nl = lock_set(poff, P, idx);
 	lock_range(p, idx, nl, 0);
-	xor_gen((int)p->rows + 1, P, v);
+	xor_gen((int)p->g.rows + 1, P, v);
 	kr_simd_done();
 	unlock_range(p, idx, nl);
-	memcpy(out, acc + (zoff % P), len);
+	memcpy(out, acc + off % P, len);
 }
 
 int kr_parity_column_ok(struct kr_parity *p, uint64_t off)
 {
 	void *v[KR_MAX_ROWS + 1];
-	uint64_t col;
-	column_vectors(p, off, v, &col);
+	column_vectors(p, off, v);
 	/* xor_check: the XOR of all vectors, parity included, must be zero. */
-	return xor_check((int)p->rows + 1, P, v) == 0;
+	return xor_check((int)p->g.rows + 1, P, v) == 0;
 }

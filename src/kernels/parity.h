@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "geom.h"
 #include "layout.h"
 #include "pmem.h"
 
@@ -21,8 +22,7 @@
 
 struct kr_parity {
 	struct kr_pm *pm;
-	uint64_t heap_off, zone_size, row_size;
-	uint32_t rows, nzones;
+	struct kr_geom g;
 	size_t crossover; /* patches of at least this many bytes take the SIMD path */
 	pthread_rwlock_t locks[KR_PARITY_LOCKS];
 	/* Called around a wait for a range lock (the pool steps the thread out of the commit

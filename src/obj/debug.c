@@ -53,6 +53,7 @@
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
+#include "media.h"
 #include "pool.h"
 
 #define PAGE 4096u
@@ -78,15 +79,19 @@ struct kr_debug {
 	_Atomic uint32_t nfreed;            /* entries ever written */
 };
 
-struct kr_debug *kr_debug_new(void)
+static bool retired_fault(void *ctx, int sig, const siginfo_t *si, const void *ucontext);
+
+int kr_debug_new(struct kr_debug **out)
 {
+	int rc = kr_media_watch_elsewhere(retired_fault, NULL);
+	if (rc != KR_OK)
+		return rc;
 	struct kr_debug *d = kr_calloc(1, sizeof(*d));
-	if (!d) {
-		kr_err_set(KR_E_NOMEM, "debug state");
-		return NULL;
-	}
+	if (!d)
+		return kr_err_set(KR_E_NOMEM, "debug state");
 	pthread_mutex_init(&d->lock, NULL);
-	return d;
+	*out = d;
+	return KR_OK;
 }
 
 void kr_debug_free(struct kr_debug *d)
@@ -313,11 +318,19 @@ void kr_debug_freed_access(kr_pool *pool, kr_oid oid)
 	say(line);
 }
 
+/* media.c's resolver of faults outside every watched mapping: a retired micro-buffer's
+ * pages are a mapping of their own. Reports, then passes the fault on. */
+static bool retired_fault(void *ctx, int sig, const siginfo_t *si, const void *ucontext)
+{
+	(void)ctx;
+	(void)sig;
+	report_retired(si->si_addr, fault_is_write(ucontext));
+	return false;
+}
+
 int kr_debug_fault(kr_pool *view_pool, const void *addr, const void *ucontext)
 {
 	int write = fault_is_write(ucontext);
-	if (!view_pool)
-		return report_retired(addr, write);
 	if (!view_pool->debug)
 		return 0;
 	uint64_t off = (uint64_t)((const char *)addr - view_pool->pm.view);

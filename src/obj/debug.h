@@ -14,9 +14,11 @@
 #include "keratin.h"
 
 struct kr_block;
+struct kr_debug;
 
-/* The debug state of one pool: NULL (the mode is off) or from kr_debug_new. */
-struct kr_debug *kr_debug_new(void);
+/* The debug state of one pool: NULL (the mode is off) or from kr_debug_new, which also
+ * sets the resolver that names faults in retired micro-buffers. */
+int kr_debug_new(struct kr_debug **out);
 void kr_debug_free(struct kr_debug *d);
 
 /* Micro-buffers: bytes of DRAM on pages of their own, zeroed or not. A retired buffer
@@ -40,9 +42,10 @@ void kr_debug_freed(kr_pool *pool, const struct kr_block *b, kr_oid oid, uint64_
 void kr_debug_unfreed(char *view, uint64_t off, uint64_t bytes);
 void kr_debug_freed_access(kr_pool *pool, kr_oid oid);
 
-/* For the fault handler (signal-safe): reports a fault at addr if it hit a retired
- * micro-buffer, or (view_pool set: addr is in that pool's read-only view) a freed object.
- * Returns 1 if it reported, 0 if the fault is none of these. */
+/* For the view's fault resolver (signal-safe): reports a fault at addr, in view_pool's
+ * read-only view, if it hit a freed object. Returns 1 if it reported, 0 if not (a stray
+ * store). Retired micro-buffers are reported by debug.c's own resolver (media.c's
+ * kr_media_watch_elsewhere), set when the first debug pool opens. */
 int kr_debug_fault(kr_pool *view_pool, const void *addr, const void *ucontext);
 
 #endif

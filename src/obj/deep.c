@@ -31,13 +31,14 @@ static uint64_t audit_geometry(const struct kr_pool_hdr *h, struct kr_audit *a)
 	uint64_t lane_bytes = (uint64_t)h->nlanes * h->lane_pages * P;
 	uint64_t data_pages = (uint64_t)h->rows * h->row_pages;
 	uint64_t chunk_pages = (uint64_t)h->chunks_per_zone * h->chunk_pages;
-	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
+	struct kr_geom g = kr_geom_of(h);
+	uint64_t heap_end = kr_geom_heap_end(&g);
 	if (h->ctl_off != P || h->lanes_off != 2 * P || h->heap_off != h->lanes_off + lane_bytes ||
 	    h->lanes_replica_off != heap_end ||
 	    h->ctl_replica_off < h->lanes_replica_off + lane_bytes ||
 	    h->ctl_replica_off != h->pool_size - 2 * P)
 		kr_audit_note(a, 0, "pool areas do not follow each other in file order");
-	if (h->zone_size != (data_pages + h->row_pages) * P || h->chunk_pages != KR_CHUNK_PAGES ||
+	if (h->zone_size != kr_geom_zone_size(h->rows, h->row_pages) || h->chunk_pages != KR_CHUNK_PAGES ||
 	    (uint64_t)h->zone_meta_pages * P < (uint64_t)h->chunks_per_zone * sizeof(struct kr_chunk_meta) ||
 	    h->zone_meta_pages + chunk_pages > data_pages)
 		kr_audit_note(a, h->heap_off, "zone geometry does not hold its chunks and records");
@@ -56,7 +57,7 @@ static void fill_space(kr_pool *pool, const struct kr_heap_space *sp, uint64_t m
 	rep->used_bytes = sp->used;
 	rep->free_bytes = sp->free;
 	rep->slack_bytes = sp->slack;
-	rep->parity_bytes = (uint64_t)h->nzones * h->row_pages * P;
+	rep->parity_bytes = kr_geom_parity_bytes(&pool->g);
 	rep->meta_bytes = meta;
 	rep->nobjects = sp->nobjects;
 	rep->free_chunks = sp->free_chunks;

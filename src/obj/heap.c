@@ -79,7 +79,7 @@ struct kr_pending {
  * ------------------------------------------------------------------------------------- */
 static char *zone_base(struct kr_heap *h, uint32_t z)
 {
-	return h->pm->base + h->heap_off + (uint64_t)z * h->zone_size;
+	return h->pm->base + kr_geom_zone_start(&h->g, z);
 }
 
 static struct kr_chunk_meta *chunk_meta(struct kr_heap *h, uint32_t gid)
@@ -93,7 +93,7 @@ static uint64_t *run_bitmap(struct kr_heap *h, uint32_t gid) { return chunk_meta
 
 static uint64_t chunk_off(struct kr_heap *h, uint32_t gid)
 {
-	return h->heap_off + (uint64_t)(gid / h->chunks_per_zone) * h->zone_size +
+	return kr_geom_zone_start(&h->g, gid / h->chunks_per_zone) +
 	       (uint64_t)h->meta_pages * KR_PAGE_SIZE +
 	       (uint64_t)(gid % h->chunks_per_zone) * KR_CHUNK_SIZE;
 }
@@ -145,14 +145,12 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	memset(h, 0, sizeof(*h));
 	h->pm = pm;
 	h->log = log;
-	h->heap_off = hdr->heap_off;
-	h->zone_size = hdr->zone_size;
-	h->nzones = hdr->nzones;
+	h->g = kr_geom_of(hdr);
 	h->chunks_per_zone = hdr->chunks_per_zone;
 	h->meta_pages = hdr->zone_meta_pages;
 	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
 	pthread_mutex_init(&h->lock, NULL);
-	h->chunks = kr_calloc((size_t)h->nzones * h->chunks_per_zone, sizeof(*h->chunks));
+	h->chunks = kr_calloc((size_t)h->g.nzones * h->chunks_per_zone, sizeof(*h->chunks));
 	if (!h->chunks)
 		return kr_err_set(KR_E_NOMEM, "heap chunk table");
 	return KR_OK;
@@ -161,7 +159,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 void kr_heap_fini(struct kr_heap *h)
 {
 	if (h->chunks)
-		for (size_t i = 0; i < (size_t)h->nzones * h->chunks_per_zone; i++)
+		for (size_t i = 0; i < (size_t)h->g.nzones * h->chunks_per_zone; i++)
 			free(h->chunks[i].run);
 	free(h->chunks);
 	for (int c = 0; c < KR_NCLASSES; c++)
@@ -210,7 +208,7 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 
 int kr_heap_load(struct kr_heap *h)
 {
-	for (uint32_t z = 0; z < h->nzones; z++) {
+	for (uint32_t z = 0; z < h->g.nzones; z++) {
 		for (uint32_t i = 0; i < h->chunks_per_zone;) {
 			uint32_t gid = z * h->chunks_per_zone + i;
 			uint64_t *wp = chunk_word(h, gid);
@@ -290,7 +288,7 @@ static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct 
 /* Finds n contiguous free chunks inside one zone, next-fit from the cursor. */
 static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out)
 {
-	uint32_t total = h->nzones * h->chunks_per_zone;
+	uint32_t total = h->g.nzones * h->chunks_per_zone;
 	for (uint32_t pass = 0; pass < 2; pass++) {
 		uint32_t start = pass == 0 ? h->cursor : 0;
 		uint32_t end = pass == 0 ? total : h->cursor;
@@ -344,7 +342,7 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	struct kr_img img;
 	kr_img_init(&img);
 	kr_img_reset(&img);
-	uint32_t total = h->nzones * h->chunks_per_zone, count = 0;
+	uint32_t total = h->g.nzones * h->chunks_per_zone, count = 0;
 	uint32_t *gids = kr_malloc(sizeof(uint32_t) * 256);
 	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
 	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
@@ -590,7 +588,7 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 		}
 	}
 	KR_INVARIANT("heap.c", 4, h->used_bytes + h->free_bytes <=
-				      (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
+				      (uint64_t)h->g.nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -604,12 +602,12 @@ int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
 {
 	uint64_t data = (uint64_t)h->meta_pages * KR_PAGE_SIZE;
 	uint64_t zone_data = data + (uint64_t)h->chunks_per_zone * KR_CHUNK_SIZE;
-	if (oid < h->heap_off + sizeof(struct kr_obj_hdr) || (oid & 15) != 0)
+	if (oid < h->g.heap_off + sizeof(struct kr_obj_hdr) || (oid & 15) != 0)
 		return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is not an object",
 				  (unsigned long long)oid);
-	uint64_t rel = oid - sizeof(struct kr_obj_hdr) - h->heap_off;
-	uint64_t z = rel / h->zone_size, zoff = rel % h->zone_size;
-	if (z >= h->nzones || zoff < data || zoff >= zone_data)
+	uint64_t at = oid - sizeof(struct kr_obj_hdr);
+	uint64_t z = kr_geom_zone(&h->g, at), zoff = kr_geom_in_zone(&h->g, at);
+	if (!kr_geom_in_heap(&h->g, at) || zoff < data || zoff >= zone_data)
 		return kr_err_set(KR_E_MISUSE_OID, "oid 0x%llx is outside the heap",
 				  (unsigned long long)oid);
 	uint32_t gid = (uint32_t)(z * h->chunks_per_zone + (zoff - data) / KR_CHUNK_SIZE);
@@ -640,9 +638,41 @@ int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
 			  (unsigned long long)oid);
 }
 
+int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b)
+{
+	uint64_t data = (uint64_t)h->meta_pages * KR_PAGE_SIZE;
+	if (!kr_geom_in_heap(&h->g, off))
+		return 0;
+	uint64_t zoff = kr_geom_in_zone(&h->g, off);
+	if (zoff < data || zoff >= data + (uint64_t)h->chunks_per_zone * KR_CHUNK_SIZE)
+		return 0;
+	uint32_t gid = kr_geom_zone(&h->g, off) * h->chunks_per_zone +
+		       (uint32_t)((zoff - data) / KR_CHUNK_SIZE);
+	uint64_t coff = (zoff - data) % KR_CHUNK_SIZE;
+	/* An extent's body chunks lead back to its head (extents stay inside a zone). */
+	uint32_t head = gid;
+	while (atomic_load_explicit(&h->chunks[head].type, memory_order_acquire) == D_BODY &&
+	       head % h->chunks_per_zone)
+		head--;
+	struct kr_chunk_dram *c = &h->chunks[head];
+	unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
+	if (type == D_LARGE) {
+		block_of_extent(h, head, c->n, b);
+		return head + c->n > gid;
+	}
+	if (type != D_RUN || head != gid)
+		return 0;
+	uint32_t idx = (uint32_t)(coff / kr_size_classes[c->run->cls]);
+	if (idx >= c->run->nblocks ||
+	    !(atomic_load_explicit(&c->run->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1))
+		return 0;
+	block_of_run(h, gid, idx, b);
+	return 1;
+}
+
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after)
 {
-	uint32_t total = h->nzones * h->chunks_per_zone, gid = 0, idx = 0;
+	uint32_t total = h->g.nzones * h->chunks_per_zone, gid = 0, idx = 0;
 	struct kr_block b;
 	if (after) {
 		if (kr_heap_lookup(h, after, &b) != KR_OK)
@@ -762,7 +792,7 @@ void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit 
 	static const uint64_t zero[RUN_WORDS];
 	memset(sp, 0, sizeof(*sp));
 	pthread_mutex_lock(&h->lock);
-	uint32_t total = h->nzones * h->chunks_per_zone;
+	uint32_t total = h->g.nzones * h->chunks_per_zone;
 	for (uint32_t gid = 0; gid < total;) {
 		const struct kr_chunk_meta *m = chunk_meta(h, gid);
 		if (m->reserved != 0)

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "geom.h"
 #include "layout.h"
 #include "log.h"
 #include "pmem.h"
@@ -35,8 +36,8 @@ struct kr_chunk_dram;
 struct kr_heap {
 	struct kr_pm *pm;
 	struct kr_log *log;
-	uint64_t heap_off, zone_size;
-	uint32_t nzones, chunks_per_zone, meta_pages;
+	struct kr_geom g;
+	uint32_t chunks_per_zone, meta_pages;
 	uint64_t max_alloc;
 
 	pthread_mutex_t lock;
@@ -80,6 +81,10 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
  * quarantined last ones (debug mode); kr_heap_release_all releases those too. */
 void kr_heap_release(struct kr_heap *h);
 void kr_heap_release_all(struct kr_heap *h);
+
+/* The live block or extent holding pool offset off (its header, payload or padding): 1 and
+ * *b, or 0 (not in a chunk, or free there). Lock-free, like kr_heap_lookup. */
+int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b);
 
 /* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);

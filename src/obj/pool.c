@@ -1,5 +1,5 @@
 /*
- * pool.c - pool files: geometry, creation, opening (with recovery), closing, statistics.
+ * pool.c - pool files: geometry, creation, opening (with recovery), closing.
  *
  * Design
  *
@@ -40,7 +40,6 @@
 #include "debug.h"
 #include "err.h"
 #include "fault.h"
-#include "media.h"
 #include "pool.h"
 
 #define P KR_PAGE_SIZE
@@ -98,7 +97,7 @@ int kr_layout_compute(struct kr_pool_hdr *h)
 	h->zone_meta_pages = (uint32_t)meta;
 	h->chunk_pages = KR_CHUNK_PAGES;
 	h->chunks_per_zone = (uint32_t)cpz;
-	h->zone_size = (h->rows + 1) * row_pages * P;
+	h->zone_size = kr_geom_zone_size(h->rows, row_pages);
 	h->lanes_replica_off = h->heap_off + nzones * h->zone_size;
 	h->ctl_replica_off = h->pool_size - 2 * P;
 	if (h->lanes_replica_off - h->lanes_off < KR_MIN_REPLICA_DISTANCE)
@@ -154,23 +153,10 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
 /* ---------------------------------------------------------------------------------------
  * Open / create
  * ------------------------------------------------------------------------------------- */
-int kr_pool_usable(kr_pool *pool)
-{
-	if (atomic_load_explicit(&pool->failed, memory_order_relaxed))
-		return kr_err_set(KR_E_POOL_FAILED, "%s: pool is in the error state; reopen it",
-				  pool->path);
-	return KR_OK;
-}
-
-void kr_pool_fail(kr_pool *pool, int err)
-{
-	atomic_store(&pool->failed, err ? err : KR_E_POOL_FAILED);
-}
-
 static void pool_free(kr_pool *pool)
 {
 	kr_scrub_stop(pool);
-	kr_media_unregister(pool);
+	kr_pool_media_detach(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
@@ -185,90 +171,11 @@ static void pool_free(kr_pool *pool)
 	free(pool);
 }
 
-static int root_line_ok(const struct kr_root_line *rl)
-{
-	static const struct kr_root_line zero;
-	if (memcmp(rl, &zero, sizeof(zero)) == 0)
-		return 1;
-	for (size_t i = 0; i < sizeof(rl->reserved); i++)
-		if (rl->reserved[i])
-			return 0;
-	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
-}
-
-/* Counts what a check of the metadata copies found (struct kr_check_report's fields). */
-struct copies_tally {
-	uint64_t bad, repaired, first_bad_off;
-};
-
-static void tally_bad(kr_pool *pool, struct copies_tally *t, const void *where)
-{
-	if (t->bad++ == 0)
-		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
-}
-
-/* Both root lines are written by the same transactions, so after recovery they agree; a
- * copy that fails its check is rewritten from the other (if repair). */
-static int root_check(kr_pool *pool, int repair, struct copies_tally *t)
-{
-	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
-	if (!ok0 && !ok1)
-		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
-				  "root line is damaged in both control pages");
-	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
-		return KR_OK;
-	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
-	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
-	tally_bad(pool, t, bad);
-	if (!repair)
-		return KR_OK;
-	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
-	t->repaired++;
-	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
-}
-
-/* Open chose a valid header copy; a copy that differs from it is rewritten (page and all)
- * if repair. */
-static int header_copies_check(kr_pool *pool, int repair, struct copies_tally *t)
-{
-	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
-	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
-	int fixed = 0;
-	for (int i = 0; i < 2; i++) {
-		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
-		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
-			continue;
-		tally_bad(pool, t, copies[i]);
-		if (!repair)
-			continue;
-		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
-		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
-		kr_pm_flush(&pool->pm, copies[i], P);
-		pool->csum_repairs++;
-		t->repaired++;
-		fixed = 1;
-	}
-	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
-}
-
-int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
-{
-	struct copies_tally t = {0};
-	int rc = header_copies_check(pool, repair, &t);
-	if (rc == KR_OK)
-		rc = root_check(pool, repair, &t);
-	rep->copies += 4; /* two header copies, two root lines */
-	rep->bad_copies += t.bad;
-	rep->repaired_copies += t.repaired;
-	if (t.bad && !rep->first_bad_off)
-		rep->first_bad_off = t.first_bad_off;
-	return rc;
-}
-
 /* Maps the file and brings up the log and heap from a validated header. */
 static int pool_start(kr_pool *pool, unsigned flags)
 {
 	struct kr_pool_hdr *h = &pool->hdr;
+	pool->g = kr_geom_of(h);
 	int rc = kr_pm_map(&pool->pm, pool->pm.fd, h->pool_size, flags, pool->path);
 	if (rc)
 		return rc;
@@ -282,7 +189,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 			(struct kr_log_line *)(base + h->ctl_replica_off) + KR_CTL_LOG_LINE},
 		/* Records may target the heap and the two root lines, nothing else. */
 		.valid_lo = {h->heap_off, h->ctl_off, h->ctl_replica_off},
-		.valid_hi = {h->heap_off + (uint64_t)h->nzones * h->zone_size,
+		.valid_hi = {kr_geom_heap_end(&pool->g),
 			     h->ctl_off + KR_LINE_SIZE, h->ctl_replica_off + KR_LINE_SIZE},
 	};
 	pool->root[0] = (struct kr_root_line *)(base + h->ctl_off) + KR_CTL_ROOT_LINE;
@@ -296,8 +203,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if ((rc = kr_heap_init(&pool->heap, &pool->pm, &pool->log, h)))
 		return rc;
 	if (pool->pm.view != pool->pm.base) { /* the debug mode's read-only view is up */
-		if (!(pool->debug = kr_debug_new()))
-			return KR_E_NOMEM;
+		if ((rc = kr_debug_new(&pool->debug)) != KR_OK)
+			return rc;
 		pool->heap.quarantine = KR_HEAP_QUARANTINE;
 	}
 	if (kr_log_is_clean(&pool->log)) {
@@ -312,31 +219,23 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return rc;
 	/* Repairs, once the log is settled: pages the platform reports lost, header copies,
 	 * allocator records (the heap must not load from damaged ones). */
-	if ((rc = kr_media_repair_listed(pool)))
+	if ((rc = kr_pool_repair_listed(pool)))
 		return rc;
-	struct copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
-	if ((rc = header_copies_check(pool, 1, &opened)))
+	struct kr_copies_tally opened = {0}; /* repaired here and counted in csum_repairs */
+	if ((rc = kr_scrub_header_copies(pool, 1, &opened)))
 		return rc;
 	if ((rc = kr_scrub_chunk_records(pool)))
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
-	if ((rc = root_check(pool, 1, &opened)))
+	if ((rc = kr_scrub_root_lines(pool, 1, &opened)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
 	struct kr_block b;
 	if (root && kr_heap_lookup(&pool->heap, root, &b) != KR_OK)
 		return KR_CORRUPT(KR_E_CORRUPT_META, h->ctl_off, "root oid 0x%llx is not a live object",
 				  (unsigned long long)root);
-	return kr_media_register(pool);
-}
-
-int kr_pool_writable(kr_pool *pool, const char *what)
-{
-	if (!pool->pm.readonly)
-		return KR_OK;
-	return kr_err_set(KR_E_MISUSE_STATE, "%s: %s is open read-only (KR_OPEN_READONLY)", what,
-			  pool->path);
+	return kr_pool_media_attach(pool);
 }
 
 static kr_pool *pool_alloc(const char *path)
@@ -548,70 +447,3 @@ int kr_pool_close(kr_pool *pool)
 	pool_free(pool);
 	return rc;
 }
-
-int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
-{
-	if (!pool || !st)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_stat: NULL argument");
-	const struct kr_pool_hdr *h = &pool->hdr;
-	memset(st, 0, sizeof(*st));
-	st->pool_size = h->pool_size;
-	st->mode = pool->pm.mode;
-	st->nzones = h->nzones;
-	st->rows = h->rows;
-	st->nlanes = h->nlanes;
-	st->row_size = (uint64_t)h->row_pages * P;
-	st->zone_size = h->zone_size;
-	st->lane_size = (uint64_t)h->lane_pages * P;
-	st->heap_size = (uint64_t)h->nzones * h->rows * st->row_size;
-	st->parity_bytes = (uint64_t)h->nzones * st->row_size;
-	uint64_t chunk_bytes = (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE;
-	st->meta_bytes = h->pool_size - st->parity_bytes - chunk_bytes;
-	pthread_mutex_lock(&pool->heap.lock);
-	st->used_bytes = pool->heap.used_bytes;
-	st->free_bytes = pool->heap.free_bytes;
-	st->nobjects = pool->heap.nobjects;
-	pthread_mutex_unlock(&pool->heap.lock);
-	st->max_alloc = pool->heap.max_alloc;
-	memcpy(st->uuid, h->uuid, sizeof(st->uuid));
-	st->recovered = pool->recovered;
-	st->replayed_txs = pool->recovery.replayed;
-	st->discarded_txs = pool->recovery.discarded;
-	st->media_repairs = pool->media_repairs;
-	st->csum_repairs = pool->csum_repairs;
-	st->scrub_passes = pool->scrub_passes;
-	st->last_repair_ns = pool->last_repair_ns;
-	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
-	st->readonly = pool->pm.readonly;
-	return KR_OK;
-}
-
-int kr_pool_page_kind(kr_pool *pool, uint64_t off)
-{
-	if (!pool || off >= pool->hdr.pool_size)
-		return kr_err_set(KR_E_MISUSE_ARG, "offset beyond the pool");
-	const struct kr_pool_hdr *h = &pool->hdr;
-	off &= ~(uint64_t)(P - 1);
-	uint64_t lanes = (uint64_t)h->nlanes * h->lane_pages * P;
-	uint64_t heap_end = h->heap_off + (uint64_t)h->nzones * h->zone_size;
-	if (off == 0 || off == h->pool_size - P)
-		return KR_PAGE_HEADER;
-	if (off == h->ctl_off || off == h->ctl_replica_off)
-		return KR_PAGE_CONTROL;
-	if (off >= h->lanes_off && off < h->lanes_off + lanes)
-		return KR_PAGE_LANE;
-	if (off >= h->lanes_replica_off && off < h->lanes_replica_off + lanes)
-		return (h->ro_compat & KR_FEAT_RO_LOG_REPLICA) ? KR_PAGE_LANE_REPLICA : KR_PAGE_UNUSED;
-	if (off < h->heap_off || off >= heap_end)
-		return KR_PAGE_UNUSED;
-	uint64_t zoff = (off - h->heap_off) % h->zone_size;
-	uint64_t row_size = (uint64_t)h->row_pages * P;
-	if (zoff >= (uint64_t)h->rows * row_size)
-		return KR_PAGE_PARITY;
-	if (zoff < (uint64_t)h->zone_meta_pages * P)
-		return KR_PAGE_ZONE_META;
-	return KR_PAGE_DATA;
-}
-
-void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }
-size_t kr_pool_mapped_size(kr_pool *pool) { return pool ? pool->pm.size : 0; }

@@ -47,9 +47,6 @@ void kr_redund_init(struct kr_redund *r, struct kr_pm *pm, const struct kr_pool_
 	memset(r, 0, sizeof(*r));
 	r->pm = pm;
 	r->feats = h->ro_compat;
-	r->heap_off = h->heap_off;
-	r->zone_size = h->zone_size;
-	r->nzones = h->nzones;
 	r->meta_bytes = (uint64_t)h->chunks_per_zone * REC_SZ;
 	kr_parity_init(&r->parity, pm, h);
 }
@@ -63,12 +60,10 @@ void kr_redund_fini(struct kr_redund *r)
 
 int kr_redund_in_meta(const struct kr_redund *r, uint64_t off, uint64_t *rec_off)
 {
-	if (off < r->heap_off)
+	const struct kr_geom *g = &r->parity.g;
+	if (!kr_geom_in_heap(g, off) || kr_geom_in_zone(g, off) >= r->meta_bytes)
 		return 0;
-	uint64_t rel = off - r->heap_off, z = rel / r->zone_size, zoff = rel % r->zone_size;
-	if (z >= r->nzones || zoff >= r->meta_bytes)
-		return 0;
-	*rec_off = r->heap_off + z * r->zone_size + zoff / REC_SZ * REC_SZ;
+	*rec_off = off - kr_geom_in_zone(g, off) % REC_SZ;
 	return 1;
 }
 

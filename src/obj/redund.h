@@ -21,8 +21,7 @@ struct kr_redund {
 	struct kr_pm *pm;
 	struct kr_parity parity;
 	unsigned feats; /* KR_FEAT_RO_* in force */
-	uint64_t heap_off, zone_size, meta_bytes; /* meta_bytes: chunk records per zone */
-	uint32_t nzones;
+	uint64_t meta_bytes; /* chunk records per zone; the geometry is parity.g */
 
 	/* Recovery: ranges replayed or named by intents, to recompute before durable_seq
 	 * moves past them. */

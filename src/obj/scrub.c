@@ -36,6 +36,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "pool.h"
+#include "quiesce.h"
 
 #define P KR_PAGE_SIZE
 
@@ -53,7 +54,6 @@ struct scrub {
 	int repair;
 	uint64_t ncols;   /* nzones * row_pages page columns */
 	uint8_t *bad_col; /* 1 = parity disagrees, 2 = resolved (rebuilt or recomputed) */
-	uint64_t row_size;
 	struct item *items;
 	size_t nitems, cap;
 	uint64_t done, total; /* progress, in bytes read: columns scanned + objects verified */
@@ -82,16 +82,13 @@ static void note_bad(struct scrub *s, uint64_t off)
 
 static uint64_t col_index(const struct scrub *s, uint64_t off, uint32_t *row)
 {
-	const struct kr_pool_hdr *h = &s->pool->hdr;
-	uint64_t rel = off - h->heap_off, z = rel / h->zone_size, zoff = rel % h->zone_size;
-	*row = (uint32_t)(zoff / s->row_size);
-	return z * h->row_pages + (zoff % s->row_size) / P;
+	*row = kr_geom_row(&s->pool->g, off);
+	return kr_geom_column(&s->pool->g, off);
 }
 
 static uint64_t col_data_off(const struct scrub *s, uint64_t col)
 {
-	const struct kr_pool_hdr *h = &s->pool->hdr;
-	return h->heap_off + col / h->row_pages * h->zone_size + col % h->row_pages * P;
+	return kr_geom_column_page(&s->pool->g, col, 0);
 }
 
 /* Every page column of every zone. */
@@ -99,7 +96,7 @@ static void scan_parity(struct scrub *s)
 {
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		s->rep->columns++;
-		progress(s, (uint64_t)(s->pool->hdr.rows + 1) * P);
+		progress(s, kr_geom_column_bytes(&s->pool->g));
 		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
 			s->bad_col[c] = 1;
 			s->rep->bad_columns++;
@@ -145,7 +142,7 @@ static int scan_items(struct scrub *s)
 	if (h->ro_compat & KR_FEAT_RO_META_CSUM)
 		for (uint32_t z = 0; z < h->nzones && rc == KR_OK; z++)
 			for (uint32_t i = 0; i < h->chunks_per_zone && rc == KR_OK; i++) {
-				uint64_t off = h->heap_off + z * h->zone_size +
+				uint64_t off = kr_geom_zone_start(&pool->g, z) +
 					       (uint64_t)i * sizeof(struct kr_chunk_meta);
 				s->rep->chunks++;
 				if (chunk_ok((const void *)(pool->pm.base + off)))
@@ -590,10 +587,9 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	const struct kr_pool_hdr *h = &pool->hdr;
 	struct scrub s = {.pool = pool, .rep = rep, .repair = (flags & KR_CHECK_REPAIR) != 0};
-	s.row_size = (uint64_t)h->row_pages * P;
-	s.ncols = (uint64_t)h->nzones * h->row_pages;
+	s.ncols = kr_geom_columns(&pool->g);
 	s.bad_col = kr_calloc(s.ncols, 1);
-	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? (uint64_t)h->nzones * h->zone_size : 0) +
+	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? kr_geom_heap_bytes(&pool->g) : 0) +
 		  pool->heap.used_bytes;
 	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
@@ -619,7 +615,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	free(s.items);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	rep->bytes_scanned = (uint64_t)h->nzones * h->zone_size;
+	rep->bytes_scanned = kr_geom_heap_bytes(&pool->g);
 	if (rc)
 		return rc;
 	if (rep->unrepairable ||
@@ -657,23 +653,93 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY))
 		return KR_E_CORRUPT_OBJECT;
 	struct kr_check_report rep = {0};
-	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1,
-			  .row_size = (uint64_t)pool->hdr.row_pages * P};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
-	int token = kr_log_suspend();
-	kr_log_quiesce(&pool->log);
-	kr_parity_unlocked = 1; /* commits are held back; a waiting one may hold a lock */
+	struct kr_quiesce q;
+	kr_quiesce_hold(&q, &pool->log, 0);
 	int ok = object_ok(pool, b) || repair_item(&s, &it);
 	int rc = kr_pm_fence(&pool->pm);
-	kr_parity_unlocked = 0;
-	kr_log_resume(&pool->log);
-	kr_log_unsuspend(token);
+	kr_quiesce_release(&q);
 	if (rc)
 		return rc;
 	if (!ok)
 		return KR_E_CORRUPT_OBJECT;
 	pool->csum_repairs++;
 	return KR_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The metadata copies: both header copies and both root lines (also run at open)
+ * ------------------------------------------------------------------------------------- */
+static int root_line_ok(const struct kr_root_line *rl)
+{
+	static const struct kr_root_line zero;
+	if (memcmp(rl, &zero, sizeof(zero)) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(rl->reserved); i++)
+		if (rl->reserved[i])
+			return 0;
+	return rl->crc == kr_crc32c(rl, offsetof(struct kr_root_line, crc));
+}
+
+static void tally_bad(kr_pool *pool, struct kr_copies_tally *t, const void *where)
+{
+	if (t->bad++ == 0)
+		t->first_bad_off = (uint64_t)((const char *)where - (const char *)pool->pm.base) / P * P;
+}
+
+int kr_scrub_root_lines(kr_pool *pool, int repair, struct kr_copies_tally *t)
+{
+	int ok0 = root_line_ok(pool->root[0]), ok1 = root_line_ok(pool->root[1]);
+	if (!ok0 && !ok1)
+		return KR_CORRUPT(KR_E_CORRUPT_META, pool->hdr.ctl_off,
+				  "root line is damaged in both control pages");
+	if (ok0 && ok1 && memcmp(pool->root[0], pool->root[1], KR_LINE_SIZE) == 0)
+		return KR_OK;
+	struct kr_root_line *good = ok0 ? pool->root[0] : pool->root[1];
+	struct kr_root_line *bad = ok0 ? pool->root[1] : pool->root[0];
+	tally_bad(pool, t, bad);
+	if (!repair)
+		return KR_OK;
+	kr_pm_copy(&pool->pm, bad, good, KR_LINE_SIZE);
+	t->repaired++;
+	return kr_pm_persist(&pool->pm, bad, KR_LINE_SIZE);
+}
+
+int kr_scrub_header_copies(kr_pool *pool, int repair, struct kr_copies_tally *t)
+{
+	static const uint8_t zero[P - sizeof(struct kr_pool_hdr)];
+	char *copies[2] = {pool->pm.base, pool->pm.base + pool->hdr.pool_size - P};
+	int fixed = 0;
+	for (int i = 0; i < 2; i++) {
+		if (memcmp(copies[i], &pool->hdr, sizeof(pool->hdr)) == 0 &&
+		    memcmp(copies[i] + sizeof(pool->hdr), zero, sizeof(zero)) == 0)
+			continue;
+		tally_bad(pool, t, copies[i]);
+		if (!repair)
+			continue;
+		kr_pm_copy(&pool->pm, copies[i], &pool->hdr, sizeof(pool->hdr));
+		kr_pm_set(&pool->pm, copies[i] + sizeof(pool->hdr), 0, sizeof(zero));
+		kr_pm_flush(&pool->pm, copies[i], P);
+		pool->csum_repairs++;
+		t->repaired++;
+		fixed = 1;
+	}
+	return fixed ? kr_pm_fence(&pool->pm) : KR_OK;
+}
+
+int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
+{
+	struct kr_copies_tally t = {0};
+	int rc = kr_scrub_header_copies(pool, repair, &t);
+	if (rc == KR_OK)
+		rc = kr_scrub_root_lines(pool, repair, &t);
+	rep->copies += 4; /* two header copies, two root lines */
+	rep->bad_copies += t.bad;
+	rep->repaired_copies += t.repaired;
+	if (t.bad && !rep->first_bad_off)
+		rep->first_bad_off = t.first_bad_off;
+	return rc;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -714,12 +780,11 @@ static void *scrubber(void *arg)
 		/* A pass holds commits back for its duration (a whole-pool pass; scrubbing in
 		 * slices is the next step for large pools). */
 		struct kr_check_report rep = {0};
-		kr_log_quiesce(&pool->log);
-		kr_parity_unlocked = 1;
+		struct kr_quiesce q;
+		kr_quiesce_hold(&q, &pool->log, 0);
 		if (kr_log_sync(&pool->log, NULL) == KR_OK)
 			scrub_run(pool, KR_CHECK_REPAIR, &rep);
-		kr_parity_unlocked = 0;
-		kr_log_resume(&pool->log);
+		kr_quiesce_release(&q);
 		pthread_mutex_lock(&pool->scrub_lock);
 		pool->scrub_passes++;
 		last = c;
@@ -768,11 +833,11 @@ int kr_scrub_chunk_records(kr_pool *pool)
 	if (!(h->ro_compat & KR_FEAT_RO_META_CSUM))
 		return KR_OK;
 	struct kr_check_report rep = {0};
-	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1, .row_size = (uint64_t)h->row_pages * P};
+	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	int repaired = 0;
 	for (uint32_t z = 0; z < h->nzones; z++)
 		for (uint32_t i = 0; i < h->chunks_per_zone; i++) {
-			uint64_t off = h->heap_off + z * h->zone_size + (uint64_t)i * sizeof(struct kr_chunk_meta);
+			uint64_t off = kr_geom_zone_start(&pool->g, z) + (uint64_t)i * sizeof(struct kr_chunk_meta);
 			const struct kr_chunk_meta *m = (const void *)(pool->pm.base + off);
 			if (chunk_ok(m))
 				continue;

@@ -1,45 +1,39 @@
 /*
- * media.c - media errors: the platform's bad-block list (and its emulation), emulated
- * poison, the SIGBUS/SIGSEGV handlers, and the page repair they all end in.
+ * media.c - the media-error front end: the platform's bad-block list (and its emulation),
+ * emulated poison, salvage of a machine-checked page, and the SIGBUS/SIGSEGV dispatcher
+ * that hands each fault to the layer above that owns the faulting address.
  *
- * Design
+ * Nothing here knows what a page holds. The layers above (an object pool: obj/repair.c;
+ * a protected region: region.c; keratin-fs: fs_media.c) register a resolver for each
+ * mapping they own with kr_media_watch(base, len, fn, ctx) and remove it with
+ * kr_media_unwatch(base) before they unmap it.
  *
- *   One routine repairs a lost page, whatever it holds (kr_media_repair_page): a data or
- *   allocator page is rebuilt from parity and the other rows, a parity page is recomputed,
- *   a header, control or lane page is copied from its twin. The result is written with plain
- *   stores and agrees with parity by construction, so writing it twice is harmless.
+ * A registration slot moves through these states (install_lock serialises the writers;
+ * the handler only reads):
  *
- *   At open, the platform's list of lost pages is repaired: the kernel's bad blocks of the
- *   device (sysfs, mapped to file offsets with FIEMAP) and, in emulation, PATH.badblocks.
+ *   FREE --kr_media_watch--> FILLED --release store of base--> LIVE --kr_media_unwatch--> FREE
  *
- *   Online, a fault inside a pool arrives as SIGBUS (machine check: BUS_MCEERR_AR/AO) or, for
- *   emulated poison, as SIGSEGV on a page this module made inaccessible. The handler:
- *     1. records the page in the persistent bad-block list (PATH.badblocks), so that a crash
- *        during the repair leads to the same repair at the next open;
- *     2. steps its own thread out of the commit gate (it may have faulted inside a commit;
- *        at the faulting instruction its parity patches and writes are consistent for the
- *        page, see redund.c), takes the repair lock, closes the gate and waits until no
- *        other commit is in flight, so parity is settled;
- *     3. makes the page accessible again, rebuilds it, flushes, fences, reopens the gate;
- *     4. returns: the faulting access runs again and reads correct data.
- *   A fault outside every pool, or one keratin cannot repair, goes to the handler installed
- *   before keratin's (or the default action, which kills the process as it would have).
+ *   FREE    base is NULL: the handler never looks at len, fn, ctx.
+ *   FILLED  len, fn, ctx written under install_lock, base still NULL.
+ *   LIVE    base published with a release store: a fault at an address inside
+ *           [base, base + len), on any thread, calls fn(ctx, sig, siginfo), which returns
+ *           true if the access may run again and false to pass the fault on.
+ *   The owner unwatches only when no access to the range can still be in flight (it is
+ *   about to unmap it), so no resolver runs on a FREE slot's old context.
  *
- *   Protected regions (region.c) resolve their own faults: they watch their mapping here
- *   (kr_media_watch) and the handler hands them every fault inside it.
+ * A SIGSEGV in no LIVE range goes to the one resolver set with kr_media_watch_elsewhere, if
+ * any (the debug mode's retired micro-buffers).
+ * A fault in no LIVE range, or one its resolver passes on, goes to the handler installed
+ * before keratin's (or the default action, which kills the process as it would have).
+ * The handlers are installed at the first registration, and again whenever the application
+ * has installed its own since (which then becomes the one chained to).
  *
- *   Debug protection (KERATIN_DEBUG_PROTECT=1 or KR_OPEN_DEBUG): the application reads
- *   objects through a read-only alias of the pool (pmem.c), so a store through a kr_get
- *   pointer faults there. The handler names the object and offset on stderr and passes the
- *   fault on, which by default kills the process where the stray store was made. The debug
- *   mode's other traps (debug.c: freed objects' pages in the view, retired micro-buffers)
- *   are named by kr_debug_fault and passed on the same way.
- *
- *   Everything the handler calls is async-signal-safe in practice (system calls, atomics,
- *   memory copies); it allocates nothing.
+ * Everything the handler calls is async-signal-safe in practice (system calls, atomics,
+ * memory copies); it allocates nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -55,22 +49,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "media.h"
-#include "pool.h"
+#include "keratin.h"
 
-#define P KR_PAGE_SIZE
-#define MAX_POOLS 64
-#define MAX_POISON 64
+#define P KR_MEDIA_PAGE
 
-/* Open pools, for the handler. Slots are published with release stores. */
-static kr_pool *_Atomic registry[MAX_POOLS];
-
-/* Watched ranges (kr_media_watch). A slot is claimed by storing its fields, then published
- * by a release store of base. */
-#define MAX_WATCH 64
+/* Watched ranges (kr_media_watch): enough for 64 pools with their read-only views and 64
+ * regions or file systems besides. */
+#define MAX_WATCH 192
 static struct watch {
 	const char *_Atomic base;
 	size_t len;
@@ -79,59 +67,10 @@ static struct watch {
 } watches[MAX_WATCH];
 static struct sigaction prev_segv, prev_bus;
 static pthread_mutex_t install_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_flag repair_lock = ATOMIC_FLAG_INIT;
-
-/* ---------------------------------------------------------------------------------------
- * The page repair
- * ------------------------------------------------------------------------------------- */
-static void copy_twin(kr_pool *pool, uint64_t off, uint64_t twin)
-{
-	kr_pm_copy(&pool->pm, pool->pm.base + off, pool->pm.base + twin, P);
-}
-
-int kr_media_repair_page(kr_pool *pool, uint64_t off)
-{
-	const struct kr_pool_hdr *h = &pool->hdr;
-	off &= ~(uint64_t)(P - 1);
-	uint8_t buf[P];
-	switch (kr_pool_page_kind(pool, off)) {
-	case KR_PAGE_HEADER:
-		copy_twin(pool, off, off == 0 ? h->pool_size - P : 0);
-		break;
-	case KR_PAGE_CONTROL:
-		copy_twin(pool, off, off == h->ctl_off ? h->ctl_replica_off : h->ctl_off);
-		break;
-	case KR_PAGE_LANE:
-		if (!(h->ro_compat & KR_FEAT_RO_LOG_REPLICA))
-			return kr_err_set(KR_E_MEDIA, "log page 0x%llx lost and the pool keeps no log "
-					  "replica", (unsigned long long)off);
-		copy_twin(pool, off, off - h->lanes_off + h->lanes_replica_off);
-		break;
-	case KR_PAGE_LANE_REPLICA:
-		copy_twin(pool, off, off - h->lanes_replica_off + h->lanes_off);
-		break;
-	case KR_PAGE_ZONE_META:
-	case KR_PAGE_DATA:
-		if (!(h->ro_compat & KR_FEAT_RO_PARITY))
-			return kr_err_set(KR_E_MEDIA, "page 0x%llx lost and the pool keeps no parity",
-					  (unsigned long long)off);
-		kr_parity_rebuild(&pool->redund.parity, off, P, buf);
-		kr_pm_copy(&pool->pm, pool->pm.base + off, buf, P);
-		break;
-	case KR_PAGE_PARITY:
-		kr_parity_recompute(&pool->redund.parity,
-				    off - (uint64_t)h->rows * h->row_pages * P, P);
-		break;
-	case KR_PAGE_UNUSED:
-		kr_pm_set(&pool->pm, pool->pm.base + off, 0, P);
-		break;
-	default:
-		return kr_errcode();
-	}
-	kr_pm_flush(&pool->pm, pool->pm.base + off, P);
-	pool->media_repairs++;
-	return kr_pm_fence(&pool->pm);
-}
+/* The resolver of SIGSEGVs outside every watched range (kr_media_watch_elsewhere): ctx is
+ * written before fn is published. */
+static void *elsewhere_ctx;
+static _Atomic kr_fault_fn elsewhere_fn;
 
 /* ---------------------------------------------------------------------------------------
  * The bad-block list: PATH.badblocks, one pool offset per line (decimal or 0x hex)
@@ -171,20 +110,6 @@ int kr_badblocks_add(const char *pool_path, uint64_t off)
 	if (kr_media_list_add(pool_path, off & ~(uint64_t)(P - 1)) != 0)
 		return kr_err_errno(KR_E_IO, "%s.badblocks", pool_path);
 	return KR_OK;
-}
-
-/* Zone and column of a data-row page, for spotting two lost pages in one column. */
-static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
-{
-	const struct kr_pool_hdr *h = &pool->hdr;
-	uint64_t row = (uint64_t)h->row_pages * P;
-	if (off < h->heap_off || off >= h->heap_off + (uint64_t)h->nzones * h->zone_size)
-		return 0;
-	uint64_t rel = off - h->heap_off, zoff = rel % h->zone_size;
-	if (zoff >= (uint64_t)h->rows * row)
-		return 0;
-	*col = rel / h->zone_size * h->row_pages + (zoff % row) / P;
-	return 1;
 }
 
 /* The kernel's list: the badblocks file of the block device under the pool file (sysfs;
@@ -307,50 +232,9 @@ int kr_media_clear_list(const char *path)
 	return KR_OK;
 }
 
-int kr_media_repair_listed(kr_pool *pool)
-{
-	uint64_t pages[256];
-	size_t n, from_kernel;
-	int rc = kr_media_list(pool->path, pool->pm.fd, pool->hdr.pool_size, pages,
-			       sizeof(pages) / sizeof(pages[0]), &n, &from_kernel);
-	/* Two lost data pages in one column cannot be rebuilt from each other: leave them (their
-	 * objects fail their checksums) and keep the list, rather than write guesses. */
-	int kept = 0;
-	for (size_t i = 0; rc == KR_OK && i < n; i++) {
-		uint64_t ci, cj;
-		int clash = 0;
-		for (size_t j = 0; j < n && page_column(pool, pages[i], &ci); j++)
-			clash |= j != i && page_column(pool, pages[j], &cj) && ci == cj;
-		if (clash) {
-			kept = 1;
-			continue;
-		}
-		/* A block the kernel reports stays poisoned: give the file a new one before
-		 * writing the repaired content. */
-		if (i >= from_kernel && !pool->pm.readonly &&
-		    (rc = kr_media_replace_block(pool->pm.fd, pages[i], pool->path)) != KR_OK)
-			break;
-		rc = kr_media_repair_page(pool, pages[i]);
-	}
-	/* Every other listed page now holds correct data: the list is cleared, as writing a
-	 * poisoned page clears the poison on real hardware (not by a read-only open, whose
-	 * repairs live in its private view). */
-	if (rc == KR_OK && !kept && n && !pool->pm.readonly)
-		rc = kr_media_clear_list(pool->path);
-	return rc;
-}
-
 /* ---------------------------------------------------------------------------------------
  * Emulated poison and the handlers
  * ------------------------------------------------------------------------------------- */
-static int poisoned_find(kr_pool *pool, uint64_t off)
-{
-	for (int i = 0; i < MAX_POISON; i++)
-		if (atomic_load(&pool->poison[i]) == off + 1)
-			return i;
-	return -1;
-}
-
 int kr_media_claim_slot(_Atomic uint64_t *slots, int n, uint64_t key)
 {
 	for (int i = 0; i < n; i++) {
@@ -408,48 +292,6 @@ bool kr_media_salvage_page(int fd, uint64_t off, size_t grain)
 	       fallocate(fd, 0, (off_t)off, P) == 0 && pwrite(fd, buf, P, (off_t)off) == (ssize_t)P;
 }
 
-int kr_inject_poison(kr_pool *pool, uint64_t off)
-{
-	if (!pool || off >= pool->hdr.pool_size)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_inject_poison: offset beyond the pool");
-	int rc = kr_pool_writable(pool, "kr_inject_poison");
-	if (rc)
-		return rc;
-	off &= ~(uint64_t)(P - 1);
-	int slot = kr_media_claim_slot(pool->poison, MAX_POISON, off + 1);
-	if (slot < 0)
-		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
-	/* The platform knows the page is bad before it is: if the pool closes first, open
-	 * repairs it. (Listed the other way round, a list that cannot be written would leave
-	 * a lost page nobody knows of; listed and then not lost, the page is rewritten with
-	 * what it holds.) */
-	rc = kr_badblocks_add(pool->path, off);
-	if (rc != KR_OK) {
-		atomic_store(&pool->poison[slot], 0);
-		return rc;
-	}
-	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
-	 * complete instead of repairing a page that is about to lose its content. */
-	while (atomic_flag_test_and_set(&repair_lock))
-		;
-	bool hidden;
-	rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
-	atomic_flag_clear(&repair_lock);
-	if (!hidden) /* nothing happened: the slot is free again */
-		atomic_store(&pool->poison[slot], 0);
-	return rc;
-}
-
-static kr_pool *pool_of(const void *addr)
-{
-	for (int i = 0; i < MAX_POOLS; i++) {
-		kr_pool *p = atomic_load_explicit(&registry[i], memory_order_acquire);
-		if (p && (const char *)addr >= p->pm.base && (const char *)addr < p->pm.base + p->pm.size)
-			return p;
-	}
-	return NULL;
-}
-
 static void chain(int sig, siginfo_t *si, void *uc)
 {
 	const struct sigaction *prev = sig == SIGBUS ? &prev_bus : &prev_segv;
@@ -464,13 +306,6 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static const struct watch *watch_of(const void *addr)
 {
 	for (int i = 0; i < MAX_WATCH; i++) {
@@ -481,126 +316,14 @@ static const struct watch *watch_of(const void *addr)
 	return NULL;
 }
 
-/* The pool whose read-only view (debug protection) holds addr, or NULL. */
-static kr_pool *pool_of_view(const void *addr)
-{
-	for (int i = 0; i < MAX_POOLS; i++) {
-		kr_pool *p = atomic_load_explicit(&registry[i], memory_order_acquire);
-		if (p && p->pm.view != p->pm.base && (const char *)addr >= p->pm.view &&
-		    (const char *)addr < p->pm.view + p->pm.size)
-			return p;
-	}
-	return NULL;
-}
-
-/* A store through a kr_get pointer under debug protection: one line on stderr naming the
- * object (the last one starting at or before the address) and the offset in it. */
-static void report_stray_store(kr_pool *pool, const void *addr)
-{
-	uint64_t off = (uint64_t)((const char *)addr - pool->pm.view), obj = 0;
-	for (uint64_t o = kr_heap_next(&pool->heap, 0); o && o <= off; o = kr_heap_next(&pool->heap, o))
-		obj = o;
-	char line[512];
-	int n;
-	const struct kr_obj_hdr *hdr =
-		obj ? (const struct kr_obj_hdr *)(pool->pm.base + obj - sizeof(*hdr)) : NULL;
-	if (hdr && off < obj + hdr->size)
-		n = snprintf(line, sizeof(line),
-			     "keratin: stray store to object 0x%llx + %llu (of %llu bytes) in %s at %p: "
-			     "objects change only through kr_tx_add/kr_tx_open or kr_update\n",
-			     (unsigned long long)obj, (unsigned long long)(off - obj),
-			     (unsigned long long)hdr->size, pool->path, addr);
-	else
-		n = snprintf(line, sizeof(line),
-			     "keratin: stray store to %s + 0x%llx (no object there) at %p\n", pool->path,
-			     (unsigned long long)off, addr);
-	if (n > 0) {
-		ssize_t w = write(2, line, strnlen(line, sizeof(line)));
-		(void)w; /* nothing better to do on the way to the fault's default action */
-	}
-}
-
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
 	int saved_errno = errno;
 	const struct watch *w = watch_of(si->si_addr);
-	if (w) {
-		if (!w->fn(w->ctx, sig, si))
-			chain(sig, si, uc);
-		errno = saved_errno;
-		return;
-	}
-	kr_pool *view_pool = sig == SIGSEGV ? pool_of_view(si->si_addr) : NULL;
-	if (view_pool) {
-		if (!kr_debug_fault(view_pool, si->si_addr, uc))
-			report_stray_store(view_pool, si->si_addr);
-		errno = saved_errno;
+	kr_fault_fn fn = w ? w->fn : sig == SIGSEGV ? atomic_load(&elsewhere_fn) : NULL;
+	if (!fn || !fn(w ? w->ctx : elsewhere_ctx, sig, si, uc))
 		chain(sig, si, uc);
-		return;
-	}
-	kr_pool *pool = pool_of(si->si_addr);
-	uint64_t off = pool ? ((uint64_t)((char *)si->si_addr - pool->pm.base) & ~(uint64_t)(P - 1)) : 0;
-	int ours = pool && (sig == SIGSEGV ? poisoned_find(pool, off) >= 0
-					   : si->si_code == BUS_MCEERR_AR || si->si_code == BUS_MCEERR_AO);
-	if (!ours) {
-		if (sig == SIGSEGV && !pool)
-			kr_debug_fault(NULL, si->si_addr, uc); /* a retired micro-buffer? */
-		errno = saved_errno;
-		chain(sig, si, uc);
-		return;
-	}
-	if (!pool->pm.readonly) /* a private view repairs only itself */
-		kr_media_list_add(pool->path, off); /* step 1: a crash from here on repeats the repair */
-	int token = kr_log_suspend();
-	while (atomic_flag_test_and_set(&repair_lock))
-		;
-	int slot = poisoned_find(pool, off);
-	if (sig == SIGBUS || slot >= 0) { /* not already repaired by another thread */
-		uint64_t t0 = now_ns();
-		kr_log_quiesce(&pool->log);
-		kr_parity_unlocked = 1; /* the faulting thread may hold this column's lock */
-		int ok = mprotect(pool->pm.base + off, P, PROT_READ | PROT_WRITE) == 0 &&
-			 kr_media_repair_page(pool, off) == KR_OK;
-		kr_parity_unlocked = 0;
-		kr_log_resume(&pool->log);
-		if (token)
-			kr_log_note_fault(off); /* its own commit straddles the repair: fix at exit */
-		if (slot >= 0)
-			atomic_store(&pool->poison[slot], 0);
-		pool->last_repair_ns = now_ns() - t0;
-		if (!ok) {
-			atomic_flag_clear(&repair_lock);
-			kr_pool_fail(pool, KR_E_MEDIA);
-			chain(sig, si, uc);
-			return;
-		}
-	}
-	atomic_flag_clear(&repair_lock);
-	kr_log_unsuspend(token);
 	errno = saved_errno;
-}
-
-/* The log's after_fault hook: with commits held back, the chunk-record CRCs in the repaired
- * page (patched by XOR, so not idempotent across the repair) and then the parity of its
- * column (a patch may have been counted before or after the rebuild) are recomputed from
- * the now final data. */
-static void after_fault(void *ctx, uint64_t page)
-{
-	kr_pool *pool = ctx;
-	struct kr_redund *r = &pool->redund;
-	const struct kr_pool_hdr *h = &pool->hdr;
-	kr_log_quiesce(&pool->log);
-	kr_parity_unlocked = 1;
-	uint64_t rec;
-	if (kr_redund_in_meta(r, page, &rec))
-		for (; rec < page + P && kr_redund_in_meta(r, rec, &rec); rec += sizeof(struct kr_chunk_meta))
-			kr_redund_fix_chunk_crc(r, rec);
-	uint64_t rel = page - h->heap_off, zoff = rel % h->zone_size, row = (uint64_t)h->row_pages * P;
-	if (page >= h->heap_off && rel / h->zone_size < h->nzones && zoff < (uint64_t)(h->rows + 1) * row)
-		kr_parity_recompute(&r->parity, page - rel % h->zone_size + zoff % row, P);
-	kr_pm_fence(&pool->pm);
-	kr_parity_unlocked = 0;
-	kr_log_resume(&pool->log);
 }
 
 /* (Re)installs the handlers when keratin's is not the current one: first use, or the
@@ -631,34 +354,6 @@ static int install_handlers(void)
 	return rc;
 }
 
-int kr_media_register(kr_pool *pool)
-{
-	pool->log.hooks.after_fault = after_fault;
-	pool->log.hooks.fault_ctx = pool;
-	pthread_mutex_lock(&install_lock);
-	int rc = install_handlers();
-	int slot = -1;
-	for (int i = 0; rc == KR_OK && i < MAX_POOLS && slot < 0; i++) {
-		kr_pool *expect = NULL;
-		if (atomic_compare_exchange_strong(&registry[i], &expect, pool))
-			slot = i;
-	}
-	if (rc == KR_OK && slot < 0)
-		rc = kr_err_set(KR_E_MISUSE_STATE, "more than %d pools open", MAX_POOLS);
-	pthread_mutex_unlock(&install_lock);
-	return rc;
-}
-
-void kr_media_unregister(kr_pool *pool)
-{
-	pthread_mutex_lock(&install_lock);
-	for (int i = 0; i < MAX_POOLS; i++) {
-		kr_pool *expect = pool;
-		atomic_compare_exchange_strong(&registry[i], &expect, NULL);
-	}
-	pthread_mutex_unlock(&install_lock);
-}
-
 int kr_media_watch(const void *base, size_t len, kr_fault_fn fn, void *ctx)
 {
 	pthread_mutex_lock(&install_lock);
@@ -668,12 +363,24 @@ int kr_media_watch(const void *base, size_t len, kr_fault_fn fn, void *ctx)
 		if (!atomic_load(&watches[i].base))
 			slot = i;
 	if (rc == KR_OK && slot < 0)
-		rc = kr_err_set(KR_E_MISUSE_STATE, "more than %d protected regions attached", MAX_WATCH);
+		rc = kr_err_set(KR_E_MISUSE_STATE, "more than %d mappings watched for media errors", MAX_WATCH);
 	if (rc == KR_OK) {
 		watches[slot].len = len;
 		watches[slot].fn = fn;
 		watches[slot].ctx = ctx;
 		atomic_store_explicit(&watches[slot].base, base, memory_order_release);
+	}
+	pthread_mutex_unlock(&install_lock);
+	return rc;
+}
+
+int kr_media_watch_elsewhere(kr_fault_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&install_lock);
+	int rc = install_handlers();
+	if (rc == KR_OK && !atomic_load(&elsewhere_fn)) {
+		elsewhere_ctx = ctx;
+		atomic_store(&elsewhere_fn, fn);
 	}
 	pthread_mutex_unlock(&install_lock);
 	return rc;

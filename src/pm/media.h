@@ -1,17 +1,15 @@
 /*
- * media.h - media errors: bad-block list, emulated poison, fault handlers, page repair.
+ * media.h - the media-error front end (media.c): bad-block lists, emulated poison, salvage,
+ * and the dispatcher of SIGBUS/SIGSEGV to the resolvers the layers above register. Nothing
+ * here knows a format: what a lost page held, and how to rebuild it, is the owner's.
  */
 #ifndef KR_MEDIA_H
 #define KR_MEDIA_H
 
 #include <stdint.h>
 
-#include "keratin.h"
-
-/* Rebuilds the lost page at pool offset off (any kind of page), flushes, fences. */
-int kr_media_repair_page(kr_pool *pool, uint64_t off);
-/* Repairs every page of the platform's bad-block list for this pool, then clears it. */
-int kr_media_repair_listed(kr_pool *pool);
+/* The unit of loss and of repair: one page of the mapping. */
+#define KR_MEDIA_PAGE 4096u
 
 /* The platform's bad-block list for any mapped file (a pool, a keratin-fs pool): the pages
  * named by PATH.badblocks and by the kernel's list of the device under fd (size: the bytes
@@ -28,9 +26,6 @@ int kr_media_replace_block(int fd, uint64_t off, const char *path);
 int kr_media_list_add(const char *path, uint64_t off);
 /* Clears PATH.badblocks (every listed page holds correct data again). */
 int kr_media_clear_list(const char *path);
-/* Makes the fault handlers cover this pool (installing them on first use), or stop. */
-int kr_media_register(kr_pool *pool);
-void kr_media_unregister(kr_pool *pool);
 
 /* Emulated poison, for pools and regions alike: claims one of slots[0..n) for key (0 =
  * free) and returns its index, or -1 if all are taken; then makes the page at `page`
@@ -53,15 +48,23 @@ size_t kr_media_read_salvage(int fd, void *buf, size_t len, uint64_t off, size_t
  * mapping reads it again without faulting. false if the file system refused. */
 bool kr_media_salvage_page(int fd, uint64_t off, size_t grain);
 
-/* Mapped ranges that are not pools but whose faults someone above resolves (protected
- * regions: sealed segments, the mprotect tracker, emulated poison). The resolver runs in
- * the signal handler for a SIGSEGV or SIGBUS inside [base, base + len); it returns true if
- * the access may run again, false to pass the fault on (previous handler or default). */
+/* Registration of a resolver for a mapped range whose faults a layer above resolves (an
+ * object pool and its read-only view, a protected region, a keratin-fs mapping); the
+ * states of a registration are described at the top of media.c. The resolver runs in the
+ * signal handler for a SIGSEGV or SIGBUS inside [base, base + len) with the owner's ctx; it
+ * returns true if the access may run again, false to pass the fault on (previous handler or
+ * default). kr_media_watch installs the handlers on first use; KR_E_MISUSE_STATE when every
+ * slot is taken. kr_media_unwatch(base) before the range is unmapped. ucontext is the
+ * handler's third argument (whether the access was a read or a write). */
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
-typedef bool (*kr_fault_fn)(void *ctx, int sig, const siginfo_t *si);
+typedef bool (*kr_fault_fn)(void *ctx, int sig, const siginfo_t *si, const void *ucontext);
 int kr_media_watch(const void *base, size_t len, kr_fault_fn fn, void *ctx);
 void kr_media_unwatch(const void *base);
+/* The resolver for a SIGSEGV at an address in no watched range (one per process; the debug
+ * mode's retired micro-buffers, which are many small mappings of their own): it may report,
+ * and returns true only if the access may run again. Set once; installs the handlers. */
+int kr_media_watch_elsewhere(kr_fault_fn fn, void *ctx);
 
 #endif

@@ -353,8 +353,9 @@ static bool repair_poison(struct kr_region *r, uint64_t p, bool machine_check)
 	return ok;
 }
 
-static bool region_fault(void *ctx, int sig, const siginfo_t *si)
+static bool region_fault(void *ctx, int sig, const siginfo_t *si, const void *ucontext)
 {
+	(void)ucontext;
 	struct kr_region *r = ctx;
 	if (getpid() != r->pid) {
 		say("keratin: a forked child stored into protected region ", r->path,
