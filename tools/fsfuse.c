@@ -23,7 +23,7 @@
  *
  * Control from the command line (keratin fs scrub|info DIR): reading the extended
  * attribute "keratin.scrub" or "keratin.info" of the root directory runs the scrubber or
- * formats the statistics in the daemon and returns the text (fsmount.c, fsfuse_control).
+ * formats the statistics in the daemon and returns the text (fsmount.c, through the control callback of struct fsfuse).
  * The kernel passes names outside its own namespaces (user., trusted., ...) through to
  * FUSE after a read-permission check; the daemon itself admits only root and the user who
  * mounted.
@@ -728,7 +728,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	size_t len = 0;
-	int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), NULL, fuse_req_ctx(req)->uid, &buf, &len);
+	int rc = f->control(f, name + strlen(FSFUSE_CONTROL_PREFIX), NULL, fuse_req_ctx(req)->uid, &buf, &len);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
@@ -780,7 +780,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		arg[size] = '\0';
 		char *text = NULL;
 		size_t len;
-		int rc = fsfuse_control(f, name + strlen(FSFUSE_CONTROL_PREFIX), arg, fuse_req_ctx(req)->uid, &text,
+		int rc = f->control(f, name + strlen(FSFUSE_CONTROL_PREFIX), arg, fuse_req_ctx(req)->uid, &text,
 					&len);
 		free(text);
 		fuse_reply_err(req, -rc);

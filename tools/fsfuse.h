@@ -24,6 +24,14 @@ struct fsfuse {
 	bool writeback;       /* the kernel's writeback cache (writes durable at fsync only) */
 	bool splice;          /* splice reads and writes through /dev/fuse */
 	unsigned owner_uid;   /* who mounted: may run the control attributes, with root */
+	/* Runs the control command cmd for a caller with uid (the daemon's, fsmount.c): read as
+	 * attributes, "info", "scrub", "snapshots" (the list) and "requests"; set, with arg a
+	 * snapshot's name, "snapshot-create" and "snapshot-delete". *text (malloc'd, the caller
+	 * frees it) and *len receive its output, whose first line is the command's exit status.
+	 * 0, -EPERM, -ENODATA (unknown command), -ENOMEM, or the snapshot operation's -errno.
+	 * A callback, so that the translation needs nothing of the code that mounts it. */
+	int (*control)(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text,
+		       size_t *len);
 	/* The transport (fsfuse_io): requests received, by opcode, and the kernel's INIT while
 	 * its reply is pending. */
 	_Atomic uint64_t requests[FSFUSE_OPCODES];
@@ -46,12 +54,5 @@ extern const struct fuse_custom_io fsfuse_io;
 
 /* The requests counted so far, one "NAME COUNT" line per opcode seen, into out. */
 void fsfuse_print_requests(struct fsfuse *f, FILE *out);
-
-/* Runs the control command cmd for a caller with uid: read as attributes, "info", "scrub"
- * and "snapshots" (the list); set, with arg a snapshot's name, "snapshot-create" and
- * "snapshot-delete". *text (malloc'd, the caller frees it) and *len receive its output,
- * whose first line is the command's exit status. 0, -EPERM, -ENODATA (unknown command),
- * -ENOMEM, or the snapshot operation's -errno. */
-int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
 
 #endif

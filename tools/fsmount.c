@@ -204,9 +204,12 @@ out_fs:
 	return status;
 }
 
+static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
+
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
 {
-	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid()};
+	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid(),
+			  .control = control};
 	char fuse_opts[2048] = "";
 	unsigned threads = 8;
 	bool clone_fd = false, prefault = true;
@@ -368,7 +371,7 @@ int fs_umount(const char *dir)
 
 /* ---- control --------------------------------------------------------------------------- */
 
-int fsfuse_control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len)
+static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len)
 {
 	if (uid != 0 && uid != f->owner_uid)
 		return -EPERM;
@@ -431,7 +434,7 @@ int fs_control(const char *dir, const char *cmd)
 		free(buf);
 		return 1;
 	}
-	/* The first line is the command's exit status (fsfuse_control). */
+	/* The first line is the command's exit status (control, above). */
 	char *nl = memchr(buf, '\n', (size_t)n);
 	int status = nl ? atoi(buf) : 1;
 	if (nl)
