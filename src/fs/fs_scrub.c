@@ -45,8 +45,10 @@ void krfs_path_of(struct kr_fs *fs, uint64_t ino, char *buf, size_t n)
 			snprintf(buf, n, "inode %llu", (unsigned long long)ino);
 			return;
 		}
-		char next[4096];
-		snprintf(next, sizeof(next), "/%s%s", name, tmp);
+		char next[sizeof(tmp)];
+		int w = snprintf(next, sizeof(next), "/%s%s", name, tmp);
+		if (w < 0 || (size_t)w >= sizeof(next))
+			break; /* deeper than a path can name: the tail found so far */
 		memcpy(tmp, next, sizeof(tmp));
 		at = dir->ino;
 	}
