@@ -35,6 +35,9 @@
  *           strip under an overwrite is repaired first, the checker finds nothing
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
+ *   zone    zone parity's format from raw bytes: the feature bit, columns, the parity area,
+ *           every row's parity recomputed, the intent word; bad options refused
+ * KR_TEST_FS_PARITY=zone runs the other cases on zone-parity pools.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,7 +61,7 @@ static void mkfs_at(const char *path, uint64_t size, uint32_t ninodes, uint64_t 
 {
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = ninodes,
 				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM,
-				    .unprotect = fm_unprotect_from_env()};
+				    .unprotect = fm_unprotect_from_env(), .parity = fm_parity_from_env()};
 	TU_OK(kr_fs_mkfs(path, &o));
 }
 
@@ -865,6 +868,94 @@ static void case_layout(void)
 	free(img);
 }
 
+/* Zone parity: the format (feature bit, columns, parity area, the intent word) read from the
+ * pool file and every row's parity recomputed here, independently of the library's checker;
+ * bad options refused; the pool keeps more data pages than a page-parity one of the size. */
+static void case_zone(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-zone");
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 16 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .parity = KR_FS_PARITY_ZONE, .zone_columns = 1};
+	unlink(path);
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "one column refused: %s", kr_errmsg());
+	o.zone_columns = KRFS_ZONE_MAX_COLUMNS + 1;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "too many columns refused");
+	o.parity = 7;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "unknown parity layout refused");
+	o.parity = KR_FS_PARITY_ZONE;
+	o.zone_columns = 0;
+	TU_OK(kr_fs_mkfs(path, &o));
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+	struct kr_fs_statfs st;
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.parity == KR_FS_PARITY_ZONE && st.zone_columns == 64,
+		  "statfs reports zone parity with 64 columns");
+	struct kr_fs_attr a;
+	TU_OK(kr_fs_create(fs, KR_FS_ROOT_INO, "z", 0644, 0, 0, &a));
+	static uint8_t buf[5 * 4096];
+	tu_fill(buf, sizeof(buf), 5);
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf), "write");
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 4096 + 100) == 512, "overwrite");
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, a.ino, 4096 + 700, &loc) == 0, "locate");
+	TU_OK(kr_fs_unmount(fs));
+
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	struct krfs_super sb;
+	memcpy(&sb, img, sizeof(sb));
+	uint64_t d = sb.data_pages, rows = (d + 63) / 64, cs = (d * 32 + 4095) / 4096;
+	TU_ASSERT(sb.ro_compat == 0x1f && sb.zone_columns == 64, "zone feature bit 0x10 and 64 columns");
+	TU_ASSERT(sb.parity_off == sb.data_off + d * 4096 && sb.parity_off + rows * 4096 <= sb.csum_b_off &&
+		  sb.csum_b_off == sb.replica_off - cs * 4096, "one parity page per row after the data");
+	uint64_t avail = len / 4096 - 2 - 2 * sb.meta_zone_size / 4096, d1 = d + 1;
+	TU_ASSERT(d + rows + 2 * cs <= avail && d1 + (d1 + 63) / 64 + 2 * ((d1 * 32 + 4095) / 4096) > avail,
+		  "data_pages is the largest that fits");
+	TU_ASSERT(loc.parity_off == sb.parity_off + (loc.page_off - sb.data_off) / 4096 % rows * 4096 + 512,
+		  "locate names the row's parity page, strip 1");
+	/* Every row: its parity page is the XOR of its data pages. */
+	uint64_t bad_rows = 0;
+	for (uint64_t r = 0; r < rows; r++) {
+		uint8_t x[4096];
+		memcpy(x, img + sb.parity_off + r * 4096, 4096);
+		for (uint64_t pg = r; pg < d; pg += rows)
+			for (unsigned k = 0; k < 4096; k++)
+				x[k] ^= img[sb.data_off + pg * 4096 + k];
+		for (unsigned k = 0; k < 4096; k++)
+			if (x[k]) {
+				bad_rows++;
+				break;
+			}
+	}
+	TU_ASSERT(bad_rows == 0, "%llu rows' parity disagrees", (unsigned long long)bad_rows);
+	/* The intent word names the last run written (one page, the overwrite), in both copies. */
+	uint64_t w, w2;
+	memcpy(&w, img + KRFS_ZONE_INTENT_OFF, 8);
+	memcpy(&w2, img + len - 4096 + KRFS_ZONE_INTENT_OFF, 8);
+	uint64_t v = w & ((1ull << 48) - 1), key[2] = {v, KRFS_ZONE_INTENT_OWNER};
+	TU_ASSERT(w == w2 && w >> 48 == ((tu_crc32c(key, 16) ^ 0x5a5a) & 0xffff), "intent word self-checking, two copies");
+	TU_ASSERT((v & KRFS_ZONE_INTENT_MAX) == 1 && (v >> KRFS_ZONE_INTENT_NBITS) == (loc.page_off - sb.data_off) / 4096,
+		  "intent names the overwrite's page");
+	free(img);
+	unlink(path);
+
+	/* The same size with page parity keeps fewer data pages. */
+	o.parity = KR_FS_PARITY_PAGE;
+	TU_OK(kr_fs_mkfs(path, &o));
+	img = tu_read_file(path, &len);
+	struct krfs_super pb;
+	memcpy(&pb, img, sizeof(pb));
+	TU_ASSERT(pb.ro_compat == 0xf && pb.zone_columns == 0 && pb.data_pages < d, "page parity: %llu data pages",
+		  (unsigned long long)pb.data_pages);
+	printf("fs zone: %llu data pages, %llu rows of 64 (page parity: %llu data pages); redundancy %.2f%% of data "
+	       "(page parity %.2f%%); every row's parity checked from the pool file\n", (unsigned long long)d,
+	       (unsigned long long)rows, (unsigned long long)pb.data_pages, 100.0 * (rows + 2 * cs) / d,
+	       100.0 * ((pb.data_pages * 512 + 4095) / 4096 + 2 * ((pb.data_pages * 32 + 4095) / 4096)) / pb.data_pages);
+	free(img);
+	unlink(path);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 /* Each thread runs random operations in its own directory against its own model, all on
  * one file system (one lock, shared journal, allocators, inode table); afterwards every
@@ -1251,7 +1342,9 @@ int main(int argc, char **argv)
 		case_relaxed();
 	else if (strcmp(c, "wprotect") == 0)
 		case_wprotect();
+	else if (strcmp(c, "zone") == 0)
+		case_zone();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect|zone");
 	return 0;
 }

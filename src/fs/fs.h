@@ -13,6 +13,7 @@
  *   fs_index.c    DRAM indexes: the radix tree of file pages, the per-directory name table
  *   fs_inode.c    DRAM inodes: applying log entries (the same code at mount and at run time)
  *   fs_data.c     data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *   fs_zone.c     zone parity: rows of pages across columns, the intent, row checks
  *   fs_inplace.c  relaxed mode: overwrites in place under an in-place intent
  *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
@@ -167,6 +168,7 @@ struct kr_fs {
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
 	bool relaxed;               /* overwrites in place (superblock incompat INPLACE) */
+	uint64_t zone_rows;         /* zone parity (ro_compat ZONE_PARITY): rows; 0 = page parity */
 	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
 	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
 	struct krfs_snap *snaps;
@@ -358,6 +360,39 @@ int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
  * in *csum_mismatch, strips whose two CRC copies differ and *parity_bad whether parity
  * disagrees. For the checker. */
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
+
+/* ---- zone parity (fs_zone.c) --------------------------------------------------------- */
+static inline uint64_t krfs_zone_row(const struct kr_fs *fs, uint64_t pg) { return pg % fs->zone_rows; }
+/* Pool offset of the parity page of data page pg's row. */
+uint64_t krfs_zone_parity(const struct kr_fs *fs, uint64_t pg);
+/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
+uint64_t krfs_zone_run_max(const struct kr_fs *fs);
+/* Names the run [start, start + n) in the intent (fenced first if fence_first: deltas of the
+ * run named before are still unfenced), fenced. 0 or -EIO. */
+int krfs_zone_intent(struct kr_fs *fs, bool fence_first, uint64_t start, uint64_t n);
+/* Before data page pg (in the run the intent names) is overwritten with src: its row's
+ * parity takes the delta; flushed, not fenced. */
+void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src);
+/* Relaxed pools: strip `strip` of pg changes from old to neu in place; parity by delta. */
+void krfs_zone_patch(struct kr_fs *fs, uint64_t pg, unsigned strip, const void *old, const void *neu);
+/* out (DRAM, 64-byte aligned) = strip `strip` of pg as the rest of its row and the parity
+ * say it is. */
+void krfs_zone_rebuild_strip(struct kr_fs *fs, uint64_t pg, unsigned strip, void *out);
+/* Whether row r's parity page is the XOR of its data pages. */
+bool krfs_zone_row_ok(struct kr_fs *fs, uint64_t r);
+/* Recomputes row r's parity page from its data pages; flushed, not fenced. */
+void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
+/* At mount: the rows the intent names get parity matching their bytes (every row if
+ * both copies of the intent are damaged); fenced. 0 or -EIO. */
+int krfs_zone_recover(struct kr_fs *fs);
+/* The checker: the intent's copies and every row's parity; problems reported. */
+int krfs_zone_verify(struct kr_fs *fs, krfs_problem_fn report, void *ctx);
+/* A free data page the platform lost (bad-block list): its bytes rebuilt from its row, so
+ * the row's parity holds again without trusting less. 0 or -EIO. */
+int krfs_zone_rebuild_free(struct kr_fs *fs, uint64_t pg);
+/* Scrub of row r: a parity page that disagrees is recomputed once the row's pages in use
+ * verify (repaired first if they can be). 0, or -EIO (a page of the row is lost). */
+int krfs_zone_scrub_row(struct kr_fs *fs, uint64_t r);
 
 /* ---- relaxed mode (fs_inplace.c) ------------------------------------------------------ */
 /* Whether a write of len bytes at off to ip is made in place: a relaxed pool, inside the

@@ -7,6 +7,8 @@
  *   - each live inode's committed log: both copies equal, page tails and links good, every
  *     entry checks (fs_log.c krfs_log_verify);
  *   - each data page: every strip matches both CRC copies, the parity strip matches;
+ *     zone parity (fs_zone.c): every row's parity page is the XOR of the row, free pages
+ *     included, and the intent word's two copies are equal and valid;
  *   - ownership: every log page and data page belongs to exactly one inode (one file page)
  *     or snapshot image, and the allocators mark exactly the owned ones (data pages: those
  *     a live file or a snapshot names); inode slots likewise;
@@ -231,6 +233,8 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 		krfs_snap_verify(fs, o.meta, o.data, report, &c);
 		check_tree(fs, &c, &o, rep);
 		check_allocators(fs, &c, &o);
+		if (fs->parity && fs->zone_rows)
+			krfs_zone_verify(fs, report, &c);
 		rep->problems = c.problems;
 		if (c.problems)
 			rc = kr_err_set(KR_E_CORRUPT, "%s: %llu problems found", fs->path, (unsigned long long)c.problems);

@@ -326,6 +326,8 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 					? fs->sb.replica_off - fs->sb.csum_a_off : UINT32_MAX),
 		.unprotect = (fs->replica ? 0 : KR_FS_NO_META_REPLICA) | (fs->csum ? 0 : KR_FS_NO_DATA_CSUM) |
 			     (fs->parity ? 0 : KR_FS_NO_DATA_PARITY) | (fs->relaxed ? KR_FS_RELAXED : 0),
+		.parity = fs->zone_rows ? KR_FS_PARITY_ZONE : KR_FS_PARITY_PAGE,
+		.zone_columns = fs->sb.zone_columns,
 	};
 	krfs_leave(fs);
 	return 0;

@@ -4,8 +4,8 @@
  *
  * Design
  *
- *   The geometry is a pure function of five numbers chosen at mkfs (pool_size, ninodes,
- *   meta_pages, njournals, dead_zone): krfs_geometry derives every area's offset and the
+ *   The geometry is a pure function of the numbers chosen at mkfs (pool_size, ninodes,
+ *   meta_pages, njournals, dead_zone, and zone_columns for zone parity): geometry() derives every area's offset and the
  *   number of data pages. The superblock stores the derived fields too; mount recomputes
  *   them and refuses a superblock that disagrees, so no damaged field steers pointer
  *   arithmetic.
@@ -45,11 +45,18 @@
 #define SB_CSUM_LEN offsetof(struct krfs_super, csum)
 
 /* ---- geometry ---------------------------------------------------------------------------- */
-static uint64_t data_cost(uint64_t d) /* pages needed by d data pages with their redundancy */
+/* Pages of parity for d data pages: one strip per page, or one page per row of zone_columns
+ * (a zone-parity pool, zone_columns != 0). */
+static uint64_t parity_pages(uint64_t d, uint32_t zone_columns)
+{
+	return zone_columns ? (d + zone_columns - 1) / zone_columns : (d * KRFS_STRIP + P - 1) / P;
+}
+
+/* Pages needed by d data pages with their redundancy. */
+static uint64_t data_cost(uint64_t d, uint32_t zone_columns)
 {
 	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
-	uint64_t parity_pages = (d * KRFS_STRIP + P - 1) / P;
-	return d + parity_pages + 2 * csum_pages;
+	return d + parity_pages(d, zone_columns) + 2 * csum_pages;
 }
 
 static int geometry(struct krfs_super *sb)
@@ -64,6 +71,11 @@ static int geometry(struct krfs_super *sb)
 	if (sb->njournals < 1 || sb->njournals > KRFS_MAX_JOURNALS)
 		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%u journals: must be 1..%u", sb->njournals,
 				  KRFS_MAX_JOURNALS);
+	uint32_t cols = sb->zone_columns;
+	bool zoned = sb->ro_compat & KRFS_RO_ZONE_PARITY;
+	if (zoned ? cols < 2 || cols > KRFS_ZONE_MAX_COLUMNS || !(sb->ro_compat & KRFS_RO_DATA_PARITY) : cols != 0)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "zone parity with %u columns: must be 2..%u, with parity",
+				  cols, KRFS_ZONE_MAX_COLUMNS);
 	uint64_t pages = sb->pool_size / P, itab_pages = (uint64_t)sb->ninodes * KRFS_INODE_SIZE / P;
 	uint64_t zone = sb->njournals + itab_pages + sb->meta_pages;
 	if (sb->meta_pages < 4 || 2 + 2 * zone >= pages)
@@ -71,9 +83,9 @@ static int geometry(struct krfs_super *sb)
 				  (unsigned long long)sb->meta_pages, (unsigned long long)itab_pages,
 				  (unsigned long long)pages);
 	uint64_t avail = pages - 2 - 2 * zone, d = avail * 128 / 146;
-	while (d > 0 && data_cost(d) > avail)
+	while (d > 0 && data_cost(d, cols) > avail)
 		d--;
-	while (data_cost(d + 1) <= avail)
+	while (data_cost(d + 1, cols) <= avail)
 		d++;
 	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
 	sb->data_pages = d;
@@ -175,6 +187,7 @@ static int dram_init(struct kr_fs *fs)
 	fs->csum = fs->sb.ro_compat & KRFS_RO_DATA_CSUM;
 	fs->parity = fs->sb.ro_compat & KRFS_RO_DATA_PARITY;
 	fs->relaxed = fs->sb.incompat & KRFS_INCOMPAT_INPLACE;
+	fs->zone_rows = fs->sb.zone_columns ? parity_pages(fs->sb.data_pages, fs->sb.zone_columns) : 0;
 	fs->next_trans = KRFS_FIRST_TRANS;
 	fs->inodes = calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
@@ -324,6 +337,9 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		return KR_E_MISUSE_ARG;
 	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY | KR_FS_RELAXED))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown protection flags 0x%x", o->unprotect);
+	if (o->parity > KR_FS_PARITY_ZONE)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown parity layout %u", o->parity);
+	bool zoned = o->parity == KR_FS_PARITY_ZONE && !(o->unprotect & KR_FS_NO_DATA_PARITY);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	struct krfs_super sb = {
 		.magic = KRFS_MAGIC,
@@ -332,7 +348,8 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.incompat = o->unprotect & KR_FS_RELAXED ? KRFS_INCOMPAT_INPLACE : 0,
 		.ro_compat = KRFS_RO_KNOWN & ~((o->unprotect & KR_FS_NO_META_REPLICA ? KRFS_RO_META_REPLICA : 0) |
 						(o->unprotect & KR_FS_NO_DATA_CSUM ? KRFS_RO_DATA_CSUM : 0) |
-						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0)),
+						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0) |
+						(zoned ? 0 : KRFS_RO_ZONE_PARITY)),
 		.page_size = P,
 		.pool_size = size,
 		.create_time = krfs_now(),
@@ -341,6 +358,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.meta_pages = o->meta_bytes ? (o->meta_bytes + P - 1) / P : size / 16 / P,
 		.dead_zone = o->dead_zone ? o->dead_zone : KRFS_DEAD_ZONE_DEFAULT,
 		.state = KRFS_STATE_CLEAN,
+		.zone_columns = zoned ? (o->zone_columns ? o->zone_columns : KRFS_ZONE_COLUMNS_DEFAULT) : 0,
 	};
 	if (!sb.ninodes) {
 		uint64_t n = size / (64 << 10);
@@ -435,6 +453,8 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		fs->was_clean = fs->sb.state == KRFS_STATE_CLEAN;
 		rc = krfs_recover(fs);
 	}
+	if (rc == KR_OK && krfs_zone_recover(fs) != 0)
+		rc = KR_E_IO_SYNC;
 	if (rc == KR_OK)
 		rc = krfs_media_repair_listed(fs);
 	if (rc == KR_OK) {
