@@ -14,7 +14,8 @@
  * Peers: keratin-fs made with no protection ("none": the NOVA baseline), the metadata
  * replica only ("meta"), metadata replica + strip CRCs + parity ("full"), full mounted with
  * write protection ("+wprot", KR_FS_MOUNT_WPROTECT), full in relaxed mode ("relaxed",
- * KR_FS_RELAXED: overwrites in place), and tmpfs (open/pwrite/pread/unlink in a directory of
+ * KR_FS_RELAXED: overwrites in place), full with zone parity ("zone", KR_FS_PARITY_ZONE with
+ * 64 columns: a write also reads the old page and the row's parity page), and tmpfs (open/pwrite/pread/unlink in a directory of
  * /dev/shm). Every round runs every peer, in a rotating order, so that noise from other
  * processes falls on all of them; the table shows each peer's median over the rounds in ns
  * per operation, then the ratios the NOVA-Fortis paper reports as overheads. Times are the
@@ -26,7 +27,9 @@
  * mixed sizes (4 KiB to 1 MiB, log-uniform), a third of them deleted at random, filled to
  * 90 % again - and the bytes in use are split into primary data, primary metadata (log
  * pages and inode slots), metadata redundancy (their replica) and data redundancy (two CRC
- * copies and a parity strip per data page), each as a share of all bytes in use.
+ * copies and a parity strip per data page; with zone parity, the two CRC copies and the whole
+ * parity area, one page per row: on an aged pool every row holds data), each as a share of
+ * all bytes in use. Once with page parity, once with zone parity.
  *
  * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--quick]   (defaults 2000, 5, 256;
  * --quick: 200 operations, 1 round, a 32 MiB pool). Prints markdown tables. Exit status: 0,
@@ -47,17 +50,19 @@
 
 enum { OP_CREATE, OP_APPEND, OP_OVERWRITE, OP_SMALL, OP_READ, OP_UNLINK, NOPS };
 static const char *op_name[NOPS] = {"create", "append 4K", "overwrite 4K", "overwrite 512", "read 4K", "unlink"};
-enum { PEER_NONE, PEER_META, PEER_FULL, PEER_WPROT, PEER_RELAXED, PEER_TMPFS, NPEERS };
-static const char *peer_name[NPEERS] = {"none", "meta", "full", "+wprot", "relaxed", "tmpfs"};
+enum { PEER_NONE, PEER_META, PEER_FULL, PEER_WPROT, PEER_RELAXED, PEER_ZONE, PEER_TMPFS, NPEERS };
+static const char *peer_name[NPEERS] = {"none", "meta", "full", "+wprot", "relaxed", "zone", "tmpfs"};
 static const struct {
 	uint32_t unprotect;
 	unsigned mount_flags;
+	uint32_t parity;
 } peer[] = {
-	[PEER_NONE] = {KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
-	[PEER_META] = {KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
-	[PEER_FULL] = {0, 0},
-	[PEER_WPROT] = {0, KR_FS_MOUNT_WPROTECT},
-	[PEER_RELAXED] = {KR_FS_RELAXED, 0},
+	[PEER_NONE] = {KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0, 0},
+	[PEER_META] = {KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0, 0},
+	[PEER_FULL] = {0, 0, KR_FS_PARITY_PAGE},
+	[PEER_WPROT] = {0, KR_FS_MOUNT_WPROTECT, KR_FS_PARITY_PAGE},
+	[PEER_RELAXED] = {KR_FS_RELAXED, 0, KR_FS_PARITY_PAGE},
+	[PEER_ZONE] = {0, 0, KR_FS_PARITY_ZONE},
 };
 
 static unsigned nops = 2000, rounds = 5, space_mib = 256;
@@ -88,14 +93,14 @@ static uint64_t rnd(uint64_t *s)
 }
 
 /* One round of every operation on keratin-fs; ns per operation into t. */
-static void run_fs(uint32_t unprot, unsigned mount_flags, double *t)
+static void run_fs(uint32_t unprot, unsigned mount_flags, uint32_t parity, double *t)
 {
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-%d.pool", (int)getpid());
 	unlink(path);
 	uint64_t size = (uint64_t)nops * 4096 * 3 + (64 << 20);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (nops + 127) / 32 * 32 + 64,
-				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot};
+				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot, .parity = parity};
 	int rc = kr_fs_mkfs(path, &o);
 	kr_fs *fs;
 	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | mount_flags, &fs)))
@@ -197,6 +202,7 @@ static void run_tmpfs(double *t)
 struct space {
 	double data, meta, meta_red, data_red; /* bytes in use */
 	unsigned files;
+	uint32_t zone_columns; /* zone parity; 0 = page parity */
 };
 
 /* Files of log-uniform sizes 4 KiB..1 MiB until 90 % of the data pages are in use (or
@@ -232,14 +238,14 @@ static void fill(kr_fs *fs, uint64_t *seed, unsigned *n, unsigned cap, uint64_t 
 	}
 }
 
-static struct space age(void)
+static struct space age(uint32_t parity)
 {
 	char path[128], name[32];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-age-%d.pool", (int)getpid());
 	unlink(path);
 	uint64_t size = (uint64_t)space_mib << 20;
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)(size >> 16),
-				    .open_flags = KR_OPEN_FORCE_PMEM};
+				    .open_flags = KR_OPEN_FORCE_PMEM, .parity = parity};
 	kr_fs *fs;
 	int rc = kr_fs_mkfs(path, &o);
 	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs)))
@@ -259,12 +265,15 @@ static struct space age(void)
 	struct kr_fs_statfs st;
 	if (kr_fs_statfs(fs, &st))
 		die("statfs", -1);
-	struct space sp = {.files = n};
+	struct space sp = {.files = n, .zone_columns = st.zone_columns};
 	double pages = (double)(st.blocks - st.bfree);
 	sp.data = pages * 4096;
 	sp.meta = (double)(st.log_pages - st.log_pages_free) * 4096 + (double)(st.files - st.ffree) * 128;
 	sp.meta_red = sp.meta; /* the replica: every log page and slot twice */
-	sp.data_red = pages * (2 * 32 + 512); /* two copies of 8 strip CRCs, one parity strip */
+	if (st.parity == KR_FS_PARITY_ZONE) /* two copies of 8 strip CRCs; the parity area */
+		sp.data_red = pages * 2 * 32 + (double)((st.blocks + st.zone_columns - 1) / st.zone_columns) * 4096;
+	else /* two copies of 8 strip CRCs, one parity strip */
+		sp.data_red = pages * (2 * 32 + 512);
 	if ((rc = kr_fs_unmount(fs)))
 		die("unmount", rc);
 	unlink(path);
@@ -316,7 +325,7 @@ int main(int argc, char **argv)
 			if (p == PEER_TMPFS)
 				run_tmpfs(row);
 			else
-				run_fs(peer[p].unprotect, peer[p].mount_flags, row);
+				run_fs(peer[p].unprotect, peer[p].mount_flags, peer[p].parity, row);
 		}
 	double med[NPEERS][NOPS];
 	for (int p = 0; p < NPEERS; p++)
@@ -331,8 +340,9 @@ int main(int argc, char **argv)
 	printf("| operation |");
 	for (int p = 0; p < NPEERS; p++)
 		printf(" %s |", peer_name[p]);
-	printf(" meta/none | full/none | +wprot/full | relaxed/full | relaxed/none | none/tmpfs | full/tmpfs |\n|---|");
-	for (int p = 0; p < NPEERS + 7; p++)
+	printf(" meta/none | full/none | +wprot/full | relaxed/full | relaxed/none | zone/full | none/tmpfs | full/tmpfs "
+	       "|\n|---|");
+	for (int p = 0; p < NPEERS + 8; p++)
 		printf("---:|");
 	printf("\n");
 	for (int k = 0; k < NOPS; k++) {
@@ -341,19 +351,23 @@ int main(int argc, char **argv)
 			printf(" %.0f |", med[p][k]);
 		const double *m = (const double *)med; /* shorthand: m[p * NOPS + k] */
 #define R(a, b) (m[(a) * NOPS + k] / m[(b) * NOPS + k])
-		printf(" %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", R(PEER_META, PEER_NONE), R(PEER_FULL, PEER_NONE),
-		       R(PEER_WPROT, PEER_FULL), R(PEER_RELAXED, PEER_FULL), R(PEER_RELAXED, PEER_NONE),
-		       R(PEER_NONE, PEER_TMPFS), R(PEER_FULL, PEER_TMPFS));
+		printf(" %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", R(PEER_META, PEER_NONE),
+		       R(PEER_FULL, PEER_NONE), R(PEER_WPROT, PEER_FULL), R(PEER_RELAXED, PEER_FULL), R(PEER_RELAXED, PEER_NONE),
+		       R(PEER_ZONE, PEER_FULL), R(PEER_NONE, PEER_TMPFS), R(PEER_FULL, PEER_TMPFS));
 #undef R
 	}
-	struct space sp = age();
-	double used = sp.data + sp.meta + sp.meta_red + sp.data_red;
-	printf("\nSpace on an aged, fully protected %u MiB pool (%u files, %.1f MiB in use):\n\n", space_mib, sp.files,
-	       used / 1048576);
-	printf("| data | metadata | metadata redundancy | data redundancy | redundancy in all |\n");
-	printf("|---:|---:|---:|---:|---:|\n");
-	printf("| %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", 100 * sp.data / used, 100 * sp.meta / used,
-	       100 * sp.meta_red / used, 100 * sp.data_red / used, 100 * (sp.meta_red + sp.data_red) / used);
+	printf("\nSpace on an aged, fully protected %u MiB pool:\n\n", space_mib);
+	printf("| parity | files | MiB in use | data | metadata | metadata redundancy | data redundancy | redundancy in all |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (uint32_t layout = KR_FS_PARITY_PAGE; layout <= KR_FS_PARITY_ZONE; layout++) {
+		struct space sp = age(layout);
+		double used = sp.data + sp.meta + sp.meta_red + sp.data_red;
+		char name[32];
+		snprintf(name, sizeof(name), sp.zone_columns ? "zone (%u columns)" : "page", sp.zone_columns);
+		printf("| %s | %u | %.1f | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", name, sp.files, used / 1048576,
+		       100 * sp.data / used, 100 * sp.meta / used, 100 * sp.meta_red / used, 100 * sp.data_red / used,
+		       100 * (sp.meta_red + sp.data_red) / used);
+	}
 	free(col);
 	free(t);
 	return 0;
