@@ -929,14 +929,17 @@ static void case_zone(void)
 			}
 	}
 	TU_ASSERT(bad_rows == 0, "%llu rows' parity disagrees", (unsigned long long)bad_rows);
-	/* The intent word names the last run written (one page, the overwrite), in both copies. */
+	/* The intent word names a window of 64 pages (or as many as there are rows) holding the
+	 * last page written (the overwrite's), in both copies. */
 	uint64_t w, w2;
 	memcpy(&w, img + KRFS_ZONE_INTENT_OFF, 8);
 	memcpy(&w2, img + len - 4096 + KRFS_ZONE_INTENT_OFF, 8);
 	uint64_t v = w & ((1ull << 48) - 1), key[2] = {v, KRFS_ZONE_INTENT_OWNER};
 	TU_ASSERT(w == w2 && w >> 48 == ((tu_crc32c(key, 16) ^ 0x5a5a) & 0xffff), "intent word self-checking, two copies");
-	TU_ASSERT((v & KRFS_ZONE_INTENT_MAX) == 1 && (v >> KRFS_ZONE_INTENT_NBITS) == (loc.page_off - sb.data_off) / 4096,
-		  "intent names the overwrite's page");
+	uint64_t first = v >> KRFS_ZONE_INTENT_NBITS, npg = v & KRFS_ZONE_INTENT_MAX, last = (loc.page_off - sb.data_off) / 4096;
+	TU_ASSERT(npg == (rows < 64 ? rows : 64) && first <= last && last < first + npg, "intent names a window of 64 pages "
+		  "(at most the rows) holding the overwrite's page (%llu + %llu, page %llu)", (unsigned long long)first, (unsigned long long)npg,
+		  (unsigned long long)last);
 	free(img);
 	unlink(path);
 
@@ -1065,11 +1068,11 @@ static void case_threads(unsigned nthreads)
 
 /* ---- relaxed mode ------------------------------------------------------------------------- */
 /* A fresh 8 MiB pool made with these knobs, mounted; its path in path. */
-static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect)
+static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect, uint32_t parity)
 {
 	tu_pool_path(path, n, name);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
-				    .unprotect = unprotect};
+				    .unprotect = unprotect, .parity = parity};
 	TU_OK(kr_fs_mkfs(path, &o));
 	return mount_at(path);
 }
@@ -1096,7 +1099,7 @@ static void expect_clean(kr_fs *fs, const char *what)
 static void case_relaxed(void)
 {
 	char path[128];
-	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-relaxed", KR_FS_RELAXED);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-relaxed", KR_FS_RELAXED, KR_FS_PARITY_PAGE);
 	struct kr_fs_statfs st;
 	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.unprotect == KR_FS_RELAXED, "statfs reports relaxed mode");
 	static uint8_t model[5 * 4096], part[6000];
@@ -1246,13 +1249,19 @@ static void expect_cost(const char *what, struct cost got, uint64_t fences, uint
 		  (unsigned long long)bytes);
 }
 
-static void fences_at(uint32_t unprotect)
+static void fences_at(uint32_t unprotect, uint32_t parity)
 {
 	char path[128];
-	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-fences", unprotect);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-fences", unprotect, parity);
 	unsigned copies = unprotect & KR_FS_NO_META_REPLICA ? 1 : 2;
-	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) + (unprotect & KR_FS_NO_DATA_PARITY ? 0 : 512);
-	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : "full");
+	/* A data page: its bytes, 8 CRCs twice, and a parity strip; with zone parity the row's
+	 * parity page instead (4096, by delta), and the first write of the mount moves the zone
+	 * intent's window (8 bytes per superblock copy, between two more fences); the next write's
+	 * page falls inside the window. */
+	bool zone = parity == KR_FS_PARITY_ZONE;
+	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) +
+			(unprotect & KR_FS_NO_DATA_PARITY ? 0 : zone ? 4096 : 512);
+	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : zone ? "full, zone parity" : "full");
 	struct kr_fs_attr a;
 	static char buf[4096];
 	/* create: new slot (128) + page tail (32) + SET_ATTR (72) + LINK_CHANGE (48) + DENTRY
@@ -1264,7 +1273,8 @@ static void fences_at(uint32_t unprotect)
 		    copies * (128 + 32 + 72 + 48 + 56 + 32 + 24 + 144 + 8 + 8));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096, "append");
-	expect_cost("4 KiB append", measured(), 2, data + copies * (64 + 8));
+	expect_cost(zone ? "4 KiB append (a new zone window)" : "4 KiB append", measured(), zone ? 4 : 2,
+		    data + copies * (64 + 8) + (zone ? 2 * 8 : 0));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 1024) == 512, "overwrite");
 	if (unprotect & KR_FS_RELAXED) {
@@ -1306,9 +1316,10 @@ static void fences_at(uint32_t unprotect)
 
 static void case_fences(void)
 {
-	fences_at(0);
-	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY);
-	fences_at(KR_FS_RELAXED);
+	fences_at(0, KR_FS_PARITY_PAGE);
+	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, KR_FS_PARITY_PAGE);
+	fences_at(KR_FS_RELAXED, KR_FS_PARITY_PAGE);
+	fences_at(0, KR_FS_PARITY_ZONE);
 }
 
 int main(int argc, char **argv)

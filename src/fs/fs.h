@@ -169,6 +169,7 @@ struct kr_fs {
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
 	bool relaxed;               /* overwrites in place (superblock incompat INPLACE) */
 	uint64_t zone_rows;         /* zone parity (ro_compat ZONE_PARITY): rows; 0 = page parity */
+	uint64_t zone_first, zone_len; /* the window of data pages the durable zone intent names */
 	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
 	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
 	struct krfs_snap *snaps;
@@ -367,9 +368,9 @@ static inline uint64_t krfs_zone_row(const struct kr_fs *fs, uint64_t pg) { retu
 uint64_t krfs_zone_parity(const struct kr_fs *fs, uint64_t pg);
 /* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
 uint64_t krfs_zone_run_max(const struct kr_fs *fs);
-/* Names the run [start, start + n) in the intent (fenced first if fence_first: deltas of the
- * run named before are still unfenced), fenced. 0 or -EIO. */
-int krfs_zone_intent(struct kr_fs *fs, bool fence_first, uint64_t start, uint64_t n);
+/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
+ * it does, else fence, a new window from start, fence. 0 or -EIO. */
+int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
 /* Before data page pg (in the run the intent names) is overwritten with src: its row's
  * parity takes the delta; flushed, not fenced. */
 void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src);
@@ -382,9 +383,12 @@ void krfs_zone_rebuild_strip(struct kr_fs *fs, uint64_t pg, unsigned strip, void
 bool krfs_zone_row_ok(struct kr_fs *fs, uint64_t r);
 /* Recomputes row r's parity page from its data pages; flushed, not fenced. */
 void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
-/* At mount: the rows the intent names get parity matching their bytes (every row if
- * both copies of the intent are damaged); fenced. 0 or -EIO. */
+/* At mount (after the scan and the bad-block list): after a crash, the rows of the intent's
+ * window get parity matching their bytes (every row if both copies of the intent are
+ * damaged); a damaged copy of the intent is rewritten; fenced. 0 or -EIO. */
 int krfs_zone_recover(struct kr_fs *fs);
+/* The scrubber's part of the intent: copies that differ from the window rewritten. */
+int krfs_zone_scrub_intent(struct kr_fs *fs);
 /* The checker: the intent's copies and every row's parity; problems reported. */
 int krfs_zone_verify(struct kr_fs *fs, krfs_problem_fn report, void *ctx);
 /* A free data page the platform lost (bad-block list): its bytes rebuilt from its row, so

@@ -165,16 +165,17 @@ _Static_assert(offsetof(struct krfs_super, csum) == 508, "sb csum");
  * Data pages are still written copy-on-write, into free pages; the write changes its row's
  * parity by delta (parity ^= old page ^ new page). The zone intent says which rows may be
  * changing: a self-checking word (owner KRFS_ZONE_INTENT_OWNER) whose value is
- * (first data page << KRFS_ZONE_INTENT_NBITS) | n for a run of n data pages (1 <= n <=
- * KRFS_ZONE_INTENT_MAX, n <= R) that copy-on-write is filling, at offset
+ * (first data page << KRFS_ZONE_INTENT_NBITS) | n for a window of n data pages (1 <= n <=
+ * KRFS_ZONE_INTENT_MAX, n <= R) that holds the runs copy-on-write is filling, at offset
  * KRFS_ZONE_INTENT_OFF of both superblock pages. It is durable before the first parity byte
- * of the run changes; mount recomputes the parity of the rows of the run it names (every
- * row if neither copy checks). The zero word (never valid) means none was written yet.
+ * in the window changes; mount recomputes the parity of the window's rows (every row if
+ * neither copy checks). The zero word (never valid) means none was written yet.
  * ------------------------------------------------------------------------------------- */
 #define KRFS_ZONE_INTENT_OFF 512u
 #define KRFS_ZONE_INTENT_OWNER 0x5a4f4e45ull /* "ZONE" */
 #define KRFS_ZONE_INTENT_NBITS 14
 #define KRFS_ZONE_INTENT_MAX ((1u << KRFS_ZONE_INTENT_NBITS) - 1) /* pages in one run */
+#define KRFS_ZONE_WINDOW 64u /* pages a new intent names at least (when the pool has them) */
 #define KRFS_ZONE_MAX_COLUMNS 1024u
 #define KRFS_ZONE_COLUMNS_DEFAULT 64u
 _Static_assert(KRFS_ZONE_INTENT_OFF >= 512 && KRFS_ZONE_INTENT_OFF % 8 == 0, "the intent follows the superblock");

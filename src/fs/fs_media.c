@@ -22,8 +22,10 @@
  * What is verified only when read (data pages, their CRCs and parity) is also repaired
  * eagerly for the pages the list names: at mount, and at the end of a scrub, every data
  * page in use whose bytes, CRCs or parity sit in a listed page is scrubbed
- * (krfs_data_scrub); a lost CRC page is then completed from its other copy. The list is
- * cleared when all of that succeeded, kept otherwise (the next mount tries again).
+ * (krfs_data_scrub); a lost CRC page is then completed from its other copy. With zone
+ * parity (fs_zone.c), whose rows cover free pages too, a listed free data page is rebuilt
+ * from its row and a listed parity page's row is rechecked. The list is cleared when all of
+ * that succeeded, kept otherwise (the next mount tries again).
  *
  * Invariants
  *   1. The resolver only changes bytes that were lost already (it never writes a page that

@@ -169,9 +169,8 @@ int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_
 	if (*n == 0)
 		return KRFS_ERR(-ENOSPC, KR_E_NOSPACE, "no free data page (%llu in the data area)",
 				(unsigned long long)fs->sb.data_pages);
-	/* Zone parity: the run's rows are named durably before their parity changes (the
-	 * runs this op took before have unfenced deltas: fenced first). */
-	int rc = zoned ? krfs_zone_intent(fs, op->nruns > 0, *start, *n) : 0;
+	/* Zone parity: the run's rows are named durably before their parity changes. */
+	int rc = zoned ? krfs_zone_intent(fs, *start, *n) : 0;
 	if (rc) {
 		for (uint64_t i = 0; i < *n; i++)
 			krfs_bm_clear(&fs->data_bm, *start + i);
@@ -311,10 +310,6 @@ void krfs_op_end(struct krfs_op *op)
 			if (!op->logs[i].detached)
 				krfs_gc_maybe(fs, op->logs[i].ip);
 	if (!op->committed) {
-		/* Zone parity: the deltas of the pages given back are made durable before the
-		 * next operation's intent stops naming their run (fs_zone.c invariant 1). */
-		if (op->nruns && fs->parity && fs->zone_rows)
-			krfs_fence(fs);
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;
 		for (unsigned i = 0; i < op->nmeta; i++)

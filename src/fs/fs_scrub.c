@@ -175,7 +175,7 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 		krfs_note_repair(fs, "superblock", memcmp(sa, &fs->sb, sizeof(*sa)) ? 0 : fs->sb.pool_size - P);
 		krfs_sb_write(fs);
 	}
-	krfs_zone_recover(fs); /* the zone intent's two copies (a failure leaves fs->failed set) */
+	krfs_zone_scrub_intent(fs); /* the zone intent's two copies (a failure leaves fs->failed set) */
 	for (unsigned jn = 0; jn < fs->sb.njournals; jn++, rep->meta_items++)
 		if (krfs_journal_recover(fs, jn) != 0) /* idle between operations: 1 would be a bug */
 			lost(&s, 0, P + (uint64_t)jn * P, "journal active or unreadable between operations");

@@ -453,10 +453,10 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		fs->was_clean = fs->sb.state == KRFS_STATE_CLEAN;
 		rc = krfs_recover(fs);
 	}
+	if (rc == KR_OK) /* before the rows are settled: a lost free page is rebuilt from its row */
+		rc = krfs_media_repair_listed(fs);
 	if (rc == KR_OK && krfs_zone_recover(fs) != 0)
 		rc = KR_E_IO_SYNC;
-	if (rc == KR_OK)
-		rc = krfs_media_repair_listed(fs);
 	if (rc == KR_OK) {
 		for (const struct krfs_snap *s = fs->snaps; s; s = s->next) /* ids are never reused */
 			if (s->id >= fs->sb.epoch)

@@ -14,17 +14,20 @@
  * parity page is shared by the other pages of the row, so a crash between the data and the
  * parity store, or with some of their lines durable, would leave the row's committed pages
  * unprotected. The zone intent prevents that: before the first parity byte of a run of data
- * pages changes, a self-checking word naming the run is durable in both superblock pages;
- * mount recomputes the parity of the rows the word names from the data bytes as they are
- * (whatever mix of old and new landed in the free pages, the parity then matches it).
+ * pages changes, a self-checking word naming a window of data pages that holds the run is
+ * durable in both superblock pages; mount after a crash recomputes the parity of the
+ * window's rows from the data bytes as they are (whatever mix of old and new landed in the
+ * free pages, the parity then matches it). The window is at least KRFS_ZONE_WINDOW pages (or all rows), so
+ * the runs the next-fit allocator hands out one after another mostly fall inside the window
+ * already durable and cost no store and no fence; moving the window costs two fences.
  *
  * Invariants
- *   1. Outside the rows the durable intent names, every row's parity page is the XOR of the
- *      row's data pages. krfs_zone_intent fences the earlier run's parity deltas before it
- *      names a new run (and an aborted operation fences its deltas in krfs_op_end), then
- *      fences the new intent before any delta of the run is stored.
- *   2. A run named by the intent is at most R pages long, so its rows are distinct and each
- *      row is recomputed once.
+ *   1. Outside the window the durable intent names, every row's parity page is the XOR of
+ *      the row's data pages. krfs_zone_intent moves the window only after a fence (every
+ *      delta stored so far is then durable, and each is whole: a run's pages are all written
+ *      before the next run is taken), and fences the new window before any delta in it.
+ *   2. A window is at most R pages long, so its rows are distinct and each row is
+ *      recomputed once.
  *   3. Parity is only changed under the file system's lock (every operation holds it from
  *      start to end), so two writers never read-modify-write one parity page at once; the
  *      intent word has one writer for the same reason.
@@ -131,16 +134,27 @@ uint64_t krfs_zone_run_max(const struct kr_fs *fs)
 	return fs->zone_rows < KRFS_ZONE_INTENT_MAX ? fs->zone_rows : KRFS_ZONE_INTENT_MAX;
 }
 
-int krfs_zone_intent(struct kr_fs *fs, bool fence_first, uint64_t start, uint64_t n)
+int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n)
 {
+	if (start >= fs->zone_first && start + n <= fs->zone_first + fs->zone_len)
+		return 0; /* inside the durable window */
 	int rc;
-	/* Fence: the deltas of the run the intent names now are durable before it stops
+	/* Fence: the deltas stored under the window named now are durable before it stops
 	 * naming them. */
-	if (fence_first && (rc = krfs_fence(fs)) != 0)
+	if ((rc = krfs_fence(fs)) != 0)
 		return rc;
-	intent_store(fs, krfs_word_make(start << KRFS_ZONE_INTENT_NBITS | n, KRFS_ZONE_INTENT_OWNER));
-	/* Fence: the intent is durable before any parity byte of the run changes. */
-	return krfs_fence(fs);
+	uint64_t len = n > KRFS_ZONE_WINDOW ? n : KRFS_ZONE_WINDOW;
+	if (len > krfs_zone_run_max(fs))
+		len = krfs_zone_run_max(fs);
+	if (len > fs->sb.data_pages - start)
+		len = fs->sb.data_pages - start;
+	intent_store(fs, krfs_word_make(start << KRFS_ZONE_INTENT_NBITS | len, KRFS_ZONE_INTENT_OWNER));
+	/* Fence: the window is durable before any parity byte in it changes. */
+	if ((rc = krfs_fence(fs)) != 0)
+		return rc;
+	fs->zone_first = start;
+	fs->zone_len = len;
+	return 0;
 }
 
 /* The run a word names: true and [*start, *start + *n) if it checks and fits the pool. */
@@ -152,31 +166,52 @@ static bool intent_run(const struct kr_fs *fs, uint64_t word, uint64_t *start, u
 	return v && *n >= 1 && *n <= fs->zone_rows && *start < fs->sb.data_pages && *n <= fs->sb.data_pages - *start;
 }
 
+/* The word naming the DRAM window (0: none). */
+static uint64_t window_word(const struct kr_fs *fs)
+{
+	return fs->zone_len ? krfs_word_make(fs->zone_first << KRFS_ZONE_INTENT_NBITS | fs->zone_len, KRFS_ZONE_INTENT_OWNER)
+			    : 0;
+}
+
+/* Rewrites the intent's copies that differ from the DRAM window (a damaged copy); noted. */
+static void intent_settle(struct kr_fs *fs)
+{
+	uint64_t w = window_word(fs);
+	if (intent_word(fs, 0) == w && intent_word(fs, 1) == w)
+		return;
+	intent_store(fs, w);
+	krfs_note_repair(fs, "zone intent word", intent_off(fs, intent_word(fs, 0) != w ? 0 : 1));
+}
+
+/* Row r after a crash: its pages in use that fail their CRCs are repaired first where the
+ * row still can (a damaged page would otherwise be sealed into the parity), then the parity
+ * is recomputed from the pages as they are. */
+static void settle_row(struct kr_fs *fs, uint64_t r)
+{
+	if (krfs_zone_row_ok(fs, r))
+		return;
+	for (uint64_t pg = r; pg < fs->sb.data_pages; pg += fs->zone_rows)
+		if (krfs_bm_test(&fs->data_bm, pg) && !krfs_data_strips_ok(fs, pg, 0xff))
+			krfs_data_read(fs, pg, fs->buf); /* repairs, or the page stays lost: -EIO later */
+	krfs_zone_reseal(fs, r); /* a write in flight: not damage */
+}
+
 int krfs_zone_recover(struct kr_fs *fs)
 {
 	if (!fs->zone_rows)
 		return 0;
 	uint64_t w[2] = {intent_word(fs, 0), intent_word(fs, 1)}, start, n;
-	bool ok0 = intent_run(fs, w[0], &start, &n);
-	bool ok = ok0 || intent_run(fs, w[1], &start, &n);
-	if (ok) {
-		for (uint64_t i = 0; i < n; i++) {
-			uint64_t r = krfs_zone_row(fs, start + i);
-			if (!krfs_zone_row_ok(fs, r))
-				krfs_zone_reseal(fs, r); /* a write in flight: not damage */
-		}
-		if (w[0] != w[1]) {
-			intent_store(fs, ok0 ? w[0] : w[1]);
-			krfs_note_repair(fs, "zone intent word", intent_off(fs, ok0));
-		}
-	} else if (w[0] || w[1]) {
-		/* Both copies damaged: any row may have been changing. */
+	bool ok = intent_run(fs, w[0], &start, &n) || intent_run(fs, w[1], &start, &n);
+	fs->zone_first = ok ? start : 0;
+	fs->zone_len = ok ? n : 0;
+	/* After a clean unmount every row holds: one that does not is damage, for reads and the
+	 * scrubber to repair, not a write in flight. */
+	for (uint64_t i = 0; ok && !fs->was_clean && i < n; i++)
+		settle_row(fs, krfs_zone_row(fs, start + i));
+	if (!ok && !fs->was_clean && (w[0] || w[1])) /* both copies damaged: any row may have been changing */
 		for (uint64_t r = 0; r < fs->zone_rows; r++)
-			if (!krfs_zone_row_ok(fs, r))
-				krfs_zone_reseal(fs, r);
-		intent_store(fs, 0);
-		krfs_note_repair(fs, "zone intent word (every row's parity rechecked)", intent_off(fs, 0));
-	}
+			settle_row(fs, r);
+	intent_settle(fs);
 	return krfs_fence(fs);
 }
 
@@ -204,6 +239,14 @@ int krfs_zone_rebuild_free(struct kr_fs *fs, uint64_t pg)
 	kr_pm_copy(&fs->pm, dst, page, P);
 	kr_pm_flush(&fs->pm, dst, P);
 	krfs_note_repair(fs, "free data page rebuilt from its zone parity row", krfs_data_off(fs, pg));
+	return krfs_fence(fs);
+}
+
+int krfs_zone_scrub_intent(struct kr_fs *fs)
+{
+	if (!fs->zone_rows)
+		return 0;
+	intent_settle(fs); /* between operations every row holds: only the copies matter */
 	return krfs_fence(fs);
 }
 
