@@ -140,6 +140,19 @@ KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
  * stand-in for a write-protect bit, not a hardware key per thread. */
 #define KR_FS_MOUNT_WPROTECT 0x200u
 
+/* kr_fs_mount with more choices. scan_threads: threads that walk the inode logs at mount
+ * (each log is walked by one of them; the mounted state is the same for any number), at most
+ * the online CPUs and KR_FS_SCAN_THREADS_MAX; 0 = up to 4. */
+struct kr_fs_mount_opts {
+	uint32_t struct_size;   /* sizeof(struct kr_fs_mount_opts) */
+	unsigned flags;         /* as kr_fs_mount's */
+	uint32_t scan_threads;
+};
+#define KR_FS_MOUNT_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mount_opts)}
+#define KR_FS_SCAN_THREADS_MAX 64u
+#define KR_FS_SCAN_THREADS_DEFAULT 4u
+KR_API int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_fs **fs);
+
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
  * durability call failed. */
 KR_API int kr_fs_unmount(kr_fs *fs);

@@ -37,6 +37,9 @@
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
  *   zone    zone parity's format from raw bytes: the feature bit, columns, the parity area,
  *           every row's parity recomputed, the intent word; bad options refused
+ *   scan    the mount scan with one thread and with several: the same DRAM state (inodes,
+ *           indexes, allocators, transaction ids), on a clean pool and on one whose logs and
+ *           slots need repairs
  * KR_TEST_FS_PARITY=zone runs the other cases on zone-parity pools.
  */
 #define _GNU_SOURCE
@@ -959,6 +962,148 @@ static void case_zone(void)
 	unlink(path);
 }
 
+/* ---- the parallel mount scan ------------------------------------------------------------ */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h = (h ^ v) * 0x100000001b3ull;
+	return h ^ (h >> 29);
+}
+
+static uint64_t bitmap_digest(uint64_t h, const struct krfs_bitmap *bm)
+{
+	h = mix(mix(h, bm->n), bm->nfree);
+	for (uint64_t i = 0; i < (bm->n + 63) / 64; i++)
+		h = mix(h, bm->bits[i]);
+	return h;
+}
+
+/* A digest of the DRAM state the mount scan built: every inode (attributes, log chain, file
+ * pages, names in listing order with their cookies, extended attributes), the three
+ * allocators, the next transaction id, the snapshots and the repairs made. */
+static uint64_t scan_digest(kr_fs *fs)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint64_t ino = 0; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		h = mix(h, ip != NULL);
+		if (!ip)
+			continue;
+		const uint64_t f[] = {ip->ino, ip->generation, ip->create_time, ip->mode, ip->uid, ip->gid, ip->nlink,
+				      ip->rdev, ip->size, ip->atime, ip->mtime, ip->ctime, ip->parent, ip->tail,
+				      ip->npages, ip->nblocks, ip->max_trans};
+		for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+			h = mix(h, f[i]);
+		for (uint32_t i = 0; i < ip->npages; i++)
+			h = mix(h, ip->pages[i]);
+		uint64_t key = 0;
+		uint32_t val;
+		while (krfs_radix_next(&ip->map, key, &key, &val))
+			h = mix(mix(h, key++), val);
+		for (const struct krfs_dentry *d = ip->dir.first; d; d = d->next)
+			h = mix(mix(mix(mix(h, d->ino), d->cookie), d->dtype), tu_crc32c(d->name, d->len));
+		for (const struct krfs_xattr *x = ip->xattrs; x; x = x->next)
+			h = mix(h, tu_crc32c(x->bytes, x->name_len + x->value_len));
+	}
+	h = bitmap_digest(bitmap_digest(bitmap_digest(h, &fs->ino_bm), &fs->meta_bm), &fs->data_bm);
+	return mix(mix(mix(h, fs->next_trans), fs->nsnaps), fs->repairs);
+}
+
+/* Mounts a private copy of path (KR_FS_MOUNT_CHECK: nothing reaches the file, so every mount
+ * scans the same bytes) with `threads` scan threads; the digest, the threads used, the
+ * repairs, and the check's verdict. */
+static uint64_t scan_with(const char *path, unsigned threads, unsigned *used, uint64_t *repairs, int *check)
+{
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_CHECK,
+				     .scan_threads = threads};
+	kr_fs *fs;
+	TU_OK(kr_fs_mount_opts(path, &o, &fs));
+	uint64_t d = scan_digest(fs);
+	*used = fs->scan_threads;
+	*repairs = fs->repairs;
+	*check = kr_fs_check(fs, NULL, NULL);
+	TU_OK(kr_fs_unmount(fs));
+	return d;
+}
+
+/* Many files in many directories (data, hard links, extended attributes, a snapshot, names
+ * removed), then mounted with one scan thread and with all of them: the same state, also
+ * when every fourth inode's log has a damaged replica entry and every fifth a damaged
+ * primary slot (the threads repair beside each other). */
+static void case_scan(void)
+{
+	char path[128], bad[160];
+	tu_pool_path(path, sizeof(path), "fs-scan");
+	snprintf(bad, sizeof(bad), "%s.bad", path);
+	unsigned ndirs = 16, per = tu_scaled(120, 30);
+	mkfs_at(path, 64 << 20, (ndirs * per + 255) / 32 * 32 + 64, 0);
+	kr_fs *fs = mount_at(path);
+	static char data[3 * 4096];
+	tu_fill(data, sizeof(data), 3);
+	struct kr_fs_attr d, f;
+	char name[32];
+	for (unsigned i = 0; i < ndirs; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		TU_OK(kr_fs_mkdir(fs, KR_FS_ROOT_INO, name, 0755, 0, 0, &d));
+		for (unsigned k = 0; k < per; k++) {
+			snprintf(name, sizeof(name), "f%u", k);
+			TU_OK(kr_fs_create(fs, d.ino, name, 0644, 0, 0, &f));
+			size_t len = (i * per + k) % 4 * 3000;
+			TU_ASSERT(kr_fs_write(fs, f.ino, data, len, 0) == (ssize_t)len, "write");
+			if (k % 7 == 0)
+				TU_OK(kr_fs_setxattr(fs, f.ino, "user.k", name, strlen(name), 0));
+			if (k % 11 == 0) {
+				snprintf(name, sizeof(name), "l%u", k);
+				TU_OK(kr_fs_link(fs, f.ino, d.ino, name, NULL));
+			}
+		}
+		if (i == ndirs / 2)
+			TU_OK(kr_fs_snapshot_create(fs, "half", NULL));
+		for (unsigned k = 0; k < per; k += 5) {
+			snprintf(name, sizeof(name), "f%u", k);
+			TU_OK(kr_fs_unlink(fs, d.ino, name));
+		}
+	}
+	/* Damage for the second image: the first log entry's replica of every fourth inode, the
+	 * primary slot of every fifth. */
+	uint64_t *at = calloc(2 * fs->sb.ninodes, sizeof(uint64_t));
+	unsigned damaged = 0;
+	for (uint64_t ino = 2; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		if (ip && ino % 4 == 0)
+			at[damaged++] = ip->pages[0] + fs->delta + 30;
+		if (ip && ino % 5 == 0)
+			at[damaged++] = krfs_inode_off(fs, ino) + 40;
+	}
+	TU_OK(kr_fs_unmount(fs));
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	for (unsigned i = 0; i < damaged; i++)
+		img[at[i]] ^= 0x5a;
+	free(at);
+	tu_write_file(bad, img, len);
+	free(img);
+	const char *which[2] = {path, bad};
+	for (int b = 0; b < 2; b++) {
+		unsigned used1, usedn;
+		uint64_t rep1, repn;
+		int chk1, chkn;
+		uint64_t d1 = scan_with(which[b], 1, &used1, &rep1, &chk1);
+		uint64_t dn = scan_with(which[b], KR_FS_SCAN_THREADS_MAX, &usedn, &repn, &chkn);
+		TU_ASSERT(used1 == 1, "one scan thread asked, %u used", used1);
+		TU_ASSERT(d1 == dn && rep1 == repn, "%s: 1 thread and %u threads differ (digest %llx/%llx, repairs %llu/%llu)",
+			  b ? "damaged" : "clean", usedn, (unsigned long long)d1, (unsigned long long)dn,
+			  (unsigned long long)rep1, (unsigned long long)repn);
+		TU_ASSERT(b ? rep1 >= damaged && chk1 == KR_E_CORRUPT && chkn == KR_E_CORRUPT /* repairs listed */
+			    : rep1 == 0 && chk1 == KR_OK && chkn == KR_OK,
+			  "%s: %llu repairs (%u damaged), check %d/%d", b ? "damaged" : "clean", (unsigned long long)rep1,
+			  damaged, chk1, chkn);
+		printf("fs scan: %s pool, %u directories x %u files: the same state with 1 and %u scan threads%s (%llu repairs)\n",
+		       b ? "damaged" : "clean", ndirs, per, usedn, usedn == 1 ? " (one CPU online: nothing ran in parallel)" : "",
+		       (unsigned long long)rep1);
+	}
+	unlink(bad);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 /* Each thread runs random operations in its own directory against its own model, all on
  * one file system (one lock, shared journal, allocators, inode table); afterwards every
@@ -1355,7 +1500,9 @@ int main(int argc, char **argv)
 		case_wprotect();
 	else if (strcmp(c, "zone") == 0)
 		case_zone();
+	else if (strcmp(c, "scan") == 0)
+		case_scan();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect|zone");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect|zone|scan");
 	return 0;
 }

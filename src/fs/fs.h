@@ -107,6 +107,7 @@ struct krfs_inode {
 	uint32_t mode, uid, gid, nlink, rdev;
 	uint64_t size, atime, mtime, ctime, parent;
 	uint64_t tail;    /* committed end of the log (primary pool offset), 0 = no log yet */
+	uint64_t max_trans; /* the largest transaction id krfs_log_walk met in the log */
 	uint64_t *pages;  /* log pages in chain order (primary offsets) */
 	uint32_t npages, cap;
 	uint32_t open_count;
@@ -149,6 +150,8 @@ struct kr_fs {
 	struct kr_pm pm;
 	char *path;
 	pthread_mutex_t lock;
+	pthread_mutex_t repair_lock; /* repairs (krfs_meta_repair, krfs_word_repair) made by the
+				      * mount scan's threads, one at a time */
 	struct krfs_super sb; /* DRAM copy of the superblock */
 	uint64_t delta;       /* replica_off - P: twin(x) = x + delta in the meta zone */
 	int failed;           /* sticky: a durability call failed */
@@ -164,6 +167,7 @@ struct kr_fs {
 	char notes[KRFS_NOTES][112];
 	unsigned nnotes;
 	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
+	unsigned scan_threads;      /* threads of the mount scan (fs_recover.c) */
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
@@ -242,7 +246,9 @@ void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t 
 void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next);
 /* Walks the committed log of ip from head to tail (pi), verifying every entry and page
  * link in both copies and repairing one from the other, calling fn for each entry and
- * recording the chain's pages in ip. -EUCLEAN (message set) if the log is damaged beyond
+ * recording the chain's pages and the largest transaction id (max_trans) in ip. Touches
+ * nothing else of fs but through the repair functions, so the mount scan walks different
+ * inodes' logs in parallel. -EUCLEAN (message set) if the log is damaged beyond
  * repair. */
 typedef int (*krfs_entry_fn)(struct kr_fs *fs, struct krfs_inode *ip,
 			     const struct krfs_entry_hdr *e, void *ctx);

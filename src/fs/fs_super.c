@@ -217,6 +217,7 @@ static void fs_free(struct kr_fs *fs)
 	if (fs->file_fd >= 0 && fs->file_fd != fs->pm.fd)
 		close(fs->file_fd);
 	pthread_mutex_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->repair_lock);
 	free(fs->path);
 	free(fs);
 }
@@ -228,6 +229,7 @@ static struct kr_fs *fs_alloc(const char *path)
 		return NULL;
 	fs->pm.fd = fs->file_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->repair_lock, NULL);
 	fs->path = strdup(path);
 	if (!fs->path) {
 		free(fs);
@@ -410,12 +412,26 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 /* ---- mount and unmount ------------------------------------------------------------------- */
 int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 {
-	if (!path || !out)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path and out are required");
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = flags};
+	return kr_fs_mount_opts(path, &o, out);
+}
+
+int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_fs **out)
+{
+	if (!path || !opts || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path, options and out are required");
+	if (kr_opts_size_check(opts->struct_size, sizeof(*opts), "kr_fs_mount_opts"))
+		return KR_E_MISUSE_ARG;
+	unsigned flags = opts->flags;
 	*out = NULL;
 	struct kr_fs *fs = fs_alloc(path);
 	if (!fs)
 		return kr_err_set(KR_E_NOMEM, "kr_fs_mount: out of memory");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t want = opts->scan_threads ? opts->scan_threads : KR_FS_SCAN_THREADS_DEFAULT;
+	fs->scan_threads = want < KR_FS_SCAN_THREADS_MAX ? want : KR_FS_SCAN_THREADS_MAX;
+	if (cpus >= 1 && fs->scan_threads > (unsigned long)cpus)
+		fs->scan_threads = (unsigned)cpus;
 	fs->check_mount = flags & KR_FS_MOUNT_CHECK;
 	int rc = KR_OK;
 	struct stat st;
