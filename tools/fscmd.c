@@ -63,7 +63,8 @@ const char fs_details[] =
 	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
 	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
-	"                 clone_fd\n"
+	"                 clone_fd, scan_threads=N (threads walking the inode logs at\n"
+	"                 mount; at most the CPUs; default up to 4)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";

@@ -18,6 +18,7 @@ struct fsfuse {
 	bool writeback;       /* the kernel's writeback cache (writes durable at fsync only) */
 	bool splice;          /* splice reads and writes through /dev/fuse */
 	unsigned owner_uid;   /* who mounted: may run the control attributes, with root */
+	unsigned scan_threads; /* threads of the mount scan (0: the library's default) */
 };
 
 /* Extended attributes of the root whose names begin with this run commands. */
