@@ -31,9 +31,15 @@
  * parity area, one page per row: on an aged pool every row holds data), each as a share of
  * all bytes in use. Once with page parity, once with zone parity.
  *
- * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--quick]   (defaults 2000, 5, 256;
- * --quick: 200 operations, 1 round, a 32 MiB pool). Prints markdown tables. Exit status: 0,
- * 1 on a failure, 2 on bad arguments.
+ * Mount scan: a pool of --scan-files empty files (in directories of 1000) is mounted with
+ * one scan thread and with two (kr_fs_mount_opts.scan_threads; at most the CPUs online),
+ * alternately, --rounds times each; the table shows the median wall-clock time of a mount
+ * (the scan's threads run at once, so here wall-clock time is the measure), the speed-up,
+ * and the CPU time of the whole process (what the threads cost together).
+ *
+ * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--scan-files F] [--quick]
+ * (defaults 2000, 5, 256, 50000; --quick: 200 operations, 1 round, a 32 MiB pool, 5000
+ * files). Prints markdown tables. Exit status: 0, 1 on a failure, 2 on bad arguments.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -65,7 +71,7 @@ static const struct {
 	[PEER_ZONE] = {0, 0, KR_FS_PARITY_ZONE},
 };
 
-static unsigned nops = 2000, rounds = 5, space_mib = 256;
+static unsigned nops = 2000, rounds = 5, space_mib = 256, scan_files = 50000;
 static char buf[4096];
 
 /* The thread's CPU time (user + system): the machine is shared, and wall-clock time would
@@ -286,11 +292,85 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ---- mount scan ------------------------------------------------------------------------ */
+static double clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* One mount of path with `threads` scan threads (the library caps them at the CPUs online):
+ * ns of wall-clock time, and in *cpu ns of CPU time of the whole process (every thread). */
+static double timed_mount(const char *path, uint32_t threads, double *cpu)
+{
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = KR_OPEN_FORCE_PMEM, .scan_threads = threads};
+	kr_fs *fs;
+	double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+	int rc = kr_fs_mount_opts(path, &o, &fs);
+	double t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (rc || (rc = kr_fs_unmount(fs)))
+		die("scan mount", rc);
+	*cpu = c1 - c0;
+	return t1 - t0;
+}
+
+static void mount_scan(void)
+{
+	char path[128], name[32];
+	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-scan-%d.pool", (int)getpid());
+	unlink(path);
+	uint64_t ndirs = (scan_files + 999) / 1000, inodes = (scan_files + ndirs + 64 + 31) / 32 * 32;
+	uint64_t meta = (inodes + ndirs * 16) * 4096; /* a page per log; directories grow more */
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 2 * meta + (64 << 20), .ninodes = (uint32_t)inodes,
+				    .meta_bytes = meta, .open_flags = KR_OPEN_FORCE_PMEM};
+	kr_fs *fs;
+	int rc = kr_fs_mkfs(path, &o);
+	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs)))
+		die("scan mkfs/mount", rc);
+	struct kr_fs_attr d;
+	for (unsigned i = 0; i < scan_files; i++) {
+		if (i % 1000 == 0) {
+			snprintf(name, sizeof(name), "d%u", i / 1000);
+			if ((rc = kr_fs_mkdir(fs, KR_FS_ROOT_INO, name, 0755, 0, 0, &d)))
+				die("scan mkdir", rc);
+		}
+		snprintf(name, sizeof(name), "f%u", i);
+		if ((rc = kr_fs_create(fs, d.ino, name, 0644, 0, 0, NULL)))
+			die("scan create", rc);
+	}
+	if ((rc = kr_fs_unmount(fs)))
+		die("scan unmount", rc);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	double *t = calloc(4 * (size_t)rounds, sizeof(double)); /* wall 1, wall 2, cpu 1, cpu 2 */
+	if (!t)
+		die("calloc", -ENOMEM);
+	for (unsigned r = 0; r < rounds; r++) /* alternate who goes first */
+		for (unsigned k = 0; k < 2; k++) {
+			unsigned w = (r + k) % 2;
+			t[w * rounds + r] = timed_mount(path, w + 1, &t[(2 + w) * rounds + r]);
+		}
+	for (unsigned k = 0; k < 4; k++)
+		qsort(t + k * rounds, rounds, sizeof(double), cmp_double);
+	double m[4];
+	for (unsigned k = 0; k < 4; k++)
+		m[k] = t[k * rounds + rounds / 2] / 1e6;
+	printf("\nMount scan of a pool of %u empty files in %llu directories (%ld CPUs online; load average "
+	       "counts), median of %u mounts each, ms:\n\n", scan_files, (unsigned long long)ndirs, cpus, rounds);
+	printf("| mount scan | 1 thread, wall | 2 threads, wall | speed-up | 1 thread, CPU | 2 threads, CPU |\n"
+	       "|---|---:|---:|---:|---:|---:|\n");
+	printf("| mount scan %u files | %.1f | %.1f | %.2f | %.1f | %.1f |\n", scan_files, m[0], m[1], m[0] / m[1], m[2],
+	       m[3]);
+	free(t);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"ops", required_argument, NULL, 'n'},
 						 {"rounds", required_argument, NULL, 'r'},
 						 {"space-mib", required_argument, NULL, 's'},
+						 {"scan-files", required_argument, NULL, 'f'},
 						 {"quick", no_argument, NULL, 'q'},
 						 {NULL, 0, NULL, 0}};
 	int c;
@@ -302,10 +382,12 @@ int main(int argc, char **argv)
 			rounds = (unsigned)v;
 		else if (c == 's' && v >= 8)
 			space_mib = (unsigned)v;
+		else if (c == 'f' && v >= 1 && v <= 1000000)
+			scan_files = (unsigned)v;
 		else if (c == 'q')
-			nops = 200, rounds = 1, space_mib = 32;
+			nops = 200, rounds = 1, space_mib = 32, scan_files = 5000;
 		else {
-			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--quick]\n");
+			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--scan-files F] [--quick]\n");
 			return 2;
 		}
 	}
@@ -368,6 +450,7 @@ int main(int argc, char **argv)
 		       100 * sp.data / used, 100 * sp.meta / used, 100 * sp.meta_red / used, 100 * sp.data_red / used,
 		       100 * (sp.meta_red + sp.data_red) / used);
 	}
+	mount_scan();
 	free(col);
 	free(t);
 	return 0;
