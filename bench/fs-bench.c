@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,13 +272,15 @@ static struct space age(uint32_t parity)
 	struct kr_fs_statfs st;
 	if (kr_fs_statfs(fs, &st))
 		die("statfs", -1);
-	struct space sp = {.files = n, .zone_columns = st.zone_columns};
+	uint32_t columns;
+	bool zoned = kr_fs_parity_layout(fs, &columns) == KR_FS_PARITY_ZONE;
+	struct space sp = {.files = n, .zone_columns = columns};
 	double pages = (double)(st.blocks - st.bfree);
 	sp.data = pages * 4096;
 	sp.meta = (double)(st.log_pages - st.log_pages_free) * 4096 + (double)(st.files - st.ffree) * 128;
 	sp.meta_red = sp.meta; /* the replica: every log page and slot twice */
-	if (st.parity == KR_FS_PARITY_ZONE) /* two copies of 8 strip CRCs; the parity area */
-		sp.data_red = pages * 2 * 32 + (double)((st.blocks + st.zone_columns - 1) / st.zone_columns) * 4096;
+	if (zoned) /* two copies of 8 strip CRCs; the parity area */
+		sp.data_red = pages * 2 * 32 + (double)((st.blocks + columns - 1) / columns) * 4096;
 	else /* two copies of 8 strip CRCs, one parity strip */
 		sp.data_red = pages * (2 * 32 + 512);
 	if ((rc = kr_fs_unmount(fs)))

@@ -75,6 +75,7 @@ struct kr_fs_mkfs_opts {
 	uint32_t njournals;   /* lite journals, 0 = 4 */
 	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
 	uint32_t unprotect;   /* redundancy NOT to keep (0 = full protection): KR_FS_NO_* */
+	/* Added after the first version (a struct_size without them is accepted: page parity). */
 	uint32_t parity;      /* data parity layout: KR_FS_PARITY_PAGE (0) or KR_FS_PARITY_ZONE */
 	uint32_t zone_columns; /* KR_FS_PARITY_ZONE: pages per parity row (2..1024, 0 = 64) */
 };
@@ -198,9 +199,10 @@ struct kr_fs_statfs {
 	uint32_t dead_zone;    /* bytes between the end of the primary and the start of the
 				* replica metadata (capped at 4 GiB - 1) */
 	uint32_t unprotect;    /* the KR_FS_NO_* knobs the pool was made with */
-	uint32_t parity;       /* KR_FS_PARITY_PAGE or KR_FS_PARITY_ZONE */
-	uint32_t zone_columns; /* zone parity: pages per parity row; else 0 */
 };
+/* The pool's data parity layout: KR_FS_PARITY_PAGE or KR_FS_PARITY_ZONE (and then in
+ * *zone_columns, may be NULL, the pages per parity row; else 0), or -EINVAL for a NULL fs. */
+KR_API int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns);
 
 /* ---------------------------------------------------------------------------------------
  * Operations (0 or a byte count on success, -errno on failure)

@@ -886,14 +886,23 @@ static void case_zone(void)
 	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "too many columns refused");
 	o.parity = 7;
 	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "unknown parity layout refused");
+	/* A caller built with the first version of the struct (no parity fields) gets page
+	 * parity whatever lies past its end. */
+	o.struct_size = offsetof(struct kr_fs_mkfs_opts, parity);
 	o.parity = KR_FS_PARITY_ZONE;
+	TU_OK(kr_fs_mkfs(path, &o));
+	kr_fs *fs = mount_at(path);
+	TU_ASSERT(kr_fs_parity_layout(fs, NULL) == KR_FS_PARITY_PAGE, "first-version options: page parity");
+	TU_OK(kr_fs_unmount(fs));
+	unlink(path);
+	o.struct_size = sizeof(o);
 	o.zone_columns = 0;
 	TU_OK(kr_fs_mkfs(path, &o));
-	kr_fs *fs;
 	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
-	struct kr_fs_statfs st;
-	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.parity == KR_FS_PARITY_ZONE && st.zone_columns == 64,
-		  "statfs reports zone parity with 64 columns");
+	uint32_t columns;
+	TU_ASSERT(kr_fs_parity_layout(fs, &columns) == KR_FS_PARITY_ZONE && columns == 64,
+		  "the pool reports zone parity with 64 columns");
+	TU_ASSERT(kr_fs_parity_layout(NULL, NULL) == -EINVAL, "NULL fs");
 	struct kr_fs_attr a;
 	TU_OK(kr_fs_create(fs, KR_FS_ROOT_INO, "z", 0644, 0, 0, &a));
 	static uint8_t buf[5 * 4096];

@@ -326,11 +326,18 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 					? fs->sb.replica_off - fs->sb.csum_a_off : UINT32_MAX),
 		.unprotect = (fs->replica ? 0 : KR_FS_NO_META_REPLICA) | (fs->csum ? 0 : KR_FS_NO_DATA_CSUM) |
 			     (fs->parity ? 0 : KR_FS_NO_DATA_PARITY) | (fs->relaxed ? KR_FS_RELAXED : 0),
-		.parity = fs->zone_rows ? KR_FS_PARITY_ZONE : KR_FS_PARITY_PAGE,
-		.zone_columns = fs->sb.zone_columns,
 	};
 	krfs_leave(fs);
 	return 0;
+}
+
+int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns)
+{
+	if (!fs)
+		return -EINVAL;
+	if (zone_columns) /* fixed at mkfs: no lock needed */
+		*zone_columns = fs->sb.zone_columns;
+	return fs->zone_rows ? KR_FS_PARITY_ZONE : KR_FS_PARITY_PAGE;
 }
 
 /* ---- holes ---------------------------------------------------------------------------------- */

@@ -335,13 +335,17 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 {
 	if (!path || !o)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: a path and options are required");
-	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
+	/* The first version of the struct ended before parity: its callers get page parity. */
+	const size_t v1 = offsetof(struct kr_fs_mkfs_opts, parity);
+	if (o->struct_size != v1 && kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
 		return KR_E_MISUSE_ARG;
+	uint32_t parity = o->struct_size > v1 ? o->parity : KR_FS_PARITY_PAGE;
+	uint32_t columns = o->struct_size > v1 ? o->zone_columns : 0;
 	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY | KR_FS_RELAXED))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown protection flags 0x%x", o->unprotect);
-	if (o->parity > KR_FS_PARITY_ZONE)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown parity layout %u", o->parity);
-	bool zoned = o->parity == KR_FS_PARITY_ZONE && !(o->unprotect & KR_FS_NO_DATA_PARITY);
+	if (parity > KR_FS_PARITY_ZONE)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown parity layout %u", parity);
+	bool zoned = parity == KR_FS_PARITY_ZONE && !(o->unprotect & KR_FS_NO_DATA_PARITY);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	struct krfs_super sb = {
 		.magic = KRFS_MAGIC,
@@ -360,7 +364,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.meta_pages = o->meta_bytes ? (o->meta_bytes + P - 1) / P : size / 16 / P,
 		.dead_zone = o->dead_zone ? o->dead_zone : KRFS_DEAD_ZONE_DEFAULT,
 		.state = KRFS_STATE_CLEAN,
-		.zone_columns = zoned ? (o->zone_columns ? o->zone_columns : KRFS_ZONE_COLUMNS_DEFAULT) : 0,
+		.zone_columns = zoned ? (columns ? columns : KRFS_ZONE_COLUMNS_DEFAULT) : 0,
 	};
 	if (!sb.ninodes) {
 		uint64_t n = size / (64 << 10);
