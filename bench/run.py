@@ -758,8 +758,8 @@ FS_BEGIN, FS_END = "<!-- fs-bench begin -->", "<!-- fs-bench end -->"
 
 def fs_tables(out):
     """Checks fs-bench's output is complete: a row of 15 positive numbers per operation and
-    a space row of five percentages for each parity layout (page, zone). Returns the markdown
-    lines; exits on a gap."""
+    a space row of five percentages for each parity layout (page, zone), and the mount-scan
+    row. Returns the markdown lines; exits on a gap."""
     rows = {}
     space = {}
     for line in out.splitlines():
@@ -779,6 +779,8 @@ def fs_tables(out):
             sys.exit("run.py: fs-bench's table has no complete row for %s" % op)
     if len(space) != 2 or not all(0 <= float(c.rstrip(" %")) <= 100 for row in space.values() for c in row):
         sys.exit("run.py: fs-bench printed no space table for both parity layouts")
+    if not any(line.startswith("| mount scan ") and len(line.split("|")) == 8 for line in out.splitlines()):
+        sys.exit("run.py: fs-bench printed no mount-scan row")
     return out.rstrip("\n")
 
 
