@@ -383,7 +383,9 @@ struct kr_fs_check_report {
  * log and data page owned by exactly one inode and counted by the allocators; link counts
  * equal to the names found; every inode reachable from the root (or open); directory
  * parents consistent; extended attributes well formed; snapshot images checksummed in both
- * copies and every data page a snapshot holds counted and verified. Writes one line per problem to report (may be NULL). KR_OK if clean,
+ * copies and every data page a snapshot holds counted and verified; the space audit (the areas
+ * tile the file in order, data + metadata = pool size, each allocator's used + free = its
+ * size). Writes one line per problem to report (may be NULL). KR_OK if clean,
  * KR_E_CORRUPT otherwise. Changes nothing. */
 #include <stdio.h>
 KR_API int kr_fs_check(kr_fs *fs, FILE *report, struct kr_fs_check_report *rep);

@@ -85,5 +85,6 @@ int main(void)
 	kr_pool_close(pool);
 	unlink(path);
 	unlink(list);
+	TU_END_CHECK_ALL("test_badblocks");
 	return ok ? 0 : 1;
 }

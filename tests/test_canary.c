@@ -261,5 +261,6 @@ int main(void)
 	       "%.2fs\n",
 	       g_cases, tu_now() - t0);
 	free(g_img);
+	TU_END_CHECK_ALL("test_canary");
 	return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * test_countdown.c - countdown fault injection at the system-call choke points
- * (src/base/fault.h: malloc/calloc/realloc/strdup, mmap, msync, pwrite, posix_fallocate,
- * ftruncate).
+ * (src/base/fault.h: malloc/calloc/realloc/strdup, mmap, msync, pwrite, write, fsync,
+ * fallocate, ftruncate, mprotect).
  *
  * Each operation runs with the Nth wrapped call failing, for N = 1, 2, ... until it runs
  * without the fault firing. After every failure:
@@ -15,21 +15,30 @@
  * lower bound pinned below, so that the test cannot pass by silently exercising nothing.
  *
  * Operations: pool create, pool open, a commit (small and large allocations plus an update
- * of an existing object), region open (creating its sidecar) and a map put (open, put,
- * close).
+ * of an existing object), an open that repairs a page of the bad-block list (media.c: the
+ * list written, read, the kernel's list walked, the page rebuilt, the list cleared),
+ * emulated poison and the read that repairs it, region open (creating its sidecar), stores
+ * tracked and synced in a manual region with each tracker (track.c), a map put (open, put,
+ * close), and keratin-fs: mkfs, mount, emulated poison (also with write protection, and
+ * with the file read after a failed injection), and create + write + fsync + rename +
+ * unmount. A keratin-fs pool is judged by kr_fs_check on an inspection mount (with its
+ * space audit), a region by the read-only region check.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fault.h"
+#include "keratin_fs.h"
 #include "keratin_hmap.h"
 #include "keratin_region.h"
 #include "testutil.h"
 
 #define POOL_SIZE (16u << 20)
 #define KEEP 4 /* objects committed before the commit case */
+#define FS_SIZE (8u << 20)
 
 /* Runs fails with the Nth call failing and check after each failure. Returns the number of
  * countdown points (failures) it went through. */
@@ -47,8 +56,10 @@ static unsigned countdown(const char *name, int (*op)(void *), void (*check)(voi
 			break;
 		}
 		points++;
-		TU_ASSERT(rc == KR_OK || tu_known_err(rc), "%s: call %llu failing gave %d, not a "
-			  "keratin error code", name, (unsigned long long)n, rc);
+		/* keratin-fs operations fail with a negative errno, the rest with keratin codes. */
+		bool errno_ok = rc == -ENOMEM || rc == -EIO || rc == -ENOSPC;
+		TU_ASSERT(rc == KR_OK || tu_known_err(rc) || errno_ok, "%s: call %llu failing gave %d, "
+			  "not a keratin error code", name, (unsigned long long)n, rc);
 		check(ctx, rc);
 	}
 	printf("%-14s %u countdown points exercised (lower bound %u)\n", name, points, min_points);
@@ -194,6 +205,71 @@ static void check_commit(void *ctx, int rc)
 	c->pool = pool;
 }
 
+/* ---- media: the bad-block list and emulated poison ------------------------------------------ */
+
+static uint64_t kept_page(const struct pool_case *c)
+{
+	return c->keep[0] & ~(uint64_t)4095;
+}
+
+/* The platform lists a page of kept object 0 as lost (its content is intact, so a listed
+ * page that never reaches the list is no loss); the open repairs it from parity and clears
+ * the list. Also walks the kernel's list (KERATIN_SYSFS_BADBLOCKS, set by main). */
+static int op_listed_open(void *ctx)
+{
+	struct pool_case *c = ctx;
+	int rc = kr_badblocks_add(c->path, kept_page(c));
+	return rc == KR_OK ? op_open(ctx) : rc;
+}
+
+/* Back to a pool without a list: a writable open repairs what is listed and clears it. */
+static void clear_list(struct pool_case *c)
+{
+	kr_pool *pool;
+	TU_OK(tu_open(c->path, &pool));
+	TU_OK(kr_pool_close(pool));
+	char list[160];
+	snprintf(list, sizeof(list), "%s.badblocks", c->path);
+	/* (A list add that failed at its write leaves an empty list: nothing to repair.) */
+	TU_ASSERT(access(list, F_OK) != 0 || tu_file_size(list) == 0,
+		  "the bad-block list outlived a writable open");
+	unlink(list);
+}
+
+static void check_listed(void *ctx, int rc)
+{
+	struct pool_case *c = ctx;
+	(void)rc;
+	pool_sound(c, c->nobjects_before + 3, c->nobjects_before + 3, "after a listed-page open with a fault");
+	clear_list(c);
+}
+
+/* Emulated poison on a page of kept object 0, then a read of it (the fault handler
+ * repairs the page), then close. */
+static int op_poison(void *ctx)
+{
+	struct pool_case *c = ctx;
+	kr_pool *pool;
+	int rc = tu_open(c->path, &pool);
+	if (rc != KR_OK)
+		return rc;
+	rc = kr_inject_poison(pool, kept_page(c));
+	if (rc == KR_OK) {
+		const volatile uint64_t *v = kr_get(pool, c->keep[0]);
+		TU_ASSERT(v && *v == 1000, "the poisoned object reads back wrong");
+	}
+	int crc = kr_pool_close(pool);
+	return rc ? rc : crc;
+}
+
+static void check_poison(void *ctx, int rc)
+{
+	struct pool_case *c = ctx;
+	(void)rc;
+	pool_sound(c, c->nobjects_before + 3, c->nobjects_before + 3, "after emulated poison with a fault");
+	clear_list(c);
+}
+
 /* ---- regions and maps ------------------------------------------------------------------- */
 
 struct file_case {
@@ -236,6 +312,57 @@ static void check_region(void *ctx, int rc)
 	unlink(c->side); /* the next round creates it again */
 }
 
+/* Write tracking (region/track.c) in a manual region: open (attaching the tracker), store
+ * into every 4th page, sync (harvest the written pages, checksum them), close. flags adds
+ * KR_REGION_MPROTECT for the mprotect tracker. */
+struct track_case {
+	struct file_case *f;
+	unsigned flags;
+	int stored;             /* the stores were made (the open succeeded) */
+	int tracking;           /* the tracker the last open got (kr_region_stats) */
+	uint8_t now[64 << 10]; /* the data after the stores */
+};
+
+static int op_track(void *ctx)
+{
+	struct track_case *t = ctx;
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
+	o.flags = KR_REGION_MANUAL | KR_REGION_FORCE_PMEM | t->flags;
+	kr_region *r;
+	uint8_t *base;
+	size_t len;
+	int rc = kr_region_open(t->f->path, &o, &r, (void **)&base, &len);
+	if (rc != KR_OK)
+		return rc;
+	struct kr_region_stats st;
+	TU_OK(kr_region_stats(r, &st));
+	t->tracking = st.tracking;
+	memcpy(t->now, base, sizeof(t->now));
+	for (size_t pg = 0; pg < len / 4096; pg += 4) {
+		base[pg * 4096 + 7]++;
+		t->now[pg * 4096 + 7]++;
+	}
+	t->stored = 1;
+	rc = kr_region_sync(r);
+	int crc = kr_region_close(r);
+	return rc ? rc : crc;
+}
+
+static void check_track(void *ctx, int rc)
+{
+	struct track_case *t = ctx;
+	(void)rc;
+	size_t len;
+	uint8_t *now = tu_read_file(t->f->path, &len);
+	TU_ASSERT(len == sizeof(t->now) && (!t->stored || memcmp(now, t->now, len) == 0),
+		  "the region's data is not what was stored");
+	free(now);
+	t->stored = 0;
+	/* The sidecar vouches for every page (the region check, read-only): a store the
+	 * tracker lost would fail its checksum here. */
+	TU_END_CHECK(t->f->path, "after tracked stores with a fault");
+}
+
 static int op_map(void *ctx)
 {
 	struct file_case *c = ctx;
@@ -266,6 +393,170 @@ static void check_map(void *ctx, int rc)
 	TU_OK(kr_hmap_close(m));
 }
 
+/* ---- keratin-fs ------------------------------------------------------------------------------ */
+
+struct fs_case {
+	char path[128];
+	kr_fs *fs; /* the operations case's mounted file system */
+	unsigned poison_flags; /* the poison case's mount flags (KR_FS_MOUNT_WPROTECT or 0) */
+	int read_anyway;       /* the poison case reads /kept even after a failed injection */
+	uint8_t kept[10000]; /* the contents of /kept, written before every case */
+};
+
+static int op_mkfs(void *ctx)
+{
+	struct fs_case *c = ctx;
+	struct kr_fs_mkfs_opts o = KR_FS_MKFS_OPTS_INIT;
+	o.size = FS_SIZE;
+	o.open_flags = KR_OPEN_FORCE_PMEM;
+	return kr_fs_mkfs(c->path, &o);
+}
+
+static void check_mkfs(void *ctx, int rc)
+{
+	struct fs_case *c = ctx;
+	if (access(c->path, F_OK) != 0)
+		return;
+	TU_ASSERT(rc == KR_OK, "mkfs failed with %d but left %s behind", rc, c->path);
+	TU_END_CHECK(c->path, "after a mkfs with a fault");
+	unlink(c->path);
+}
+
+/* /kept holds c->kept; the other names are absent or, after an operation, consistent. */
+static void fs_sound(struct fs_case *c, const char *when)
+{
+	TU_END_CHECK(c->path, when);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_CHECK, &fs));
+	struct kr_fs_attr a;
+	TU_ASSERT(kr_fs_lookup(fs, KR_FS_ROOT_INO, "kept", &a) == 0 && a.size == sizeof(c->kept), "%s: /kept lost", when);
+	uint8_t buf[sizeof(c->kept)];
+	TU_ASSERT(kr_fs_read(fs, a.ino, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf) &&
+		  memcmp(buf, c->kept, sizeof(buf)) == 0, "%s: /kept changed", when);
+	TU_OK(kr_fs_unmount(fs));
+}
+
+static int op_mount(void *ctx)
+{
+	struct fs_case *c = ctx;
+	kr_fs *fs;
+	int rc = kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &fs);
+	return rc == KR_OK ? kr_fs_unmount(fs) : rc;
+}
+
+static void check_mount(void *ctx, int rc)
+{
+	(void)rc;
+	fs_sound(ctx, "after a mount with a fault");
+}
+
+/* Create /new, write 9000 bytes to it, fsync, rename it to /renamed; then unmount. The
+ * file system is mounted before the countdown is armed. */
+static int op_fs_ops(void *ctx)
+{
+	struct fs_case *c = ctx;
+	struct kr_fs_attr a;
+	int rc = kr_fs_create(c->fs, KR_FS_ROOT_INO, "new", 0644, 0, 0, &a);
+	if (rc == 0) {
+		ssize_t w = kr_fs_write(c->fs, a.ino, c->kept, 9000, 0);
+		rc = w == 9000 ? 0 : w < 0 ? (int)w : -EIO;
+	}
+	if (rc == 0)
+		rc = kr_fs_fsync(c->fs, a.ino);
+	if (rc == 0)
+		rc = kr_fs_rename(c->fs, KR_FS_ROOT_INO, "new", KR_FS_ROOT_INO, "renamed", 0);
+	int urc = kr_fs_unmount(c->fs);
+	c->fs = NULL;
+	return rc ? rc : urc;
+}
+
+static void check_fs_ops(void *ctx, int rc)
+{
+	struct fs_case *c = ctx;
+	(void)rc;
+	fs_sound(c, "after file operations with a fault");
+	/* Back to the state before the operations for the next round. */
+	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &c->fs));
+	struct kr_fs_attr a;
+	static const char *const names[] = {"new", "renamed"};
+	for (int i = 0; i < 2; i++) {
+		if (kr_fs_lookup(c->fs, KR_FS_ROOT_INO, names[i], &a) != 0)
+			continue;
+		/* What a name holds: nothing, or a prefix of the bytes written (each write atomic). */
+		uint8_t buf[9000];
+		ssize_t n = kr_fs_read(c->fs, a.ino, buf, sizeof(buf), 0);
+		TU_ASSERT(n == 0 || (n == 9000 && memcmp(buf, c->kept, 9000) == 0), "/%s holds %zd wrong bytes",
+			  names[i], n);
+		TU_ASSERT(kr_fs_unlink(c->fs, KR_FS_ROOT_INO, names[i]) == 0, "unlink /%s", names[i]);
+	}
+}
+
+/* Emulated poison on strip 1 of /kept's page 0, a read of /kept (which rebuilds the strip
+ * from parity), unmount. An injection that fails is left at that (unmount at once), or with
+ * read_anyway the file is still read. With KR_FS_MOUNT_WPROTECT the page is hidden in both
+ * mappings. */
+static int op_fs_poison(void *ctx)
+{
+	struct fs_case *c = ctx;
+	kr_fs *fs;
+	int rc = kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM | c->poison_flags, &fs);
+	if (rc != KR_OK)
+		return rc;
+	struct kr_fs_attr a;
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_lookup(fs, KR_FS_ROOT_INO, "kept", &a) == 0, "lookup /kept");
+	TU_OK(kr_fs_locate(fs, a.ino, 512, &loc));
+	rc = kr_fs_inject_poison(fs, loc.strip_off, 512);
+	if (rc == KR_OK || c->read_anyway) {
+		uint8_t buf[sizeof(c->kept)];
+		ssize_t n = kr_fs_read(fs, a.ino, buf, sizeof(buf), 0);
+		TU_ASSERT(n < 0 || (n == (ssize_t)sizeof(buf) && memcmp(buf, c->kept, sizeof(buf)) == 0),
+			  "/kept reads back wrong after poison");
+		rc = rc ? rc : n < 0 ? (int)n : 0;
+	}
+	int urc = kr_fs_unmount(fs);
+	return rc ? rc : urc;
+}
+
+static void check_fs_poison(void *ctx, int rc)
+{
+	(void)rc;
+	/* A writable mount repairs what the platform listed and clears the list; then the
+	 * file system must be sound with /kept intact. */
+	TU_OK(op_mount(ctx));
+	fs_sound(ctx, "after emulated poison with a fault");
+}
+
+static void fs_cases(void)
+{
+	struct fs_case *c = calloc(1, sizeof(*c));
+	TU_ASSERT(c, "no memory");
+	tu_pool_path(c->path, sizeof(c->path), "deep3-fs");
+	countdown("fs mkfs", op_mkfs, check_mkfs, c, 10);
+	unlink(c->path);
+
+	TU_OK(op_mkfs(c));
+	tu_fill(c->kept, sizeof(c->kept), 11);
+	kr_fs *fs;
+	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &fs));
+	struct kr_fs_attr a;
+	TU_ASSERT(kr_fs_create(fs, KR_FS_ROOT_INO, "kept", 0644, 0, 0, &a) == 0, "create /kept");
+	TU_ASSERT(kr_fs_write(fs, a.ino, c->kept, sizeof(c->kept), 0) == (ssize_t)sizeof(c->kept), "write /kept");
+	TU_OK(kr_fs_unmount(fs));
+	countdown("fs mount", op_mount, check_mount, c, 10);
+	countdown("fs poison", op_fs_poison, check_fs_poison, c, 10);
+	c->poison_flags = KR_FS_MOUNT_WPROTECT;
+	countdown("fs poison (wp)", op_fs_poison, check_fs_poison, c, 10);
+	c->read_anyway = 1;
+	countdown("fs poison+read", op_fs_poison, check_fs_poison, c, 10);
+
+	TU_OK(kr_fs_mount(c->path, KR_OPEN_FORCE_PMEM, &c->fs));
+	countdown("fs operations", op_fs_ops, check_fs_ops, c, 5);
+	TU_ASSERT(c->fs == NULL, "the last round unmounted");
+	fs_sound(c, "after the file operations");
+	free(c);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -283,6 +574,17 @@ int main(void)
 	TU_ASSERT(pc.pool == NULL, "the last round closed the pool");
 	pool_sound(&pc, pc.nobjects_before + 3, pc.nobjects_before + 3, "after the commit");
 
+	/* The kernel's list too (a device list the pool's blocks are looked up in; tmpfs maps
+	 * none of them, so only the walk is exercised). */
+	char sysfs[160];
+	snprintf(sysfs, sizeof(sysfs), "%s.sysfs", pc.path);
+	tu_write_file(sysfs, "0 8\n", 4);
+	setenv("KERATIN_SYSFS_BADBLOCKS", sysfs, 1);
+	countdown("listed open", op_listed_open, check_listed, &pc, 20);
+	unsetenv("KERATIN_SYSFS_BADBLOCKS");
+	unlink(sysfs);
+	countdown("poison", op_poison, check_poison, &pc, 20);
+
 	struct file_case *fc = calloc(1, sizeof(*fc));
 	TU_ASSERT(fc, "no memory");
 	tu_pool_path(fc->path, sizeof(fc->path), "deep2-region");
@@ -290,6 +592,15 @@ int main(void)
 	tu_fill(fc->data, sizeof(fc->data), 7);
 	tu_write_file(fc->path, fc->data, sizeof(fc->data));
 	countdown("region open", op_region, check_region, fc, 10);
+	struct track_case *tc = calloc(1, sizeof(*tc));
+	TU_ASSERT(tc, "no memory");
+	tc->f = fc;
+	countdown("tracked (uffd)", op_track, check_track, tc, 10);
+	if (tc->tracking != 1) /* the kernel lacks async write-protect: it fell back */
+		printf("tracked (uffd): SKIP userfaultfd (this kernel tracked with mprotect)\n");
+	tc->flags = KR_REGION_MPROTECT;
+	countdown("tracked (mprot)", op_track, check_track, tc, 10);
+	free(tc);
 
 	tu_pool_path(fc->path, sizeof(fc->path), "deep2-map");
 	struct kr_hmap_opts mo = KR_HMAP_OPTS_INIT;
@@ -302,6 +613,8 @@ int main(void)
 	TU_OK(kr_hmap_close(m));
 	countdown("map put", op_map, check_map, fc, 100);
 	free(fc);
+	fs_cases();
+	TU_END_CHECK_ALL("test_countdown");
 	printf("deep checks run: %u\n", tu_deep_checks());
 	return 0;
 }

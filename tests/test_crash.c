@@ -149,5 +149,6 @@ int main(void)
 	TU_OK(kr_pool_close(pool));
 	wl_ctx_free(&g_wl);
 	printf("test_crash: passed in %.1fs\n", tu_now() - t0);
+	TU_END_CHECK_ALL("test_crash");
 	return 0;
 }

@@ -153,5 +153,6 @@ int main(void)
 	TU_ASSERT(st.images > 0, "no image checked");
 	TU_ASSERT(st.failures == 0, "%u of %zu scenarios are not crash-atomic", failed, nsc);
 	wl_ctx_free(&g_wl);
+	TU_END_CHECK_ALL("test_crash_focus");
 	return 0;
 }

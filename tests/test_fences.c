@@ -171,5 +171,6 @@ int main(void)
 	printf("\ntest_fences: %u transactions per row, every small overwrite cost exactly 1 fence\n",
 	       n);
 	TU_OK(kr_pool_close(pool));
+	TU_END_CHECK_ALL("test_fences");
 	return 0;
 }

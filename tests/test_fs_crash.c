@@ -197,5 +197,6 @@ int main(void)
 	TU_ASSERT(cs.unrecorded_lines == 0, "%llu lines changed without a store hook", (unsigned long long)cs.unrecorded_lines);
 	TU_ASSERT(cs.dirty_at_unmap == 0, "%llu lines not durable at unmount", (unsigned long long)cs.dirty_at_unmap);
 	fm_free(&g_model);
+	TU_END_CHECK_ALL("test_fs_crash");
 	return 0;
 }

@@ -381,5 +381,6 @@ int main(int argc, char **argv)
 		wl_model_free(&b[t]);
 	}
 	munmap(v, sizeof(*v));
+	TU_END_CHECK_ALL("test_kill");
 	return 0;
 }

@@ -493,5 +493,6 @@ int main(void)
 		return 1;
 	}
 	printf("test_layout: on-media format matches layout.h\n");
+	TU_END_CHECK_ALL("test_layout");
 	return 0;
 }

@@ -438,5 +438,6 @@ int main(int argc, char **argv)
 		test_crash(kinds[i], seed + 200 + (uint64_t)i);
 	}
 	printf("test_maps: %d kinds passed in %.1fs\n", nkinds, tu_now() - t0);
+	TU_END_CHECK_ALL("test_maps");
 	return 0;
 }

@@ -442,5 +442,6 @@ int main(int argc, char **argv)
 		run_crash(t);
 	else
 		TU_FAIL("usage: test_mt_parity mechanism | clean T | kill T | crash T");
+	TU_END_CHECK_ALL("test_mt_parity");
 	return 0;
 }

@@ -398,5 +398,6 @@ int main(void)
 	free(sel);
 	free(g_shadow);
 	ft_free(&g_fp);
+	TU_END_CHECK_ALL("test_online");
 	return g_fail ? 1 : 0;
 }

@@ -110,5 +110,6 @@ int main(void)
 		  "reopened protected, the object is intact");
 	TU_OK(kr_pool_close(pool));
 	printf("ok   reopened protected: the committed bytes are intact\n");
+	TU_END_CHECK_ALL("test_protect");
 	return 0;
 }

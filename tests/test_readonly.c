@@ -212,5 +212,6 @@ int main(void)
 	test_badblock();
 	test_misuse();
 	test_perm();
+	TU_END_CHECK_ALL("test_readonly");
 	return 0;
 }

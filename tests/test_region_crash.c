@@ -207,5 +207,6 @@ int main(int argc, char **argv)
 	       "changed since their last checksum in hot segments\n", exited, cold_fixed,
 	       hot_absorbed, (unsigned long long)stale);
 	printf("test_region_crash: ok\n");
+	TU_END_CHECK_ALL("test_region_crash");
 	return 0;
 }

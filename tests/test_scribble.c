@@ -360,5 +360,6 @@ int main(void)
 	free(g_bad_col);
 	free(g_bad_obj);
 	ft_free(&g_fp);
+	TU_END_CHECK_ALL("test_scribble");
 	return g_nfail || g_nbad_report ? 1 : 0;
 }

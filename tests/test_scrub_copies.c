@@ -51,5 +51,6 @@ int main(void)
 	damage_found_and_repaired("copies-hdr-branch-region", header_b);
 	damage_found_and_repaired("copies-root-branch-region", root_line_1);
 	printf("test_scrub_copies: ok\n");
+	TU_END_CHECK_ALL("test_scrub_copies");
 	return 0;
 }

@@ -301,5 +301,6 @@ int main(void)
 	for (int c = C_SEGV; c <= C_SEGV_IGN; c++)
 		run_child((enum child_case)c, false);
 	printf("test_signals: %u case(s) failed; in %.2fs\n", g_fail, tu_now() - t0);
+	TU_END_CHECK_ALL("test_signals");
 	return g_fail ? 1 : 0;
 }

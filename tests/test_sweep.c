@@ -429,5 +429,6 @@ int main(int argc, char **argv)
 	print_counts(mode, n, tu_now() - t0);
 	free(pages);
 	ft_free(&g_fp);
+	TU_END_CHECK_ALL("test_sweep");
 	return g_nfail ? 1 : 0;
 }

@@ -195,5 +195,6 @@ int main(int argc, char **argv)
 		wl_model_free(&t[i].wl.model), wl_model_free(&t[i].wl.pending);
 	printf("test_threads: %u threads x %u commits (%s) passed in %.2fs\n", nthreads, ntx,
 	       argv[2], tu_now() - t0);
+	TU_END_CHECK_ALL("test_threads");
 	return 0;
 }

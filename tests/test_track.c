@@ -409,5 +409,6 @@ int main(int argc, char **argv)
 	free(model);
 	fixture_close(&f);
 	printf("test_track: ok\n");
+	TU_END_CHECK_ALL("test_track");
 	return 0;
 }

@@ -7,6 +7,10 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 
+#include "keratin_fs.h"
+#include "keratin_hmap.h"
+#include "keratin_region.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <isa-l/crc.h>
@@ -276,6 +280,133 @@ void tu_deep_check_file_at(const char *file, int line, const char *path, const c
 unsigned tu_deep_checks(void)
 {
 	return deep_checks;
+}
+
+/* The region check of a data file and its sidecar, opened offline and read-only (a crashed
+ * session is judged, not recovered): every page CRC and stripe parity. */
+static int region_end_check(const char *path, const char *side, char *why, size_t whylen)
+{
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
+	o.sidecar = side;
+	o.flags = KR_REGION_OFFLINE | KR_REGION_NO_CREATE | KR_REGION_READONLY;
+	kr_region *r;
+	int rc = kr_region_open(path, &o, &r, NULL, NULL);
+	if (rc != KR_OK) {
+		snprintf(why, whylen, "region open (offline, read-only): %d %s", rc, kr_errmsg());
+		return 1;
+	}
+	struct kr_region_report rep;
+	rc = kr_region_check(r, 0, 0, KR_REGION_CHECK_PARITY, &rep);
+	if (rc != KR_OK)
+		snprintf(why, whylen, "region check: %d %s (%llu of %llu pages bad, %llu stripes checked)",
+			 rc, kr_errmsg(), (unsigned long long)rep.pages_bad,
+			 (unsigned long long)rep.pages_checked, (unsigned long long)rep.stripes_checked);
+	int crc = kr_region_close(r);
+	if (rc == KR_OK && crc != KR_OK)
+		snprintf(why, whylen, "region close: %d %s", crc, kr_errmsg());
+	return rc != KR_OK || crc != KR_OK;
+}
+
+/* kr_fs_check on an inspection mount (a private copy: nothing reaches the file); the repairs
+ * that mount had to make count as problems. */
+static int fs_end_check(const char *path, char *why, size_t whylen)
+{
+	kr_fs *fs;
+	int rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_CHECK, &fs);
+	if (rc != KR_OK) {
+		snprintf(why, whylen, "inspection mount: %d %s", rc, kr_errmsg());
+		return 1;
+	}
+	struct kr_fs_check_report rep;
+	rc = kr_fs_check(fs, stderr, &rep);
+	if (rc != KR_OK)
+		snprintf(why, whylen, "kr_fs_check: %d %s (%llu problems; %llu inodes, %llu data pages)", rc,
+			 kr_errmsg(), (unsigned long long)rep.problems, (unsigned long long)rep.inodes,
+			 (unsigned long long)rep.data_pages);
+	int urc = kr_fs_unmount(fs);
+	if (rc == KR_OK && urc != KR_OK)
+		snprintf(why, whylen, "unmount of the inspection mount: %d %s", urc, kr_errmsg());
+	return rc != KR_OK || urc != KR_OK;
+}
+
+/* A map opens read-only (recovering in a private view) and, if it keeps a sidecar, passes
+ * the region check of its pages. */
+static int hmap_end_check(const char *path, const char *side, char *why, size_t whylen)
+{
+	bool protected_map = access(side, F_OK) == 0;
+	kr_hmap *m;
+	int rc = kr_hmap_open(path, KR_OPEN_READONLY | KR_OPEN_FORCE_PMEM | (protected_map ? KR_HMAP_PROTECT : 0), &m);
+	if (rc != KR_OK) {
+		snprintf(why, whylen, "read-only map open: %d %s", rc, kr_errmsg());
+		return 1;
+	}
+	TU_OK(kr_hmap_close(m));
+	return protected_map ? region_end_check(path, side, why, whylen) : 0;
+}
+
+int tu_end_check(const char *path, char *why, size_t whylen)
+{
+	enum kr_file_kind kind;
+	int rc = kr_file_kind(path, &kind);
+	if (rc != KR_OK) {
+		snprintf(why, whylen, "kr_file_kind: %d %s", rc, kr_errmsg());
+		return 1;
+	}
+	char side[4200];
+	snprintf(side, sizeof(side), "%s.krs", path);
+	kr_pool *pool;
+	int bad = 0;
+	switch (kind) {
+	case KR_FILE_POOL:
+		rc = kr_pool_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_READONLY, &pool);
+		if (rc != KR_OK) {
+			snprintf(why, whylen, "read-only pool open: %d %s", rc, kr_errmsg());
+			return 1;
+		}
+		bad = tu_deep_check(pool, why, whylen);
+		TU_OK(kr_pool_close(pool));
+		return bad;
+	case KR_FILE_FS:
+		bad = fs_end_check(path, why, whylen);
+		break;
+	case KR_FILE_HMAP:
+		bad = hmap_end_check(path, side, why, whylen);
+		break;
+	case KR_FILE_REGION:
+		bad = region_end_check(path, side, why, whylen);
+		break;
+	default: /* a plain file or a directory: nothing of keratin's to check */
+		return -1;
+	}
+	deep_checks++;
+	return bad;
+}
+
+void tu_end_check_at(const char *file, int line, const char *path, const char *when)
+{
+	char why[600];
+	if (tu_end_check(path, why, sizeof(why)) > 0)
+		tu_fail_at(file, line, "%s: %s: %s", when, path, why);
+}
+
+unsigned tu_end_check_all_at(const char *file, int line, const char *when)
+{
+	unsigned checked = 0;
+	char why[600];
+	pthread_mutex_lock(&tu_paths_lock);
+	for (unsigned i = 0; i < tu_npaths; i++) {
+		if (!tu_paths[i] || tu_paths_pid[i] != getpid() || access(tu_paths[i], F_OK) != 0)
+			continue;
+		int bad = tu_end_check(tu_paths[i], why, sizeof(why));
+		if (bad > 0) {
+			pthread_mutex_unlock(&tu_paths_lock);
+			tu_fail_at(file, line, "%s: %s: %s", when, tu_paths[i], why);
+		}
+		checked += bad == 0;
+	}
+	pthread_mutex_unlock(&tu_paths_lock);
+	printf("%s: deep check of %u file%s left behind: clean\n", when, checked, checked == 1 ? "" : "s");
+	return checked;
 }
 
 /* ---- raw files --------------------------------------------------------------------------- */

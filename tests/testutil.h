@@ -98,6 +98,24 @@ void tu_deep_check_file_at(const char *file, int line, const char *path, const c
 /* How many deep checks this process has run (tests print it, so a silent zero shows). */
 unsigned tu_deep_checks(void);
 
+/* ---- the end check: the deepest check of each kind on what a test leaves behind ---------
+ * Dispatched on kr_file_kind, read-only: a pool gets kr_pool_check_deep; a keratin-fs pool
+ * kr_fs_check on an inspection mount (KR_FS_MOUNT_CHECK), the repairs that mount needed
+ * counting as problems; a protected region (data file + sidecar) the region check of every
+ * page CRC and stripe parity; a map a read-only open (its recovery) and, with a sidecar, the
+ * region check. The file must be closed (not open in this process). */
+
+/* 0 if sound, 1 with what was found in why, -1 for a file of no keratin kind (unchecked). */
+int tu_end_check(const char *path, char *why, size_t whylen);
+/* The same, failing the test unless sound. */
+void tu_end_check_at(const char *file, int line, const char *path, const char *when);
+#define TU_END_CHECK(path, when) tu_end_check_at(__FILE__, __LINE__, (path), (when))
+/* Every file this process registered with tu_pool_path that still exists (tests end with
+ * it); prints and returns how many were checked. A file damaged on purpose must be repaired
+ * or removed before. */
+unsigned tu_end_check_all_at(const char *file, int line, const char *when);
+#define TU_END_CHECK_ALL(when) tu_end_check_all_at(__FILE__, __LINE__, (when))
+
 /* ---- raw files and checksums --------------------------------------------------------- */
 
 /* CRC-32C (Castagnoli) as layout.h uses it: crc32_iscsi(buf, len, ~0) ^ ~0. */

@@ -5,6 +5,7 @@
  * counts wrapped calls since arming. The call whose count equals `armed` fails and
  * disarms it (transient faults: the caller's retry or cleanup runs normally).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -75,4 +76,24 @@ int kr_fallocate(int fd, off_t off, off_t len)
 int kr_ftruncate(int fd, off_t len)
 {
 	return fault_now(ENOSPC) ? -1 : ftruncate(fd, len);
+}
+
+int kr_fallocate_mode(int fd, int mode, off_t off, off_t len)
+{
+	return fault_now(ENOSPC) ? -1 : fallocate(fd, mode, off, len);
+}
+
+ssize_t kr_write(int fd, const void *buf, size_t n)
+{
+	return fault_now(EIO) ? -1 : write(fd, buf, n);
+}
+
+int kr_fsync(int fd)
+{
+	return fault_now(EIO) ? -1 : fsync(fd);
+}
+
+int kr_mprotect(void *addr, size_t len, int prot)
+{
+	return fault_now(ENOMEM) ? -1 : mprotect(addr, len, prot);
 }

@@ -4,11 +4,14 @@
  *
  * Every call of the library's persistence layer and of the pool, region and map open and
  * create paths to malloc/calloc/realloc/strdup, mmap, msync, pwrite, posix_fallocate and
- * ftruncate goes through one wrapper here, so a test can make the Nth such call fail
+ * ftruncate, of the media layer's bad-block list and poison emulation (write, fsync,
+ * fallocate with a mode, mprotect), of write tracking (its buffers and mprotect) and of
+ * keratin-fs's mkfs, mount and operations goes through one wrapper here, so a test can make the Nth such call fail
  * (kr_fault_countdown) and see that every caller turns the failure into a clean error
  * code, leaks nothing and leaves its file either absent or sound. A failed call returns
  * what the system call returns on failure, with errno set (ENOMEM for memory and
- * mappings, EIO for msync and pwrite, ENOSPC for posix_fallocate and ftruncate).
+ * mappings and mprotect, EIO for msync, pwrite, write and fsync, ENOSPC for fallocate and
+ * ftruncate).
  *
  * Always compiled in: disarmed, a wrapper costs one relaxed atomic load and a branch that
  * is never taken. The hook is internal (no KR_API): only programs linked against the
@@ -38,5 +41,12 @@ ssize_t kr_pwrite(int fd, const void *buf, size_t n, off_t off);
 /* Returns an error number like posix_fallocate (0 on success). */
 int kr_fallocate(int fd, off_t off, off_t len);
 int kr_ftruncate(int fd, off_t len);
+/* fallocate(2) with a mode (FALLOC_FL_PUNCH_HOLE ...): -1 with errno ENOSPC when failed. */
+int kr_fallocate_mode(int fd, int mode, off_t off, off_t len);
+/* write(2) and fsync(2) of small files beside a pool (the bad-block list): EIO. */
+ssize_t kr_write(int fd, const void *buf, size_t n);
+int kr_fsync(int fd);
+/* mprotect(2) of a mapping's pages (poison emulation, write tracking): ENOMEM. */
+int kr_mprotect(void *addr, size_t len, int prot);
 
 #endif

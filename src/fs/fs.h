@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "fault.h"
 #include "pmem.h"
 #include "fs_layout.h"
 #include "keratin_fs.h"

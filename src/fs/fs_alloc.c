@@ -16,7 +16,7 @@
 
 int krfs_bm_init(struct krfs_bitmap *bm, uint64_t n)
 {
-	bm->bits = calloc((n + 63) / 64 + 1, sizeof(uint64_t));
+	bm->bits = kr_calloc((n + 63) / 64 + 1, sizeof(uint64_t));
 	if (!bm->bits)
 		return -ENOMEM;
 	bm->n = n;

@@ -14,6 +14,8 @@
  *     a live file or a snapshot names); inode slots likewise;
  *   - snapshots (fs_snap.c): images verified like logs, hold counts of data pages exact,
  *     pages only snapshots hold verified against their CRCs and parity;
+ *   - space: the superblock's areas tile the file in order, data + metadata = pool size,
+ *     and each allocator's used + free = its size (its free count agrees with its bitmap);
  *   - the tree: link counts equal the names found (directories: 2 + subdirectories), every
  *     directory has one name and its parent is the directory naming it, every name's type
  *     matches its inode, every live inode is reachable from the root or open, no file has a
@@ -198,6 +200,60 @@ static void check_allocators(struct kr_fs *fs, struct checker *c, const struct o
 		report(c, "inode slot 0 is free in the allocator");
 }
 
+/* The number of set bits of bm in [0, n), and whether any bit past n is set. */
+static uint64_t bm_used(const struct krfs_bitmap *bm, bool *stray)
+{
+	uint64_t used = 0, words = (bm->n + 63) / 64 + 1; /* krfs_bm_init allocates one spare */
+	*stray = false;
+	for (uint64_t w = 0; w < words; w++) {
+		uint64_t bits = bm->bits[w];
+		uint64_t past = w * 64 >= bm->n ? ~0ull : (bm->n - w * 64 < 64 ? ~0ull << (bm->n - w * 64) : 0);
+		*stray |= (bits & past) != 0;
+		used += (uint64_t)__builtin_popcountll(bits & ~past);
+	}
+	return used;
+}
+
+/* The space audit. The areas follow each other in file order (superblock, journals, inode
+ * table, log pages, CRCs A, data, parity, unused tail, CRCs B, the metadata replica, the
+ * superblock replica), so that data + metadata = pool size, each term computed from the
+ * superblock's offsets; and each allocator's used + free = its size, its free count being
+ * the bitmap's own. */
+static void check_space(struct kr_fs *fs, struct checker *c)
+{
+	const struct krfs_super *sb = &fs->sb;
+	uint64_t csum = sb->data_off - sb->csum_a_off, data = sb->data_pages * P;
+	uint64_t parity = fs->zone_rows ? fs->zone_rows * P /* a page per row */
+					: (sb->data_pages * KRFS_STRIP + P - 1) / P * P;
+	if (sb->itab_off != P + (uint64_t)sb->njournals * P ||
+	    sb->meta_off != sb->itab_off + (uint64_t)sb->ninodes * KRFS_INODE_SIZE ||
+	    sb->csum_a_off != sb->meta_off + sb->meta_pages * P || sb->meta_zone_size != sb->csum_a_off - P ||
+	    csum < sb->data_pages * KRFS_CSUM_PER_PAGE || sb->parity_off != sb->data_off + data ||
+	    sb->parity_off + parity > sb->csum_b_off || sb->csum_b_off + csum != sb->replica_off ||
+	    sb->replica_off + sb->meta_zone_size + P != sb->pool_size)
+		report(c, "the superblock's areas do not follow each other in file order");
+	uint64_t unused = sb->csum_b_off - sb->parity_off - parity;
+	uint64_t meta = 2 * P + 2 * sb->meta_zone_size + 2 * csum + parity + unused;
+	if (data + meta != sb->pool_size)
+		report(c, "space audit: %llu data + %llu metadata bytes != pool size %llu", (unsigned long long)data,
+		       (unsigned long long)meta, (unsigned long long)sb->pool_size);
+	const struct {
+		const struct krfs_bitmap *bm;
+		uint64_t size;
+		const char *what;
+	} alloc[] = {{&fs->data_bm, sb->data_pages, "data pages"},
+		     {&fs->meta_bm, sb->meta_pages, "log pages"},
+		     {&fs->ino_bm, sb->ninodes, "inode slots"}};
+	for (size_t i = 0; i < sizeof(alloc) / sizeof(alloc[0]); i++) {
+		bool stray;
+		uint64_t used = bm_used(alloc[i].bm, &stray);
+		if (alloc[i].bm->n != alloc[i].size || used + alloc[i].bm->nfree != alloc[i].size || stray)
+			report(c, "%s: %llu used + %llu free != %llu%s", alloc[i].what, (unsigned long long)used,
+			       (unsigned long long)alloc[i].bm->nfree, (unsigned long long)alloc[i].size,
+			       stray ? ", bits set past the end" : "");
+	}
+}
+
 int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 {
 	struct kr_fs_check_report local;
@@ -209,11 +265,11 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 	pthread_mutex_lock(&fs->lock);
 	struct checker c = {.out = out};
 	struct owners o = {
-		.meta = calloc(fs->sb.meta_pages, sizeof(uint64_t)),
-		.data = calloc(fs->sb.data_pages, sizeof(uint64_t)),
-		.names = calloc(fs->sb.ninodes, sizeof(uint32_t)),
-		.subdirs = calloc(fs->sb.ninodes, sizeof(uint32_t)),
-		.named_in = calloc(fs->sb.ninodes, sizeof(uint64_t)),
+		.meta = kr_calloc(fs->sb.meta_pages, sizeof(uint64_t)),
+		.data = kr_calloc(fs->sb.data_pages, sizeof(uint64_t)),
+		.names = kr_calloc(fs->sb.ninodes, sizeof(uint32_t)),
+		.subdirs = kr_calloc(fs->sb.ninodes, sizeof(uint32_t)),
+		.named_in = kr_calloc(fs->sb.ninodes, sizeof(uint64_t)),
 	};
 	int rc = KR_OK;
 	if (!o.meta || !o.data || !o.names || !o.subdirs || !o.named_in) {
@@ -235,6 +291,7 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 		check_allocators(fs, &c, &o);
 		if (fs->parity && fs->zone_rows)
 			krfs_zone_verify(fs, report, &c);
+		check_space(fs, &c);
 		rep->problems = c.problems;
 		if (c.problems)
 			rc = kr_err_set(KR_E_CORRUPT, "%s: %llu problems found", fs->path, (unsigned long long)c.problems);

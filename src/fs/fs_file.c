@@ -284,7 +284,7 @@ int kr_fs_readdir(kr_fs *fs, uint64_t dir, uint64_t cookie, kr_fs_filldir_fn fn,
 {
 	if (!fn)
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "readdir: no callback");
-	struct readdir_batch *b = malloc(sizeof(*b));
+	struct readdir_batch *b = kr_malloc(sizeof(*b));
 	if (!b)
 		return -ENOMEM;
 	int n = 0, rc;

@@ -56,13 +56,13 @@ int krfs_radix_set(struct krfs_radix *r, uint64_t key, uint32_t val, uint32_t *o
 	if (val == 0 && (!r->root || key >= radix_capacity(r->height)))
 		return 0;
 	if (!r->root) {
-		r->root = calloc(1, sizeof(struct radix_leaf));
+		r->root = kr_calloc(1, sizeof(struct radix_leaf));
 		if (!r->root)
 			return -ENOMEM;
 		r->height = 1;
 	}
 	while (key >= radix_capacity(r->height)) {
-		struct radix_node *top = calloc(1, sizeof(*top));
+		struct radix_node *top = kr_calloc(1, sizeof(*top));
 		if (!top)
 			return -ENOMEM;
 		top->slot[0] = r->root;
@@ -75,7 +75,7 @@ int krfs_radix_set(struct krfs_radix *r, uint64_t key, uint32_t val, uint32_t *o
 		if (!*slot) {
 			if (val == 0)
 				return 0;
-			*slot = calloc(1, lvl == 2 ? sizeof(struct radix_leaf) : sizeof(struct radix_node));
+			*slot = kr_calloc(1, lvl == 2 ? sizeof(struct radix_leaf) : sizeof(struct radix_node));
 			if (!*slot)
 				return -ENOMEM;
 		}
@@ -153,7 +153,7 @@ struct krfs_dentry *krfs_dir_find(const struct krfs_dir *d, const char *name, si
 static int dir_grow(struct krfs_dir *d)
 {
 	uint32_t nb = d->nbuckets ? d->nbuckets * 2 : 16;
-	struct krfs_dentry **tab = calloc(nb, sizeof(*tab));
+	struct krfs_dentry **tab = kr_calloc(nb, sizeof(*tab));
 	if (!tab)
 		return -ENOMEM;
 	for (struct krfs_dentry *e = d->first; e; e = e->next) {
@@ -204,7 +204,7 @@ int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino,
 	}
 	if (d->count >= d->nbuckets && dir_grow(d) != 0)
 		return -ENOMEM;
-	e = malloc(sizeof(*e) + len + 1);
+	e = kr_malloc(sizeof(*e) + len + 1);
 	if (!e)
 		return -ENOMEM;
 	e->hash = name_hash(name, len);

@@ -33,7 +33,7 @@ uint64_t krfs_now(void)
 
 struct krfs_inode *krfs_inode_new(uint64_t ino)
 {
-	struct krfs_inode *ip = calloc(1, sizeof(*ip));
+	struct krfs_inode *ip = kr_calloc(1, sizeof(*ip));
 	if (ip)
 		ip->ino = ino;
 	return ip;

@@ -90,7 +90,7 @@ static void patch_pages(struct krfs_op *op, void *ctx)
 
 int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf, uint64_t off, uint64_t len)
 {
-	struct krfs_jbuf *j = malloc(sizeof(*j)); /* a page: too big for the stack */
+	struct krfs_jbuf *j = kr_malloc(sizeof(*j)); /* a page: too big for the stack */
 	if (!j)
 		return KRFS_ERR(-ENOMEM, KR_E_NOMEM, "in-place write: no memory for the intent");
 	j->n = 0;

@@ -114,18 +114,25 @@ int kr_fs_inject_poison(kr_fs *fs, uint64_t off, uint64_t len)
 	int slot = rc == KR_OK ? kr_media_claim_slot(fs->poison, KRFS_POISON, page + 1) : -1;
 	if (rc == KR_OK && slot < 0)
 		rc = kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
+	/* The platform knows the page is bad before it is: if the pool is unmounted first,
+	 * mount repairs it. (The other way round, a list that cannot be written would leave a
+	 * lost page nobody knows of; listed and not lost, the page is rewritten as it is.) */
+	if (rc == KR_OK && (rc = kr_badblocks_add(fs->path, page)) != KR_OK)
+		atomic_store(&fs->poison[slot], 0);
 	if (rc == KR_OK) {
-		bool hidden = false;
-		if (two_maps(fs) && mprotect(fs->pm.view + page, P, PROT_NONE) != 0)
+		bool hidden = false, view_hidden = false;
+		if (two_maps(fs) && kr_mprotect(fs->pm.view + page, P, PROT_NONE) != 0) {
 			rc = kr_err_errno(KR_E_IO, "mprotect");
-		else
+		} else {
+			view_hidden = two_maps(fs);
 			rc = kr_media_lose_range(fs->pm.fd, fs->pm.base + page, page, from, len, &hidden);
-		if (!hidden)
+		}
+		if (!hidden) { /* nothing was lost: the view reads again, the slot is free */
+			if (view_hidden)
+				(void)mprotect(fs->pm.view + page, P, PROT_READ);
 			atomic_store(&fs->poison[slot], 0);
+		}
 	}
-	/* The platform knows the page is bad: if the pool is unmounted first, mount repairs it. */
-	if (rc == KR_OK)
-		rc = kr_badblocks_add(fs->path, page);
 	krfs_leave(fs);
 	return rc;
 }

@@ -210,7 +210,7 @@ static void store_tails(struct krfs_op *op)
 static int commit_journaled(struct krfs_op *op)
 {
 	struct kr_fs *fs = op->fs;
-	struct krfs_jbuf *j = malloc(sizeof(*j));
+	struct krfs_jbuf *j = kr_malloc(sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	j->n = 0;

@@ -538,7 +538,7 @@ int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *ou
 {
 	if (!path || path[0] != '/')
 		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "kr_fs_resolve: '%s' is not an absolute path", path ? path : "(null)");
-	char *work = strdup(path); /* the path still to walk, rewritten when a symlink expands */
+	char *work = kr_strdup(path); /* the path still to walk, rewritten when a symlink expands */
 	if (!work)
 		return -ENOMEM;
 	struct kr_fs_attr cur, dir;
@@ -577,7 +577,7 @@ int kr_fs_resolve(kr_fs *fs, const char *path, int follow, struct kr_fs_attr *ou
 		target[n] = '\0';
 		/* The rest of the path continues after the target, from the root or from dir. */
 		size_t rest = strlen(work + at);
-		char *next = malloc((size_t)n + rest + 2);
+		char *next = kr_malloc((size_t)n + rest + 2);
 		if (!next) {
 			rc = -ENOMEM;
 			break;

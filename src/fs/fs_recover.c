@@ -119,8 +119,8 @@ int krfs_recover(struct kr_fs *fs)
 		if (rc < 0)
 			return fs->failed ? KR_E_IO_SYNC : KR_E_CORRUPT_META;
 	}
-	int *rcs = calloc(fs->sb.ninodes, sizeof(*rcs));
-	struct krfs_inode **partial = calloc(fs->sb.ninodes, sizeof(*partial));
+	int *rcs = kr_calloc(fs->sb.ninodes, sizeof(*rcs));
+	struct krfs_inode **partial = kr_calloc(fs->sb.ninodes, sizeof(*partial));
 	if (!rcs || !partial) {
 		free(rcs);
 		free(partial);

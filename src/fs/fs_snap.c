@@ -83,7 +83,7 @@ static int refs_init(struct kr_fs *fs)
 {
 	if (fs->snap_refs)
 		return 0;
-	fs->snap_refs = calloc(fs->sb.data_pages, sizeof(*fs->snap_refs));
+	fs->snap_refs = kr_calloc(fs->sb.data_pages, sizeof(*fs->snap_refs));
 	if (!fs->snap_refs || krfs_bm_init(&fs->held, fs->sb.data_pages) != 0)
 		return -ENOMEM;
 	return 0;
@@ -185,7 +185,7 @@ static int load(struct kr_fs *fs, struct krfs_snap *s)
 	uint64_t owner = KRFS_SNAP_OWNER | s->id;
 	s->loaded = true;
 	s->image = krfs_inode_new(owner);
-	s->inodes = calloc(fs->sb.ninodes, sizeof(*s->inodes));
+	s->inodes = kr_calloc(fs->sb.ninodes, sizeof(*s->inodes));
 	if (!s->image || !s->inodes || refs_init(fs) != 0)
 		return -ENOMEM;
 	struct krfs_pinode pi = {.ino = owner, .tail = krfs_word_make(s->end, owner), .log_head = s->head};
@@ -276,7 +276,7 @@ int krfs_snap_apply(struct kr_fs *fs, const struct krfs_e_snapshot *e)
 	    !krfs_log_page_ok(fs, e->head) || e->npages == 0)
 		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META, "root log: snapshot %llu repeated or malformed",
 				(unsigned long long)e->id);
-	struct krfs_snap *s = calloc(1, sizeof(*s)), **pp = &fs->snaps;
+	struct krfs_snap *s = kr_calloc(1, sizeof(*s)), **pp = &fs->snaps;
 	if (!s)
 		return -ENOMEM;
 	s->id = e->id;
@@ -513,7 +513,7 @@ int kr_fs_snapshot_list(kr_fs *fs, struct kr_fs_snapshot_attr *out, unsigned max
 void krfs_snap_verify(struct kr_fs *fs, uint64_t *meta_owner, const uint64_t *data_owner, krfs_problem_fn report,
 		      void *ctx)
 {
-	uint32_t *count = fs->snap_refs ? calloc(fs->sb.data_pages, sizeof(*count)) : NULL;
+	uint32_t *count = fs->snap_refs ? kr_calloc(fs->sb.data_pages, sizeof(*count)) : NULL;
 	if (fs->snap_refs && !count) {
 		report(ctx, "out of memory checking snapshots");
 		return;

@@ -189,7 +189,7 @@ static int dram_init(struct kr_fs *fs)
 	fs->relaxed = fs->sb.incompat & KRFS_INCOMPAT_INPLACE;
 	fs->zone_rows = fs->sb.zone_columns ? parity_pages(fs->sb.data_pages, fs->sb.zone_columns) : 0;
 	fs->next_trans = KRFS_FIRST_TRANS;
-	fs->inodes = calloc(fs->sb.ninodes, sizeof(*fs->inodes));
+	fs->inodes = kr_calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
 	if (!fs->inodes || !fs->buf || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes) ||
 	    krfs_bm_init(&fs->meta_bm, fs->sb.meta_pages) || krfs_bm_init(&fs->data_bm, fs->sb.data_pages))
@@ -224,13 +224,13 @@ static void fs_free(struct kr_fs *fs)
 
 static struct kr_fs *fs_alloc(const char *path)
 {
-	struct kr_fs *fs = calloc(1, sizeof(*fs));
+	struct kr_fs *fs = kr_calloc(1, sizeof(*fs));
 	if (!fs)
 		return NULL;
 	fs->pm.fd = fs->file_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_mutex_init(&fs->repair_lock, NULL);
-	fs->path = strdup(path);
+	fs->path = kr_strdup(path);
 	if (!fs->path) {
 		free(fs);
 		return NULL;
@@ -392,7 +392,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		fs_free(fs);
 		return rc;
 	}
-	int e = posix_fallocate(fs->pm.fd, 0, (off_t)size);
+	int e = kr_fallocate(fs->pm.fd, 0, (off_t)size);
 	if (e != 0) {
 		errno = e;
 		rc = kr_err_errno(KR_E_IO, "%s: allocating %llu bytes", path, (unsigned long long)size);

@@ -36,7 +36,7 @@ static struct krfs_xattr **find(struct krfs_inode *ip, const char *name, size_t 
 static int list_set(struct krfs_inode *ip, const char *name, size_t len, const void *value, size_t vlen)
 {
 	struct krfs_xattr **pp = find(ip, name, len), *old = *pp;
-	struct krfs_xattr *x = malloc(sizeof(*x) + len + vlen);
+	struct krfs_xattr *x = kr_malloc(sizeof(*x) + len + vlen);
 	if (!x)
 		return -ENOMEM;
 	x->next = old ? old->next : NULL;

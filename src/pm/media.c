@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "fault.h"
 #include "media.h"
 #include "pool.h"
 
@@ -155,7 +156,7 @@ int kr_media_list_add(const char *pool_path, uint64_t off)
 	for (int shift = 60; shift >= 0; shift -= 4)
 		line[n++] = "0123456789abcdef"[(off >> shift) & 15];
 	line[n++] = '\n';
-	int ok = write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+	int ok = kr_write(fd, line, (size_t)n) == n && kr_fsync(fd) == 0;
 	close(fd);
 	return ok ? 0 : -1;
 }
@@ -186,10 +187,12 @@ static int page_column(const kr_pool *pool, uint64_t off, uint64_t *col)
 /* The kernel's list: the badblocks file of the block device under the pool file (sysfs;
  * KERATIN_SYSFS_BADBLOCKS names another file, for tests), "first_sector count" per line in
  * 512-byte sectors of the device, mapped back to file offsets through FIEMAP. Adds the pool
- * offsets of the lost pages to pages[]. A file system without FIEMAP, a device without a
- * badblocks file, or a list that names no block of the pool: nothing to add. */
-static size_t kernel_badblocks(int fd, uint64_t size, uint64_t *pages, size_t n, size_t max)
+ * offsets of the lost pages to pages[*np..max), advancing *np. A file system without FIEMAP, a
+ * device without a badblocks file, or a list that names no block of the pool: nothing to
+ * add. KR_E_NOMEM if the list cannot be walked (its pages would go unrepaired). */
+static int kernel_badblocks(int fd, uint64_t size, uint64_t *pages, size_t *np, size_t max)
 {
+	size_t n = *np;
 	char path[128];
 	const char *fake = getenv("KERATIN_SYSFS_BADBLOCKS");
 	struct stat st;
@@ -197,17 +200,21 @@ static size_t kernel_badblocks(int fd, uint64_t size, uint64_t *pages, size_t n,
 		snprintf(path, sizeof(path), "%s", fake);
 	} else {
 		if (fstat(fd, &st) != 0)
-			return n;
+			return KR_OK;
 		snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/badblocks", major(st.st_dev),
 			 minor(st.st_dev));
 	}
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return n;
+		return KR_OK;
 	enum { NEXT = 256 };
-	struct fiemap *fm = calloc(1, sizeof(*fm) + NEXT * sizeof(struct fiemap_extent));
+	struct fiemap *fm = kr_calloc(1, sizeof(*fm) + NEXT * sizeof(struct fiemap_extent));
+	if (!fm) {
+		fclose(f);
+		return kr_err_set(KR_E_NOMEM, "%s: no memory to map the bad blocks", path);
+	}
 	unsigned long long first, count;
-	while (fm && n < max && fscanf(f, "%llu %llu", &first, &count) == 2) {
+	while (n < max && fscanf(f, "%llu %llu", &first, &count) == 2) {
 		uint64_t lo = first * 512, hi = (first + count) * 512;
 		/* Which file ranges live on device bytes [lo, hi)? Walk the file's extents. */
 		for (uint64_t start = 0; start < size && n < max;) {
@@ -230,7 +237,8 @@ static size_t kernel_badblocks(int fd, uint64_t size, uint64_t *pages, size_t n,
 	}
 	free(fm);
 	fclose(f);
-	return n;
+	*np = n;
+	return KR_OK;
 }
 
 int kr_media_list(const char *path, int fd, uint64_t size, uint64_t *pages, size_t max,
@@ -258,7 +266,9 @@ int kr_media_list(const char *path, int fd, uint64_t size, uint64_t *pages, size
 	if (f)
 		fclose(f);
 	size_t from_kernel = n;
-	n = kernel_badblocks(fd, size, pages, n, max);
+	int krc = kernel_badblocks(fd, size, pages, &n, max);
+	if (rc == KR_OK)
+		rc = krc;
 	/* One lost page may be named many times (eight 512-byte sectors, or both lists). */
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -278,8 +288,8 @@ int kr_media_list(const char *path, int fd, uint64_t size, uint64_t *pages, size
 
 int kr_media_replace_block(int fd, uint64_t off, const char *path)
 {
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, P) != 0 ||
-	    posix_fallocate(fd, (off_t)off, P) != 0)
+	if (kr_fallocate_mode(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, P) != 0 ||
+	    kr_fallocate(fd, (off_t)off, P) != 0)
 		return kr_err_errno(KR_E_MEDIA, "%s: cannot replace the bad block at 0x%llx", path,
 				    (unsigned long long)off);
 	return KR_OK;
@@ -358,10 +368,10 @@ int kr_media_lose_range(int fd, void *page, uint64_t off, size_t from, size_t le
 	uint8_t junk[P];
 	for (size_t i = 0; i < len; i++)
 		junk[i] = (uint8_t)((from + i) * 131 + off / P);
-	if (mprotect(page, P, PROT_NONE) != 0)
+	if (kr_mprotect(page, P, PROT_NONE) != 0)
 		return kr_err_errno(KR_E_IO, "mprotect");
 	*hidden = true;
-	if (pwrite(fd, junk, len, (off_t)(off + from)) != (ssize_t)len)
+	if (kr_pwrite(fd, junk, len, (off_t)(off + from)) != (ssize_t)len)
 		return kr_err_errno(KR_E_IO, "pwrite");
 	return KR_OK;
 }
@@ -406,6 +416,15 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	int slot = kr_media_claim_slot(pool->poison, MAX_POISON, off + 1);
 	if (slot < 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
+	/* The platform knows the page is bad before it is: if the pool closes first, open
+	 * repairs it. (Listed the other way round, a list that cannot be written would leave
+	 * a lost page nobody knows of; listed and then not lost, the page is rewritten with
+	 * what it holds.) */
+	rc = kr_badblocks_add(pool->path, off);
+	if (rc != KR_OK) {
+		atomic_store(&pool->poison[slot], 0);
+		return rc;
+	}
 	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
 	 * complete instead of repairing a page that is about to lose its content. */
 	while (atomic_flag_test_and_set(&repair_lock))
@@ -415,10 +434,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	atomic_flag_clear(&repair_lock);
 	if (!hidden) /* nothing happened: the slot is free again */
 		atomic_store(&pool->poison[slot], 0);
-	if (rc != KR_OK)
-		return rc;
-	/* The platform knows the page is bad: if the pool closes first, open repairs it. */
-	return kr_badblocks_add(pool->path, off);
+	return rc;
 }
 
 static kr_pool *pool_of(const void *addr)

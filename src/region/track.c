@@ -74,6 +74,7 @@
 #include <linux/userfaultfd.h>
 
 #include "err.h"
+#include "fault.h"
 #include "track.h"
 
 /* UAPI values that older userspace headers (Debian 12's among them) do not define. */
@@ -221,7 +222,7 @@ static int track_vec_reserve(struct kr_track *t, size_t regions)
 {
 	if (regions <= t->vec_len)
 		return KR_OK;
-	void *v = realloc(t->vec, regions * sizeof(struct page_region));
+	void *v = kr_realloc(t->vec, regions * sizeof(struct page_region));
 	if (!v)
 		return kr_err_set(KR_E_NOMEM, "track: no memory for %zu scan regions", regions);
 	t->vec = v;
@@ -277,13 +278,13 @@ static int track_selftest(struct kr_track *t)
 static int track_attach_mprotect(struct kr_track *t)
 {
 	size_t words = (t->len / t->page_size + 63) / 64;
-	t->written = calloc(words, sizeof(uint64_t));
+	t->written = kr_calloc(words, sizeof(uint64_t));
 	if (!t->written) {
 		track_reset(t);
 		return kr_err_set(KR_E_NOMEM, "track: no memory for the written bitmap");
 	}
 	if (madvise(t->base, t->len, MADV_NOHUGEPAGE) < 0 ||
-	    mprotect(t->base, t->len, PROT_READ) < 0) {
+	    kr_mprotect(t->base, t->len, PROT_READ) < 0) {
 		int rc = kr_err_errno(KR_E_IO, "track: cannot write-protect the range");
 		free(t->written);
 		track_reset(t);
@@ -381,7 +382,7 @@ static int track_collect_mprotect(struct kr_track *t, uint64_t start, uint64_t e
 	uint64_t base = (uintptr_t)t->base, ps = t->page_size;
 	while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
 		;
-	if (mprotect((void *)(uintptr_t)start, end - start, PROT_READ) != 0) {
+	if (kr_mprotect((void *)(uintptr_t)start, end - start, PROT_READ) != 0) {
 		atomic_flag_clear_explicit(&t->lock, memory_order_release);
 		return kr_err_errno(KR_E_IO, "track: mprotect (read-only) failed");
 	}
