@@ -14,7 +14,8 @@
  * Peers: keratin-fs made with no protection ("none": the NOVA baseline), the metadata
  * replica only ("meta"), metadata replica + strip CRCs + parity ("full"), full mounted with
  * write protection ("+wprot", KR_FS_MOUNT_WPROTECT), full in relaxed mode ("relaxed",
- * KR_FS_RELAXED: overwrites in place), and tmpfs (open/pwrite/pread/unlink in a directory of
+ * KR_FS_RELAXED: overwrites in place), full with zone parity ("zone", KR_FS_PARITY_ZONE with
+ * 64 columns: a write also reads the old page and the row's parity page), and tmpfs (open/pwrite/pread/unlink in a directory of
  * /dev/shm). Every round runs every peer, in a rotating order, so that noise from other
  * processes falls on all of them; the table shows each peer's median over the rounds in ns
  * per operation, then the ratios the NOVA-Fortis paper reports as overheads. Times are the
@@ -26,16 +27,25 @@
  * mixed sizes (4 KiB to 1 MiB, log-uniform), a third of them deleted at random, filled to
  * 90 % again - and the bytes in use are split into primary data, primary metadata (log
  * pages and inode slots), metadata redundancy (their replica) and data redundancy (two CRC
- * copies and a parity strip per data page), each as a share of all bytes in use.
+ * copies and a parity strip per data page; with zone parity, the two CRC copies and the whole
+ * parity area, one page per row: on an aged pool every row holds data), each as a share of
+ * all bytes in use. Once with page parity, once with zone parity.
  *
- * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--quick]   (defaults 2000, 5, 256;
- * --quick: 200 operations, 1 round, a 32 MiB pool). Prints markdown tables. Exit status: 0,
- * 1 on a failure, 2 on bad arguments.
+ * Mount scan: a pool of --scan-files empty files (in directories of 1000) is mounted with
+ * one scan thread and with two (kr_fs_mount_opts.scan_threads; at most the CPUs online),
+ * alternately, --rounds times each; the table shows the median wall-clock time of a mount
+ * (the scan's threads run at once, so here wall-clock time is the measure), the speed-up,
+ * and the CPU time of the whole process (what the threads cost together).
+ *
+ * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--scan-files F] [--quick]
+ * (defaults 2000, 5, 256, 50000; --quick: 200 operations, 1 round, a 32 MiB pool, 5000
+ * files). Prints markdown tables. Exit status: 0, 1 on a failure, 2 on bad arguments.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,20 +57,22 @@
 
 enum { OP_CREATE, OP_APPEND, OP_OVERWRITE, OP_SMALL, OP_READ, OP_UNLINK, NOPS };
 static const char *op_name[NOPS] = {"create", "append 4K", "overwrite 4K", "overwrite 512", "read 4K", "unlink"};
-enum { PEER_NONE, PEER_META, PEER_FULL, PEER_WPROT, PEER_RELAXED, PEER_TMPFS, NPEERS };
-static const char *peer_name[NPEERS] = {"none", "meta", "full", "+wprot", "relaxed", "tmpfs"};
+enum { PEER_NONE, PEER_META, PEER_FULL, PEER_WPROT, PEER_RELAXED, PEER_ZONE, PEER_TMPFS, NPEERS };
+static const char *peer_name[NPEERS] = {"none", "meta", "full", "+wprot", "relaxed", "zone", "tmpfs"};
 static const struct {
 	uint32_t unprotect;
 	unsigned mount_flags;
+	uint32_t parity;
 } peer[] = {
-	[PEER_NONE] = {KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
-	[PEER_META] = {KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0},
-	[PEER_FULL] = {0, 0},
-	[PEER_WPROT] = {0, KR_FS_MOUNT_WPROTECT},
-	[PEER_RELAXED] = {KR_FS_RELAXED, 0},
+	[PEER_NONE] = {KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0, 0},
+	[PEER_META] = {KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, 0, 0},
+	[PEER_FULL] = {0, 0, KR_FS_PARITY_PAGE},
+	[PEER_WPROT] = {0, KR_FS_MOUNT_WPROTECT, KR_FS_PARITY_PAGE},
+	[PEER_RELAXED] = {KR_FS_RELAXED, 0, KR_FS_PARITY_PAGE},
+	[PEER_ZONE] = {0, 0, KR_FS_PARITY_ZONE},
 };
 
-static unsigned nops = 2000, rounds = 5, space_mib = 256;
+static unsigned nops = 2000, rounds = 5, space_mib = 256, scan_files = 50000;
 static char buf[4096];
 
 /* The thread's CPU time (user + system): the machine is shared, and wall-clock time would
@@ -88,14 +100,14 @@ static uint64_t rnd(uint64_t *s)
 }
 
 /* One round of every operation on keratin-fs; ns per operation into t. */
-static void run_fs(uint32_t unprot, unsigned mount_flags, double *t)
+static void run_fs(uint32_t unprot, unsigned mount_flags, uint32_t parity, double *t)
 {
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-%d.pool", (int)getpid());
 	unlink(path);
 	uint64_t size = (uint64_t)nops * 4096 * 3 + (64 << 20);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (nops + 127) / 32 * 32 + 64,
-				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot};
+				    .open_flags = KR_OPEN_FORCE_PMEM, .unprotect = unprot, .parity = parity};
 	int rc = kr_fs_mkfs(path, &o);
 	kr_fs *fs;
 	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT | mount_flags, &fs)))
@@ -197,6 +209,7 @@ static void run_tmpfs(double *t)
 struct space {
 	double data, meta, meta_red, data_red; /* bytes in use */
 	unsigned files;
+	uint32_t zone_columns; /* zone parity; 0 = page parity */
 };
 
 /* Files of log-uniform sizes 4 KiB..1 MiB until 90 % of the data pages are in use (or
@@ -232,14 +245,14 @@ static void fill(kr_fs *fs, uint64_t *seed, unsigned *n, unsigned cap, uint64_t 
 	}
 }
 
-static struct space age(void)
+static struct space age(uint32_t parity)
 {
 	char path[128], name[32];
 	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-age-%d.pool", (int)getpid());
 	unlink(path);
 	uint64_t size = (uint64_t)space_mib << 20;
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)(size >> 16),
-				    .open_flags = KR_OPEN_FORCE_PMEM};
+				    .open_flags = KR_OPEN_FORCE_PMEM, .parity = parity};
 	kr_fs *fs;
 	int rc = kr_fs_mkfs(path, &o);
 	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs)))
@@ -259,12 +272,17 @@ static struct space age(void)
 	struct kr_fs_statfs st;
 	if (kr_fs_statfs(fs, &st))
 		die("statfs", -1);
-	struct space sp = {.files = n};
+	uint32_t columns;
+	bool zoned = kr_fs_parity_layout(fs, &columns) == KR_FS_PARITY_ZONE;
+	struct space sp = {.files = n, .zone_columns = columns};
 	double pages = (double)(st.blocks - st.bfree);
 	sp.data = pages * 4096;
 	sp.meta = (double)(st.log_pages - st.log_pages_free) * 4096 + (double)(st.files - st.ffree) * 128;
 	sp.meta_red = sp.meta; /* the replica: every log page and slot twice */
-	sp.data_red = pages * (2 * 32 + 512); /* two copies of 8 strip CRCs, one parity strip */
+	if (zoned) /* two copies of 8 strip CRCs; the parity area */
+		sp.data_red = pages * 2 * 32 + (double)((st.blocks + columns - 1) / columns) * 4096;
+	else /* two copies of 8 strip CRCs, one parity strip */
+		sp.data_red = pages * (2 * 32 + 512);
 	if ((rc = kr_fs_unmount(fs)))
 		die("unmount", rc);
 	unlink(path);
@@ -277,11 +295,85 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ---- mount scan ------------------------------------------------------------------------ */
+static double clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* One mount of path with `threads` scan threads (the library caps them at the CPUs online):
+ * ns of wall-clock time, and in *cpu ns of CPU time of the whole process (every thread). */
+static double timed_mount(const char *path, uint32_t threads, double *cpu)
+{
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = KR_OPEN_FORCE_PMEM, .scan_threads = threads};
+	kr_fs *fs;
+	double c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
+	int rc = kr_fs_mount_opts(path, &o, &fs);
+	double t1 = clock_ns(CLOCK_MONOTONIC), c1 = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	if (rc || (rc = kr_fs_unmount(fs)))
+		die("scan mount", rc);
+	*cpu = c1 - c0;
+	return t1 - t0;
+}
+
+static void mount_scan(void)
+{
+	char path[128], name[32];
+	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-scan-%d.pool", (int)getpid());
+	unlink(path);
+	uint64_t ndirs = (scan_files + 999) / 1000, inodes = (scan_files + ndirs + 64 + 31) / 32 * 32;
+	uint64_t meta = (inodes + ndirs * 16) * 4096; /* a page per log; directories grow more */
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 2 * meta + (64 << 20), .ninodes = (uint32_t)inodes,
+				    .meta_bytes = meta, .open_flags = KR_OPEN_FORCE_PMEM};
+	kr_fs *fs;
+	int rc = kr_fs_mkfs(path, &o);
+	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs)))
+		die("scan mkfs/mount", rc);
+	struct kr_fs_attr d;
+	for (unsigned i = 0; i < scan_files; i++) {
+		if (i % 1000 == 0) {
+			snprintf(name, sizeof(name), "d%u", i / 1000);
+			if ((rc = kr_fs_mkdir(fs, KR_FS_ROOT_INO, name, 0755, 0, 0, &d)))
+				die("scan mkdir", rc);
+		}
+		snprintf(name, sizeof(name), "f%u", i);
+		if ((rc = kr_fs_create(fs, d.ino, name, 0644, 0, 0, NULL)))
+			die("scan create", rc);
+	}
+	if ((rc = kr_fs_unmount(fs)))
+		die("scan unmount", rc);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	double *t = calloc(4 * (size_t)rounds, sizeof(double)); /* wall 1, wall 2, cpu 1, cpu 2 */
+	if (!t)
+		die("calloc", -ENOMEM);
+	for (unsigned r = 0; r < rounds; r++) /* alternate who goes first */
+		for (unsigned k = 0; k < 2; k++) {
+			unsigned w = (r + k) % 2;
+			t[w * rounds + r] = timed_mount(path, w + 1, &t[(2 + w) * rounds + r]);
+		}
+	for (unsigned k = 0; k < 4; k++)
+		qsort(t + k * rounds, rounds, sizeof(double), cmp_double);
+	double m[4];
+	for (unsigned k = 0; k < 4; k++)
+		m[k] = t[k * rounds + rounds / 2] / 1e6;
+	printf("\nMount scan of a pool of %u empty files in %llu directories (%ld CPUs online; load average "
+	       "counts), median of %u mounts each, ms:\n\n", scan_files, (unsigned long long)ndirs, cpus, rounds);
+	printf("| mount scan | 1 thread, wall | 2 threads, wall | speed-up | 1 thread, CPU | 2 threads, CPU |\n"
+	       "|---|---:|---:|---:|---:|---:|\n");
+	printf("| mount scan %u files | %.1f | %.1f | %.2f | %.1f | %.1f |\n", scan_files, m[0], m[1], m[0] / m[1], m[2],
+	       m[3]);
+	free(t);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"ops", required_argument, NULL, 'n'},
 						 {"rounds", required_argument, NULL, 'r'},
 						 {"space-mib", required_argument, NULL, 's'},
+						 {"scan-files", required_argument, NULL, 'f'},
 						 {"quick", no_argument, NULL, 'q'},
 						 {NULL, 0, NULL, 0}};
 	int c;
@@ -293,10 +385,12 @@ int main(int argc, char **argv)
 			rounds = (unsigned)v;
 		else if (c == 's' && v >= 8)
 			space_mib = (unsigned)v;
+		else if (c == 'f' && v >= 1 && v <= 1000000)
+			scan_files = (unsigned)v;
 		else if (c == 'q')
-			nops = 200, rounds = 1, space_mib = 32;
+			nops = 200, rounds = 1, space_mib = 32, scan_files = 5000;
 		else {
-			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--quick]\n");
+			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--scan-files F] [--quick]\n");
 			return 2;
 		}
 	}
@@ -316,7 +410,7 @@ int main(int argc, char **argv)
 			if (p == PEER_TMPFS)
 				run_tmpfs(row);
 			else
-				run_fs(peer[p].unprotect, peer[p].mount_flags, row);
+				run_fs(peer[p].unprotect, peer[p].mount_flags, peer[p].parity, row);
 		}
 	double med[NPEERS][NOPS];
 	for (int p = 0; p < NPEERS; p++)
@@ -331,8 +425,9 @@ int main(int argc, char **argv)
 	printf("| operation |");
 	for (int p = 0; p < NPEERS; p++)
 		printf(" %s |", peer_name[p]);
-	printf(" meta/none | full/none | +wprot/full | relaxed/full | relaxed/none | none/tmpfs | full/tmpfs |\n|---|");
-	for (int p = 0; p < NPEERS + 7; p++)
+	printf(" meta/none | full/none | +wprot/full | relaxed/full | relaxed/none | zone/full | none/tmpfs | full/tmpfs "
+	       "|\n|---|");
+	for (int p = 0; p < NPEERS + 8; p++)
 		printf("---:|");
 	printf("\n");
 	for (int k = 0; k < NOPS; k++) {
@@ -341,19 +436,24 @@ int main(int argc, char **argv)
 			printf(" %.0f |", med[p][k]);
 		const double *m = (const double *)med; /* shorthand: m[p * NOPS + k] */
 #define R(a, b) (m[(a) * NOPS + k] / m[(b) * NOPS + k])
-		printf(" %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", R(PEER_META, PEER_NONE), R(PEER_FULL, PEER_NONE),
-		       R(PEER_WPROT, PEER_FULL), R(PEER_RELAXED, PEER_FULL), R(PEER_RELAXED, PEER_NONE),
-		       R(PEER_NONE, PEER_TMPFS), R(PEER_FULL, PEER_TMPFS));
+		printf(" %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", R(PEER_META, PEER_NONE),
+		       R(PEER_FULL, PEER_NONE), R(PEER_WPROT, PEER_FULL), R(PEER_RELAXED, PEER_FULL), R(PEER_RELAXED, PEER_NONE),
+		       R(PEER_ZONE, PEER_FULL), R(PEER_NONE, PEER_TMPFS), R(PEER_FULL, PEER_TMPFS));
 #undef R
 	}
-	struct space sp = age();
-	double used = sp.data + sp.meta + sp.meta_red + sp.data_red;
-	printf("\nSpace on an aged, fully protected %u MiB pool (%u files, %.1f MiB in use):\n\n", space_mib, sp.files,
-	       used / 1048576);
-	printf("| data | metadata | metadata redundancy | data redundancy | redundancy in all |\n");
-	printf("|---:|---:|---:|---:|---:|\n");
-	printf("| %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", 100 * sp.data / used, 100 * sp.meta / used,
-	       100 * sp.meta_red / used, 100 * sp.data_red / used, 100 * (sp.meta_red + sp.data_red) / used);
+	printf("\nSpace on an aged, fully protected %u MiB pool:\n\n", space_mib);
+	printf("| parity | files | MiB in use | data | metadata | metadata redundancy | data redundancy | redundancy in all |\n");
+	printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (uint32_t layout = KR_FS_PARITY_PAGE; layout <= KR_FS_PARITY_ZONE; layout++) {
+		struct space sp = age(layout);
+		double used = sp.data + sp.meta + sp.meta_red + sp.data_red;
+		char name[32];
+		snprintf(name, sizeof(name), sp.zone_columns ? "zone (%u columns)" : "page", sp.zone_columns);
+		printf("| %s | %u | %.1f | %.1f %% | %.1f %% | %.1f %% | %.1f %% | %.1f %% |\n", name, sp.files, used / 1048576,
+		       100 * sp.data / used, 100 * sp.meta / used, 100 * sp.meta_red / used, 100 * sp.data_red / used,
+		       100 * (sp.meta_red + sp.data_red) / used);
+	}
+	mount_scan();
 	free(col);
 	free(t);
 	return 0;

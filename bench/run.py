@@ -758,26 +758,30 @@ FS_BEGIN, FS_END = "<!-- fs-bench begin -->", "<!-- fs-bench end -->"
 
 
 def fs_tables(out):
-    """Checks fs-bench's output is complete: a row of 13 positive numbers per operation and
-    a space row of five percentages. Returns the markdown lines; exits on a gap."""
+    """Checks fs-bench's output is complete: a row of 15 positive numbers per operation and
+    a space row of five percentages for each parity layout (page, zone), and the mount-scan
+    row. Returns the markdown lines; exits on a gap."""
     rows = {}
-    space = None
+    space = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("|") and cells[0] in FS_OPS:
             rows[cells[0]] = cells[1:]
-        elif line.startswith("|") and len(cells) == 5 and all(c.endswith("%") for c in cells):
-            space = cells
+        elif (line.startswith("|") and len(cells) == 8 and cells[0].split(" ")[0] in ("page", "zone")
+              and all(c.endswith("%") for c in cells[3:])):
+            space[cells[0].split(" ")[0]] = cells[3:]
     for op in FS_OPS:
         vals = rows.get(op)
         try:
-            ok = vals is not None and len(vals) == 13 and all(float(v) > 0 for v in vals)
+            ok = vals is not None and len(vals) == 15 and all(float(v) > 0 for v in vals)
         except ValueError:
             ok = False
         if not ok:
             sys.exit("run.py: fs-bench's table has no complete row for %s" % op)
-    if space is None or not all(0 <= float(c.rstrip(" %")) <= 100 for c in space):
-        sys.exit("run.py: fs-bench printed no space table")
+    if len(space) != 2 or not all(0 <= float(c.rstrip(" %")) <= 100 for row in space.values() for c in row):
+        sys.exit("run.py: fs-bench printed no space table for both parity layouts")
+    if not any(line.startswith("| mount scan ") and len(line.split("|")) == 8 for line in out.splitlines()):
+        sys.exit("run.py: fs-bench printed no mount-scan row")
     return out.rstrip("\n")
 
 

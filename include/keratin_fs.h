@@ -75,10 +75,14 @@ struct kr_fs_mkfs_opts {
 	uint32_t njournals;   /* lite journals, 0 = 4 */
 	unsigned open_flags;  /* KR_OPEN_FORCE_PMEM, KR_OPEN_PREFAULT (keratin.h) */
 	uint32_t unprotect;   /* redundancy NOT to keep (0 = full protection): KR_FS_NO_* */
+	/* Added after the first version (a struct_size that ends before them is accepted: no
+	 * progress, page parity). */
 	/* Called now and then with the bytes of the pool allocated and formatted so far and
 	 * the total (NULL: none), from the calling thread. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	uint32_t parity;      /* data parity layout: KR_FS_PARITY_PAGE (0) or KR_FS_PARITY_ZONE */
+	uint32_t zone_columns; /* KR_FS_PARITY_ZONE: pages per parity row (2..1024, 0 = 64) */
 };
 #define KR_FS_MKFS_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mkfs_opts)}
 
@@ -101,6 +105,17 @@ struct kr_fs_mkfs_opts {
 #define KR_FS_NO_DATA_CSUM 0x2u
 #define KR_FS_NO_DATA_PARITY 0x4u
 #define KR_FS_RELAXED 0x8u
+
+/* Data parity layouts. Page parity: one 512-byte parity strip per 4 KiB page (the eight
+ * strips of the page XORed; 1/8 of the data space); a page survives one bad strip (or one
+ * scribble across two neighbouring strips). Zone parity: the data area is zone_columns
+ * columns, and one parity page per row covers the page at the same position in every column
+ * (1/zone_columns of the data space); a page survives any number of bad strips, a whole lost
+ * page included, as long as no other page of its row is damaged at the same strip. Writes
+ * update the row's parity by delta (a read of the old page and of the parity page each).
+ * Ignored with KR_FS_NO_DATA_PARITY. */
+#define KR_FS_PARITY_PAGE 0u
+#define KR_FS_PARITY_ZONE 1u
 
 /* Creates the pool file (which must not exist: KR_E_IO_EXISTS) with an empty root
  * directory (mode 0755, uid/gid of the caller) and leaves it unmounted. Errors:
@@ -130,6 +145,19 @@ KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
  * it. A store that happens to hit the writable alias is not stopped: this is the user-space
  * stand-in for a write-protect bit, not a hardware key per thread. */
 #define KR_FS_MOUNT_WPROTECT 0x200u
+
+/* kr_fs_mount with more choices. scan_threads: threads that walk the inode logs at mount
+ * (each log is walked by one of them; the mounted state is the same for any number), at most
+ * the online CPUs and KR_FS_SCAN_THREADS_MAX; 0 = up to 4. */
+struct kr_fs_mount_opts {
+	uint32_t struct_size;   /* sizeof(struct kr_fs_mount_opts) */
+	unsigned flags;         /* as kr_fs_mount's */
+	uint32_t scan_threads;
+};
+#define KR_FS_MOUNT_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mount_opts)}
+#define KR_FS_SCAN_THREADS_MAX 64u
+#define KR_FS_SCAN_THREADS_DEFAULT 4u
+KR_API int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_fs **fs);
 
 /* Marks the pool clean and unmaps it; fs is freed even on error. KR_E_IO_SYNC if the last
  * durability call failed. */
@@ -185,6 +213,9 @@ struct kr_fs_statfs {
 				* replica metadata (capped at 4 GiB - 1) */
 	uint32_t unprotect;    /* the KR_FS_NO_* knobs the pool was made with */
 };
+/* The pool's data parity layout: KR_FS_PARITY_PAGE or KR_FS_PARITY_ZONE (and then in
+ * *zone_columns, may be NULL, the pages per parity row; else 0), or -EINVAL for a NULL fs. */
+KR_API int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns);
 
 /* ---------------------------------------------------------------------------------------
  * Operations (0 or a byte count on success, -errno on failure)
@@ -394,7 +425,8 @@ KR_API int kr_fs_scrub(kr_fs *fs, FILE *report, struct kr_fs_scrub_report *rep);
 
 /* Where a byte of a file lives in the pool file, for tools and fault-injection tests: the
  * pool offsets of the data page holding file offset off, of its 512-byte strip, of that
- * strip's two CRC-32C copies (4 bytes each) and of the page's parity strip (512 bytes).
+ * strip's two CRC-32C copies (4 bytes each) and of the page's parity strip (512 bytes; with
+ * zone parity, the strip of the row's parity page that covers this strip).
  * 0, or -ENXIO for a hole or an offset past the end, -EINVAL for a non-regular file. */
 struct kr_fs_location {
 	uint64_t page_off, strip_off;

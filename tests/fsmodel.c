@@ -86,6 +86,17 @@ uint32_t fm_unprotect_from_env(void)
 	return 0;
 }
 
+uint32_t fm_parity_from_env(void)
+{
+	const char *e = getenv("KR_TEST_FS_PARITY");
+	if (!e || !*e || strcmp(e, "page") == 0)
+		return KR_FS_PARITY_PAGE;
+	if (strcmp(e, "zone") == 0)
+		return KR_FS_PARITY_ZONE;
+	TU_FAIL("KR_TEST_FS_PARITY=%s: expected page or zone", e);
+	return 0;
+}
+
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino)
 {
 	memset(m, 0, sizeof(*m));

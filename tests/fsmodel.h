@@ -118,6 +118,8 @@ void fm_params_default(struct fm_params *p);
  * meta (replica only), data (strip CRCs and parity only), noparity, relaxed (full, with
  * overwrites in place). */
 uint32_t fm_unprotect_from_env(void);
+/* The parity layout (KR_FS_PARITY_*) that KR_TEST_FS_PARITY names: page (default) or zone. */
+uint32_t fm_parity_from_env(void);
 
 /* A model of a freshly made file system (root only), sized from statfs. */
 void fm_init(struct fm *m, const struct kr_fs_statfs *st, uint64_t root_ino);

@@ -35,6 +35,12 @@
  *           strip under an overwrite is repaired first, the checker finds nothing
  *   layout  the format of docs/FORMAT-FS.md recomputed from raw bytes: geometry, dead zone,
  *           byte-identical replicas, the root's slot, self-checking tail word, entry CRC
+ *   zone    zone parity's format from raw bytes: the feature bit, columns, the parity area,
+ *           every row's parity recomputed, the intent word; bad options refused
+ *   scan    the mount scan with one thread and with several: the same DRAM state (inodes,
+ *           indexes, allocators, transaction ids), on a clean pool and on one whose logs and
+ *           slots need repairs
+ * KR_TEST_FS_PARITY=zone runs the other cases on zone-parity pools.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -58,7 +64,7 @@ static void mkfs_at(const char *path, uint64_t size, uint32_t ninodes, uint64_t 
 {
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = ninodes,
 				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM,
-				    .unprotect = fm_unprotect_from_env()};
+				    .unprotect = fm_unprotect_from_env(), .parity = fm_parity_from_env()};
 	TU_OK(kr_fs_mkfs(path, &o));
 }
 
@@ -882,6 +888,248 @@ static void case_layout(void)
 	free(img);
 }
 
+/* Zone parity: the format (feature bit, columns, parity area, the intent word) read from the
+ * pool file and every row's parity recomputed here, independently of the library's checker;
+ * bad options refused; the pool keeps more data pages than a page-parity one of the size. */
+static void case_zone(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-zone");
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 16 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .parity = KR_FS_PARITY_ZONE, .zone_columns = 1};
+	unlink(path);
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "one column refused: %s", kr_errmsg());
+	o.zone_columns = KRFS_ZONE_MAX_COLUMNS + 1;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_FORMAT_GEOMETRY, "too many columns refused");
+	o.parity = 7;
+	TU_ASSERT(kr_fs_mkfs(path, &o) == KR_E_MISUSE_ARG, "unknown parity layout refused");
+	/* A caller built with the first version of the struct (no progress or parity fields) gets page
+	 * parity whatever lies past its end. */
+	o.struct_size = offsetof(struct kr_fs_mkfs_opts, progress);
+	o.parity = KR_FS_PARITY_ZONE;
+	TU_OK(kr_fs_mkfs(path, &o));
+	kr_fs *fs = mount_at(path);
+	TU_ASSERT(kr_fs_parity_layout(fs, NULL) == KR_FS_PARITY_PAGE, "first-version options: page parity");
+	TU_OK(kr_fs_unmount(fs));
+	unlink(path);
+	o.struct_size = sizeof(o);
+	o.zone_columns = 0;
+	TU_OK(kr_fs_mkfs(path, &o));
+	TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
+	uint32_t columns;
+	TU_ASSERT(kr_fs_parity_layout(fs, &columns) == KR_FS_PARITY_ZONE && columns == 64,
+		  "the pool reports zone parity with 64 columns");
+	TU_ASSERT(kr_fs_parity_layout(NULL, NULL) == -EINVAL, "NULL fs");
+	struct kr_fs_attr a;
+	TU_OK(kr_fs_create(fs, KR_FS_ROOT_INO, "z", 0644, 0, 0, &a));
+	static uint8_t buf[5 * 4096];
+	tu_fill(buf, sizeof(buf), 5);
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, sizeof(buf), 0) == (ssize_t)sizeof(buf), "write");
+	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 4096 + 100) == 512, "overwrite");
+	struct kr_fs_location loc;
+	TU_ASSERT(kr_fs_locate(fs, a.ino, 4096 + 700, &loc) == 0, "locate");
+	TU_OK(kr_fs_unmount(fs));
+
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	struct krfs_super sb;
+	memcpy(&sb, img, sizeof(sb));
+	uint64_t d = sb.data_pages, rows = (d + 63) / 64, cs = (d * 32 + 4095) / 4096;
+	TU_ASSERT(sb.ro_compat == 0x1f && sb.zone_columns == 64, "zone feature bit 0x10 and 64 columns");
+	TU_ASSERT(sb.parity_off == sb.data_off + d * 4096 && sb.parity_off + rows * 4096 <= sb.csum_b_off &&
+		  sb.csum_b_off == sb.replica_off - cs * 4096, "one parity page per row after the data");
+	uint64_t avail = len / 4096 - 2 - 2 * sb.meta_zone_size / 4096, d1 = d + 1;
+	TU_ASSERT(d + rows + 2 * cs <= avail && d1 + (d1 + 63) / 64 + 2 * ((d1 * 32 + 4095) / 4096) > avail,
+		  "data_pages is the largest that fits");
+	TU_ASSERT(loc.parity_off == sb.parity_off + (loc.page_off - sb.data_off) / 4096 % rows * 4096 + 512,
+		  "locate names the row's parity page, strip 1");
+	/* Every row: its parity page is the XOR of its data pages. */
+	uint64_t bad_rows = 0;
+	for (uint64_t r = 0; r < rows; r++) {
+		uint8_t x[4096];
+		memcpy(x, img + sb.parity_off + r * 4096, 4096);
+		for (uint64_t pg = r; pg < d; pg += rows)
+			for (unsigned k = 0; k < 4096; k++)
+				x[k] ^= img[sb.data_off + pg * 4096 + k];
+		for (unsigned k = 0; k < 4096; k++)
+			if (x[k]) {
+				bad_rows++;
+				break;
+			}
+	}
+	TU_ASSERT(bad_rows == 0, "%llu rows' parity disagrees", (unsigned long long)bad_rows);
+	/* The intent word names a window of 64 pages (or as many as there are rows) holding the
+	 * last page written (the overwrite's), in both copies. */
+	uint64_t w, w2;
+	memcpy(&w, img + KRFS_ZONE_INTENT_OFF, 8);
+	memcpy(&w2, img + len - 4096 + KRFS_ZONE_INTENT_OFF, 8);
+	uint64_t v = w & ((1ull << 48) - 1), key[2] = {v, KRFS_ZONE_INTENT_OWNER};
+	TU_ASSERT(w == w2 && w >> 48 == ((tu_crc32c(key, 16) ^ 0x5a5a) & 0xffff), "intent word self-checking, two copies");
+	uint64_t first = v >> KRFS_ZONE_INTENT_NBITS, npg = v & KRFS_ZONE_INTENT_MAX, last = (loc.page_off - sb.data_off) / 4096;
+	TU_ASSERT(npg == (rows < 64 ? rows : 64) && first <= last && last < first + npg, "intent names a window of 64 pages "
+		  "(at most the rows) holding the overwrite's page (%llu + %llu, page %llu)", (unsigned long long)first, (unsigned long long)npg,
+		  (unsigned long long)last);
+	free(img);
+	unlink(path);
+
+	/* The same size with page parity keeps fewer data pages. */
+	o.parity = KR_FS_PARITY_PAGE;
+	TU_OK(kr_fs_mkfs(path, &o));
+	img = tu_read_file(path, &len);
+	struct krfs_super pb;
+	memcpy(&pb, img, sizeof(pb));
+	TU_ASSERT(pb.ro_compat == 0xf && pb.zone_columns == 0 && pb.data_pages < d, "page parity: %llu data pages",
+		  (unsigned long long)pb.data_pages);
+	printf("fs zone: %llu data pages, %llu rows of 64 (page parity: %llu data pages); redundancy %.2f%% of data "
+	       "(page parity %.2f%%); every row's parity checked from the pool file\n", (unsigned long long)d,
+	       (unsigned long long)rows, (unsigned long long)pb.data_pages, 100.0 * (rows + 2 * cs) / d,
+	       100.0 * ((pb.data_pages * 512 + 4095) / 4096 + 2 * ((pb.data_pages * 32 + 4095) / 4096)) / pb.data_pages);
+	free(img);
+	unlink(path);
+}
+
+/* ---- the parallel mount scan ------------------------------------------------------------ */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h = (h ^ v) * 0x100000001b3ull;
+	return h ^ (h >> 29);
+}
+
+static uint64_t bitmap_digest(uint64_t h, const struct krfs_bitmap *bm)
+{
+	h = mix(mix(h, bm->n), bm->nfree);
+	for (uint64_t i = 0; i < (bm->n + 63) / 64; i++)
+		h = mix(h, bm->bits[i]);
+	return h;
+}
+
+/* A digest of the DRAM state the mount scan built: every inode (attributes, log chain, file
+ * pages, names in listing order with their cookies, extended attributes), the three
+ * allocators, the next transaction id, the snapshots and the repairs made. */
+static uint64_t scan_digest(kr_fs *fs)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (uint64_t ino = 0; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		h = mix(h, ip != NULL);
+		if (!ip)
+			continue;
+		const uint64_t f[] = {ip->ino, ip->generation, ip->create_time, ip->mode, ip->uid, ip->gid, ip->nlink,
+				      ip->rdev, ip->size, ip->atime, ip->mtime, ip->ctime, ip->parent, ip->tail,
+				      ip->npages, ip->nblocks, ip->max_trans};
+		for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+			h = mix(h, f[i]);
+		for (uint32_t i = 0; i < ip->npages; i++)
+			h = mix(h, ip->pages[i]);
+		uint64_t key = 0;
+		uint32_t val;
+		while (krfs_radix_next(&ip->map, key, &key, &val))
+			h = mix(mix(h, key++), val);
+		for (const struct krfs_dentry *d = ip->dir.first; d; d = d->next)
+			h = mix(mix(mix(mix(h, d->ino), d->cookie), d->dtype), tu_crc32c(d->name, d->len));
+		for (const struct krfs_xattr *x = ip->xattrs; x; x = x->next)
+			h = mix(h, tu_crc32c(x->bytes, x->name_len + x->value_len));
+	}
+	h = bitmap_digest(bitmap_digest(bitmap_digest(h, &fs->ino_bm), &fs->meta_bm), &fs->data_bm);
+	return mix(mix(mix(h, fs->next_trans), fs->nsnaps), fs->repairs);
+}
+
+/* Mounts a private copy of path (KR_FS_MOUNT_CHECK: nothing reaches the file, so every mount
+ * scans the same bytes) with `threads` scan threads; the digest, the threads used, the
+ * repairs, and the check's verdict. */
+static uint64_t scan_with(const char *path, unsigned threads, unsigned *used, uint64_t *repairs, int *check)
+{
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = KR_OPEN_FORCE_PMEM | KR_FS_MOUNT_CHECK,
+				     .scan_threads = threads};
+	kr_fs *fs;
+	TU_OK(kr_fs_mount_opts(path, &o, &fs));
+	uint64_t d = scan_digest(fs);
+	*used = fs->scan_threads;
+	*repairs = fs->repairs;
+	*check = kr_fs_check(fs, NULL, NULL);
+	TU_OK(kr_fs_unmount(fs));
+	return d;
+}
+
+/* Many files in many directories (data, hard links, extended attributes, a snapshot, names
+ * removed), then mounted with one scan thread and with all of them: the same state, also
+ * when every fourth inode's log has a damaged replica entry and every fifth a damaged
+ * primary slot (the threads repair beside each other). */
+static void case_scan(void)
+{
+	char path[128], bad[160];
+	tu_pool_path(path, sizeof(path), "fs-scan");
+	snprintf(bad, sizeof(bad), "%s.bad", path);
+	unsigned ndirs = 16, per = tu_scaled(120, 30);
+	mkfs_at(path, 64 << 20, (ndirs * per + 255) / 32 * 32 + 64, 0);
+	kr_fs *fs = mount_at(path);
+	static char data[3 * 4096];
+	tu_fill(data, sizeof(data), 3);
+	struct kr_fs_attr d, f;
+	char name[32];
+	for (unsigned i = 0; i < ndirs; i++) {
+		snprintf(name, sizeof(name), "d%u", i);
+		TU_OK(kr_fs_mkdir(fs, KR_FS_ROOT_INO, name, 0755, 0, 0, &d));
+		for (unsigned k = 0; k < per; k++) {
+			snprintf(name, sizeof(name), "f%u", k);
+			TU_OK(kr_fs_create(fs, d.ino, name, 0644, 0, 0, &f));
+			size_t len = (i * per + k) % 4 * 3000;
+			TU_ASSERT(kr_fs_write(fs, f.ino, data, len, 0) == (ssize_t)len, "write");
+			if (k % 7 == 0)
+				TU_OK(kr_fs_setxattr(fs, f.ino, "user.k", name, strlen(name), 0));
+			if (k % 11 == 0) {
+				snprintf(name, sizeof(name), "l%u", k);
+				TU_OK(kr_fs_link(fs, f.ino, d.ino, name, NULL));
+			}
+		}
+		if (i == ndirs / 2)
+			TU_OK(kr_fs_snapshot_create(fs, "half", NULL));
+		for (unsigned k = 0; k < per; k += 5) {
+			snprintf(name, sizeof(name), "f%u", k);
+			TU_OK(kr_fs_unlink(fs, d.ino, name));
+		}
+	}
+	/* Damage for the second image: the first log entry's replica of every fourth inode, the
+	 * primary slot of every fifth. */
+	uint64_t *at = calloc(2 * fs->sb.ninodes, sizeof(uint64_t));
+	unsigned damaged = 0;
+	for (uint64_t ino = 2; ino < fs->sb.ninodes; ino++) {
+		const struct krfs_inode *ip = fs->inodes[ino];
+		if (ip && ino % 4 == 0)
+			at[damaged++] = ip->pages[0] + fs->delta + 30;
+		if (ip && ino % 5 == 0)
+			at[damaged++] = krfs_inode_off(fs, ino) + 40;
+	}
+	TU_OK(kr_fs_unmount(fs));
+	size_t len;
+	uint8_t *img = tu_read_file(path, &len);
+	for (unsigned i = 0; i < damaged; i++)
+		img[at[i]] ^= 0x5a;
+	free(at);
+	tu_write_file(bad, img, len);
+	free(img);
+	const char *which[2] = {path, bad};
+	for (int b = 0; b < 2; b++) {
+		unsigned used1, usedn;
+		uint64_t rep1, repn;
+		int chk1, chkn;
+		uint64_t d1 = scan_with(which[b], 1, &used1, &rep1, &chk1);
+		uint64_t dn = scan_with(which[b], KR_FS_SCAN_THREADS_MAX, &usedn, &repn, &chkn);
+		TU_ASSERT(used1 == 1, "one scan thread asked, %u used", used1);
+		TU_ASSERT(d1 == dn && rep1 == repn, "%s: 1 thread and %u threads differ (digest %llx/%llx, repairs %llu/%llu)",
+			  b ? "damaged" : "clean", usedn, (unsigned long long)d1, (unsigned long long)dn,
+			  (unsigned long long)rep1, (unsigned long long)repn);
+		TU_ASSERT(b ? rep1 >= damaged && chk1 == KR_E_CORRUPT && chkn == KR_E_CORRUPT /* repairs listed */
+			    : rep1 == 0 && chk1 == KR_OK && chkn == KR_OK,
+			  "%s: %llu repairs (%u damaged), check %d/%d", b ? "damaged" : "clean", (unsigned long long)rep1,
+			  damaged, chk1, chkn);
+		printf("fs scan: %s pool, %u directories x %u files: the same state with 1 and %u scan threads%s (%llu repairs)\n",
+		       b ? "damaged" : "clean", ndirs, per, usedn, usedn == 1 ? " (one CPU online: nothing ran in parallel)" : "",
+		       (unsigned long long)rep1);
+	}
+	unlink(bad);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 /* Each thread runs random operations in its own directory against its own model, all on
  * one file system (one lock, shared journal, allocators, inode table); afterwards every
@@ -991,11 +1239,11 @@ static void case_threads(unsigned nthreads)
 
 /* ---- relaxed mode ------------------------------------------------------------------------- */
 /* A fresh 8 MiB pool made with these knobs, mounted; its path in path. */
-static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect)
+static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect, uint32_t parity)
 {
 	tu_pool_path(path, n, name);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 8 << 20, .open_flags = KR_OPEN_FORCE_PMEM,
-				    .unprotect = unprotect};
+				    .unprotect = unprotect, .parity = parity};
 	TU_OK(kr_fs_mkfs(path, &o));
 	return mount_at(path);
 }
@@ -1020,7 +1268,7 @@ static void expect_space_finding(kr_fs *fs, const char *what, const char *needle
 static void case_space_audit(void)
 {
 	char path[128];
-	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-space", 0);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-space", 0, fm_parity_from_env());
 	TU_OK(kr_fs_check(fs, stderr, NULL));
 	fs->data_bm.nfree--;
 	expect_space_finding(fs, "data allocator's free count drifted", "data pages: ");
@@ -1059,7 +1307,7 @@ static void expect_clean(kr_fs *fs, const char *what)
 static void case_relaxed(void)
 {
 	char path[128];
-	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-relaxed", KR_FS_RELAXED);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-relaxed", KR_FS_RELAXED, KR_FS_PARITY_PAGE);
 	struct kr_fs_statfs st;
 	TU_ASSERT(kr_fs_statfs(fs, &st) == 0 && st.unprotect == KR_FS_RELAXED, "statfs reports relaxed mode");
 	static uint8_t model[5 * 4096], part[6000];
@@ -1209,13 +1457,19 @@ static void expect_cost(const char *what, struct cost got, uint64_t fences, uint
 		  (unsigned long long)bytes);
 }
 
-static void fences_at(uint32_t unprotect)
+static void fences_at(uint32_t unprotect, uint32_t parity)
 {
 	char path[128];
-	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-fences", unprotect);
+	kr_fs *fs = mkfs_mount_8m(path, sizeof(path), "fs-fences", unprotect, parity);
 	unsigned copies = unprotect & KR_FS_NO_META_REPLICA ? 1 : 2;
-	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) + (unprotect & KR_FS_NO_DATA_PARITY ? 0 : 512);
-	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : "full");
+	/* A data page: its bytes, 8 CRCs twice, and a parity strip; with zone parity the row's
+	 * parity page instead (4096, by delta), and the first write of the mount moves the zone
+	 * intent's window (8 bytes per superblock copy, between two more fences); the next write's
+	 * page falls inside the window. */
+	bool zone = parity == KR_FS_PARITY_ZONE;
+	uint64_t data = 4096 + (unprotect & KR_FS_NO_DATA_CSUM ? 0 : 64) +
+			(unprotect & KR_FS_NO_DATA_PARITY ? 0 : zone ? 4096 : 512);
+	printf("protection %s:\n", unprotect == KR_FS_RELAXED ? "full, relaxed" : unprotect ? "none" : zone ? "full, zone parity" : "full");
 	struct kr_fs_attr a;
 	static char buf[4096];
 	/* create: new slot (128) + page tail (32) + SET_ATTR (72) + LINK_CHANGE (48) + DENTRY
@@ -1227,7 +1481,8 @@ static void fences_at(uint32_t unprotect)
 		    copies * (128 + 32 + 72 + 48 + 56 + 32 + 24 + 144 + 8 + 8));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 4096, 0) == 4096, "append");
-	expect_cost("4 KiB append", measured(), 2, data + copies * (64 + 8));
+	expect_cost(zone ? "4 KiB append (a new zone window)" : "4 KiB append", measured(), zone ? 4 : 2,
+		    data + copies * (64 + 8) + (zone ? 2 * 8 : 0));
 	measure_reset();
 	TU_ASSERT(kr_fs_write(fs, a.ino, buf, 512, 1024) == 512, "overwrite");
 	if (unprotect & KR_FS_RELAXED) {
@@ -1273,9 +1528,10 @@ static void fences_at(uint32_t unprotect)
 
 static void case_fences(void)
 {
-	fences_at(0);
-	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY);
-	fences_at(KR_FS_RELAXED);
+	fences_at(0, KR_FS_PARITY_PAGE);
+	fences_at(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY, KR_FS_PARITY_PAGE);
+	fences_at(KR_FS_RELAXED, KR_FS_PARITY_PAGE);
+	fences_at(0, KR_FS_PARITY_ZONE);
 }
 
 int main(int argc, char **argv)
@@ -1310,8 +1566,12 @@ int main(int argc, char **argv)
 		case_relaxed();
 	else if (strcmp(c, "wprotect") == 0)
 		case_wprotect();
+	else if (strcmp(c, "zone") == 0)
+		case_zone();
+	else if (strcmp(c, "scan") == 0)
+		case_scan();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect|zone|scan");
 	TU_END_CHECK_ALL("test_fs");
 	return 0;
 }

@@ -90,7 +90,7 @@ int main(void)
 	tu_pool_path(path, sizeof(path), "fs-crash");
 	struct kr_fs_mkfs_opts mo = {.struct_size = sizeof(mo), .size = 4 << 20, .ninodes = 64,
 				     .meta_bytes = 64 * 4096, .open_flags = KR_OPEN_FORCE_PMEM,
-				     .unprotect = fm_unprotect_from_env()};
+				     .unprotect = fm_unprotect_from_env(), .parity = fm_parity_from_env()};
 	TU_OK(kr_fs_mkfs(path, &mo));
 	g_relaxed = mo.unprotect & KR_FS_RELAXED;
 

@@ -45,11 +45,20 @@ static struct krfs_super g_sb;
 static uint64_t g_f;
 static uint8_t g_fdata[3 * 4096];
 
+/* KR_TEST_FS_PARITY=zone: the pool keeps zone parity (a whole lost data page is rebuilt from
+ * its row, so no case loses a page). */
+static bool zoned(void)
+{
+	const char *e = getenv("KR_TEST_FS_PARITY");
+	return e && strcmp(e, "zone") == 0;
+}
+
 static void populate(void)
 {
 	snprintf(g_list, sizeof(g_list), "%s.badblocks", g_path);
 	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = 4 << 20, .ninodes = 64,
-				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM};
+				    .meta_bytes = 128 * 4096, .open_flags = KR_OPEN_FORCE_PMEM,
+				    .parity = zoned() ? KR_FS_PARITY_ZONE : KR_FS_PARITY_PAGE};
 	TU_OK(kr_fs_mkfs(g_path, &o));
 	kr_fs *fs;
 	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
@@ -96,6 +105,19 @@ static uint64_t f_dpage(unsigned pg)
 	}
 }
 
+/* The parity of f's page pg: its parity strip, or with zone parity its row's parity page;
+ * *len gets the bytes the parity of f's three pages takes there. */
+static uint64_t f_parity(unsigned pg, uint64_t *len)
+{
+	if (!g_sb.zone_columns) {
+		*len = 3 * KRFS_STRIP;
+		return g_sb.parity_off + f_dpage(pg) * KRFS_STRIP;
+	}
+	uint64_t rows = (g_sb.data_pages + g_sb.zone_columns - 1) / g_sb.zone_columns;
+	*len = 4096;
+	return g_sb.parity_off + f_dpage(pg) % rows * 4096;
+}
+
 /* ---- cases ------------------------------------------------------------------------------ */
 struct kase {
 	const char *what;
@@ -110,7 +132,7 @@ static void cases(struct kase *k, int *n)
 {
 	uint64_t d0 = g_sb.data_off + f_dpage(0) * 4096, d1 = g_sb.data_off + f_dpage(1) * 4096;
 	uint64_t ca = g_sb.csum_a_off + f_dpage(0) * KRFS_CSUM_PER_PAGE;
-	uint64_t par = g_sb.parity_off + f_dpage(0) * KRFS_STRIP;
+	uint64_t par_len, par = f_parity(0, &par_len);
 	uint64_t lg = log_head(g_f), replica_delta = g_sb.replica_off - 4096;
 	uint64_t tail = ((const struct krfs_pinode *)(g_pristine + slot_off(g_f)))->tail & ((1ull << 48) - 1);
 	TU_ASSERT(tail > lg && tail <= lg + KRFS_LOG_USABLE, "f's log is one page");
@@ -126,8 +148,15 @@ static void cases(struct kase *k, int *n)
 			       4096 + replica_delta, -1};
 	k[i++] = (struct kase){"data strip 2 of f page 0", d0 + 2 * KRFS_STRIP, KRFS_STRIP, d0, 4096, 0, -1};
 	k[i++] = (struct kase){"CRC page (copy A)", ca, 0, ca, 3 * KRFS_CSUM_PER_PAGE, 0, -1};
-	k[i++] = (struct kase){"parity page", par, 0, par, 3 * KRFS_STRIP, 0, -1};
-	k[i++] = (struct kase){"data page 1 of f (whole)", d1, 0, d1, 4096, 0, 1};
+	k[i++] = (struct kase){"parity page", par, 0, par, par_len, 0, -1};
+	k[i++] = (struct kase){"data page 1 of f (whole)", d1, 0, d1, 4096, 0, g_sb.zone_columns ? -1 : 1};
+	if (g_sb.zone_columns) { /* a free page of f's row: the row's parity covers it too */
+		uint64_t rows = (g_sb.data_pages + g_sb.zone_columns - 1) / g_sb.zone_columns;
+		uint64_t r = f_dpage(0) % rows, last = r + (g_sb.data_pages - 1 - r) / rows * rows;
+		TU_ASSERT(last > f_dpage(2) + 8, "the pool is too small for a free page in f's row");
+		uint64_t fr = g_sb.data_off + last * 4096;
+		k[i++] = (struct kase){"free page in f's row (whole)", fr, 0, fr, 4096, 0, -1};
+	}
 	*n = i;
 }
 
@@ -291,10 +320,10 @@ static int threads_case(void)
 	populate();
 	kr_fs *fs;
 	TU_OK(kr_fs_mount(g_path, g_mount_flags, &fs));
-	uint64_t d0 = g_sb.data_off + f_dpage(0) * 4096;
+	uint64_t d0 = g_sb.data_off + f_dpage(0) * 4096, par_len;
 	const uint64_t targets[3][2] = {{d0 + 3 * KRFS_STRIP, KRFS_STRIP},
 					{g_sb.csum_a_off + f_dpage(0) * KRFS_CSUM_PER_PAGE, 0},
-					{g_sb.parity_off + f_dpage(0) * KRFS_STRIP, 0}};
+					{f_parity(0, &par_len), 0}};
 	pthread_t t[3];
 	for (int i = 0; i < 3; i++)
 		TU_ASSERT(pthread_create(&t[i], NULL, reader, fs) == 0, "pthread_create");

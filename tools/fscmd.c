@@ -30,10 +30,13 @@ const char fs_details[] =
 	"\n"
 	"  mkfs POOL --size SIZE   make a pool (the file must not exist)\n"
 	"       [--protect full|metadata|none] [--inodes N] [--log-size SIZE]\n"
-	"       [--dead-zone SIZE] [--relaxed]\n"
+	"       [--dead-zone SIZE] [--relaxed] [--parity page|zone[:COLUMNS]]\n"
 	"                          full: metadata replica, strip CRCs, parity;\n"
 	"                          metadata: the replica only; none: neither;\n"
-	"                          --relaxed: overwrites in place (no write atomicity)\n"
+	"                          --relaxed: overwrites in place (no write atomicity);\n"
+	"                          --parity: a parity strip per page (default, 1/8 of\n"
+	"                          the data space) or a parity page per row of COLUMNS\n"
+	"                          pages (default 64, 2..1024; whole lost pages rebuilt)\n"
 	"  mount POOL DIR [-f] [-o OPTIONS]\n"
 	"                          mount it with FUSE; returns once the mount is ready\n"
 	"                          (-f: stay in the foreground; SIGINT/SIGTERM unmount)\n"
@@ -62,7 +65,9 @@ const char fs_details[] =
 	"  -o OPTIONS     mount options: FUSE's (allow_other, ro, ...) and keratin's:\n"
 	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
-	"                 clone_fd, noprefault (do not map the whole pool at mount)\n"
+	"                 clone_fd, noprefault (do not map the whole pool at mount),\n"
+	"                 scan_threads=N (threads walking the inode logs at mount; at most\n"
+	"                 the CPUs; default up to 4)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";
@@ -74,6 +79,20 @@ static int op_error(const char *what, int rc)
 {
 	fprintf(stderr, "%s: %s: %s\n", prog, what, strerror(-rc));
 	return 1;
+}
+
+/* --parity page|zone[:COLUMNS] into o; -1 if malformed. */
+static int parity_layout(const char *arg, struct kr_fs_mkfs_opts *o)
+{
+	uint64_t cols = 0;
+	if (!strcmp(arg, "page"))
+		o->parity = KR_FS_PARITY_PAGE;
+	else if (!strncmp(arg, "zone", 4) && (!arg[4] || (arg[4] == ':' && !util_parse_uint(arg + 5, 2, 1024, &cols))))
+		o->parity = KR_FS_PARITY_ZONE;
+	else
+		return -1;
+	o->zone_columns = (uint32_t)cols;
+	return 0;
 }
 
 /* --protect LEVEL as the KR_FS_NO_* knobs it turns off; -1 for an unknown level. */
@@ -88,17 +107,15 @@ static int protect_level(const char *level)
 	return -1;
 }
 
-static int do_mkfs(const char *pool, uint64_t size, uint64_t inodes, uint64_t log, uint64_t dead, unsigned flags,
-		   uint32_t unprotect)
+static int do_mkfs(const char *pool, struct kr_fs_mkfs_opts *o)
 {
-	if (!size)
+	if (!o->size)
 		return util_usage_error(prog, "mkfs needs --size");
 	struct util_progress bar;
 	util_progress_init(&bar, "formatting");
-	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = size, .ninodes = (uint32_t)inodes,
-				    .meta_bytes = log, .dead_zone = dead, .open_flags = flags, .unprotect = unprotect,
-				    .progress = util_progress_cb, .progress_ctx = &bar};
-	int rc = kr_fs_mkfs(pool, &o);
+	o->progress = util_progress_cb;
+	o->progress_ctx = &bar;
+	int rc = kr_fs_mkfs(pool, o);
 	util_progress_end(&bar);
 	if (rc)
 		return util_lib_error("keratin", pool, rc);
@@ -359,14 +376,15 @@ int fs_command(int argc, char **argv)
 		{"options", required_argument, NULL, 'o'},  {"protect", required_argument, NULL, 'P'},
 		{"relaxed", no_argument, NULL, 'R'},	    {"help", no_argument, NULL, 'h'},
 		{"quiet", no_argument, NULL, 'q'},
-		{NULL, 0, NULL, 0},
+		{"parity", required_argument, NULL, 'Z'},   {NULL, 0, NULL, 0},
 	};
 	uint64_t size = 0, inodes = 0, log = 0, dead = 0;
 	unsigned flags = 0;
 	bool repair = false, json = false, foreground = false;
 	const char *mount_opts = NULL;
 	int unprotect = -1;
-	bool relaxed = false;
+	bool relaxed = false, parity = false;
+	struct kr_fs_mkfs_opts mo = {.struct_size = sizeof(mo)};
 	int c;
 	while ((c = util_getopt_short(prog, argc, argv, ":hfo:", longopts)) != -1) {
 		switch (c) {
@@ -387,6 +405,11 @@ int fs_command(int argc, char **argv)
 		case 'o': mount_opts = optarg; break;
 		case 'R': relaxed = true; break;
 		case 'q': util_progress_quiet = 1; break;
+		case 'Z':
+			if (parity_layout(optarg, &mo) != 0)
+				return util_usage_error(prog, "invalid --parity '%s' (page, zone or zone:COLUMNS, 2..1024)", optarg);
+			parity = true;
+			break;
 		case 'P':
 			if ((unprotect = protect_level(optarg)) < 0)
 				return util_usage_error(prog, "invalid --protect '%s' (full, metadata or none)", optarg);
@@ -408,16 +431,23 @@ int fs_command(int argc, char **argv)
 		return util_usage_error(prog, "unknown subcommand '%s'", verb);
 	if (argc - optind - 1 != v->nargs)
 		return util_usage_error(prog, "%s takes %s", verb, v->operands);
-	if ((size || inodes || log || dead || unprotect >= 0 || relaxed) && strcmp(verb, "mkfs") != 0)
-		return util_usage_error(prog, "--size, --inodes, --log-size, --dead-zone, --protect and --relaxed are for mkfs");
+	if ((size || inodes || log || dead || unprotect >= 0 || relaxed || parity) && strcmp(verb, "mkfs") != 0)
+		return util_usage_error(prog, "--size, --inodes, --log-size, --dead-zone, --protect, --relaxed and --parity "
+				       "are for mkfs");
 	if ((foreground || mount_opts) && strcmp(verb, "mount") != 0)
 		return util_usage_error(prog, "-f and -o are for mount");
 	if ((repair || json) && strcmp(verb, "fsck") != 0)
 		return util_usage_error(prog, "--repair and --json are for fsck");
 	const char *pool = argv[optind + 1];
-	if (!strcmp(verb, "mkfs"))
-		return do_mkfs(pool, size, inodes, log, dead, flags,
-			       (unprotect < 0 ? 0 : (uint32_t)unprotect) | (relaxed ? KR_FS_RELAXED : 0));
+	if (!strcmp(verb, "mkfs")) {
+		mo.size = size;
+		mo.ninodes = (uint32_t)inodes;
+		mo.meta_bytes = log;
+		mo.dead_zone = dead;
+		mo.open_flags = flags;
+		mo.unprotect = (unprotect < 0 ? 0 : (uint32_t)unprotect) | (relaxed ? KR_FS_RELAXED : 0);
+		return do_mkfs(pool, &mo);
+	}
 	if (!strcmp(verb, "mount"))
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))

@@ -38,6 +38,7 @@ struct fsfuse {
 	atomic_bool init_pending; /* every reply looks at it; the INIT's thread owns the rest */
 	bool kernel_killpriv_v2;
 	uint64_t init_unique;
+	unsigned scan_threads; /* threads of the mount scan (0: the library's default) */
 };
 
 /* Extended attributes of the root whose names begin with this run commands. */

@@ -72,7 +72,7 @@ static int parse_seconds(const char *s, double *out)
 
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
- * threads=N, clone_fd, prefault (the default) and noprefault. */
+ * threads=N, clone_fd, prefault (the default), noprefault and scan_threads=N. */
 static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
 			 unsigned *threads, bool *clone_fd, bool *prefault)
 {
@@ -100,6 +100,11 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 			if (util_parse_uint(tok + 8, 1, 256, &n))
 				rc = util_usage_error(prog, "invalid threads '%s' (1 to 256)", tok + 8);
 			*threads = (unsigned)n;
+		} else if (!strncmp(tok, "scan_threads=", 13)) {
+			if (util_parse_uint(tok + 13, 1, KR_FS_SCAN_THREADS_MAX, &n))
+				rc = util_usage_error(prog, "invalid scan_threads '%s' (1 to %u)", tok + 13,
+						      KR_FS_SCAN_THREADS_MAX);
+			f->scan_threads = (unsigned)n;
 		} else if (!strncmp(tok, "fsname=", 7) || !strncmp(tok, "subtype=", 8)) {
 			rc = util_usage_error(prog, "option '%s' is set by keratin (the pool's path)", tok);
 		} else {
@@ -129,7 +134,8 @@ static void tell_parent(int fd, char status)
 static int serve(const char *pool, const char *dir, struct fsfuse *f, const char *fuse_opts,
 		 unsigned threads, bool clone_fd, unsigned open_flags, int ready_fd)
 {
-	int rc = kr_fs_mount(pool, open_flags, &f->fs);
+	struct kr_fs_mount_opts mo = {.struct_size = sizeof(mo), .flags = open_flags, .scan_threads = f->scan_threads};
+	int rc = kr_fs_mount_opts(pool, &mo, &f->fs);
 	if (rc) {
 		close(ready_fd);
 		return util_lib_error("keratin", pool, rc);

@@ -41,9 +41,15 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 	util_field_to(out, "metadata", "%s", st.unprotect & KR_FS_NO_META_REPLICA
 		      ? "one copy, CRC-32C (damage detected, not repaired)"
 		      : "primary and replica, CRC-32C (repaired from the good copy)");
+	char zone[96];
+	uint32_t columns;
+	int layout = kr_fs_parity_layout(fs, &columns);
+	snprintf(zone, sizeof(zone), ", zone parity: 1 parity page per row of %u pages", columns);
 	util_field_to(out, "data", "%s%s", st.unprotect & KR_FS_NO_DATA_CSUM ? "no strip checksums"
 		      : "2 CRC-32C copies per 512 B strip",
-		      st.unprotect & KR_FS_NO_DATA_PARITY ? ", no parity" : ", 1 parity strip per 4 KiB page");
+		      st.unprotect & KR_FS_NO_DATA_PARITY ? ", no parity"
+		      : layout == KR_FS_PARITY_ZONE      ? zone
+							 : ", page parity: 1 parity strip per 4 KiB page");
 	int nsnap = kr_fs_snapshot_list(fs, NULL, 0);
 	util_field_to(out, "snapshots", "%d%s", nsnap < 0 ? 0 : nsnap, nsnap > 0 ? " (keratin fs snapshot list)" : "");
 	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));

@@ -13,6 +13,7 @@
  *   fs_index.c    DRAM indexes: the radix tree of file pages, the per-directory name table
  *   fs_inode.c    DRAM inodes: applying log entries (the same code at mount and at run time)
  *   fs_data.c     data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *   fs_zone.c     zone parity: rows of pages across columns, the intent, row checks
  *   fs_inplace.c  relaxed mode: overwrites in place under an in-place intent
  *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
  *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
@@ -107,6 +108,7 @@ struct krfs_inode {
 	uint32_t mode, uid, gid, nlink, rdev;
 	uint64_t size, atime, mtime, ctime, parent;
 	uint64_t tail;    /* committed end of the log (primary pool offset), 0 = no log yet */
+	uint64_t max_trans; /* the largest transaction id krfs_log_walk met in the log */
 	uint64_t *pages;  /* log pages in chain order (primary offsets) */
 	uint32_t npages, cap;
 	uint32_t open_count;
@@ -149,6 +151,8 @@ struct kr_fs {
 	struct kr_pm pm;
 	char *path;
 	pthread_mutex_t lock;
+	pthread_mutex_t repair_lock; /* repairs (krfs_meta_repair, krfs_word_repair) made by the
+				      * mount scan's threads, one at a time */
 	struct krfs_super sb; /* DRAM copy of the superblock */
 	uint64_t delta;       /* replica_off - P: twin(x) = x + delta in the meta zone */
 	int failed;           /* sticky: a durability call failed */
@@ -164,10 +168,13 @@ struct kr_fs {
 	char notes[KRFS_NOTES][112];
 	unsigned nnotes;
 	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
+	unsigned scan_threads;      /* threads of the mount scan (fs_recover.c) */
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */
 	bool relaxed;               /* overwrites in place (superblock incompat INPLACE) */
+	uint64_t zone_rows;         /* zone parity (ro_compat ZONE_PARITY): rows; 0 = page parity */
+	uint64_t zone_first, zone_len; /* the window of data pages the durable zone intent names */
 	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
 	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
 	struct krfs_snap *snaps;
@@ -250,7 +257,9 @@ void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t 
 void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next);
 /* Walks the committed log of ip from head to tail (pi), verifying every entry and page
  * link in both copies and repairing one from the other, calling fn for each entry and
- * recording the chain's pages in ip. -EUCLEAN (message set) if the log is damaged beyond
+ * recording the chain's pages and the largest transaction id (max_trans) in ip. Touches
+ * nothing else of fs but through the repair functions, so the mount scan walks different
+ * inodes' logs in parallel. -EUCLEAN (message set) if the log is damaged beyond
  * repair. */
 typedef int (*krfs_entry_fn)(struct kr_fs *fs, struct krfs_inode *ip,
 			     const struct krfs_entry_hdr *e, void *ctx);
@@ -369,6 +378,42 @@ int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
  * in *csum_mismatch, strips whose two CRC copies differ and *parity_bad whether parity
  * disagrees. For the checker. */
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
+
+/* ---- zone parity (fs_zone.c) --------------------------------------------------------- */
+static inline uint64_t krfs_zone_row(const struct kr_fs *fs, uint64_t pg) { return pg % fs->zone_rows; }
+/* Pool offset of the parity page of data page pg's row. */
+uint64_t krfs_zone_parity(const struct kr_fs *fs, uint64_t pg);
+/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
+uint64_t krfs_zone_run_max(const struct kr_fs *fs);
+/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
+ * it does, else fence, a new window from start, fence. 0 or -EIO. */
+int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
+/* Before data page pg (in the run the intent names) is overwritten with src: its row's
+ * parity takes the delta; flushed, not fenced. */
+void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src);
+/* Relaxed pools: strip `strip` of pg changes from old to neu in place; parity by delta. */
+void krfs_zone_patch(struct kr_fs *fs, uint64_t pg, unsigned strip, const void *old, const void *neu);
+/* out (DRAM, 64-byte aligned) = strip `strip` of pg as the rest of its row and the parity
+ * say it is. */
+void krfs_zone_rebuild_strip(struct kr_fs *fs, uint64_t pg, unsigned strip, void *out);
+/* Whether row r's parity page is the XOR of its data pages. */
+bool krfs_zone_row_ok(struct kr_fs *fs, uint64_t r);
+/* Recomputes row r's parity page from its data pages; flushed, not fenced. */
+void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
+/* At mount (after the scan and the bad-block list): after a crash, the rows of the intent's
+ * window get parity matching their bytes (every row if both copies of the intent are
+ * damaged); a damaged copy of the intent is rewritten; fenced. 0 or -EIO. */
+int krfs_zone_recover(struct kr_fs *fs);
+/* The scrubber's part of the intent: copies that differ from the window rewritten. */
+int krfs_zone_scrub_intent(struct kr_fs *fs);
+/* The checker: the intent's copies and every row's parity; problems reported. */
+int krfs_zone_verify(struct kr_fs *fs, krfs_problem_fn report, void *ctx);
+/* A free data page the platform lost (bad-block list): its bytes rebuilt from its row, so
+ * the row's parity holds again without trusting less. 0 or -EIO. */
+int krfs_zone_rebuild_free(struct kr_fs *fs, uint64_t pg);
+/* Scrub of row r: a parity page that disagrees is recomputed once the row's pages in use
+ * verify (repaired first if they can be). 0, or -EIO (a page of the row is lost). */
+int krfs_zone_scrub_row(struct kr_fs *fs, uint64_t r);
 
 /* ---- relaxed mode (fs_inplace.c) ------------------------------------------------------ */
 /* Whether a write of len bytes at off to ip is made in place: a relaxed pool, inside the

@@ -7,6 +7,8 @@
  *   - each live inode's committed log: both copies equal, page tails and links good, every
  *     entry checks (fs_log.c krfs_log_verify);
  *   - each data page: every strip matches both CRC copies, the parity strip matches;
+ *     zone parity (fs_zone.c): every row's parity page is the XOR of the row, free pages
+ *     included, and the intent word's two copies are equal and valid;
  *   - ownership: every log page and data page belongs to exactly one inode (one file page)
  *     or snapshot image, and the allocators mark exactly the owned ones (data pages: those
  *     a live file or a snapshot names); inode slots likewise;
@@ -221,7 +223,8 @@ static void check_space(struct kr_fs *fs, struct checker *c)
 {
 	const struct krfs_super *sb = &fs->sb;
 	uint64_t csum = sb->data_off - sb->csum_a_off, data = sb->data_pages * P;
-	uint64_t parity = (sb->data_pages * KRFS_STRIP + P - 1) / P * P;
+	uint64_t parity = fs->zone_rows ? fs->zone_rows * P /* a page per row */
+					: (sb->data_pages * KRFS_STRIP + P - 1) / P * P;
 	if (sb->itab_off != P + (uint64_t)sb->njournals * P ||
 	    sb->meta_off != sb->itab_off + (uint64_t)sb->ninodes * KRFS_INODE_SIZE ||
 	    sb->csum_a_off != sb->meta_off + sb->meta_pages * P || sb->meta_zone_size != sb->csum_a_off - P ||
@@ -290,6 +293,8 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 		krfs_snap_verify(fs, o.meta, o.data, report, &c);
 		check_tree(fs, &c, &o, rep);
 		check_allocators(fs, &c, &o);
+		if (fs->parity && fs->zone_rows)
+			krfs_zone_verify(fs, report, &c);
 		check_space(fs, &c);
 		rep->problems = c.problems;
 		if (c.problems)

@@ -25,6 +25,11 @@
  * touched strips' CRCs are replaced and the parity takes the XOR delta of old and new
  * strip, under an in-place intent that recovery reseals from (krfs_data_reseal).
  *
+ * Zone-parity pools (fs_zone.c) keep no parity strip per page: a row's parity page covers
+ * strip s of each of its pages with its own strip s. A write changes the row parity by
+ * delta before the page is overwritten; a read rebuilds every bad strip from the row (so a
+ * whole lost page is rebuilt); the parity itself is checked and scrubbed by row.
+ *
  * Pools made with KR_FS_NO_DATA_CSUM keep no CRCs (reads copy, unverified); with
  * KR_FS_NO_DATA_PARITY no parity (a bad strip fails the read).
  *
@@ -73,13 +78,15 @@ static void write_parity(struct kr_fs *fs, uint64_t pg, const void *src)
 void krfs_data_write(struct kr_fs *fs, uint64_t pg, const void *src)
 {
 	uint32_t crc[KRFS_STRIPS];
+	if (fs->parity && fs->zone_rows)
+		krfs_zone_update(fs, pg, src); /* reads the old bytes: before they are overwritten */
 	kr_pm_copy_nt(&fs->pm, krfs_ptr(fs, krfs_data_off(fs, pg)), src, P);
 	if (fs->csum) {
 		strip_crcs(src, crc);
 		put(fs, csum_a(fs, pg), crc, sizeof(crc));
 		put(fs, csum_b(fs, pg), crc, sizeof(crc));
 	}
-	if (fs->parity)
+	if (fs->parity && !fs->zone_rows)
 		write_parity(fs, pg, src);
 }
 
@@ -103,7 +110,9 @@ void krfs_data_patch(struct kr_fs *fs, uint64_t pg, unsigned lo, unsigned hi, co
 			put(fs, csum_a(fs, pg) + 4 * s, &crc, sizeof(crc));
 			put(fs, csum_b(fs, pg) + 4 * s, &crc, sizeof(crc));
 		}
-		if (fs->parity) {
+		if (fs->parity && fs->zone_rows) {
+			krfs_zone_patch(fs, pg, s, old, neu);
+		} else if (fs->parity) {
 			void *par = krfs_ptr(fs, parity(fs, pg));
 			kr_pm_xor2(&fs->pm, par, old, neu, KRFS_STRIP);
 			kr_pm_flush(&fs->pm, par, KRFS_STRIP);
@@ -131,7 +140,9 @@ void krfs_data_reseal(struct kr_fs *fs, uint64_t pg, unsigned mask)
 		put(fs, csum_a(fs, pg) + 4 * s, &crc, sizeof(crc));
 		put(fs, csum_b(fs, pg) + 4 * s, &crc, sizeof(crc));
 	}
-	if (fs->parity)
+	if (fs->parity && fs->zone_rows)
+		krfs_zone_reseal(fs, krfs_zone_row(fs, pg));
+	else if (fs->parity)
 		write_parity(fs, pg, page);
 }
 
@@ -194,7 +205,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
 	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
 	strip_crcs(d, crc);
-	unsigned nbad = 0, badstrip = 0, first_bad = 0;
+	unsigned nbad = 0, badstrip = 0, first_bad = 0, badmask = 0;
 	bool fix = false;
 	const char *repaired = "data page's strip CRC copies";
 	for (unsigned s = 0; s < KRFS_STRIPS; s++) {
@@ -208,10 +219,27 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 		if (nbad++ == 0)
 			first_bad = s;
 		badstrip = s;
+		badmask |= 1u << s;
 	}
 	if (nbad && !fs->parity)
 		return lost(pg, krfs_data_off(fs, pg) + first_bad * KRFS_STRIP,
 			    "strip fails its checksum (the pool keeps no parity)");
+	for (unsigned s = first_bad; nbad && fs->zone_rows && s < KRFS_STRIPS; s++) {
+		if (!(badmask & (1u << s)))
+			continue;
+		uint8_t *strip = d + s * KRFS_STRIP; /* d is 64-byte aligned */
+		krfs_zone_rebuild_strip(fs, pg, s, strip);
+		uint32_t c = kr_crc32c(strip, KRFS_STRIP);
+		if (c != a[s] && c != b[s])
+			return lost(pg, krfs_data_off(fs, pg) + s * KRFS_STRIP,
+				    "strip fails its checksum and its zone parity row cannot rebuild it");
+		put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, strip, KRFS_STRIP);
+		a[s] = b[s] = c;
+		if (--nbad == 0) {
+			fix = true;
+			repaired = "data strips rebuilt from zone parity";
+		}
+	}
 	if (nbad == 2 && badstrip == first_bad + 1 && split_point(fs, pg, d, first_bad, a, b)) {
 		for (unsigned s = first_bad; s <= badstrip; s++) {
 			put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, d + s * KRFS_STRIP, KRFS_STRIP);
@@ -248,7 +276,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf)
 {
 	int rc = krfs_data_read(fs, pg, buf);
-	if (rc || !fs->parity)
+	if (rc || !fs->parity || fs->zone_rows) /* zone parity is scrubbed by row */
 		return rc;
 	_Alignas(64) uint8_t x[KRFS_STRIP];
 	static const uint8_t zero[KRFS_STRIP];
@@ -274,7 +302,7 @@ int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, boo
 		nbad += crc[s] != a[s] && crc[s] != b[s];
 		*csum_mismatch += a[s] != b[s];
 	}
-	if (!fs->parity)
+	if (!fs->parity || fs->zone_rows) /* zone parity is checked by row */
 		return nbad;
 	_Alignas(64) uint8_t x[KRFS_STRIP];
 	rebuild_strip(fs, pg, d, KRFS_STRIPS, x); /* skip none: XOR of all strips and parity */
@@ -289,5 +317,5 @@ void krfs_data_locate(const struct kr_fs *fs, uint64_t pg, unsigned strip, struc
 	loc->strip_off = loc->page_off + strip * KRFS_STRIP;
 	loc->csum_off[0] = csum_a(fs, pg) + strip * sizeof(uint32_t);
 	loc->csum_off[1] = csum_b(fs, pg) + strip * sizeof(uint32_t);
-	loc->parity_off = parity(fs, pg);
+	loc->parity_off = fs->zone_rows ? krfs_zone_parity(fs, pg) + strip * KRFS_STRIP : parity(fs, pg);
 }

@@ -353,6 +353,15 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 	return 0;
 }
 
+int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns)
+{
+	if (!fs)
+		return -EINVAL;
+	if (zone_columns) /* fixed at mkfs: no lock needed */
+		*zone_columns = fs->sb.zone_columns;
+	return fs->zone_rows ? KR_FS_PARITY_ZONE : KR_FS_PARITY_PAGE;
+}
+
 /* ---- holes ---------------------------------------------------------------------------------- */
 int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
 {

@@ -27,7 +27,8 @@
  *   meta_off        meta_pages * P          log pages, primary
  *   csum_a_off      csum_pages * P          data strip CRCs, copy A (32 bytes per data page)
  *   data_off        data_pages * P          file data pages
- *   parity_off      parity_pages * P        parity strips (512 bytes per data page)
+ *   parity_off      parity_pages * P        parity strips (512 bytes per data page), or in a
+ *                                           zone-parity pool one parity page per row
  *   csum_b_off      csum_pages * P          data strip CRCs, copy B
  *   replica_off     meta zone size          journals, inode table, log pages: replicas
  *   pool_size - P   P                       superblock, replica
@@ -65,7 +66,13 @@
 #define KRFS_RO_DATA_CSUM 0x2u    /* two CRC-32C copies per 512-byte data strip */
 #define KRFS_RO_DATA_PARITY 0x4u  /* one RAID-4 parity strip per data page */
 #define KRFS_RO_DEAD_ZONE 0x8u    /* the geometry keeps >= dead_zone bytes between copies */
-#define KRFS_RO_KNOWN 0xfu
+/* Zone parity (with KRFS_RO_DATA_PARITY): the data area is zone_columns columns of rows
+ * consecutive pages; data page pg sits in row pg % rows, and the parity page of a row is the
+ * XOR of every data page of the row, in use or free (see "Zone parity" below). A reader that
+ * does not know it could still read and verify data, but a writer would leave the rows'
+ * parity stale: read-only compatible. */
+#define KRFS_RO_ZONE_PARITY 0x10u
+#define KRFS_RO_KNOWN 0x1fu
 /* Set (once, before the first XATTR entry is written) in pools that hold extended
  * attributes: a reader that does not know the XATTR entry type must refuse the pool rather
  * than take such an entry for damage. */
@@ -99,7 +106,9 @@
  *   160    8 epoch          current snapshot epoch (0: no snapshots)
  *   168    8 mount_count
  *   176    4 state          KRFS_STATE_CLEAN or KRFS_STATE_MOUNTED
- *   180  328 reserved       zero
+ *   180    4 zone_columns   KRFS_RO_ZONE_PARITY: columns of the data area (2..KRFS_ZONE_MAX_COLUMNS);
+ *                           else zero
+ *   184  324 reserved       zero
  *   508    4 csum           CRC-32C of bytes 0..507
  * ------------------------------------------------------------------------------------- */
 #define KRFS_STATE_CLEAN 0x4e41454cu   /* "LEAN": unmounted cleanly */
@@ -132,7 +141,8 @@ struct krfs_super {
 	uint64_t epoch;
 	uint64_t mount_count;
 	uint32_t state;
-	uint8_t reserved[328];
+	uint32_t zone_columns;
+	uint8_t reserved[324];
 	uint32_t csum;
 };
 _Static_assert(sizeof(struct krfs_super) == 512, "superblock is 512 bytes");
@@ -141,7 +151,36 @@ _Static_assert(offsetof(struct krfs_super, ninodes) == 64, "sb ninodes");
 _Static_assert(offsetof(struct krfs_super, itab_off) == 96, "sb itab_off");
 _Static_assert(offsetof(struct krfs_super, meta_zone_size) == 152, "sb meta_zone_size");
 _Static_assert(offsetof(struct krfs_super, state) == 176, "sb state");
+_Static_assert(offsetof(struct krfs_super, zone_columns) == 180, "sb zone_columns");
 _Static_assert(offsetof(struct krfs_super, csum) == 508, "sb csum");
+
+/* ---------------------------------------------------------------------------------------
+ * Zone parity (KRFS_RO_ZONE_PARITY). With C = zone_columns and D = data_pages, the data area
+ * is C columns of R = ceil(D / C) consecutive pages: data page pg is in row pg % R, column
+ * pg / R (the last column may be short). The parity area holds R pages; parity page r is the
+ * XOR of data pages r, r + R, r + 2R, ... below D, whether in use or free. Pages next to each
+ * other are in different rows, so a scribble shorter than R pages hits a row at most once,
+ * and each 512-byte strip s of a page is rebuilt from strip s of the rest of its row.
+ *
+ * Data pages are still written copy-on-write, into free pages; the write changes its row's
+ * parity by delta (parity ^= old page ^ new page). The zone intent says which rows may be
+ * changing: a self-checking word (owner KRFS_ZONE_INTENT_OWNER) whose value is
+ * (first data page << KRFS_ZONE_INTENT_NBITS) | n for a window of n data pages (1 <= n <=
+ * KRFS_ZONE_INTENT_MAX, n <= R) that holds the runs copy-on-write is filling, at offset
+ * KRFS_ZONE_INTENT_OFF of both superblock pages. It is durable before the first parity byte
+ * in the window changes; mount recomputes the parity of the window's rows (every row if
+ * neither copy checks). The zero word (never valid) means none was written yet.
+ * ------------------------------------------------------------------------------------- */
+#define KRFS_ZONE_INTENT_OFF 512u
+#define KRFS_ZONE_INTENT_OWNER 0x5a4f4e45ull /* "ZONE" */
+#define KRFS_ZONE_INTENT_NBITS 14
+#define KRFS_ZONE_INTENT_MAX ((1u << KRFS_ZONE_INTENT_NBITS) - 1) /* pages in one run */
+#define KRFS_ZONE_WINDOW 64u /* pages a new intent names at least (when the pool has them) */
+#define KRFS_ZONE_MAX_COLUMNS 1024u
+#define KRFS_ZONE_COLUMNS_DEFAULT 64u
+_Static_assert(KRFS_ZONE_INTENT_OFF >= 512 && KRFS_ZONE_INTENT_OFF % 8 == 0, "the intent follows the superblock");
+_Static_assert((KRFS_MAX_POOL / KRFS_PAGE) << KRFS_ZONE_INTENT_NBITS <= (1ull << 48),
+	       "a data page number and a run length fit a self-checking word");
 
 /* ---------------------------------------------------------------------------------------
  * Self-checking word: bits 0..47 value, bits 48..63 check. check = low 16 bits of

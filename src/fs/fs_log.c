@@ -177,8 +177,8 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 			return corrupt(ino, pos, "entry crosses the log tail");
 		size_t size = e->size;
 		memcpy(ebuf, e, size); /* a stable copy: fn may repair or write the pool */
-		if (((struct krfs_entry_hdr *)ebuf)->trans >= fs->next_trans)
-			fs->next_trans = ((struct krfs_entry_hdr *)ebuf)->trans + 1;
+		if (((struct krfs_entry_hdr *)ebuf)->trans > ip->max_trans)
+			ip->max_trans = ((struct krfs_entry_hdr *)ebuf)->trans;
 		rc = fn(fs, ip, (const struct krfs_entry_hdr *)ebuf, ctx);
 		pos += size;
 	}

@@ -22,8 +22,10 @@
  * What is verified only when read (data pages, their CRCs and parity) is also repaired
  * eagerly for the pages the list names: at mount, and at the end of a scrub, every data
  * page in use whose bytes, CRCs or parity sit in a listed page is scrubbed
- * (krfs_data_scrub); a lost CRC page is then completed from its other copy. The list is
- * cleared when all of that succeeded, kept otherwise (the next mount tries again).
+ * (krfs_data_scrub); a lost CRC page is then completed from its other copy. With zone
+ * parity (fs_zone.c), whose rows cover free pages too, a listed free data page is rebuilt
+ * from its row and a listed parity page's row is rechecked. The list is cleared when all of
+ * that succeeded, kept otherwise (the next mount tries again).
  *
  * Invariants
  *   1. The resolver only changes bytes that were lost already (it never writes a page that
@@ -144,7 +146,7 @@ static void data_pages_of(const struct kr_fs *fs, uint64_t off, uint64_t *first,
 	*first = *end = 0;
 	if (off >= sb->data_off && off < sb->data_off + sb->data_pages * P)
 		per = P, base = sb->data_off;
-	else if (off >= sb->parity_off && off < sb->parity_off + sb->data_pages * KRFS_STRIP)
+	else if (!fs->zone_rows && off >= sb->parity_off && off < sb->parity_off + sb->data_pages * KRFS_STRIP)
 		per = KRFS_STRIP, base = sb->parity_off;
 	else if (off >= sb->csum_a_off && off < sb->csum_a_off + sb->data_pages * KRFS_CSUM_PER_PAGE)
 		per = KRFS_CSUM_PER_PAGE, base = sb->csum_a_off;
@@ -179,6 +181,16 @@ static int repair_page(struct kr_fs *fs, uint64_t off)
 	for (; pg < end; pg++)
 		if (krfs_bm_test(&fs->data_bm, pg) && krfs_data_scrub(fs, pg, fs->buf) != 0)
 			rc = -EIO; /* its file's read fails; the scrub names the file and offset */
+	/* Zone parity covers free pages too: a lost free data page is rebuilt from its row, and
+	 * the row of a listed parity page rechecked (recomputed once its pages in use verify). */
+	const struct krfs_super *sb = &fs->sb;
+	if (fs->parity && fs->zone_rows && off >= sb->data_off && off < sb->data_off + sb->data_pages * P &&
+	    !krfs_bm_test(&fs->data_bm, (off - sb->data_off) / P) &&
+	    krfs_zone_rebuild_free(fs, (off - sb->data_off) / P) != 0)
+		rc = -EIO;
+	if (fs->parity && fs->zone_rows && off >= sb->parity_off && off < sb->parity_off + fs->zone_rows * P &&
+	    krfs_zone_scrub_row(fs, (off - sb->parity_off) / P) != 0)
+		rc = -EIO;
 	uint64_t n = csum_twin(fs, off, &twin);
 	if (rc == 0 && n && fs->csum && memcmp(krfs_ptr(fs, off), krfs_ptr(fs, twin), n) != 0) {
 		/* Entries of pages in use are equal in both copies now; the rest comes along. */

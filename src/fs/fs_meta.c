@@ -90,20 +90,26 @@ void krfs_note_repair(struct kr_fs *fs, const char *what, uint64_t off)
 	}
 }
 
+/* Both repairs run under repair_lock: the mount scan's threads repair different structures,
+ * but share the fence, the error state and the notes. */
 void krfs_meta_repair(struct kr_fs *fs, const char *what, uint64_t dst, uint64_t src, size_t n)
 {
+	pthread_mutex_lock(&fs->repair_lock);
 	kr_pm_copy(&fs->pm, krfs_ptr(fs, dst), krfs_ptr(fs, src), n);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, dst), n);
 	krfs_fence(fs);
 	krfs_note_repair(fs, what, dst);
+	pthread_mutex_unlock(&fs->repair_lock);
 }
 
 void krfs_word_repair(struct kr_fs *fs, const char *what, uint64_t off, uint64_t word)
 {
+	pthread_mutex_lock(&fs->repair_lock);
 	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), word);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
 	krfs_fence(fs);
 	krfs_note_repair(fs, what, off);
+	pthread_mutex_unlock(&fs->repair_lock);
 }
 
 void krfs_inode_write(struct kr_fs *fs, uint64_t ino, const struct krfs_pinode *pi)

@@ -162,10 +162,20 @@ int krfs_op_set_image(struct krfs_op *op, const struct krfs_pinode *img)
 int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_t *n)
 {
 	struct kr_fs *fs = op->fs;
+	bool zoned = fs->parity && fs->zone_rows;
+	if (zoned && max > krfs_zone_run_max(fs))
+		max = krfs_zone_run_max(fs);
 	*n = krfs_bm_alloc_run(&fs->data_bm, max, start);
 	if (*n == 0)
 		return KRFS_ERR(-ENOSPC, KR_E_NOSPACE, "no free data page (%llu in the data area)",
 				(unsigned long long)fs->sb.data_pages);
+	/* Zone parity: the run's rows are named durably before their parity changes. */
+	int rc = zoned ? krfs_zone_intent(fs, *start, *n) : 0;
+	if (rc) {
+		for (uint64_t i = 0; i < *n; i++)
+			krfs_bm_clear(&fs->data_bm, *start + i);
+		return rc;
+	}
 	if (push_u64(&op->runs, &op->nruns, &op->capruns, *start) != 0 ||
 	    push_u64(&op->runs, &op->nruns, &op->capruns, *n) != 0) {
 		for (uint64_t i = 0; i < *n; i++)

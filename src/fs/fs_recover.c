@@ -16,7 +16,15 @@
  * An inode whose slot or log is damaged in both copies is kept out of the free pool and
  * reported by the operations that need it (-EIO) and by the checker; the rest of the file
  * system mounts.
+ *
+ * Step 2 runs on fs->scan_threads threads (the root first, alone: its log holds the
+ * snapshot manifest, which changes fs). Each thread takes the next chunk of KRFS_SCAN_CHUNK
+ * slots and builds those inodes' DRAM state, touching nothing shared but its own slots of
+ * fs->inodes and of the result array; repairs take fs->repair_lock. Everything shared - the
+ * allocators, the next transaction id, the error to report - is folded in afterwards, in
+ * inode order, by one thread, so the mounted state is the same for any number of threads.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,8 +37,9 @@ static int apply_cb(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_e
 	return krfs_inode_apply(fs, ip, e, NULL);
 }
 
-/* Loads inode ino from its slot and log: 1 if live, 0 if free, -EUCLEAN, -ENOMEM. */
-static int load_inode(struct kr_fs *fs, uint64_t ino)
+/* Loads inode ino from its slot and log into fs->inodes[ino]: 1 if live, 0 if free, -EUCLEAN,
+ * -ENOMEM. A walk that failed leaves the pages it walked in *partial (freed by the caller). */
+static int load_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **partial)
 {
 	struct krfs_pinode pi;
 	int rc = krfs_inode_read(fs, ino, &pi);
@@ -51,15 +60,46 @@ static int load_inode(struct kr_fs *fs, uint64_t ino)
 	ip->create_time = pi.create_time;
 	ip->rdev = pi.rdev;
 	rc = krfs_log_walk(fs, ip, &pi, apply_cb, NULL);
-	/* The log pages walked so far are this inode's even if the walk failed later. */
-	for (uint32_t i = 0; i < ip->npages; i++)
-		krfs_bm_set(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
 	if (rc) {
-		krfs_inode_free(ip);
+		*partial = ip;
 		return rc;
 	}
 	fs->inodes[ino] = ip;
 	return 1;
+}
+
+#define KRFS_SCAN_CHUNK 64u /* inode slots a scan thread takes at a time */
+
+struct scan {
+	struct kr_fs *fs;
+	_Atomic uint64_t next; /* first slot of the next chunk to take */
+	int *rc;               /* [ninodes]: load_inode's result */
+	struct krfs_inode **partial; /* [ninodes]: what a failed walk had walked */
+};
+
+static void *scan_thread(void *arg)
+{
+	struct scan *sc = arg;
+	uint64_t n = sc->fs->sb.ninodes;
+	for (uint64_t first; (first = atomic_fetch_add(&sc->next, KRFS_SCAN_CHUNK)) < n;)
+		for (uint64_t ino = first; ino < first + KRFS_SCAN_CHUNK && ino < n; ino++)
+			if (ino > KRFS_ROOT_INO)
+				sc->rc[ino] = load_inode(sc->fs, ino, &sc->partial[ino]);
+	return NULL;
+}
+
+/* Step 2 for every slot but 0: fs->inodes, and in rc/partial what each load gave. */
+static void scan_all(struct kr_fs *fs, int *rc, struct krfs_inode **partial)
+{
+	struct scan sc = {.fs = fs, .rc = rc, .partial = partial};
+	rc[KRFS_ROOT_INO] = load_inode(fs, KRFS_ROOT_INO, &partial[KRFS_ROOT_INO]);
+	pthread_t t[KR_FS_SCAN_THREADS_MAX];
+	unsigned started = 0;
+	while (started + 1 < fs->scan_threads && pthread_create(&t[started], NULL, scan_thread, &sc) == 0)
+		started++; /* a thread that cannot be made leaves its share to the others */
+	scan_thread(&sc);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
 }
 
 static int check_names(struct kr_fs *fs, struct krfs_inode *dir)
@@ -79,15 +119,34 @@ int krfs_recover(struct kr_fs *fs)
 		if (rc < 0)
 			return fs->failed ? KR_E_IO_SYNC : KR_E_CORRUPT_META;
 	}
+	int *rcs = kr_calloc(fs->sb.ninodes, sizeof(*rcs));
+	struct krfs_inode **partial = kr_calloc(fs->sb.ninodes, sizeof(*partial));
+	if (!rcs || !partial) {
+		free(rcs);
+		free(partial);
+		return kr_err_set(KR_E_NOMEM, "out of memory for the mount scan");
+	}
+	scan_all(fs, rcs, partial);
+	int err = KR_OK;
 	for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++) {
-		int rc = load_inode(fs, ino);
-		if (rc == -ENOMEM)
-			return kr_err_set(KR_E_NOMEM, "out of memory loading inode %llu", (unsigned long long)ino);
-		if (fs->failed)
-			return KR_E_IO_SYNC;
-		if (rc != 0) /* live, or damaged: either way not free */
+		/* The log pages walked are this inode's even if the walk failed later. */
+		const struct krfs_inode *ip = fs->inodes[ino] ? fs->inodes[ino] : partial[ino];
+		for (uint32_t i = 0; ip && i < ip->npages; i++)
+			krfs_bm_set(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
+		if (ip && ip->max_trans >= fs->next_trans)
+			fs->next_trans = ip->max_trans + 1;
+		krfs_inode_free(partial[ino]);
+		if (rcs[ino] == -ENOMEM && err == KR_OK)
+			err = kr_err_set(KR_E_NOMEM, "out of memory loading inode %llu", (unsigned long long)ino);
+		if (rcs[ino] != 0) /* live, or damaged: either way not free */
 			krfs_bm_set(&fs->ino_bm, ino);
 	}
+	free(rcs);
+	free(partial);
+	if (fs->failed)
+		return KR_E_IO_SYNC;
+	if (err != KR_OK)
+		return err;
 	struct krfs_inode *root = fs->inodes[KRFS_ROOT_INO];
 	if (!root || !S_ISDIR(root->mode))
 		return kr_err_set(KR_E_CORRUPT_META, "%s: the root directory is damaged or missing", fs->path);

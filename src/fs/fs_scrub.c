@@ -9,7 +9,8 @@
  * image (one bad copy is rewritten from the good one), reads every data page (snapshots'
  * included) through the verifying path
  * (strips rebuilt from parity, CRC copies rewritten) and recomputes a parity strip that
- * disagrees with verified data. What it cannot repair it reports with the file's path and
+ * disagrees with verified data (zone parity: a row's parity page, once the row's pages in
+ * use verify). What it cannot repair it reports with the file's path and
  * byte offset. It holds the file system's lock for the pass (a background, incremental
  * scrubber is future work).
  */
@@ -178,6 +179,7 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 		krfs_note_repair(fs, "superblock", memcmp(sa, &fs->sb, sizeof(*sa)) ? 0 : fs->sb.pool_size - P);
 		krfs_sb_write(fs);
 	}
+	krfs_zone_scrub_intent(fs); /* the zone intent's two copies (a failure leaves fs->failed set) */
 	for (unsigned jn = 0; jn < fs->sb.njournals; jn++, rep->meta_items++)
 		if (krfs_journal_recover(fs, jn) != 0) /* idle between operations: 1 would be a bug */
 			lost(&s, 0, P + (uint64_t)jn * P, "journal active or unreadable between operations");
@@ -196,6 +198,10 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 	krfs_progress(fs, s.work, s.work);
 	if (!fs->failed)
 		krfs_media_repair_listed(fs);
+	/* Rows last: a listed free page was rebuilt from its row above, which a recomputed
+	 * parity would have made impossible. */
+	for (uint64_t r = 0; fs->parity && r < fs->zone_rows && !fs->failed; r++)
+		krfs_zone_scrub_row(fs, r); /* a lost page of the row was reported by its file's pass */
 	rep->repaired = fs->repairs - before;
 	int rc = fs->failed ? KR_E_IO_SYNC
 		 : rep->unrepairable ? kr_err_set(KR_E_CORRUPT, "%s: %llu damaged structures could not be repaired",

@@ -191,6 +191,8 @@ static int load(struct kr_fs *fs, struct krfs_snap *s)
 	struct krfs_pinode pi = {.ino = owner, .tail = krfs_word_make(s->end, owner), .log_head = s->head};
 	struct loader l = {.s = s};
 	int rc = krfs_log_walk(fs, s->image, &pi, load_cb, &l);
+	if (s->image->max_trans >= fs->next_trans) /* image entries keep their first ids */
+		fs->next_trans = s->image->max_trans + 1;
 	for (uint32_t i = 0; i < s->image->npages; i++)
 		krfs_bm_set(&fs->meta_bm, (s->image->pages[i] - fs->sb.meta_off) / P);
 	if (rc == 0 && s->image->npages != s->npages)

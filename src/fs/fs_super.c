@@ -4,8 +4,8 @@
  *
  * Design
  *
- *   The geometry is a pure function of five numbers chosen at mkfs (pool_size, ninodes,
- *   meta_pages, njournals, dead_zone): krfs_geometry derives every area's offset and the
+ *   The geometry is a pure function of the numbers chosen at mkfs (pool_size, ninodes,
+ *   meta_pages, njournals, dead_zone, and zone_columns for zone parity): geometry() derives every area's offset and the
  *   number of data pages. The superblock stores the derived fields too; mount recomputes
  *   them and refuses a superblock that disagrees, so no damaged field steers pointer
  *   arithmetic.
@@ -45,11 +45,18 @@
 #define SB_CSUM_LEN offsetof(struct krfs_super, csum)
 
 /* ---- geometry ---------------------------------------------------------------------------- */
-static uint64_t data_cost(uint64_t d) /* pages needed by d data pages with their redundancy */
+/* Pages of parity for d data pages: one strip per page, or one page per row of zone_columns
+ * (a zone-parity pool, zone_columns != 0). */
+static uint64_t parity_pages(uint64_t d, uint32_t zone_columns)
+{
+	return zone_columns ? (d + zone_columns - 1) / zone_columns : (d * KRFS_STRIP + P - 1) / P;
+}
+
+/* Pages needed by d data pages with their redundancy. */
+static uint64_t data_cost(uint64_t d, uint32_t zone_columns)
 {
 	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
-	uint64_t parity_pages = (d * KRFS_STRIP + P - 1) / P;
-	return d + parity_pages + 2 * csum_pages;
+	return d + parity_pages(d, zone_columns) + 2 * csum_pages;
 }
 
 static int geometry(struct krfs_super *sb)
@@ -64,6 +71,11 @@ static int geometry(struct krfs_super *sb)
 	if (sb->njournals < 1 || sb->njournals > KRFS_MAX_JOURNALS)
 		return kr_err_set(KR_E_FORMAT_GEOMETRY, "%u journals: must be 1..%u", sb->njournals,
 				  KRFS_MAX_JOURNALS);
+	uint32_t cols = sb->zone_columns;
+	bool zoned = sb->ro_compat & KRFS_RO_ZONE_PARITY;
+	if (zoned ? cols < 2 || cols > KRFS_ZONE_MAX_COLUMNS || !(sb->ro_compat & KRFS_RO_DATA_PARITY) : cols != 0)
+		return kr_err_set(KR_E_FORMAT_GEOMETRY, "zone parity with %u columns: must be 2..%u, with parity",
+				  cols, KRFS_ZONE_MAX_COLUMNS);
 	uint64_t pages = sb->pool_size / P, itab_pages = (uint64_t)sb->ninodes * KRFS_INODE_SIZE / P;
 	uint64_t zone = sb->njournals + itab_pages + sb->meta_pages;
 	if (sb->meta_pages < 4 || 2 + 2 * zone >= pages)
@@ -71,9 +83,9 @@ static int geometry(struct krfs_super *sb)
 				  (unsigned long long)sb->meta_pages, (unsigned long long)itab_pages,
 				  (unsigned long long)pages);
 	uint64_t avail = pages - 2 - 2 * zone, d = avail * 128 / 146;
-	while (d > 0 && data_cost(d) > avail)
+	while (d > 0 && data_cost(d, cols) > avail)
 		d--;
-	while (data_cost(d + 1) <= avail)
+	while (data_cost(d + 1, cols) <= avail)
 		d++;
 	uint64_t csum_pages = (d * KRFS_CSUM_PER_PAGE + P - 1) / P;
 	sb->data_pages = d;
@@ -175,6 +187,7 @@ static int dram_init(struct kr_fs *fs)
 	fs->csum = fs->sb.ro_compat & KRFS_RO_DATA_CSUM;
 	fs->parity = fs->sb.ro_compat & KRFS_RO_DATA_PARITY;
 	fs->relaxed = fs->sb.incompat & KRFS_INCOMPAT_INPLACE;
+	fs->zone_rows = fs->sb.zone_columns ? parity_pages(fs->sb.data_pages, fs->sb.zone_columns) : 0;
 	fs->next_trans = KRFS_FIRST_TRANS;
 	fs->inodes = kr_calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
@@ -204,6 +217,7 @@ static void fs_free(struct kr_fs *fs)
 	if (fs->file_fd >= 0 && fs->file_fd != fs->pm.fd)
 		close(fs->file_fd);
 	pthread_mutex_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->repair_lock);
 	free(fs->path);
 	free(fs);
 }
@@ -215,6 +229,7 @@ static struct kr_fs *fs_alloc(const char *path)
 		return NULL;
 	fs->pm.fd = fs->file_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->repair_lock, NULL);
 	fs->path = kr_strdup(path);
 	if (!fs->path) {
 		free(fs);
@@ -323,10 +338,18 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 {
 	if (!path || !o)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: a path and options are required");
-	if (kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
+	/* The first version of the struct ended before progress: its callers get no progress
+	 * reports and page parity. */
+	const size_t v1 = offsetof(struct kr_fs_mkfs_opts, progress);
+	if (o->struct_size != v1 && kr_opts_size_check(o->struct_size, sizeof(*o), "kr_fs_mkfs_opts"))
 		return KR_E_MISUSE_ARG;
+	uint32_t parity = o->struct_size > v1 ? o->parity : KR_FS_PARITY_PAGE;
+	uint32_t columns = o->struct_size > v1 ? o->zone_columns : 0;
 	if (o->unprotect & ~(KR_FS_NO_META_REPLICA | KR_FS_NO_DATA_CSUM | KR_FS_NO_DATA_PARITY | KR_FS_RELAXED))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown protection flags 0x%x", o->unprotect);
+	if (parity > KR_FS_PARITY_ZONE)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mkfs: unknown parity layout %u", parity);
+	bool zoned = parity == KR_FS_PARITY_ZONE && !(o->unprotect & KR_FS_NO_DATA_PARITY);
 	uint64_t size = o->size & ~(uint64_t)(P - 1);
 	struct krfs_super sb = {
 		.magic = KRFS_MAGIC,
@@ -335,7 +358,8 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.incompat = o->unprotect & KR_FS_RELAXED ? KRFS_INCOMPAT_INPLACE : 0,
 		.ro_compat = KRFS_RO_KNOWN & ~((o->unprotect & KR_FS_NO_META_REPLICA ? KRFS_RO_META_REPLICA : 0) |
 						(o->unprotect & KR_FS_NO_DATA_CSUM ? KRFS_RO_DATA_CSUM : 0) |
-						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0)),
+						(o->unprotect & KR_FS_NO_DATA_PARITY ? KRFS_RO_DATA_PARITY : 0) |
+						(zoned ? 0 : KRFS_RO_ZONE_PARITY)),
 		.page_size = P,
 		.pool_size = size,
 		.create_time = krfs_now(),
@@ -344,6 +368,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		.meta_pages = o->meta_bytes ? (o->meta_bytes + P - 1) / P : size / 16 / P,
 		.dead_zone = o->dead_zone ? o->dead_zone : KRFS_DEAD_ZONE_DEFAULT,
 		.state = KRFS_STATE_CLEAN,
+		.zone_columns = zoned ? (columns ? columns : KRFS_ZONE_COLUMNS_DEFAULT) : 0,
 	};
 	if (!sb.ninodes) {
 		uint64_t n = size / (64 << 10);
@@ -371,8 +396,10 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		fs_free(fs);
 		return rc;
 	}
-	fs->progress = o->progress;
-	fs->progress_ctx = o->progress_ctx;
+	if (o->struct_size > v1) {
+		fs->progress = o->progress;
+		fs->progress_ctx = o->progress_ctx;
+	}
 	int e = 0;
 	/* In pieces, to tell the progress callback: a large pool on tmpfs takes seconds. */
 	for (uint64_t at = 0, piece = 64 << 20; at < size && e == 0; at += piece) {
@@ -412,12 +439,26 @@ void kr_fs_set_progress(kr_fs *fs, void (*cb)(void *ctx, uint64_t done, uint64_t
 /* ---- mount and unmount ------------------------------------------------------------------- */
 int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 {
-	if (!path || !out)
-		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path and out are required");
+	struct kr_fs_mount_opts o = {.struct_size = sizeof(o), .flags = flags};
+	return kr_fs_mount_opts(path, &o, out);
+}
+
+int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_fs **out)
+{
+	if (!path || !opts || !out)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path, options and out are required");
+	if (kr_opts_size_check(opts->struct_size, sizeof(*opts), "kr_fs_mount_opts"))
+		return KR_E_MISUSE_ARG;
+	unsigned flags = opts->flags;
 	*out = NULL;
 	struct kr_fs *fs = fs_alloc(path);
 	if (!fs)
 		return kr_err_set(KR_E_NOMEM, "kr_fs_mount: out of memory");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint32_t want = opts->scan_threads ? opts->scan_threads : KR_FS_SCAN_THREADS_DEFAULT;
+	fs->scan_threads = want < KR_FS_SCAN_THREADS_MAX ? want : KR_FS_SCAN_THREADS_MAX;
+	if (cpus >= 1 && fs->scan_threads > (unsigned long)cpus)
+		fs->scan_threads = (unsigned)cpus;
 	fs->check_mount = flags & KR_FS_MOUNT_CHECK;
 	int rc = KR_OK;
 	struct stat st;
@@ -455,8 +496,10 @@ int kr_fs_mount(const char *path, unsigned flags, kr_fs **out)
 		fs->was_clean = fs->sb.state == KRFS_STATE_CLEAN;
 		rc = krfs_recover(fs);
 	}
-	if (rc == KR_OK)
+	if (rc == KR_OK) /* before the rows are settled: a lost free page is rebuilt from its row */
 		rc = krfs_media_repair_listed(fs);
+	if (rc == KR_OK && krfs_zone_recover(fs) != 0)
+		rc = KR_E_IO_SYNC;
 	if (rc == KR_OK) {
 		for (const struct krfs_snap *s = fs->snaps; s; s = s->next) /* ids are never reused */
 			if (s->id >= fs->sb.epoch)

@@ -313,6 +313,21 @@ case_cli() {
 	[ "$(head -c 103 "$MNT/r" | tail -c 3)" = XYZ ] || fail "relaxed overwrite not read back"
 	"$KR" fs umount "$MNT" || fail "umount relaxed"
 	"$KR" fs fsck "$WORK/relaxed.pool" --force-pmem >/dev/null || fail "fsck of the relaxed pool"
+	# A zone-parity pool: info names the layout; writes through the mount; a clean check
+	# (which recomputes every row's parity); a malformed --parity is a usage error.
+	"$KR" fs mkfs "$WORK/zone.pool" --size 16M --parity zone:16 --force-pmem >/dev/null || fail "mkfs --parity zone:16"
+	"$KR" fs info "$WORK/zone.pool" --force-pmem | grep -q '^data: .*zone parity: 1 parity page per row of 16 pages' ||
+		fail "info of a zone-parity pool: $("$KR" fs info "$WORK/zone.pool" --force-pmem)"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o scan_threads=2 || fail "mount zone -o scan_threads=2"
+	seq 1 30000 >"$MNT/z"
+	printf 'XYZ' | dd of="$MNT/z" bs=1 seek=5000 conv=notrunc status=none
+	[ "$(head -c 5003 "$MNT/z" | tail -c 3)" = XYZ ] || fail "zone-parity overwrite not read back"
+	"$KR" fs umount "$MNT" || fail "umount zone"
+	"$KR" fs fsck "$WORK/zone.pool" --force-pmem >/dev/null || fail "fsck of the zone-parity pool"
+	"$KR" fs mkfs "$WORK/bad.pool" --size 16M --parity zone:1 2>/dev/null
+	[ $? = 2 ] && [ ! -e "$WORK/bad.pool" ] || fail "mkfs --parity zone:1 is not a usage error"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o scan_threads=0 2>/dev/null
+	[ $? = 2 ] || fail "-o scan_threads=0 is not a usage error"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
