@@ -313,8 +313,9 @@ def goals_section(args, summ, counts):
     L = [GOALS_BEGIN, "## Goals: single-object transactions against libpmemobj\n",
          "Median latency of keratin over libpmemobj's, measured in the same run (%d rounds "
          "of %d transactions, rotated order); goal in brackets, ✓ met, ✗ missed. %d of %d "
-         "cells meet their goal. Command: `%s`.\n" % (args.runs, args.ops, met, total,
-                                                     args.goals_command)]
+         "cells meet their goal. Command: `%s`. Machine: %s; load average %s at the start "
+         "of the run.\n" % (args.runs, args.ops, met, total, args.goals_command, machine(),
+                            getattr(args, "load", "unknown"))]
     L += table
     L += ["", "Cache lines written back per transaction (*lines*) and write amplification "
           "(*WA*: lines x 64 bytes over the bytes the transaction commits), counted the same "
@@ -819,6 +820,7 @@ def main():
         args.region_modes = [("none", 0), ("sync", 0), ("lazy", 100)]
         args.no_report = True
     args.command = command_args()
+    args.load = "%.1f" % os.getloadavg()[0]
     args.goals_command = ("bench/run.py " + args.command if args.objects_only else
                           "make bench" + (' BENCH_ARGS="%s"' % args.command if args.command
                                           else ""))
@@ -882,7 +884,7 @@ def main():
     with open(os.path.join(args.out, "run.json"), "w") as f:
         json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
                                                  "repairs", "create_mib", "command",
-                                                 "goals_command")}, f)
+                                                 "goals_command", "load")}, f)
     write_report(args, rows)
 
 
