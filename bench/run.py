@@ -818,6 +818,7 @@ def main():
         args.runs, args.keys, args.ops, args.repairs, args.create_mib = 1, 2000, 200, 5, 64
         args.region_runs, args.region_mib, args.region_seconds = 1, 64, 0.2
         args.region_modes = [("none", 0), ("sync", 0), ("lazy", 100)]
+        args.sizes = [64, 4096, 65536]  # smallest, page, largest: every code path
         args.no_report = True
     args.command = command_args()
     args.load = "%.1f" % os.getloadavg()[0]
