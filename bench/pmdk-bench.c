@@ -12,12 +12,15 @@
  * their map.h abstraction, compiled by bench/pmdk-build.sh from the copy in
  * /usr/share/doc/libpmemobj-dev/examples. A structure that script could not build is
  * reported as unavailable (exit status 3). PMDK has no counters of fences, flushed lines
- * or logged and written bytes, so those four columns stay empty.
+ * or written bytes: with bench/pmem-count.so preloaded (an LD_PRELOAD counter of libpmem's
+ * write-back calls) those columns are filled over the timed loop, otherwise they stay
+ * empty; logged bytes always do.
  *
  * Exit status: 0 measured, 1 the library or the system failed (the message says which),
  * 2 bad arguments, 3 the requested map structure is not in this build.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,6 +37,8 @@
 #include <unistd.h>
 
 #include <libpmemobj.h>
+
+#include "pmem-count.h"
 #ifdef KR_HAVE_REGION
 #include <keratin.h>
 #else
@@ -165,6 +170,8 @@ struct result {
 	double seconds;	    /* wall time of the timed loop */
 	uint64_t median_ns; /* per operation */
 	uint64_t p99_ns;
+	struct pmem_count pc; /* over the timed loop, thread 0 (with pmem-count.so preloaded) */
+	uint64_t pc_ops;      /* operations thread 0 ran in it; 0: no counts */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -282,10 +289,17 @@ static void print_row(const struct opts *o, const char *workload, const struct r
 	char cfg[32];
 	if (o->region_ms)
 		snprintf(cfg, sizeof(cfg), "region%u", o->region_ms);
-	printf("pmdk,%s,%s,%s,%u,%" PRIu64 ",%.6f,%" PRIu64 ",%" PRIu64 ",%.1f,,,,\n",
+	printf("pmdk,%s,%s,%s,%u,%" PRIu64 ",%.6f,%" PRIu64 ",%" PRIu64 ",%.1f,",
 	       o->replica ? "replica" : o->region_ms ? cfg : "plain", workload, o->param, o->threads, r->ops,
 	       r->seconds, r->median_ns, r->p99_ns,
 	       r->seconds > 0 ? (double)r->ops / r->seconds : 0.0);
+	if (r->pc_ops) { /* logged bytes stay empty: libpmem cannot tell log from data */
+		double n = (double)r->pc_ops;
+		printf("%.3f,%.2f,,%.1f\n", (double)r->pc.fences / n, (double)r->pc.flushed_lines / n,
+		       (double)r->pc.written_bytes / n);
+	} else {
+		printf(",,,\n");
+	}
 	if (fflush(stdout))
 		die("cannot write the result: %s", strerror(errno));
 }
@@ -318,11 +332,40 @@ static void report_tail(const struct opts *o, const uint64_t *lat, size_t n)
 struct loop_clock {
 	uint64_t t0;
 	struct rusage ru0;
+	struct pmem_count pc0;
 };
+
+/* bench/pmem-count.so's counters, when it is preloaded (run.py's counting runs). */
+static pmem_count_get_fn pmem_counter(void)
+{
+	static pmem_count_get_fn fn;
+	static int looked;
+	if (!looked) {
+		fn = (pmem_count_get_fn)dlsym(RTLD_DEFAULT, "pmem_count_get");
+		looked = 1;
+	}
+	return fn;
+}
+
+/* The counters' change over the loop of clock c, for the ops thread 0 ran in it. */
+static void loop_counts(const struct loop_clock *c, uint64_t ops, struct result *r)
+{
+	pmem_count_get_fn get = pmem_counter();
+	if (!get || !ops)
+		return;
+	struct pmem_count now;
+	get(&now);
+	r->pc = (struct pmem_count){.fences = now.fences - c->pc0.fences,
+				    .flushed_lines = now.flushed_lines - c->pc0.flushed_lines,
+				    .written_bytes = now.written_bytes - c->pc0.written_bytes};
+	r->pc_ops = ops;
+}
 
 static void loop_begin(struct loop_clock *c)
 {
 	getrusage(RUSAGE_SELF, &c->ru0);
+	if (pmem_counter())
+		pmem_counter()(&c->pc0);
 	c->t0 = now_ns();
 }
 
@@ -338,7 +381,8 @@ static double loop_end(const struct opts *o, const struct loop_clock *c)
 		double cpu = tv_s(ru.ru_utime) + tv_s(ru.ru_stime) - tv_s(c->ru0.ru_utime) -
 			     tv_s(c->ru0.ru_stime);
 		verbose(o, "loop: %.3f s wall, %.3f s cpu (all threads), %ld involuntary "
-			   "context switches", wall, cpu, ru.ru_nivcsw - c->ru0.ru_nivcsw);
+			   "context switches, %ld page faults", wall, cpu, ru.ru_nivcsw - c->ru0.ru_nivcsw,
+			ru.ru_minflt + ru.ru_majflt - c->ru0.ru_minflt - c->ru0.ru_majflt);
 	}
 	return wall;
 }
@@ -571,6 +615,7 @@ static void run_overwrite(const struct opts *o, PMEMobjpool *pop, PMEMoid *slots
 		if (failed)
 			die_pmem("overwrite transaction");
 	}
+	loop_counts(&clock, w[0].ops, res);
 	for (unsigned t = 1; t < nt; t++)
 		pthread_join(w[t].tid, NULL);
 	res->seconds = loop_end(o, &clock);
@@ -634,6 +679,7 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 			die_pmem(o->wl == W_ALLOC ? "alloc transaction" : "free transaction");
 	}
 	res->seconds = loop_end(o, &clock);
+	loop_counts(&clock, o->ops, res);
 	report_heap(o, pop, "after the timed loop");
 
 	/* Sanity: alloc filled every slot with a distinct zeroed object of the right size;
@@ -733,6 +779,7 @@ static void map_phase(struct map_run *m, enum map_phase p, struct result *res)
 		}
 	}
 	res->seconds = loop_end(o, &clock);
+	loop_counts(&clock, m->n, res);
 	report_heap(o, m->pop, "after the loop");
 	if (bad)
 		die("sanity check failed: %" PRIu64 " of %" PRIu64 " %s operations missed their "
@@ -904,7 +951,8 @@ static void usage(FILE *f)
 		"Runs one libpmemobj measurement on a fresh pool and prints it as CSV (one row,\n"
 		"three for the map workload):\n"
 		"  " CSV_HEADER "\n"
-		"(fences..written_bytes are empty: PMDK does not count them).\n"
+		"(fences, flushed_lines and written_bytes are counted only with bench/pmem-count.so\n"
+		"preloaded, which counts libpmem's write-back calls; logged_bytes stays empty).\n"
 		"\n"
 		"  --config plain|replica|regionMS\n"
 		"                          one pool file, or a pool set with one replica of the\n"

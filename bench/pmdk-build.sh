@@ -148,14 +148,19 @@ fi
 kr_lib=$(dirname "$out")/libkeratin.a
 rm -f "$out/pmdk-bench.region"
 if [[ -f $kr_lib ]] && "$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" -DKR_HAVE_REGION=1 \
-	"${incs[@]}" -I"$repo/include" -o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" \
+	"${incs[@]}" -I"$here" -I"$repo/include" -o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" \
 	"$kr_lib" "${libs[@]}" -lisal 2>"$out/obj/region-link.log"; then
 	touch "$out/pmdk-bench.region"
 else
 	say "pmdk-bench without --config regionMS (no usable $kr_lib; see $out/obj/region-link.log)"
-	"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" \
+	"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${incs[@]}" -I"$here" \
 		-o "$out/pmdk-bench" "$here/pmdk-bench.c" "${objs[@]}" "${libs[@]}"
 fi
+
+# pmem-count.so: preloaded into pmdk-bench by run.py's counting runs, so that libpmemobj's
+# fences, written-back lines and bytes are counted as keratin counts its own.
+"$cc" "${cflags[@]}" -Wall -Wextra -fPIC -shared -I"$here" -o "$out/pmem-count.so" \
+	"$here/pmem-count.c" -ldl
 
 ver=$(dpkg-query -W -f='${Version}' libpmemobj-dev 2>/dev/null || echo unknown)
 echo "pmdk-build: built $out/pmdk-bench (libpmemobj-dev $ver, $cc ${cflags[*]}," \

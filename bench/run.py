@@ -33,7 +33,7 @@ import sys
 COLUMNS = ["library", "config", "workload", "param", "threads", "ops", "seconds",
            "median_ns", "p99_ns", "ops_per_s", "fences", "flushed_lines", "logged_bytes",
            "written_bytes"]
-SIZES = [64, 256, 1024, 4096, 16384]
+SIZES = [64, 256, 1024, 4096, 16384, 65536]
 MT_SIZES = [64, 1024, 4096]
 STRUCTS = ["ctree", "rbtree", "btree", "skiplist", "rtree", "hashmap"]
 KR_LEVELS = ["none", "ml", "mlp", "full"]
@@ -136,9 +136,11 @@ def plan(args):
     if args.maps_only:
         return map_items(args)
     items = []
-    for wl in ("overwrite", "alloc", "free"):
-        for size in SIZES:
+    for wl in SINGLE_WORKLOADS:
+        for size in args.sizes:
             items.append([(lib, cfg, wl, size, args.ops, 1) for lib, cfg in CONTENDERS])
+    if args.objects_only:
+        return items
     for size in MT_SIZES:
         for t in (1, 2):
             items.append([(lib, cfg, "mt_overwrite", size, args.ops, t)
@@ -208,6 +210,122 @@ def ratio(a, b):
 
 def fmt_ratio(x):
     return "-" if x is None else "%.2f" % x
+
+
+# ---- persistence costs, both libraries counted the same way ----------------------------
+# keratin counts in pm/pmem.c (every keratin-bench row carries its counters); libpmemobj is
+# counted by bench/pmem-count.so, an LD_PRELOAD wrapper of libpmem's flush, drain and copy
+# calls, in separate runs (never the timed ones) of COUNT_OPS transactions.
+COUNT_OPS = 2000
+SINGLE_WORKLOADS = ("overwrite", "alloc", "free")
+
+
+def measure_counts(args, exes):
+    """Rows of libpmemobj's counters: every single-object workload, plain and replicated."""
+    shim = os.path.join(args.build, "pmdk", "pmem-count.so")
+    if not os.path.exists(shim):
+        sys.exit("run.py: %s not built (bench/pmdk-build.sh builds it)" % shim)
+    rows = []
+    os.environ["LD_PRELOAD"] = os.path.abspath(shim)
+    try:
+        for wl in SINGLE_WORKLOADS:
+            for size in args.sizes:
+                for cfg in PMDK_CONFIGS:
+                    rows += run_driver("pmdk", exes["pmdk"], cfg, wl, size,
+                                       min(args.ops, COUNT_OPS))
+    finally:
+        del os.environ["LD_PRELOAD"]
+    for r in rows:
+        if r["flushed_lines"] == "":
+            sys.exit("run.py: pmdk-bench printed no counters under %s" % shim)
+    return rows
+
+
+# The goals of the single-object table: keratin's latency over libpmemobj's, (level,
+# baseline, workload) -> goal for a size. An unprotected keratin must meet at least what a
+# fully protected one must.
+def goal(level, base, wl, size):
+    if base == "replica":
+        return 0.5
+    if wl == "overwrite":
+        if level == "none":
+            return 0.6
+        return 0.7 if size <= 1024 else 1.0
+    return 1.0
+
+
+GOAL_CELLS = [("full", "plain"), ("full", "replica"), ("none", "plain"), ("none", "replica")]
+
+
+def goal_table(summ, sizes):
+    """The goals as a Markdown table: every cell keratin's median over libpmemobj's, the goal,
+    and whether it is met. Returns (lines, met, total)."""
+    L = ["| workload | size | " + " | ".join(
+        "%s / %s" % (LABEL[("keratin", lvl)], LABEL[("pmdk", base)])
+        for lvl, base in GOAL_CELLS) + " |",
+         "|---|---:|" + "---:|" * len(GOAL_CELLS)]
+    met = total = 0
+    for wl in SINGLE_WORKLOADS:
+        for size in sizes:
+            cells = []
+            for lvl, base in GOAL_CELLS:
+                k, b = get(summ, "keratin", lvl, wl, size), get(summ, "pmdk", base, wl, size)
+                r = ratio(k and k["median_ns"], b and b["median_ns"])
+                g = goal(lvl, base, wl, size)
+                if r is None:
+                    cells.append("-")
+                    continue
+                total += 1
+                met += r <= g
+                cells.append("%.2f (≤ %.1f) %s" % (r, g, "✓" if r <= g else "✗"))
+            L.append("| %s | %d | %s |" % (wl, size, " | ".join(cells)))
+    return L, met, total
+
+
+def cost_table(summ, counts, sizes):
+    """Lines written back per transaction and write amplification (bytes written back per
+    byte the transaction commits: lines x 64 / size), both libraries counted the same way."""
+    L = ["| workload | size | " + " | ".join(
+        "%s lines | %s WA" % (LABEL[c], LABEL[c]) for c in COST_CONTENDERS) + " |",
+         "|---|---:|" + "---:|---:|" * len(COST_CONTENDERS)]
+    for wl in SINGLE_WORKLOADS:
+        for size in sizes:
+            cells = []
+            for lib, cfg in COST_CONTENDERS:
+                s = get(counts if lib == "pmdk" else summ, lib, cfg, wl, size)
+                if not s or s["flushed_lines"] is None:
+                    cells += ["-", "-"]
+                    continue
+                cells += ["%.1f" % s["flushed_lines"], "%.2f" % (s["flushed_lines"] * 64 / size)]
+            L.append("| %s | %d | %s |" % (wl, size, " | ".join(cells)))
+    return L
+
+
+COST_CONTENDERS = [("keratin", "full"), ("keratin", "none"), ("pmdk", "plain"),
+                   ("pmdk", "replica")]
+GOALS_BEGIN, GOALS_END = "<!-- goals begin -->", "<!-- goals end -->"
+
+
+def goals_section(args, summ, counts):
+    """The goals' table and the persistence costs behind it, between markers (a run with
+    --objects-only replaces just this part of the report)."""
+    table, met, total = goal_table(summ, args.sizes)
+    L = [GOALS_BEGIN, "## Goals: single-object transactions against libpmemobj\n",
+         "Median latency of keratin over libpmemobj's, measured in the same run (%d rounds "
+         "of %d transactions, rotated order); goal in brackets, ✓ met, ✗ missed. %d of %d "
+         "cells meet their goal. Command: `%s`. Machine: %s; load average %s at the start "
+         "of the run.\n" % (args.runs, args.ops, met, total, args.goals_command, machine(),
+                            getattr(args, "load", "unknown"))]
+    L += table
+    L += ["", "Cache lines written back per transaction (*lines*) and write amplification "
+          "(*WA*: lines x 64 bytes over the bytes the transaction commits), counted the same "
+          "way for both libraries: keratin by its own counters (pm/pmem.c), libpmemobj by "
+          "bench/pmem-count.so, an LD_PRELOAD wrapper of libpmem's flush, drain and copy "
+          "calls (in separate, untimed runs of %d transactions). An allocation commits the "
+          "object's size.\n" % min(args.ops, COUNT_OPS)]
+    L += cost_table(summ, counts, args.sizes)
+    L += ["", GOALS_END, ""]
+    return L
 
 
 # ---- report -------------------------------------------------------------------------
@@ -490,6 +608,8 @@ def report(args, summ, outdir, plots, notes):
     if notes:
         w(notes.strip() + "\n")
 
+    for line in goals_section(args, summ, args.counts):
+        w(line)
     w("## Single-object transactions\n")
     w("Median latency in ns per transaction (spread of round medians in brackets); ratios "
       "are keratin (full) over the baseline: below 1 means keratin is faster.\n")
@@ -498,7 +618,7 @@ def report(args, summ, outdir, plots, notes):
     w("|---|---:|" + "---:|" * len(CONTENDERS) + "---:|---:|")
     misses = []
     for wl in ("overwrite", "alloc", "free"):
-        for size in SIZES:
+        for size in args.sizes:
             cells = []
             for lib, cfg in CONTENDERS:
                 s = get(summ, lib, cfg, wl, size)
@@ -523,8 +643,8 @@ def report(args, summ, outdir, plots, notes):
     w("99th percentile latency (ns):\n")
     w("| workload | size | " + " | ".join(LABEL[c] for c in CONTENDERS) + " |")
     w("|---|---:|" + "---:|" * len(CONTENDERS))
-    for wl in ("overwrite", "alloc", "free"):
-        for size in SIZES:
+    for wl in SINGLE_WORKLOADS:
+        for size in args.sizes:
             cells = []
             for lib, cfg in CONTENDERS:
                 s = get(summ, lib, cfg, wl, size)
@@ -535,8 +655,8 @@ def report(args, summ, outdir, plots, notes):
     w("| workload | size | level | fences | flushed lines | logged bytes | written bytes |")
     w("|---|---:|---|---:|---:|---:|---:|")
     fence_misses = []
-    for wl in ("overwrite", "alloc", "free"):
-        for size in SIZES:
+    for wl in SINGLE_WORKLOADS:
+        for size in args.sizes:
             for lvl in KR_LEVELS:
                 s = get(summ, "keratin", lvl, wl, size)
                 if not s or s["fences"] is None:
@@ -649,6 +769,10 @@ def main():
     ap.add_argument("--maps-only", action="store_true",
                     help="only the structures; rows go to OUT/maps-KEYS.csv, which the "
                          "report shows as one more table")
+    ap.add_argument("--objects-only", action="store_true",
+                    help="only the single-object transactions and their persistence costs: "
+                         "rows go to OUT/objects.csv and OUT/counts.csv, the goals' tables "
+                         "to stdout and between the goals markers of docs/BENCHMARKS.md")
     ap.add_argument("--contenders", default="",
                     help="with --maps-only: e.g. keratin:full,pmdk:plain,pmdk:replica")
     ap.add_argument("--report-only", action="store_true",
@@ -680,6 +804,7 @@ def main():
     args.map_contenders = (args.contenders if args.maps_only
                            else CONTENDERS + (REGION_CONTENDERS if regions else []))
     args.region_modes = REGION_MODES
+    args.sizes = SIZES
     for c in args.contenders:
         if c not in CONTENDERS + REGION_CONTENDERS:
             sys.exit("run.py: unknown contender %s (e.g. keratin:full, pmdk:replica)" % ":".join(c))
@@ -694,8 +819,16 @@ def main():
         args.runs, args.keys, args.ops, args.repairs, args.create_mib = 1, 2000, 200, 5, 64
         args.region_runs, args.region_mib, args.region_seconds = 1, 64, 0.2
         args.region_modes = [("none", 0), ("sync", 0), ("lazy", 100)]
+        args.sizes = [64, 4096, 65536]  # smallest, page, largest: every code path
         args.no_report = True
     args.command = command_args()
+    args.load = "%.1f" % os.getloadavg()[0]
+    args.goals_command = ("bench/run.py " + args.command if args.objects_only else
+                          "make bench" + (' BENCH_ARGS="%s"' % args.command if args.command
+                                          else ""))
+    if args.objects_only:
+        measure_objects(args)
+        return
     fs_exe = os.path.join(args.build, "bench", "fs-bench")
     if not os.access(fs_exe, os.X_OK):
         sys.exit("run.py: fs-bench not built (%s); run `make bench`" % fs_exe)
@@ -729,6 +862,7 @@ def main():
             write_report(args, read_rows(os.path.join(args.out, "results.csv")))
         return
     rows = measure(args, exes)
+    count_rows = measure_counts(args, exes)
     if args.no_report:
         print("run.py: %d rows, every workload measured%s%s" %
               (len(rows), ", %d region rows" % len(region_rows) if region_rows else "",
@@ -743,13 +877,16 @@ def main():
     tag = "maps-regions" if any(c in REGION_CONTENDERS for c in args.contenders) else "maps"
     name = "%s-%d.csv" % (tag, args.keys) if args.maps_only else "results.csv"
     write_csv(os.path.join(args.out, name), COLUMNS, rows)
+    if not args.maps_only:
+        write_csv(os.path.join(args.out, "counts.csv"), COLUMNS, count_rows)
     if args.maps_only:
         print("run.py: %d rows in %s; `bench/run.py --report-only` puts them in the report" %
               (len(rows), os.path.join(args.out, name)))
         return
     with open(os.path.join(args.out, "run.json"), "w") as f:
         json.dump({k: getattr(args, k) for k in ("runs", "keys", "skiplist_keys", "ops",
-                                                 "repairs", "create_mib", "command")}, f)
+                                                 "repairs", "create_mib", "command",
+                                                 "goals_command", "load")}, f)
     write_report(args, rows)
 
 
@@ -971,8 +1108,47 @@ def write_region_csvs(outdir, rows, first):
         wr.writerows(first)
 
 
+def driver_exes(args):
+    exes = {"keratin": os.path.join(args.build, "bench", "keratin-bench"),
+            "pmdk": os.path.join(args.build, "pmdk", "pmdk-bench")}
+    for lib, exe in exes.items():
+        if not os.access(exe, os.X_OK):
+            sys.exit("run.py: %s not built (%s); run `make bench`" % (lib, exe))
+    return exes
+
+
+def measure_objects(args):
+    """--objects-only: the single-object rounds and the counting runs, then the goals."""
+    exes = driver_exes(args)
+    rows = measure(args, exes)
+    count_rows = measure_counts(args, exes)
+    summ = summarize(rows)
+    lines = goals_section(args, summ, summarize(count_rows))
+    print("\n".join(lines[1:-2]))
+    if args.no_report:
+        return
+    os.makedirs(args.out, exist_ok=True)
+    write_csv(os.path.join(args.out, "objects.csv"), COLUMNS, rows)
+    write_csv(os.path.join(args.out, "objects-counts.csv"), COLUMNS, count_rows)
+    path = os.path.join(args.out, "..", "BENCHMARKS.md")
+    text = open(path).read() if os.path.exists(path) else ""
+    a, b = text.find(GOALS_BEGIN), text.find(GOALS_END)
+    section = "\n".join(lines[:-1])
+    if a >= 0 and b > a:
+        text = text[:a] + section + text[b + len(GOALS_END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print("run.py: goals written to %s" % os.path.normpath(path))
+
+
 def write_report(args, rows):
     summ = summarize(rows)
+    counts_path = os.path.join(args.out, "counts.csv")
+    args.counts = summarize(read_rows(counts_path)) if os.path.exists(counts_path) else {}
+    args.sizes = getattr(args, "sizes", SIZES)
+    args.goals_command = getattr(args, "goals_command", "make bench")
     plots = plot(args.out, summ, args)
     notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report-notes.md")
     notes = open(notes_path).read() if os.path.exists(notes_path) else ""

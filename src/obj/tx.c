@@ -56,6 +56,7 @@ struct mbuf {
 	uint32_t nranges, cap;
 	uint8_t full;      /* every byte of buf is valid */
 	uint8_t fresh;     /* allocated by this transaction */
+	uint8_t handed;    /* buf was handed to the application (a fresh one may hold more than zeros) */
 	uint8_t freed;     /* freed by this transaction */
 	uint32_t type;
 	struct kr_block block;
@@ -431,6 +432,7 @@ void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	}
 	if (!m->full)
 		mbuf_fill_gaps(tx->pool, m, off, off + len);
+	m->handed = 1;
 	if (!m->fresh && range_add(m, off, off + len) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
@@ -468,14 +470,17 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 		mbuf_fill_gaps(tx->pool, m, 0, m->size);
 		m->full = 1;
 	}
+	m->handed = 1;
 	return m->buf;
 }
 
 static int feat(const kr_pool *pool, unsigned f) { return (pool->hdr.ro_compat & f) != 0; }
 
 /* Objects up to this size are logged whole when the pool keeps parity; larger ones are
- * written home directly behind an intent (one more fence, amortised over the size). */
-#define FRESH_LOG_MAX 4096
+ * written home directly behind an intent (one more log commit and fence, amortised over the
+ * size). Measured on AMD Zen 4 (full protection, alloc workload): direct is 17 % slower at
+ * 256 B and 6 % at 1 KiB, 3 % faster at 2 KiB, 8 % at 3 KiB and 12 % at 4 KiB. */
+#define FRESH_LOG_MAX 1024
 
 static int fresh_logged(const kr_pool *pool, const struct mbuf *m)
 {
@@ -485,8 +490,10 @@ static int fresh_logged(const kr_pool *pool, const struct mbuf *m)
 static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 {
 	struct kr_obj_hdr h = {.size = m->size, .type = m->type, .crc = 0};
+	/* A buffer never handed out is still all zeros (kr_tx_alloc's calloc): its checksum
+	 * needs no pass over it. */
 	if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
-		h.crc = kr_obj_crc(&h, m->buf);
+		h.crc = m->handed ? kr_obj_crc(&h, m->buf) : kr_obj_crc_zeros(&h);
 	return h;
 }
 
@@ -542,10 +549,15 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m)
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
 	uint32_t crc = hdr->crc;
-	for (uint32_t i = 0; i < m->nranges; i++) {
-		const struct range *r = &m->ranges[i];
-		crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start, r->end - r->start,
-					m->size - r->end);
+	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size) {
+		/* The whole object rewritten: one pass over the new bytes, not two (old and new). */
+		crc = kr_obj_crc(hdr, m->buf);
+	} else {
+		for (uint32_t i = 0; i < m->nranges; i++) {
+			const struct range *r = &m->ranges[i];
+			crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start,
+						r->end - r->start, m->size - r->end);
+		}
 	}
 	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
 	if (!d)
