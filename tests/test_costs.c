@@ -178,5 +178,6 @@ int main(void)
 	TU_ASSERT(!failed, "a pinned persistence cost changed (see MISMATCH above)");
 	printf("test_costs: %zu kinds of transaction, %d each, at their pinned costs\n",
 	       sizeof(pins) / sizeof(pins[0]), SAMPLES);
+	TU_END_CHECK_ALL("test_costs");
 	return 0;
 }
