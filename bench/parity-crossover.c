@@ -1,6 +1,6 @@
 /*
  * parity-crossover.c - measures the two ways keratin patches parity, to choose the size at
- * which it switches from one to the other (KR_PARITY_CROSSOVER_DEFAULT in src/kernels/parity.h).
+ * which it switches from one to the other (KR_PARITY_CROSSOVER_DEFAULT in src/obj/parity.h).
  *
  * A small patch is a run of atomic 64-bit XORs (lock xor) under a shared range lock; a large
  * one is ISA-L's SIMD XOR under the exclusive lock, with the old and new bytes staged in

@@ -16,7 +16,6 @@
 #include <pthread.h>
 
 #include "csum.h"
-#include "layout.h"
 #include "simd.h"
 
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
@@ -34,17 +33,6 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 }
 
 uint32_t kr_crc32c(const void *buf, size_t n) { return kr_crc32c_extend(0, buf, n); }
-
-uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload)
-{
-	return kr_crc32c_extend(kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc)), payload, hdr->size);
-}
-
-/* Zero bytes leave the inverted register multiplied by x^(8n): the shift below. */
-uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr)
-{
-	return ~kr_crc32c_shift(~kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc)), hdr->size);
-}
 
 uint64_t kr_crc64(const void *buf, size_t n)
 {

@@ -1,6 +1,7 @@
 /*
- * csum.h - CRC-32C (Castagnoli), the one checksum of the format: headers, log entries and,
- * with the fault-tolerance layer, objects. ISA-L provides the kernel.
+ * csum.h - CRC-32C (Castagnoli), the one checksum of every keratin format: headers, log
+ * entries, objects, pages. ISA-L provides the kernel. What is checksummed, and how, is each
+ * format's own (an object's checksum: obj/redund.h).
  */
 #ifndef KR_CSUM_H
 #define KR_CSUM_H
@@ -12,16 +13,6 @@
 uint32_t kr_crc32c(const void *buf, size_t n);
 /* Continue a CRC-32C: kr_crc32c_extend(kr_crc32c(a), b) == kr_crc32c(a || b). */
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
-
-struct kr_obj_hdr;
-/* An object's checksum: CRC-32C of its header's size and type (12 bytes) then its payload.
- * The fields are fixed at allocation, so kr_crc32c_delta patches it for payload changes
- * exactly as for a payload-only CRC (the delta position counts from the end). */
-uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload);
-
-/* The checksum of an object whose payload is hdr->size zero bytes, in time logarithmic in
- * the size (a fresh object the transaction never wrote). Equals kr_obj_crc of zeros. */
-uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr);
 
 /* CRC-64 (ECMA-182, reflected, seed 0): the check on directly written fresh objects. */
 uint64_t kr_crc64(const void *buf, size_t n);

@@ -18,7 +18,7 @@
  *   of data row 0 hold the zone's chunk records; chunks follow and ignore row boundaries.
  *
  * Every function is a few integer operations on a struct kr_geom filled once from the
- * validated header (kr_geom_of); the persistence kernels (kernels/parity.c) keep one too.
+ * validated header (kr_geom_of); zone parity (parity.c) keeps one too.
  * Functions taking a heap offset require kr_geom_in_heap(g, off).
  */
 #ifndef KR_GEOM_H

@@ -32,6 +32,14 @@ struct kr_redund {
 	int touched_oom;
 };
 
+/* An object's checksum: CRC-32C of its header's size and type (12 bytes) then its payload.
+ * The fields are fixed at allocation, so kr_crc32c_delta patches it for payload changes
+ * exactly as for a payload-only CRC (the delta position counts from the end). */
+uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload);
+/* The checksum of an object whose payload is hdr->size zero bytes, in time logarithmic in
+ * the size (a fresh object the transaction never wrote). Equals kr_obj_crc of zeros. */
+uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr);
+
 void kr_redund_init(struct kr_redund *r, struct kr_pm *pm, const struct kr_pool_hdr *h);
 void kr_redund_fini(struct kr_redund *r);
 /* Fills the log hooks with this module's functions. */
