@@ -9,13 +9,15 @@ set -euo pipefail
 # python3 (the benchmark harness), which `make check` smoke-runs; clang-14 and llvm-14-dev
 # for the persistence checker pmsan (its pass plugin builds against LLVM 14; llvm-14 brings
 # llvm-symbolizer for its stacks), libclang-14-dev for keratin-pmscan, the static checker
-# (a plugin of clang's analyzer), and the libpmemlog/libpmemblk headers that two of the
-# libpmemobj examples of the checkers' false-positive runs include.
+# (a plugin of clang's analyzer), and the headers that libpmemobj's examples include beyond
+# libpmemobj's own (libpmemlog, libpmemblk; libuv for map/kv_server.c, FUSE 2's fuse.h for
+# pmemobjfs.c): keratin-pmscan's false-positive run analyses every installed example.
 # libfuse3-dev and fuse3 for keratin fs mount (FUSE low-level API; fusermount3; its
 # passthrough_ll example is the FUSE benchmark's peer). The FUSE benchmark (bench/fuse-bench.sh,
 # smoke-run by make check) also drives fio and sqlite3 and makes an ext4 peer (e2fsprogs).
 pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev
 	libpmemobj-dev python3 clang-14 llvm-14-dev libclang-14-dev libpmemlog-dev libpmemblk-dev
+	libuv1-dev libfuse-dev
 	libfuse3-dev fuse3 fio sqlite3 e2fsprogs)
 if [ "${1:-}" = "--bench" ]; then
 	pkgs+=(gnuplot-nox) # the report's plots
