@@ -24,7 +24,11 @@
 
 #include "pmsan.h"
 
-/* Weak: a program that does not use keratin does not link it. */
+/* libpmemobj and keratin are asked where their pools lie through their public interfaces
+ * (pmemobj_direct in rt_tx.c; kr_pool_base and kr_pool_mapped_size of keratin.h here), as
+ * the checked program itself may ask: the checker stands above the libraries it checks, and
+ * the libraries know nothing of it. Weak: a program that does not use keratin does not
+ * link it. */
 extern void *kr_pool_base(void *pool) __attribute__((weak));
 extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
 
