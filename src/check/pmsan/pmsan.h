@@ -1,13 +1,15 @@
 /*
  * pmsan.h - the pmsan runtime's internal interface: the shared types and the functions
- * its parts (rt_main.c options and reports, rt_track.c stores/flushes/fences and rule 1,
- * rt_tx.c the libpmemobj and keratin model and rules 2-5, rt_image.c crash images and
- * rule 6, ivset.c interval sets) call in one another.
+ * each of its files offers to the files above it, bottom up (rt_main.c draws the floors):
+ * rt_common.c options, allocation and reports; ivset.c range sets; rt_track.c mappings,
+ * freed objects, per-thread records and rule 1; rt_tx.c transactions and rules 2-5;
+ * rt_image.c crash images and rule 6. rt_hooks.c and rt_main.c, at the top, offer nothing
+ * to the others.
  *
  * The hooks the instrumented program calls (__pmsan_*) are declared where they are
  * defined; their signatures follow the pass (pass.cpp) and hooks.def.
  *
- * Locking (details at the top of rt_track.c and rt_tx.c): each thread's record of stores
+ * Locking (details at the top of rt_track.c, rt_tx.c and rt_hooks.c): each thread's record of stores
  * and flushes, and each transaction, has its own mutex, so threads record at once without
  * sharing a cache line; the table of mappings and the freed-object bitmaps are read
  * without locks. The thesis's global reader/writer lock survives only for crash images:
@@ -78,6 +80,26 @@ struct pmsan_options {
 	int verbose;
 };
 
+/* ---- rt_common.c: options, allocation, reports. */
+extern struct pmsan_options pmsan_opt;
+extern int pmsan_active; /* 0 in a check command's process: every hook returns */
+
+/* Reads the options, once; the first hook to run may call it before the constructor. */
+void pmsan_init(void);
+/* One report: printed once per (kind, file, line); stack: print the caller's stack. */
+void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A continuation line under the last report (indented), if it was printed. */
+void pmsan_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void pmsan_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void *pmsan_xalloc(size_t n);
+void *pmsan_xrealloc(void *p, size_t n);
+extern const struct pmsan_loc pmsan_loc_exit, pmsan_loc_unknown;
+/* A function that prints further summary lines under the counts (one at most). */
+void pmsan_on_summary(void (*tail)(FILE *out));
+/* Prints the summary if always or a violation was reported; returns the violations. */
+unsigned pmsan_report_summary(int always);
+
 /* ---- ivset.c: a set of byte ranges [lo, hi), kept sorted, disjoint and coalesced. */
 struct ivset {
 	uintptr_t *lo, *hi;
@@ -116,22 +138,6 @@ void *vec_push(struct vec *v);
 void vec_clear(struct vec *v);
 void vec_free(struct vec *v);
 #define VEC_AT(v, type, i) (((type *)(v)->p)[i])
-
-/* ---- rt_main.c: options, reports, life cycle. */
-extern struct pmsan_options pmsan_opt;
-extern int pmsan_active;          /* 0 in a check command's process: every hook returns */
-extern pthread_rwlock_t pmsan_big; /* held exclusively while crash images are cut */
-
-void pmsan_init(void);
-/* One report: printed once per (kind, file, line); stack: print the caller's stack. */
-void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
-		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* A continuation line under the last report (indented), if it was printed. */
-void pmsan_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void pmsan_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void *pmsan_xalloc(size_t n);
-void *pmsan_xrealloc(void *p, size_t n);
-extern const struct pmsan_loc pmsan_loc_exit, pmsan_loc_unknown;
 
 /* ---- rt_track.c: mappings, per-thread records, rule 1. */
 enum range_kind { RANGE_PMEM, RANGE_PMEMOBJ, RANGE_KERATIN };
@@ -177,7 +183,7 @@ struct pm_thread {
 	int depth;
 	struct pm_tx *tx;
 	int in_alloc; /* inside an atomic allocation call: its constructor may touch memory
-		       * still in `freed`, and its fences do not count (rt_track.c) */
+		       * still in `freed`, and its fences do not count (rt_hooks.c) */
 	/* for the volatile-pointer warning */
 	uintptr_t stack_lo, stack_hi;
 };
@@ -189,7 +195,12 @@ extern int pmsan_used;
 void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on);
 int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi);
 
+/* The calling thread's record, made on its first call. */
 struct pm_thread *pmsan_self(void);
+/* The calling thread's record, or NULL if it has none yet. */
+struct pm_thread *pmsan_self_if_any(void);
+/* "the stack" or "the heap" if a lies in t's stack or the brk heap, for a report; or NULL. */
+const char *pmsan_volatile_place(const struct pm_thread *t, uintptr_t a);
 void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const char *path);
 void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc);
 const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi);
@@ -208,13 +219,9 @@ void pmsan_check_exit(void);
 void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc);
 extern struct pm_thread *pmsan_threads;
 extern pthread_mutex_t pmsan_registry_lock;
-/* The events the hooks report, each taking the lock it needs. */
-void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
-		       unsigned flags);
-void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc);
-void pmsan_fence_event(const struct pmsan_loc *loc);
-/* The instruction hooks (the pass's calls), also used by the library-call hooks. */
-void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc);
+/* Some object was freed (or is pending free): loads need checking from now on. The pass
+ * tests it inline before calling __pmsan_load. */
+extern _Atomic int __pmsan_watch_loads;
 
 /* ---- rt_tx.c: transactions and allocations (rules 2-5). */
 /* Store/load checks of the object model; return 1 if the store belongs to a transaction
@@ -223,17 +230,12 @@ int pmsan_tx_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 		   const struct pmsan_loc *loc);
 void pmsan_check_freed(struct pm_thread *t, const struct pm_range *r, uintptr_t a,
 		       uint64_t size, const struct pmsan_loc *loc, const char *access);
-/* Some object was freed (or is pending free): loads need checking from now on. The pass
- * tests it inline before calling __pmsan_load. */
-extern _Atomic int __pmsan_watch_loads;
-extern _Atomic int pmsan_live_txs;
-void pmsan_tx_thread_exit(struct pm_thread *t);
 /* Whether t's transaction (t->tx != NULL) has a free pending in [lo, hi). */
 int pmsan_tx_pending(const struct pm_thread *t, uintptr_t lo, uintptr_t hi);
 
 /* ---- rt_image.c: crash images and rule 6. */
 void pmsan_reorder_at_fence(struct pm_thread *t, const struct pmsan_loc *fence);
+/* The summary's crash-image line (rt_main.c hands it to pmsan_on_summary). */
 void pmsan_image_summary(FILE *out);
-extern uint64_t pmsan_images_checked, pmsan_fences_tested;
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * rt_image.c - rule 6 (missing-barrier): crash images cut at a fence, judged by the
- * user's check command.
+ * user's check command. The fence hook (rt_hooks.c) calls it with the thread's record
+ * (rt_track.c) of the stores since its previous fence, before the record forgets them.
  *
  * At a fence, the stores the thread made since its previous fence may have reached
  * persistent memory in any order (flushed or not: nothing is guaranteed before the fence
@@ -40,8 +41,7 @@
 
 extern char **environ;
 
-uint64_t pmsan_images_checked, pmsan_fences_tested;
-static uint64_t images_failed, cases_capped, image_serial;
+static uint64_t images_checked, fences_tested, images_failed, cases_capped, image_serial;
 
 /* Sites already reported under rule 6: later fences after them are not tested again. */
 static const struct pmsan_loc *reported[64];
@@ -224,7 +224,7 @@ void pmsan_reorder_at_fence(struct pm_thread *t, const struct pmsan_loc *fence)
 		free(s);
 		return;
 	}
-	pmsan_fences_tested++;
+	fences_tested++;
 
 	/* New bytes of each store, and the window as it was at the previous fence. */
 	size_t wn = whi - wlo;
@@ -273,7 +273,7 @@ void pmsan_reorder_at_fence(struct pm_thread *t, const struct pmsan_loc *fence)
 			break;
 		}
 		int status = run_check(path);
-		pmsan_images_checked++;
+		images_checked++;
 		if (status == 0) {
 			unlink(path);
 			continue;
@@ -313,6 +313,6 @@ void pmsan_image_summary(FILE *out)
 	if (!pmsan_opt.check)
 		return;
 	fprintf(out, "pmsan: crash images: %llu checked at %llu fences, %llu failed%s\n",
-		  (unsigned long long)pmsan_images_checked, (unsigned long long)pmsan_fences_tested,
+		  (unsigned long long)images_checked, (unsigned long long)fences_tested,
 		  (unsigned long long)images_failed, cases_capped ? " (some fences capped by max_cases)" : "");
 }

@@ -1,7 +1,8 @@
 /*
- * rt_track.c - the pmsan runtime's record of persistent mappings and of each thread's
- * stores, flushes and fences, and the flush rules checked on it (1, 1a, 1b, and the
- * redundant-flush, redundant-fence and volatile-pointer warnings).
+ * rt_track.c - the pmsan runtime's record of persistent mappings, of freed objects and of
+ * each thread's stores, flushes and fences, and the flush rules checked on it (1, 1a, 1b,
+ * and the redundant-flush and redundant-fence warnings). The hooks (rt_hooks.c) feed it;
+ * the transaction model (rt_tx.c) and the crash images (rt_image.c) read it.
  *
  * Model
  *
@@ -14,7 +15,8 @@
  *     - every dirty byte is a violation, attributed to the last store that wrote it;
  *       rule 1b (partial-flush) if a later flush reached some byte of that store's
  *       statement, rule 1 (missing-flush) if none did;
- *     - crash images are cut (rt_image.c) when a check command is set;
+ *     - crash images are cut (rt_image.c, called by the fence hook just before) when a
+ *       check command is set;
  *     - the thread's record starts afresh.
  *   The same check runs when a pool is unmapped or closed (its bytes only), when a thread
  *   exits, and at program exit (every thread).
@@ -24,8 +26,9 @@
  *   without a lock: slots are filled and emptied by single atomic stores and never move,
  *   and a slot's memory (its path, its freed-object bitmap) is never given back, so a
  *   reader racing with an unmap at worst checks one access against a dead mapping. Only
- *   crash images need every thread still: then stores and flushes also hold the global
- *   lock's shared side, and the fence that cuts images holds its exclusive side.
+ *   crash images need every thread still: then the hooks (rt_hooks.c) also hold a global
+ *   lock's shared side for stores and flushes, and its exclusive side for the fence that
+ *   cuts images.
  *
  *   Invariants
  *   1. [__pmsan_lo, __pmsan_hi) contains every live mapping, so the pass's inline check
@@ -54,6 +57,7 @@ static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 uintptr_t __pmsan_lo = UINTPTR_MAX, __pmsan_hi = 0;
 int pmsan_used; /* a persistent mapping was seen: print the summary at exit */
 struct pm_thread *pmsan_threads;
+_Atomic int __pmsan_watch_loads; /* set by the first free (here or in a transaction) */
 pthread_mutex_t pmsan_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread struct pm_thread *self;
@@ -72,13 +76,17 @@ static void thread_exit(void *p)
 	pmsan_forget_epoch(t);
 	t->alive = 0;
 	pthread_mutex_unlock(&t->lock);
-	pmsan_tx_thread_exit(t);
 	self = NULL;
 }
 
 static void make_key(void)
 {
 	pthread_key_create(&thread_key, thread_exit);
+}
+
+struct pm_thread *pmsan_self_if_any(void)
+{
+	return self;
 }
 
 struct pm_thread *pmsan_self(void)
@@ -110,21 +118,6 @@ struct pm_thread *pmsan_self(void)
 	pthread_setspecific(thread_key, t);
 	self = t;
 	return t;
-}
-
-/* The exclusive side of the global lock is wanted only by crash images. */
-static void hold(struct pm_thread *t)
-{
-	if (pmsan_opt.reorder != REORDER_NONE)
-		pthread_rwlock_rdlock(&pmsan_big);
-	pthread_mutex_lock(&t->lock);
-}
-
-static void release(struct pm_thread *t)
-{
-	pthread_mutex_unlock(&t->lock);
-	if (pmsan_opt.reorder != REORDER_NONE)
-		pthread_rwlock_unlock(&pmsan_big);
 }
 
 /* ---- mappings */
@@ -201,8 +194,7 @@ void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
 	pthread_mutex_unlock(&ranges_lock);
 }
 
-static inline __attribute__((always_inline)) const struct pm_range *range_find(uintptr_t lo,
-										 uintptr_t hi)
+const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
 {
 	int n = __atomic_load_n(&nslots, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < n; i++) {
@@ -212,11 +204,6 @@ static inline __attribute__((always_inline)) const struct pm_range *range_find(u
 			return r;
 	}
 	return NULL;
-}
-
-const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
-{
-	return range_find(lo, hi);
 }
 
 /* ---- freed objects (rule 4): one bit per granule of each mapping, set while the granule
@@ -277,8 +264,7 @@ void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on)
 	}
 }
 
-static inline __attribute__((always_inline)) int freed_test(const struct pm_range *r,
-								 uintptr_t lo, uintptr_t hi)
+int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
 {
 	_Atomic unsigned char *m = __atomic_load_n(&r->freed, __ATOMIC_ACQUIRE);
 	if (m == NULL)
@@ -294,11 +280,6 @@ static inline __attribute__((always_inline)) int freed_test(const struct pm_rang
 		g0 += last - first;
 	}
 	return 0;
-}
-
-int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
-{
-	return freed_test(r, lo, hi);
 }
 
 /* ---- records */
@@ -368,6 +349,15 @@ void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 		t->nt_pending = 1;
 	else
 		ivset_add(&t->dirty, addr, addr + size);
+}
+
+const char *pmsan_volatile_place(const struct pm_thread *t, uintptr_t a)
+{
+	if (a >= t->stack_lo && a < t->stack_hi)
+		return "the stack";
+	if (a >= (uintptr_t)&end && a < (uintptr_t)sbrk(0))
+		return "the heap";
+	return NULL;
 }
 
 /* Where the bytes of a store are, for a report: the pool-relative offset. */
@@ -456,13 +446,10 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 	if (lo >= hi)
 		return;
 	if (!pmsan_range_find(lo, hi)) {
-		const char *what = "memory that is not persistent";
-		if (lo >= t->stack_lo && lo < t->stack_hi)
-			what = "the stack";
-		else if (lo >= (uintptr_t)&end && lo < (uintptr_t)sbrk(0))
-			what = "the heap";
+		const char *what = pmsan_volatile_place(t, lo);
 		pmsan_report(PMSAN_R1A, loc, 1, "flush of %lu bytes at %p, in %s",
-			     (unsigned long)(hi - lo), (void *)lo, what);
+			     (unsigned long)(hi - lo), (void *)lo,
+			     what ? what : "memory that is not persistent");
 		return;
 	}
 	if (t->depth == 0 &&
@@ -505,121 +492,4 @@ void pmsan_check_exit(void)
 		pthread_mutex_unlock(&t->lock);
 	}
 	pthread_mutex_unlock(&pmsan_registry_lock);
-}
-
-/* ---- events, shared by the instruction hooks and the library-call hooks */
-
-void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
-		       unsigned flags)
-{
-	if (!pmsan_active || size == 0)
-		return;
-	const struct pm_range *r = pmsan_range_find(a, a + size);
-	if (r == NULL)
-		return;
-	struct pm_thread *t = pmsan_self();
-	if (a < r->lo) {
-		size -= r->lo - a;
-		a = r->lo;
-	}
-	if (a + size > r->hi)
-		size = r->hi - a;
-	if (atomic_load_explicit(&__pmsan_watch_loads, memory_order_relaxed) && !t->in_alloc)
-		pmsan_check_freed(t, r, a, size, loc, "store to");
-	if ((flags & PMSAN_F_HASVAL) && size == 8) {
-		const char *what = NULL;
-		if (value >= t->stack_lo && value < t->stack_hi)
-			what = "the stack";
-		else if (value >= (uintptr_t)&end && value < (uintptr_t)sbrk(0))
-			what = "the heap";
-		else if (pmsan_range_find(value, value + 1))
-			what = "a persistent mapping (a raw address, invalid once remapped)";
-		if (what)
-			pmsan_report(PMSAN_W_VPTR, loc, 0, "stores %p, a pointer into %s, in persistent memory",
-				     (void *)value, what);
-	}
-	if (r->kind == RANGE_KERATIN) {
-		pmsan_report(PMSAN_R2, loc, 1,
-			     "store of %llu bytes straight into a keratin pool; objects change only through "
-			     "kr_tx_add/kr_tx_open buffers or kr_update",
-			     (unsigned long long)size);
-		return;
-	}
-	if (!(flags & PMSAN_F_DIRECT) && pmsan_tx_store(t, a, size, loc))
-		return;
-	hold(t);
-	pmsan_record_store(t, a, size, loc, flags);
-	release(t);
-}
-
-void pmsan_flush_event(uintptr_t lo, uintptr_t hi, const struct pmsan_loc *loc)
-{
-	if (!pmsan_active)
-		return;
-	struct pm_thread *t = pmsan_self();
-	hold(t);
-	pmsan_record_flush(t, lo, hi, loc);
-	release(t);
-}
-
-void pmsan_fence_event(const struct pmsan_loc *loc)
-{
-	if (!pmsan_active)
-		return;
-	struct pm_thread *t = pmsan_self();
-	/* Inside an atomic allocation's constructor the new object is unreachable until the
-	 * allocator publishes it (with its own fence, pmsan_alloc_published), so the order of
-	 * its stores against fences in the constructor does not matter yet. */
-	if (t->in_alloc)
-		return;
-	if (pmsan_opt.reorder != REORDER_NONE && t->stores.n) {
-		/* Crash images read the pool: no thread may store meanwhile. */
-		pthread_rwlock_wrlock(&pmsan_big);
-		pthread_mutex_lock(&t->lock);
-		pmsan_reorder_at_fence(t, loc);
-		pmsan_record_fence(t, loc);
-		pthread_mutex_unlock(&t->lock);
-		pthread_rwlock_unlock(&pmsan_big);
-		return;
-	}
-	pthread_mutex_lock(&t->lock);
-	pmsan_record_fence(t, loc);
-	pthread_mutex_unlock(&t->lock);
-}
-
-/* ---- the hooks the pass inserts */
-
-void __pmsan_store(void *addr, uint64_t size, uint64_t value, const struct pmsan_loc *loc,
-		   uint32_t flags)
-{
-	pmsan_store_event((uintptr_t)addr, size, value, loc, flags);
-}
-
-/* Loads matter for use after free only. The common case - nothing freed where the load
- * reads, no free pending in the thread's transaction - takes no lock and no call. */
-void __pmsan_load(const void *addr, uint64_t size, const struct pmsan_loc *loc)
-{
-	if (!pmsan_active)
-		return;
-	uintptr_t a = (uintptr_t)addr;
-	const struct pm_range *r = range_find(a, a + size);
-	if (r == NULL)
-		return;
-	struct pm_thread *t = self;
-	if (!freed_test(r, a, a + size) && !(t && t->tx && pmsan_tx_pending(t, a, a + size)))
-		return;
-	t = pmsan_self();
-	if (!t->in_alloc)
-		pmsan_check_freed(t, r, a, size, loc, "load from");
-}
-
-void __pmsan_flush_line(const void *addr, const struct pmsan_loc *loc)
-{
-	uintptr_t lo = (uintptr_t)addr & ~(uintptr_t)(LINE - 1);
-	pmsan_flush_event(lo, lo + LINE, loc);
-}
-
-void __pmsan_fence(const struct pmsan_loc *loc)
-{
-	pmsan_fence_event(loc);
 }

@@ -1,8 +1,10 @@
 /*
- * rt_tx.c - the pmsan runtime's model of libpmemobj transactions and allocations, and of
- * keratin pools, and the rules checked on it: 2 (unlogged-write), 3 (uninitialized-alloc),
- * 4 (use-after-free), 5 (logging-race). Also the library-call hooks (hooks.def) that turn
- * libpmem/libpmemobj/keratin calls into mappings, stores, flushes and fences.
+ * rt_tx.c - the pmsan runtime's model of libpmemobj transactions and allocations, and the
+ * rules checked on it: 2 (unlogged-write), 3 (uninitialized-alloc), 4 (use-after-free),
+ * 5 (logging-race); with the library-call hooks (hooks.def) of transactions, allocations
+ * and frees that feed it. It stands on the per-thread records (rt_track.c); the store and
+ * load hooks above it (rt_hooks.c) ask it whether a store belongs to a transaction and
+ * whether an access touches a freed object.
  *
  * Model
  *
@@ -52,12 +54,8 @@ struct oid {
 /* Weak: a program that uses libpmem alone does not link libpmemobj. */
 extern void *pmemobj_direct(struct oid oid) __attribute__((weak));
 extern size_t pmemobj_alloc_usable_size(struct oid oid) __attribute__((weak));
-extern void *kr_pool_base(void *pool) __attribute__((weak));
-extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
 
-#define POBJ_FLAG_ZERO 1u        /* POBJ_XALLOC_ZERO */
-#define MEM_NODRAIN (1u << 0)    /* PMEM_F_MEM_NODRAIN, PMEMOBJ_F_MEM_NODRAIN */
-#define MEM_NOFLUSH (1u << 5)    /* PMEM_F_MEM_NOFLUSH, PMEMOBJ_F_MEM_NOFLUSH */
+#define POBJ_FLAG_ZERO 1u /* POBJ_XALLOC_ZERO */
 
 struct pm_alloc {
 	uintptr_t lo, hi;
@@ -74,8 +72,7 @@ struct pm_tx {
 	int aborted;
 };
 
-_Atomic int __pmsan_watch_loads;
-_Atomic int pmsan_live_txs;
+static _Atomic int live_txs;
 
 typedef const struct pmsan_loc loc_t;
 
@@ -91,12 +88,6 @@ static int obj_range(uint64_t uuid, uint64_t off, uintptr_t *lo, uintptr_t *hi)
 	*lo = (uintptr_t)p;
 	*hi = *lo + (pmemobj_alloc_usable_size ? pmemobj_alloc_usable_size(o) : 1);
 	return 1;
-}
-
-static size_t file_size(const char *path)
-{
-	struct stat st;
-	return path && stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 }
 
 /* ---- use after free */
@@ -214,11 +205,11 @@ int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
 				     "store of %llu bytes in a transaction to an object that existed "
 				     "before it, outside every range added to its undo log",
 				     (unsigned long long)size);
-		if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 1)
+		if (atomic_load_explicit(&live_txs, memory_order_relaxed) > 1)
 			logging_race_check(t, a, e, loc);
 		return 1;
 	}
-	if (atomic_load_explicit(&pmsan_live_txs, memory_order_relaxed) > 0)
+	if (atomic_load_explicit(&live_txs, memory_order_relaxed) > 0)
 		return grouped_store(t, a, e);
 	return 0;
 }
@@ -230,7 +221,7 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 	struct pm_tx *x = t->tx;
 	pthread_mutex_lock(&pmsan_registry_lock);
 	t->tx = NULL;
-	atomic_fetch_sub(&pmsan_live_txs, 1);
+	atomic_fetch_sub(&live_txs, 1);
 	pthread_mutex_unlock(&pmsan_registry_lock);
 	for (size_t i = 0; i < x->allocs.n; i++) {
 		struct pm_alloc *al = &VEC_AT(&x->allocs, struct pm_alloc, i);
@@ -254,12 +245,25 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 	free(x);
 }
 
-void pmsan_tx_thread_exit(struct pm_thread *t)
+/* A thread that ends inside a transaction aborts it. The transaction layer keeps a thread
+ * key of its own for that, set at the thread's first transaction, rather than have the
+ * thread records below (rt_track.c), whose key ends them, call up into it: the two ends are
+ * independent (an aborted transaction reports nothing, and its stores were never records). */
+static pthread_key_t tx_key;
+static pthread_once_t tx_key_once = PTHREAD_ONCE_INIT;
+
+static void tx_thread_exit(void *p)
 {
+	struct pm_thread *t = p;
 	if (t->tx) {
 		t->depth = 0;
 		tx_finish(t, 0, &pmsan_loc_exit);
 	}
+}
+
+static void make_tx_key(void)
+{
+	pthread_key_create(&tx_key, tx_thread_exit);
 }
 
 void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
@@ -268,12 +272,15 @@ void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
 		return;
 	struct pm_thread *t = pmsan_self();
 	if (t->depth++ == 0) {
+		pthread_once(&tx_key_once, make_tx_key);
+		if (pthread_getspecific(tx_key) == NULL)
+			pthread_setspecific(tx_key, t);
 		struct pm_tx *x = pmsan_xalloc(sizeof(*x));
 		pthread_mutex_init(&x->lock, NULL);
 		x->allocs.elem = sizeof(struct pm_alloc);
 		pthread_mutex_lock(&pmsan_registry_lock);
 		t->tx = x;
-		atomic_fetch_add(&pmsan_live_txs, 1);
+		atomic_fetch_add(&live_txs, 1);
 		pthread_mutex_unlock(&pmsan_registry_lock);
 	}
 	if (ret != 0)
@@ -561,322 +568,4 @@ void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, ui
 	uintptr_t lo, hi;
 	if (pmsan_active && free_it && obj_range(uuid, off, &lo, &hi))
 		pmsan_freed_mark(lo, hi, 1);
-}
-
-/* ---- mappings */
-
-void __pmsan_post_pmem_map_file(void *ret, const char *path, size_t len, int flags, unsigned mode,
-				size_t *mapped_lenp, int *is_pmemp, loc_t *loc)
-{
-	if (ret == NULL)
-		return;
-	size_t n = mapped_lenp ? *mapped_lenp : len ? len : file_size(path);
-	pmsan_range_add((uintptr_t)ret, (uintptr_t)ret + n, RANGE_PMEM, path);
-}
-
-void __pmsan_pre_pmem_unmap(void *addr, size_t len, loc_t *loc)
-{
-	pmsan_range_remove((uintptr_t)addr, loc);
-}
-
-void __pmsan_post_pmemobj_create(void *pop, const char *path, const char *layout, size_t poolsize,
-				 unsigned mode, loc_t *loc)
-{
-	if (pop == NULL)
-		return;
-	size_t n = file_size(path);
-	pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + (n ? n : poolsize), RANGE_PMEMOBJ, path);
-}
-
-void __pmsan_post_pmemobj_open(void *pop, const char *path, const char *layout, loc_t *loc)
-{
-	if (pop)
-		pmsan_range_add((uintptr_t)pop, (uintptr_t)pop + file_size(path), RANGE_PMEMOBJ, path);
-}
-
-void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
-{
-	if (!pmsan_active)
-		return;
-	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
-	if (r)
-		pmsan_range_remove(r->lo, loc);
-}
-
-void __pmsan_post_kr_pool_create(int ret, const char *path, const void *opts, void **poolp,
-				 loc_t *loc)
-{
-	if (ret != 0 || !poolp || !*poolp || !kr_pool_base || !kr_pool_mapped_size)
-		return;
-	uintptr_t base = (uintptr_t)kr_pool_base(*poolp);
-	pmsan_range_add(base, base + kr_pool_mapped_size(*poolp), RANGE_KERATIN, path);
-}
-
-void __pmsan_post_kr_pool_open(int ret, const char *path, unsigned flags, void **poolp, loc_t *loc)
-{
-	__pmsan_post_kr_pool_create(ret, path, NULL, poolp, loc);
-}
-
-void __pmsan_pre_kr_pool_close(void *pool, loc_t *loc)
-{
-	if (pool && kr_pool_base)
-		pmsan_range_remove((uintptr_t)kr_pool_base(pool), loc);
-}
-
-/* ---- flushes, fences and copies done by the libraries */
-
-/* A persist call: its flush, then its fence. A persist of memory that is not persistent
- * (rule 1a) orders nothing the checker follows, so it is no fence here. */
-static void flush_fence(const void *addr, size_t len, loc_t *loc)
-{
-	uintptr_t a = (uintptr_t)addr;
-	pmsan_flush_event(a, a + len, loc);
-	if (pmsan_range_find(a, a + len))
-		pmsan_fence_event(loc);
-}
-
-void __pmsan_pre_pmem_persist(const void *addr, size_t len, loc_t *loc)
-{
-	flush_fence(addr, len, loc);
-}
-
-void __pmsan_pre_pmem_deep_persist(const void *addr, size_t len, loc_t *loc)
-{
-	flush_fence(addr, len, loc);
-}
-
-void __pmsan_pre_pmem_msync(const void *addr, size_t len, loc_t *loc)
-{
-	flush_fence(addr, len, loc);
-}
-
-void __pmsan_pre_pmem_flush(const void *addr, size_t len, loc_t *loc)
-{
-	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
-}
-
-void __pmsan_pre_pmem_deep_flush(const void *addr, size_t len, loc_t *loc)
-{
-	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
-}
-
-void __pmsan_pre_pmem_drain(loc_t *loc)
-{
-	pmsan_fence_event(loc);
-}
-
-void __pmsan_pre_pmem_deep_drain(const void *addr, size_t len, loc_t *loc)
-{
-	pmsan_fence_event(loc);
-}
-
-void __pmsan_pre_pmemobj_persist(void *pop, const void *addr, size_t len, loc_t *loc)
-{
-	flush_fence(addr, len, loc);
-}
-
-void __pmsan_pre_pmemobj_xpersist(void *pop, const void *addr, size_t len, unsigned flags,
-				  loc_t *loc)
-{
-	flush_fence(addr, len, loc);
-}
-
-void __pmsan_pre_pmemobj_flush(void *pop, const void *addr, size_t len, loc_t *loc)
-{
-	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
-}
-
-void __pmsan_pre_pmemobj_xflush(void *pop, const void *addr, size_t len, unsigned flags,
-				loc_t *loc)
-{
-	pmsan_flush_event((uintptr_t)addr, (uintptr_t)addr + len, loc);
-}
-
-void __pmsan_pre_pmemobj_drain(void *pop, loc_t *loc)
-{
-	pmsan_fence_event(loc);
-}
-
-/* A library copy: the source is read, the destination stored (old bytes recorded now).
- * Inside a transaction it is a deliberate write around the undo log (an append past the
- * end of a log, say): it persists itself and no rollback is meant to undo it, so it is
- * held to the flush rules, not to rule 2. */
-static void copy_begin(void *dst, const void *src, size_t len, loc_t *loc)
-{
-	if (src)
-		__pmsan_load(src, len, loc);
-	pmsan_store_event((uintptr_t)dst, len, 0, loc, PMSAN_F_DIRECT);
-}
-
-/* ... and after it, the flush and fence that the call's flags ask for. */
-static void copy_end(void *dst, size_t len, unsigned flags, loc_t *loc)
-{
-	if (flags & MEM_NOFLUSH)
-		return;
-	pmsan_flush_event((uintptr_t)dst, (uintptr_t)dst + len, loc);
-	if (!(flags & MEM_NODRAIN))
-		pmsan_fence_event(loc);
-}
-
-#define COPY_HOOKS(name, flags)                                                                   \
-	void __pmsan_pre_##name(void *dst, const void *src, size_t len, loc_t *loc)               \
-	{                                                                                         \
-		copy_begin(dst, src, len, loc);                                                   \
-	}                                                                                         \
-	void __pmsan_post_##name(void *ret, void *dst, const void *src, size_t len, loc_t *loc)   \
-	{                                                                                         \
-		copy_end(dst, len, flags, loc);                                                   \
-	}
-COPY_HOOKS(pmem_memcpy_persist, 0)
-COPY_HOOKS(pmem_memmove_persist, 0)
-COPY_HOOKS(pmem_memcpy_nodrain, MEM_NODRAIN)
-COPY_HOOKS(pmem_memmove_nodrain, MEM_NODRAIN)
-
-#define SET_HOOKS(name, flags)                                                                    \
-	void __pmsan_pre_##name(void *dst, int c, size_t len, loc_t *loc)                         \
-	{                                                                                         \
-		copy_begin(dst, NULL, len, loc);                                                  \
-	}                                                                                         \
-	void __pmsan_post_##name(void *ret, void *dst, int c, size_t len, loc_t *loc)             \
-	{                                                                                         \
-		copy_end(dst, len, flags, loc);                                                   \
-	}
-SET_HOOKS(pmem_memset_persist, 0)
-SET_HOOKS(pmem_memset_nodrain, MEM_NODRAIN)
-
-void __pmsan_pre_pmem_memcpy(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
-{
-	copy_begin(dst, src, len, loc);
-}
-
-void __pmsan_post_pmem_memcpy(void *ret, void *dst, const void *src, size_t len, unsigned flags,
-			      loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-void __pmsan_pre_pmem_memmove(void *dst, const void *src, size_t len, unsigned flags, loc_t *loc)
-{
-	copy_begin(dst, src, len, loc);
-}
-
-void __pmsan_post_pmem_memmove(void *ret, void *dst, const void *src, size_t len, unsigned flags,
-			       loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-void __pmsan_pre_pmem_memset(void *dst, int c, size_t len, unsigned flags, loc_t *loc)
-{
-	copy_begin(dst, NULL, len, loc);
-}
-
-void __pmsan_post_pmem_memset(void *ret, void *dst, int c, size_t len, unsigned flags, loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-void __pmsan_pre_pmemobj_memcpy_persist(void *pop, void *dst, const void *src, size_t len,
-					loc_t *loc)
-{
-	copy_begin(dst, src, len, loc);
-}
-
-void __pmsan_post_pmemobj_memcpy_persist(void *ret, void *pop, void *dst, const void *src,
-					 size_t len, loc_t *loc)
-{
-	copy_end(dst, len, 0, loc);
-}
-
-void __pmsan_pre_pmemobj_memset_persist(void *pop, void *dst, int c, size_t len, loc_t *loc)
-{
-	copy_begin(dst, NULL, len, loc);
-}
-
-void __pmsan_post_pmemobj_memset_persist(void *ret, void *pop, void *dst, int c, size_t len,
-					 loc_t *loc)
-{
-	copy_end(dst, len, 0, loc);
-}
-
-void __pmsan_pre_pmemobj_memcpy(void *pop, void *dst, const void *src, size_t len, unsigned flags,
-				loc_t *loc)
-{
-	copy_begin(dst, src, len, loc);
-}
-
-void __pmsan_post_pmemobj_memcpy(void *ret, void *pop, void *dst, const void *src, size_t len,
-				 unsigned flags, loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-void __pmsan_pre_pmemobj_memmove(void *pop, void *dst, const void *src, size_t len,
-				 unsigned flags, loc_t *loc)
-{
-	copy_begin(dst, src, len, loc);
-}
-
-void __pmsan_post_pmemobj_memmove(void *ret, void *pop, void *dst, const void *src, size_t len,
-				  unsigned flags, loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-void __pmsan_pre_pmemobj_memset(void *pop, void *dst, int c, size_t len, unsigned flags,
-				loc_t *loc)
-{
-	copy_begin(dst, NULL, len, loc);
-}
-
-void __pmsan_post_pmemobj_memset(void *ret, void *pop, void *dst, int c, size_t len,
-				 unsigned flags, loc_t *loc)
-{
-	copy_end(dst, len, flags, loc);
-}
-
-/* ---- libc writers */
-
-void __pmsan_pre_strcpy(char *dst, const char *src, loc_t *loc)
-{
-	pmsan_store_event((uintptr_t)dst, strlen(src) + 1, 0, loc, 0);
-}
-
-void __pmsan_pre_strncpy(char *dst, const char *src, size_t n, loc_t *loc)
-{
-	pmsan_store_event((uintptr_t)dst, n, 0, loc, 0);
-}
-
-void __pmsan_pre_strcat(char *dst, const char *src, loc_t *loc)
-{
-	pmsan_store_event((uintptr_t)dst + strlen(dst), strlen(src) + 1, 0, loc, 0);
-}
-
-void __pmsan_pre_strncat(char *dst, const char *src, size_t n, loc_t *loc)
-{
-	size_t k = strnlen(src, n);
-	pmsan_store_event((uintptr_t)dst + strlen(dst), k + 1, 0, loc, 0);
-}
-
-/* read and fread: recorded after the call, for the bytes actually read (no old bytes). */
-static void stored_after(void *buf, long n, loc_t *loc)
-{
-	if (n > 0)
-		pmsan_store_event((uintptr_t)buf, (uint64_t)n, 0, loc, 0);
-}
-
-void __pmsan_post_read(long ret, int fd, void *buf, size_t count, loc_t *loc)
-{
-	stored_after(buf, ret, loc);
-}
-
-void __pmsan_post_pread(long ret, int fd, void *buf, size_t count, long off, loc_t *loc)
-{
-	stored_after(buf, ret, loc);
-}
-
-void __pmsan_post_fread(size_t ret, void *ptr, size_t size, size_t nmemb, void *stream,
-			loc_t *loc)
-{
-	stored_after(ptr, (long)(ret * size), loc);
 }
