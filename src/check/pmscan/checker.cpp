@@ -107,7 +107,7 @@ private:
 	BugType UninitAlloc{this, "rule 3 (uninitialized-alloc)", "Persistence"};
 	BugType UseAfterFree{this, "rule 4 (use-after-free)", "Persistence"};
 
-	void report(CheckerContext &C, const BugType &BT, const std::string &Detail, const Stmt *S,
+	void reportBug(CheckerContext &C, const BugType &BT, const std::string &Detail, const Stmt *S,
 		    const LocationContext *LC) const;
 
 	Oid oidOf(SVal V, ProgramStateRef St, CheckerContext &C) const;
@@ -117,11 +117,11 @@ private:
 	ProgramStateRef objectFor(ProgramStateRef St, CheckerContext &C, const Expr *E, const Oid &O,
 				  SymbolRef &Reg) const;
 
-	ProgramStateRef write(ProgramStateRef St, CheckerContext &C, SymbolRef Reg, const Lin &Off,
+	ProgramStateRef noteStore(ProgramStateRef St, CheckerContext &C, SymbolRef Reg, const Lin &Off,
 			      const Lin &Len, const Stmt *S, const std::string &What) const;
 	ProgramStateRef writeAt(ProgramStateRef St, CheckerContext &C, SVal Addr, const Lin &Len,
 				const Stmt *S, const std::string &What) const;
-	ProgramStateRef flush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
+	ProgramStateRef noteFlush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
 			      SVal Addr, const Lin &Len, bool CheckTarget) const;
 	ProgramStateRef barrier(ProgramStateRef St, CheckerContext &C,
 				const std::string &Where) const;
@@ -259,7 +259,7 @@ static int RegTag, OidTag, RetTag; // kinds of symbols the checker conjures
 
 // --- reports -------------------------------------------------------------------------------
 
-void PmScanChecker::report(CheckerContext &C, const BugType &BT, const std::string &Detail,
+void PmScanChecker::reportBug(CheckerContext &C, const BugType &BT, const std::string &Detail,
 			   const Stmt *S, const LocationContext *LC) const
 {
 	if (!S || !LC)
@@ -493,7 +493,7 @@ static bool logged(const ObjState &O, const Lin &Off, const Lin &Len, ProgramSta
 	return Left.empty();
 }
 
-ProgramStateRef PmScanChecker::write(ProgramStateRef St, CheckerContext &C, SymbolRef Reg,
+ProgramStateRef PmScanChecker::noteStore(ProgramStateRef St, CheckerContext &C, SymbolRef Reg,
 				     const Lin &Off, const Lin &Len, const Stmt *S,
 				     const std::string &What) const
 {
@@ -502,7 +502,7 @@ ProgramStateRef PmScanChecker::write(ProgramStateRef St, CheckerContext &C, Symb
 		return St;
 	const LocationContext *LC = C.getLocationContext();
 	if (O->K == ObjState::Invalid || O->Freed) {
-		report(C, UseAfterFree,
+		reportBug(C, UseAfterFree,
 		       "'" + What + "' written after its object was " +
 			   (O->K == ObjState::Invalid && !O->Freed ? "freed or unmapped" : "freed") +
 			   " (line " + std::to_string(C.getSourceManager().getExpansionLineNumber(
@@ -515,7 +515,7 @@ ProgramStateRef PmScanChecker::write(ProgramStateRef St, CheckerContext &C, Symb
 	if (inTx(St) && O->K == ObjState::Existing) {
 		bool Ok = Strict ? logged(*O, Off, Len, St, C.getSValBuilder()) : O->AnyLogged;
 		if (!Ok)
-			report(C, UnloggedWrite,
+			reportBug(C, UnloggedWrite,
 			       "'" + What + "' written in a transaction without being added to "
 					    "the undo log first",
 			       S, LC);
@@ -548,7 +548,7 @@ ProgramStateRef PmScanChecker::writeAt(ProgramStateRef St, CheckerContext &C, SV
 	Place P = placeOf(R, C.getASTContext());
 	if (!P.Base || !St->get<ObjStates>(P.Base))
 		return St;
-	return write(St, C, P.Base, P.Off, Len, S, What);
+	return noteStore(St, C, P.Base, P.Off, Len, S, What);
 }
 
 // Why a flush target is not persistent memory, or "" if it is (or might be).
@@ -583,7 +583,7 @@ static std::string notPersistent(const MemRegion *R, ProgramStateRef St)
 	return "";
 }
 
-ProgramStateRef PmScanChecker::flush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
+ProgramStateRef PmScanChecker::noteFlush(ProgramStateRef St, CheckerContext &C, const CallEvent &Call,
 				     SVal Addr, const Lin &Len, bool CheckTarget) const
 {
 	const MemRegion *R = Addr.getAsRegion();
@@ -596,7 +596,7 @@ ProgramStateRef PmScanChecker::flush(ProgramStateRef St, CheckerContext &C, cons
 	if (CheckTarget) {
 		std::string Why = notPersistent(R, St);
 		if (!Why.empty()) {
-			report(C, FlushNotPm, Callee + " flushes " + Why + ", not persistent memory", CE,
+			reportBug(C, FlushNotPm, Callee + " flushes " + Why + ", not persistent memory", CE,
 			       LC);
 			return St;
 		}
@@ -626,7 +626,7 @@ ProgramStateRef PmScanChecker::flush(ProgramStateRef St, CheckerContext &C, cons
 		// (A flush of nothing, as `(n - lo) * size` when no element is new, is harmless.)
 		if (Want > 1 && provablyNonNegative(Lin::constant(Want - 1).minus(Len), St, SVB) &&
 		    provablyNonNegative(Len.minus(Lin::constant(1)), St, SVB)) {
-			report(C, PartialFlush,
+			reportBug(C, PartialFlush,
 			       Callee + " flushes " +
 				   (Len.isConst() ? std::to_string(Len.K) : std::string("fewer")) +
 				   " bytes of '" + sourceText(A, C) + "', whose type has " +
@@ -644,7 +644,7 @@ ProgramStateRef PmScanChecker::flush(ProgramStateRef St, CheckerContext &C, cons
 				continue;
 			if (!provablyNonNegative(M.Len.minus(Len).minus(Lin::constant(1)), St, SVB))
 				continue;
-			report(C, PartialFlush,
+			reportBug(C, PartialFlush,
 			       Callee + " flushes " +
 				   (Len.isConst() ? std::to_string(Len.K) : std::string("fewer")) +
 				   " bytes of '" + sourceText(A, C) + "', where line " +
@@ -684,7 +684,7 @@ ProgramStateRef PmScanChecker::barrier(ProgramStateRef St, CheckerContext &C,
 		if (E.second.Modified.empty() || E.second.Opaque)
 			continue;
 		for (const Rec &M : E.second.Modified)
-			report(C, MissingFlush,
+			reportBug(C, MissingFlush,
 			       "'" + sourceText(storedExpr(M.S), C) + "' stored here is not flushed " +
 				   Where,
 			       M.S, M.LC);
@@ -706,7 +706,7 @@ ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) con
 		ObjState N = O;
 		if (O.K == ObjState::NewAlloc) {
 			if (!O.Initialized && !O.Opaque && !O.Freed)
-				report(C, UninitAlloc,
+				reportBug(C, UninitAlloc,
 				       "object allocated here by " + sourceText(O.Site, C).substr(0, 40) +
 					   " is never written before the transaction commits",
 				       O.Site, O.SiteLC);
@@ -1172,7 +1172,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	case Fn::Persist:
 	case Fn::CacheLine: {
 		Lin Len = M.Kind == Fn::CacheLine ? Lin::constant(CacheLineSize) : linOf(arg(M.Len));
-		St = flush(St, C, Call, arg(M.Addr), Len, M.Kind != Fn::CacheLine);
+		St = noteFlush(St, C, Call, arg(M.Addr), Len, M.Kind != Fn::CacheLine);
 		if (M.Kind == Fn::Persist)
 			St = barrier(St, C, "before the barrier in " +
 					       Call.getCalleeIdentifier()->getName().str() + " (line " +
@@ -1199,7 +1199,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		if (const MemRegion *R = Dst.getAsRegion())
 			St = St->invalidateRegions({R}, CE, C.blockCount(), LC, false);
 		if (!(Flags & MemNoFlush))
-			St = flush(St, C, Call, Dst, Len, false);
+			St = noteFlush(St, C, Call, Dst, Len, false);
 		if (M.Fence && !(Flags & (MemNoDrain | MemNoFlush)))
 			St = barrier(St, C, "before the barrier in " + Name + " (line " +
 					       std::to_string(C.getSourceManager().getExpansionLineNumber(
@@ -1284,7 +1284,7 @@ void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext 
 	if (Size < 0)
 		if (const auto *E = dyn_cast<Expr>(storedExpr(S)))
 			Size = sizeOfType(C.getASTContext(), E->getType());
-	ProgramStateRef N = write(St, C, P.Base, P.Off, Size < 0 ? Lin::constant(1) : Lin::constant(Size),
+	ProgramStateRef N = noteStore(St, C, P.Base, P.Off, Size < 0 ? Lin::constant(1) : Lin::constant(Size),
 				  S, sourceText(storedExpr(S), C));
 	if (N != St)
 		C.addTransition(N);
@@ -1304,7 +1304,7 @@ void PmScanChecker::checkLocation(SVal Loc, bool IsLoad, const Stmt *S, CheckerC
 	const ObjState *O = St->get<ObjStates>(P.Base);
 	if (!O || O->Opaque || !(O->K == ObjState::Invalid || O->Freed))
 		return;
-	report(C, UseAfterFree,
+	reportBug(C, UseAfterFree,
 	       "'" + sourceText(S, C) + "' read after its object was " +
 		   (O->Freed ? "freed" : "freed or unmapped") + " (line " +
 		   std::to_string(C.getSourceManager().getExpansionLineNumber(
