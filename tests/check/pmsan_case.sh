@@ -12,6 +12,11 @@ set -u
 bin=$1
 src=$2
 base=$(basename "$src")
+# A case that needs CPU instructions names them in a "needs-cpu:" line (flags of
+# /proc/cpuinfo); on a CPU without one, it cannot run here: SKIP (exit 77).
+for flag in $(sed -n 's/.*needs-cpu: *\([a-z0-9 _]*\).*/\1/p' "$src"); do
+	grep -qw "$flag" /proc/cpuinfo || { echo "SKIP $base: this CPU lacks $flag"; exit 77; }
+done
 tmp=$(mktemp -d /dev/shm/pmsan-case-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 pool=$tmp/pool

@@ -266,11 +266,14 @@ private:
 		}
 	}
 
-	/* Inline assembly that flushes or fences (keratin's own pmem.c style, or hand-written). */
+	/* Inline assembly that flushes or fences (keratin's own pmem.c style, or hand-written).
+	 * clwb may come as its bytes: 0x66 before xsaveopt, which libpmem and others emitted
+	 * for assemblers that did not know clwb (clflushopt's 0x66 + clflush needs no case). */
 	bool asmHook(CallInst *CI, const InlineAsm *IA)
 	{
 		StringRef s = IA->getAsmString();
-		if (s.contains("clflush") || s.contains("clwb")) {
+		bool clwbBytes = s.contains("xsaveopt") && s.contains("0x66");
+		if (s.contains("clflush") || s.contains("clwb") || clwbBytes) {
 			for (Value *A : CI->args()) {
 				if (A->getType()->isPointerTy()) {
 					IRBuilder<> B(CI);

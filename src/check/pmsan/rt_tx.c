@@ -9,13 +9,16 @@
  * Model
  *
  *   A thread's transaction (struct pm_tx) exists from its outermost pmemobj_tx_begin to
- *   the matching pmemobj_tx_end; nested begins only count depth. It holds:
+ *   the pmemobj_tx_end after which libpmemobj's stage is TX_STAGE_NONE (a nested abort
+ *   skips the inner ends); nested begins only count depth. Only its work stage is
+ *   transactional: stores in the stage callbacks' blocks (TX_ONCOMMIT, TX_ONABORT,
+ *   TX_FINALLY) and after pmemobj_tx_commit are plain stores. It holds:
  *     added   - ranges given to pmemobj_tx_add_range* (the undo log);
  *     allocs  - objects pmemobj_tx_*alloc returned, sorted by address, each with its call
  *               site, whether the allocator initialised it (zalloc, strdup, realloc's
  *               copy) and whether the transaction has written it since;
  *     pending - objects pmemobj_tx_free'd in it (dead now, freed at commit).
- *   A store inside a transaction must fall in added or allocs (rule 2) and must not touch
+ *   A store in the work stage must fall in added or allocs (rule 2) and must not touch
  *   what a concurrent transaction of another thread added (rule 5: a store there races
  *   with that transaction's undo log; the other transaction's own stores lie in its added
  *   ranges or its new objects, or were reported under rule 2). At the end: committed -
@@ -54,7 +57,10 @@ struct oid {
 /* Weak: a program that uses libpmem alone does not link libpmemobj. */
 extern void *pmemobj_direct(struct oid oid) __attribute__((weak));
 extern size_t pmemobj_alloc_usable_size(struct oid oid) __attribute__((weak));
+extern int pmemobj_tx_stage(void) __attribute__((weak));
 
+#define TX_STAGE_NONE 0   /* enum pobj_tx_stage */
+#define TX_STAGE_WORK 1
 #define POBJ_FLAG_ZERO 1u /* POBJ_XALLOC_ZERO */
 
 struct pm_alloc {
@@ -190,13 +196,20 @@ static int grouped_store(struct pm_thread *t, uintptr_t a, uintptr_t e)
 	return found;
 }
 
+/* Whether the calling thread's transaction is in its work stage, the only one whose stores
+ * libpmemobj's undo log can cover: in TX_ONCOMMIT, TX_ONABORT and TX_FINALLY, and between
+ * pmemobj_tx_commit and pmemobj_tx_end, a store is a plain one again (rule 1, not 2). An
+ * abort - explicit, or by a failed call such as pmemobj_tx_alloc - also ends the stage. */
+static int tx_working(void)
+{
+	return pmemobj_tx_stage && pmemobj_tx_stage() == TX_STAGE_WORK;
+}
+
 int pmsan_tx_store(struct pm_thread *t, uintptr_t a, uint64_t size, loc_t *loc)
 {
 	uintptr_t e = a + size;
 	struct pm_tx *x = t->tx;
-	if (t->depth > 0 && x) {
-		if (x->aborted)
-			return 1;
+	if (t->depth > 0 && x && tx_working()) {
 		pthread_mutex_lock(&x->lock);
 		int ok = tx_covers(x, a, e);
 		pthread_mutex_unlock(&x->lock);
@@ -301,8 +314,14 @@ void __pmsan_post_pmemobj_tx_end(int ret, loc_t *loc)
 	if (!pmsan_active)
 		return;
 	struct pm_thread *t = pmsan_self();
-	if (t->depth == 0 || --t->depth > 0 || t->tx == NULL)
+	if (t->depth > 0)
+		t->depth--;
+	/* The transaction is over when libpmemobj's stage is back to none, whatever the
+	 * depth says: an abort in a nested transaction passes on to the outer one by a
+	 * longjmp out of the inner pmemobj_tx_end, whose post-hook then never runs. */
+	if (t->tx == NULL || (pmemobj_tx_stage && pmemobj_tx_stage() != TX_STAGE_NONE))
 		return;
+	t->depth = 0;
 	tx_finish(t, ret == 0 && !t->tx->aborted, loc);
 }
 
