@@ -19,17 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "fs.h"
 #include "grow.h"
-
-uint64_t krfs_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct krfs_inode *krfs_inode_new(uint64_t ino)
 {
