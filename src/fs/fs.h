@@ -379,15 +379,10 @@ int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
  * disagrees. For the checker. */
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
 
-/* ---- zone parity (fs_zone.c) --------------------------------------------------------- */
+/* ---- zone parity rows (fs_zone_row.c) ----------------------------------------------- */
 static inline uint64_t krfs_zone_row(const struct kr_fs *fs, uint64_t pg) { return pg % fs->zone_rows; }
 /* Pool offset of the parity page of data page pg's row. */
 uint64_t krfs_zone_parity(const struct kr_fs *fs, uint64_t pg);
-/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
-uint64_t krfs_zone_run_max(const struct kr_fs *fs);
-/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
- * it does, else fence, a new window from start, fence. 0 or -EIO. */
-int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
 /* Before data page pg (in the run the intent names) is overwritten with src: its row's
  * parity takes the delta; flushed, not fenced. */
 void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src);
@@ -400,6 +395,13 @@ void krfs_zone_rebuild_strip(struct kr_fs *fs, uint64_t pg, unsigned strip, void
 bool krfs_zone_row_ok(struct kr_fs *fs, uint64_t r);
 /* Recomputes row r's parity page from its data pages; flushed, not fenced. */
 void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
+
+/* ---- zone parity kept right (fs_zone.c) ---------------------------------------------- */
+/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
+uint64_t krfs_zone_run_max(const struct kr_fs *fs);
+/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
+ * it does, else fence, a new window from start, fence. 0 or -EIO. */
+int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
 /* At mount (after the scan and the bad-block list): after a crash, the rows of the intent's
  * window get parity matching their bytes (every row if both copies of the intent are
  * damaged); a damaged copy of the intent is rewritten; fenced. 0 or -EIO. */
