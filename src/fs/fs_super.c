@@ -1,6 +1,6 @@
 /*
- * fs_super.c - keratin-fs pools: geometry, mkfs, mount, unmount, the superblock's two copies,
- * and the lock every operation takes.
+ * fs_super.c - keratin-fs pools: geometry, mkfs, mount, unmount, and the superblock's two
+ * copies as mount reads them (they are written by krfs_sb_write, fs_base.c).
  *
  * Design
  *
@@ -222,29 +222,6 @@ static struct kr_fs *fs_alloc(const char *path)
 	return fs;
 }
 
-int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	if (krfs_is_snap_ino(ino))
-		return krfs_snap_get(fs, ino, ip);
-	if (ino == 0 || ino >= fs->sb.ninodes)
-		return -ENOENT;
-	*ip = fs->inodes[ino];
-	if (*ip)
-		return 0;
-	if (krfs_bm_test(&fs->ino_bm, ino))
-		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "inode %llu is damaged beyond repair",
-				(unsigned long long)ino);
-	return -ENOENT;
-}
-
-int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	int rc = krfs_enter(fs);
-	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
-		krfs_leave(fs);
-	return rc;
-}
-
 /* ---- mkfs -------------------------------------------------------------------------------- */
 static int format(struct kr_fs *fs)
 {
@@ -278,7 +255,7 @@ static int format(struct kr_fs *fs)
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = krfs_op_commit(&op);
-	krfs_op_end(&op);
+	krfs_op_finish(&op);
 	return rc == 0 ? KR_OK : kr_err_set(KR_E_IO, "%s: cannot create the root directory (%d)", fs->path, rc);
 }
 
