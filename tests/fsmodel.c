@@ -726,7 +726,7 @@ static int64_t apply_holes(struct fm *m, const struct fm_op *op)
 
 static void xattr_value(const struct fm_op *op, uint8_t *out) { tu_fill(out, op->len, op->seed); }
 
-/* setxattr and removexattr, in the library's order of checks (fs_xattr.c). */
+/* setxattr and removexattr, in the library's order of checks (fs_file.c). */
 static int64_t apply_xattr(struct fm_inode *ip, const struct fm_op *op)
 {
 	bool set = op->kind == FM_SETXATTR;

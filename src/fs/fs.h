@@ -2,26 +2,36 @@
  * fs.h - keratin-fs internals shared by the files of src/fs/: the mounted file system, DRAM inodes
  * and their indexes, allocators, and the operation context that commits changes.
  *
- * Files and their jobs:
- *   fs_layout.h   the on-media format
- *   fs_super.c    geometry, mkfs, mount, unmount, the superblock's two copies
- *   fs_meta.c     tick-tock metadata: twins, self-checking words, inode slots, verify/repair
- *   fs_log.c      per-inode logs: appending entries, walking a log with verify/repair
- *   fs_op.c       the operation context: allocation, commit (one tail store or a journal)
- *   fs_journal.c  the lite undo journal: write, clear, roll back at mount
- *   fs_alloc.c    DRAM bitmaps for inode slots, log pages and data pages
- *   fs_index.c    DRAM indexes: the radix tree of file pages, the per-directory name table
- *   fs_inode.c    DRAM inodes: applying log entries (the same code at mount and at run time)
- *   fs_data.c     data pages: CoW writes with strip CRCs and parity, verified reads, repair
- *   fs_zone.c     zone parity: rows of pages across columns, the intent, row checks
- *   fs_inplace.c  relaxed mode: overwrites in place under an in-place intent
- *   fs_recover.c  mount-time scan: journals, inodes, logs, allocators, orphans
- *   fs_ops.c      the namespace operations (lookup, create, link, unlink, rename, ...)
- *   fs_file.c     attributes, read, write, truncate, readdir, statfs
- *   fs_xattr.c    extended attributes: the DRAM list, XATTR entries, the four operations
- *   fs_snap.c     snapshots: images, the manifest in the root's log, shared data pages
- *   fs_check.c    the read-only checker of every invariant
- *   fs_media.c    media errors: the fault resolver, emulated poison, the bad-block list
+ * Files and their jobs, bottom up. A file calls only files on floors below its own, never
+ * one on its floor or above (where a lower file must reach up, the upper file owns the
+ * thing and the lower one does without: compaction writes its entries through builders
+ * fs_xattr.c and fs_manifest.c provide, rather than their files calling fs_op.c):
+ *   fs_layout.h   the on-media format; this header, the DRAM state every file shares
+ *   1  fs_base.c      the lock, the sticky error state and its fence, the superblock's
+ *                     tick-tock write, the clock
+ *      fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages
+ *      fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
+ *      fs_xattr.c     extended attributes: the DRAM list, the XATTR entry
+ *      fs_zone_row.c  zone parity's row arithmetic: parity page, strip rebuild, deltas
+ *   2  fs_meta.c      tick-tock metadata: twins, self-checking words, inode slots, repair notes
+ *      fs_inode.c     DRAM inodes: made, freed, their log pages, their attributes
+ *   3  fs_data.c      data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *      fs_log.c       per-inode logs: page tails and links, entry checksums, the verified walk
+ *   4  fs_journal.c   the lite undo journal: write, clear, roll back at mount
+ *      fs_manifest.c  the snapshot manifest in DRAM, held data pages, inodes by number
+ *      fs_zone.c      zone parity kept right: the intent, rows settled after a crash, row scrub
+ *   5  fs_apply.c     krfs_inode_apply, the one function that interprets log entries
+ *      fs_media.c     media errors: the fault resolver, emulated poison, the bad-block list
+ *   6  fs_op.c        the operation context: allocation, commit (one tail store or a journal)
+ *      fs_scrub.c     the scrubber (kr_fs_scrub)
+ *   7  fs_gc.c        log compaction, and krfs_op_finish, which ends every running operation
+ *   8  fs_inplace.c   relaxed mode: overwrites in place under an in-place intent
+ *   9  fs_file.c      attributes, extended attributes, read, write, truncate, readdir, statfs
+ *  10  fs_ops.c       the namespace operations (lookup, create, link, unlink, rename, ...)
+ *  11  fs_snap.c      snapshots: images written and loaded, create and delete, their check
+ *  12  fs_recover.c   mount-time scan: journals, inodes, logs, allocators, orphans
+ *      fs_check.c     the read-only checker of every invariant
+ *  13  fs_super.c     geometry, mkfs, mount, unmount
  */
 #ifndef KRFS_FS_H
 #define KRFS_FS_H
@@ -120,13 +130,6 @@ struct krfs_inode {
 };
 
 struct kr_fs;
-/* Called for every data page an applied entry stops referencing (overwritten, truncated). */
-typedef void (*krfs_release_fn)(struct kr_fs *fs, uint32_t data_page);
-/* Applies one verified log entry to the DRAM inode: the one function that interprets
- * entries, used by the mount scan and after each commit. -EUCLEAN if the entry is
- * inconsistent (a page outside the data area, a dentry in a non-directory, ...), -ENOMEM. */
-int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e,
-		     krfs_release_fn release);
 struct krfs_inode *krfs_inode_new(uint64_t ino);
 void krfs_inode_free(struct krfs_inode *ip);
 int krfs_inode_push_page(struct krfs_inode *ip, uint64_t page);
@@ -206,11 +209,20 @@ static inline void krfs_progress(const struct kr_fs *fs, uint64_t done, uint64_t
  * read-only view, whose stores the persistence layer carries out through its writable alias
  * (so only kr_pm_* writes land; any other store faults). */
 static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.view + off; }
+
+/* ---- the common ground (fs_base.c) ----------------------------------------------------- */
 uint64_t krfs_now(void);
 /* Records a durability failure (sticky error state); returns -EIO. */
 int krfs_fail(struct kr_fs *fs, int kr_code);
 /* kr_pm_fence, entering the error state if it fails. */
 int krfs_fence(struct kr_fs *fs);
+/* Takes the lock; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
+int krfs_enter(struct kr_fs *fs);
+void krfs_leave(struct kr_fs *fs);
+/* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
+int krfs_sb_write(struct kr_fs *fs);
+/* Sets an incompat feature bit in the superblock (both copies) before its first use. */
+int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit);
 
 /* ---- tick-tock metadata (fs_meta.c) ---------------------------------------------------- */
 static inline uint64_t krfs_twin(const struct kr_fs *fs, uint64_t off) { return off + fs->delta; }
@@ -271,6 +283,15 @@ typedef int (*krfs_problem_fn)(void *ctx, const char *fmt, ...) __attribute__((f
  * and links good, every entry checks. Returns the number of problems reported. */
 int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_fn report, void *ctx);
 
+/* ---- applying log entries (fs_apply.c) ------------------------------------------------- */
+/* Called for every data page an applied entry stops referencing (overwritten, truncated). */
+typedef void (*krfs_release_fn)(struct kr_fs *fs, uint32_t data_page);
+/* Applies one verified log entry to the DRAM inode: the one function that interprets
+ * entries, used by the mount scan and after each commit. -EUCLEAN if the entry is
+ * inconsistent (a page outside the data area, a dentry in a non-directory, ...), -ENOMEM. */
+int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e,
+		     krfs_release_fn release);
+
 /* ---- operations (fs_op.c) -------------------------------------------------------------- */
 #define KRFS_OP_LOGS 4
 #define KRFS_OP_IMAGES 2
@@ -329,6 +350,8 @@ int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_
 int krfs_op_commit(struct krfs_op *op);
 /* Ends the op: after an uncommitted op returns every page and slot it took and restores the
  * DRAM log state; after a committed one, only frees the op's bookkeeping. */
+/* (The operations of the running system end with krfs_op_finish, fs_gc.c, which also
+ * compacts the logs they grew.) */
 void krfs_op_end(struct krfs_op *op);
 /* After commit: the data page goes back to the free pool (callback for krfs_inode_apply). */
 void krfs_release_data(struct kr_fs *fs, uint32_t data_page);
@@ -379,15 +402,10 @@ int krfs_data_scrub(struct kr_fs *fs, uint64_t pg, void *buf);
  * disagrees. For the checker. */
 int krfs_data_verify(struct kr_fs *fs, uint64_t pg, unsigned *csum_mismatch, bool *parity_bad);
 
-/* ---- zone parity (fs_zone.c) --------------------------------------------------------- */
+/* ---- zone parity rows (fs_zone_row.c) ----------------------------------------------- */
 static inline uint64_t krfs_zone_row(const struct kr_fs *fs, uint64_t pg) { return pg % fs->zone_rows; }
 /* Pool offset of the parity page of data page pg's row. */
 uint64_t krfs_zone_parity(const struct kr_fs *fs, uint64_t pg);
-/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
-uint64_t krfs_zone_run_max(const struct kr_fs *fs);
-/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
- * it does, else fence, a new window from start, fence. 0 or -EIO. */
-int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
 /* Before data page pg (in the run the intent names) is overwritten with src: its row's
  * parity takes the delta; flushed, not fenced. */
 void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src);
@@ -400,6 +418,13 @@ void krfs_zone_rebuild_strip(struct kr_fs *fs, uint64_t pg, unsigned strip, void
 bool krfs_zone_row_ok(struct kr_fs *fs, uint64_t r);
 /* Recomputes row r's parity page from its data pages; flushed, not fenced. */
 void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
+
+/* ---- zone parity kept right (fs_zone.c) ---------------------------------------------- */
+/* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
+uint64_t krfs_zone_run_max(const struct kr_fs *fs);
+/* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
+ * it does, else fence, a new window from start, fence. 0 or -EIO. */
+int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
 /* At mount (after the scan and the bad-block list): after a crash, the rows of the intent's
  * window get parity matching their bytes (every row if both copies of the intent are
  * damaged); a damaged copy of the intent is rewritten; fenced. 0 or -EIO. */
@@ -441,6 +466,9 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
  * pages (and the log area has room for the copy). 1 if it did, 0 if not needed or no room,
  * -EIO on a durability failure. */
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
+/* How an operation of the running system ends: krfs_op_end, then, after a commit, each log
+ * the operation appended to is compacted if krfs_gc_maybe finds it mostly dead. */
+void krfs_op_finish(struct krfs_op *op);
 /* Rewrites ip's log unconditionally. */
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
 /* Appends to log, in op, the entries that rebuild ip's state from nothing: FILE_WRITE runs
@@ -462,23 +490,6 @@ int krfs_media_repair_listed(struct kr_fs *fs);
 /* Rolls back journals, loads every inode, rebuilds allocators, reclaims orphans. A keratin
  * code (KR_OK, KR_E_CORRUPT_META, KR_E_NOMEM, KR_E_IO_SYNC). */
 int krfs_recover(struct kr_fs *fs);
-/* Frees an inode with no links and no opener: its slot becomes FREE under the journal. */
-int krfs_free_orphan(struct kr_fs *fs, struct krfs_inode *ip);
-
-/* ---- entering and leaving an operation (fs_super.c) ------------------------------------ */
-/* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
-int krfs_sb_write(struct kr_fs *fs);
-/* Takes the lock; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
-int krfs_enter(struct kr_fs *fs);
-void krfs_leave(struct kr_fs *fs);
-/* The live inode ino: 0, or -ENOENT (no such inode), -EIO (its slot or log is damaged). */
-int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
-int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-
-/* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
-int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,
-		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
 
 /* ---- extended attributes (fs_xattr.c) ------------------------------------------------- */
 /* Size of the XATTR entry for a name and value of these lengths. */
@@ -486,41 +497,77 @@ static inline uint32_t krfs_xattr_size(size_t name_len, size_t value_len)
 {
 	return (uint32_t)((sizeof(struct krfs_e_xattr) + name_len + value_len + 7) & ~(size_t)7);
 }
-/* Applies a verified XATTR entry to ip's list (fs_inode.c dispatches). -EUCLEAN, -ENOMEM. */
+/* Applies a verified XATTR entry to ip's list (krfs_inode_apply dispatches). -EUCLEAN, -ENOMEM. */
 int krfs_xattr_apply(struct krfs_inode *ip, const struct krfs_e_xattr *x);
 void krfs_xattr_free(struct krfs_inode *ip);
 /* The largest XATTR entry ip's live attributes take (0 if none), for compaction's estimate. */
 uint32_t krfs_xattr_entry_max(const struct krfs_inode *ip);
-/* Appends one XATTR set per live attribute of ip to tmp's log in op (compaction). */
-int krfs_xattr_append_all(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip);
+/* The slot of the pair named name in ip's list: the pair's link, or the list's end (*slot
+ * NULL) if there is none. */
+struct krfs_xattr **krfs_xattr_find(struct krfs_inode *ip, const char *name, size_t len);
+union krfs_xattr_buf {
+	struct krfs_e_xattr x;
+	uint8_t bytes[KRFS_XATTR_ENTRY_MAX];
+};
+/* Builds in b the XATTR entry (xop, name, value, ctime) and returns its header, for
+ * krfs_op_append. */
+struct krfs_entry_hdr *krfs_xattr_entry(union krfs_xattr_buf *b, uint8_t xop, const char *name, size_t len,
+				       const void *value, size_t vlen, uint64_t ctime);
 /* The checker: names unique and well formed, sizes within limits; problems reported. */
 int krfs_xattr_verify(const struct krfs_inode *ip, krfs_problem_fn report, void *ctx);
 
-/* ---- snapshots (fs_snap.c) ----------------------------------------------------------- */
+/* ---- the snapshot manifest (fs_manifest.c) ------------------------------------------- */
 static inline bool krfs_is_snap_ino(uint64_t ino) { return KR_FS_INO_SNAPSHOT(ino) != 0; }
+struct krfs_snap *krfs_snap_by_id(const struct kr_fs *fs, uint64_t id);
+struct krfs_snap *krfs_snap_by_name(const struct kr_fs *fs, const char *name, size_t len);
 /* The inode ino of a live snapshot: 0, or -ENOENT. */
 int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* Applies a verified SNAPSHOT_INFO entry of the root's log: a create loads the image (walked
- * and verified like a log) and holds its pages; a delete lets them go (after the commit, or
- * at the mount scan). -EUCLEAN, -ENOMEM. */
+/* The live inode ino, or a snapshot's: 0, or -ENOENT (no such inode), -EIO (its slot or log
+ * is damaged). */
+int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
+int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* Counts (delta +1) or uncounts (-1) every data page of s's loaded tree in snap_refs; a page
+ * no snapshot holds any more and no live file names is freed. */
+void krfs_snap_hold(struct kr_fs *fs, struct krfs_snap *s, int delta);
+/* Frees s's tree (not its image). */
+void krfs_snap_drop_tree(struct kr_fs *fs, struct krfs_snap *s);
+/* Applies a verified SNAPSHOT_INFO entry of the root's log (krfs_inode_apply dispatches): a
+ * create adds the snapshot, whose tree is loaded once the manifest is complete
+ * (krfs_snap_recover, or right after the create commits); a delete lets go of its image
+ * pages and of the data pages only it held (after the commit, or at the mount scan).
+ * -EUCLEAN, -ENOMEM. */
 int krfs_snap_apply(struct kr_fs *fs, const struct krfs_e_snapshot *e);
-/* Appends the manifest (one SNAPSHOT_INFO create per live snapshot) to log (compaction). */
-int krfs_snap_append_all(struct krfs_op *op, struct krfs_inode *log);
+union krfs_snap_buf {
+	struct krfs_e_snapshot e;
+	uint8_t bytes[KRFS_ENTRY_MAX];
+};
+/* Builds in b the SNAPSHOT_INFO entry (sop, id, time, name; image, which may be NULL, gives
+ * head, end and npages) and returns its header, for krfs_op_append. */
+struct krfs_entry_hdr *krfs_snap_entry(union krfs_snap_buf *b, uint8_t sop, uint64_t id, uint64_t time,
+				      const struct krfs_snap *image, const char *name, size_t len);
+void krfs_snap_free_all(struct kr_fs *fs);
+
+/* ---- snapshots (fs_snap.c) ----------------------------------------------------------- */
 /* At the end of the mount scan: loads the images, and marks the data pages that snapshots
  * hold and no live file does in use (and held). KR_OK or KR_E_NOMEM. */
 int krfs_snap_recover(struct kr_fs *fs);
-void krfs_snap_free_all(struct kr_fs *fs);
 /* The checker's part: images verified, their pages owned once, data page holds counted.
  * meta_owner: log page -> owner + 1 (filled in here for image pages). */
 void krfs_snap_verify(struct kr_fs *fs, uint64_t *meta_owner, const uint64_t *data_owner, krfs_problem_fn report,
 		      void *ctx);
-/* Sets an incompat feature bit in the superblock (both copies) before its first use. */
-int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit);
 
-/* ---- names ----------------------------------------------------------------------------- */
-/* A path of inode ino for reports ("/a/b", or "inode N" if no name leads to it). */
-void krfs_path_of(struct kr_fs *fs, uint64_t ino, char *buf, size_t n);
+/* ---- the namespace (fs_ops.c) ------------------------------------------------------------ */
 /* 0, or -EINVAL / -ENAMETOOLONG for a name that cannot be made. */
 int krfs_name_check(const char *name, size_t *len);
+/* A new inode in op: slot, log with its SET_ATTR and LINK_CHANGE, slot image. */
+int krfs_new_inode(struct krfs_op *op, uint32_t mode, uint32_t rdev, uint32_t uid, uint32_t gid,
+		   uint64_t parent, uint32_t links, uint64_t now, struct krfs_inode **out);
+/* Frees an inode with no links and no opener: its slot becomes FREE under the journal. */
+int krfs_free_orphan(struct kr_fs *fs, struct krfs_inode *ip);
+
+/* ---- names in reports (fs_scrub.c) ------------------------------------------------------- */
+/* A path of inode ino for reports ("/a/b", or "inode N" if no name leads to it). */
+void krfs_path_of(struct kr_fs *fs, uint64_t ino, char *buf, size_t n);
 
 #endif

@@ -1,16 +1,21 @@
 /*
  * fs_file.c - attributes and file contents: getattr, setattr (and truncate), read, write,
- * readdir, statfs.
+ * readdir, statfs, and the extended attributes (setxattr, getxattr, listxattr, removexattr).
  *
  * Writes are copy-on-write: every file page the write touches is built whole in a DRAM
  * page (the caller's bytes, merged with the old page's verified bytes for a partial page,
  * or zeros in a hole), written with its checksums and parity into a free data page, and
  * named by a FILE_WRITE entry; one commit makes the whole write visible atomically and the
  * old pages free. Truncation to a size inside a page writes a zero-tailed copy of that page,
- * so bytes past the end of a file are always zero on the media (invariant 3 of fs_inode.c).
+ * so bytes past the end of a file are always zero on the media (invariant 3 of fs_apply.c).
  * Relaxed pools make overwrites inside the size in place instead (fs_inplace.c).
  * Reads go through krfs_data_read, which verifies every strip. atime is not updated by
  * reads (as with noatime).
+ *
+ * An extended attribute is set or removed by one XATTR entry in the inode's log (fs_xattr.c);
+ * the superblock carries KRFS_INCOMPAT_XATTR before the first such entry is written, so a
+ * build that does not know the entry refuses the pool instead of taking the entry for
+ * damage (invariant 3 of fs_xattr.c).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -159,7 +164,7 @@ int kr_fs_setattr(kr_fs *fs, uint64_t ino, unsigned mask, const struct kr_fs_att
 		}
 		if (rc == 0)
 			rc = krfs_op_commit(&op);
-		krfs_op_end(&op);
+		krfs_op_finish(&op);
 	}
 done:
 	if (rc == 0 && out)
@@ -250,7 +255,7 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 		rc = krfs_write_pages(&op, ip, first, (end - 1) / P - first + 1, &src, end > ip->size ? end : ip->size);
 		if (rc == 0)
 			rc = krfs_op_commit(&op);
-		krfs_op_end(&op);
+		krfs_op_finish(&op);
 	}
 	krfs_leave(fs);
 	return rc ? rc : (ssize_t)len;
@@ -482,8 +487,125 @@ int kr_fs_fallocate(kr_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t le
 		}
 		if (rc == 0 && op.nlogs)
 			rc = krfs_op_commit(&op);
-		krfs_op_end(&op);
+		krfs_op_finish(&op);
 	}
+	krfs_leave(fs);
+	return rc;
+}
+
+/* ---- extended attributes (the DRAM list and the entry: fs_xattr.c) ------------------------------------------------------------------------- */
+static int xattr_name(const char *name, size_t *len)
+{
+	size_t n = name ? strnlen(name, KR_FS_XATTR_NAME_MAX + 1) : 0;
+	if (n == 0 || n > KR_FS_XATTR_NAME_MAX)
+		return KRFS_ERR(-ERANGE, KR_E_MISUSE_ARG, "extended attribute name: 1..%u bytes", KR_FS_XATTR_NAME_MAX);
+	*len = n;
+	return 0;
+}
+
+/* One XATTR entry committed to ip's log. */
+static int change(struct kr_fs *fs, struct krfs_inode *ip, uint8_t xop, const char *name, size_t len,
+		  const void *value, size_t vlen)
+{
+	int rc = krfs_mark_incompat(fs, KRFS_INCOMPAT_XATTR);
+	if (rc)
+		return rc;
+	struct krfs_op op;
+	krfs_op_begin(&op, fs);
+	union krfs_xattr_buf b;
+	rc = krfs_op_append(&op, ip, krfs_xattr_entry(&b, xop, name, len, value, vlen, krfs_now()));
+	if (rc == 0)
+		rc = krfs_op_commit(&op);
+	krfs_op_finish(&op);
+	return rc;
+}
+
+int kr_fs_setxattr(kr_fs *fs, uint64_t ino, const char *name, const void *value, size_t size, int flags)
+{
+	size_t len;
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
+	if (flags & ~(KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE) ||
+	    flags == (KR_FS_XATTR_CREATE | KR_FS_XATTR_REPLACE))
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setxattr: flags %#x", (unsigned)flags);
+	int rc = xattr_name(name, &len);
+	if (rc)
+		return rc;
+	if (size > KR_FS_XATTR_SIZE_MAX)
+		return KRFS_ERR(-E2BIG, KR_E_MISUSE_ARG, "setxattr: a value of %zu bytes (at most %u)", size,
+				KR_FS_XATTR_SIZE_MAX);
+	if (size && !value)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "setxattr: NULL value");
+	struct krfs_inode *ip;
+	if ((rc = krfs_enter_get(fs, ino, &ip)) != 0)
+		return rc;
+	bool exists = *krfs_xattr_find(ip, name, len) != NULL;
+	if (exists && (flags & KR_FS_XATTR_CREATE))
+		rc = -EEXIST;
+	else if (!exists && (flags & KR_FS_XATTR_REPLACE))
+		rc = -ENODATA;
+	else
+		rc = change(fs, ip, KRFS_X_SET, name, len, value, size);
+	krfs_leave(fs);
+	return rc;
+}
+
+/* Copies n bytes to out, or only reports n (size 0), or -ERANGE if size is too small. */
+static ssize_t copy_out(void *out, size_t size, const void *src, size_t n)
+{
+	if (size == 0)
+		return (ssize_t)n;
+	if (size < n || !out)
+		return -ERANGE;
+	memcpy(out, src, n);
+	return (ssize_t)n;
+}
+
+ssize_t kr_fs_getxattr(kr_fs *fs, uint64_t ino, const char *name, void *value, size_t size)
+{
+	size_t len;
+	int rc = xattr_name(name, &len);
+	struct krfs_inode *ip;
+	if (rc || (rc = krfs_enter_get(fs, ino, &ip)) != 0)
+		return rc;
+	const struct krfs_xattr *x = *krfs_xattr_find(ip, name, len);
+	ssize_t n = x ? copy_out(value, size, x->bytes + x->name_len, x->value_len) : -ENODATA;
+	krfs_leave(fs);
+	return n;
+}
+
+ssize_t kr_fs_listxattr(kr_fs *fs, uint64_t ino, char *list, size_t size)
+{
+	struct krfs_inode *ip;
+	int rc = krfs_enter_get(fs, ino, &ip);
+	if (rc)
+		return rc;
+	size_t total = 0;
+	for (const struct krfs_xattr *x = ip->xattrs; x; x = x->next)
+		total += x->name_len + 1u;
+	ssize_t n = size == 0 ? (ssize_t)total : size < total || !list ? -ERANGE : (ssize_t)total;
+	if (n > 0 && size) {
+		char *at = list;
+		for (const struct krfs_xattr *x = ip->xattrs; x; x = x->next) {
+			memcpy(at, x->bytes, x->name_len);
+			at[x->name_len] = '\0';
+			at += x->name_len + 1u;
+		}
+	}
+	krfs_leave(fs);
+	return n;
+}
+
+int kr_fs_removexattr(kr_fs *fs, uint64_t ino, const char *name)
+{
+	if (krfs_is_snap_ino(ino))
+		return -EROFS;
+	size_t len;
+	int rc = xattr_name(name, &len);
+	struct krfs_inode *ip;
+	if (rc || (rc = krfs_enter_get(fs, ino, &ip)) != 0)
+		return rc;
+	rc = *krfs_xattr_find(ip, name, len) ? change(fs, ip, KRFS_X_REMOVE, name, len, NULL, 0) : -ENODATA;
 	krfs_leave(fs);
 	return rc;
 }

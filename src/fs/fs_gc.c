@@ -7,11 +7,15 @@
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
  * readdir cookie), one XATTR per extended attribute, then SET_ATTR with every attribute
  * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE, then for the
- * root the snapshot manifest (one SNAPSHOT_INFO per live snapshot, fs_snap.c) - into fresh pages,
+ * root the snapshot manifest (one SNAPSHOT_INFO per live snapshot, fs_manifest.c) - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
  * tail change together). The old pages are freed after that commit. This is NOVA's
  * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)
  * needs per-entry liveness counts and is not done: compaction also reclaims those pages.
+ *
+ * Compaction is tried when an operation of the running system ends (krfs_op_finish), on
+ * every log that operation appended to. It is itself an operation, built on fs_op.c like
+ * any other, which is why the operations end here and not in fs_op.c.
  *
  * Invariants
  *   1. The compacted log, applied from scratch, gives exactly the DRAM inode it was made
@@ -56,6 +60,15 @@ int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;
+}
+
+void krfs_op_finish(struct krfs_op *op)
+{
+	krfs_op_end(op);
+	if (op->committed && !op->compaction)
+		for (unsigned i = 0; i < op->nlogs; i++)
+			if (!op->logs[i].detached)
+				krfs_gc_maybe(op->fs, op->logs[i].ip);
 }
 
 static int append_runs(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip)
@@ -116,11 +129,21 @@ static int append_names(struct krfs_op *op, struct krfs_inode *tmp, const struct
 	return 0;
 }
 
+static int append_xattrs(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip)
+{
+	union krfs_xattr_buf b;
+	int rc = 0;
+	for (const struct krfs_xattr *x = ip->xattrs; x && rc == 0; x = x->next)
+		rc = krfs_op_append(op, tmp, krfs_xattr_entry(&b, KRFS_X_SET, x->bytes, x->name_len,
+							      x->bytes + x->name_len, x->value_len, ip->ctime));
+	return rc;
+}
+
 int krfs_append_state(struct krfs_op *op, struct krfs_inode *log, const struct krfs_inode *ip)
 {
 	int rc = S_ISDIR(ip->mode) ? append_names(op, log, ip) : append_runs(op, log, ip);
 	if (rc == 0)
-		rc = krfs_xattr_append_all(op, log, ip);
+		rc = append_xattrs(op, log, ip);
 	if (rc == 0) {
 		struct krfs_e_attr a = {
 			.h = {.type = KRFS_E_SET_ATTR, .size = sizeof(a)},
@@ -143,6 +166,16 @@ int krfs_append_state(struct krfs_op *op, struct krfs_inode *log, const struct k
 	return rc;
 }
 
+/* The root's snapshot manifest: one SNAPSHOT_INFO create per live snapshot. */
+static int append_manifest(struct krfs_op *op, struct krfs_inode *tmp)
+{
+	union krfs_snap_buf b;
+	int rc = 0;
+	for (const struct krfs_snap *s = op->fs->snaps; s && rc == 0; s = s->next)
+		rc = krfs_op_append(op, tmp, krfs_snap_entry(&b, KRFS_S_CREATE, s->id, s->time, s, s->name, s->name_len));
+	return rc;
+}
+
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 {
 	struct krfs_inode *tmp = krfs_inode_new(ip->ino);
@@ -154,7 +187,7 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 	op.compaction = true;
 	int rc = krfs_append_state(&op, tmp, ip);
 	if (rc == 0 && ip->ino == KRFS_ROOT_INO)
-		rc = krfs_snap_append_all(&op, tmp);
+		rc = append_manifest(&op, tmp);
 	if (rc == 0) {
 		struct krfs_pinode img = {.state = KRFS_INODE_LIVE, .ftype = ip->mode & S_IFMT, .ino = ip->ino,
 					  .generation = ip->generation, .create_time = ip->create_time, .rdev = ip->rdev};

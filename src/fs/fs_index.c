@@ -2,7 +2,7 @@
  * fs_index.c - the DRAM indexes of keratin-fs: a radix tree from file page number to data
  * page for regular files and symlinks, and a hash table of names for each directory.
  *
- * Both are caches of what the inode's committed log says (fs_inode.c applies entries to
+ * Both are caches of what the inode's committed log says (fs_apply.c applies entries to
  * them); they are rebuilt at every mount and never written to the pool.
  *
  * Radix tree: 64-way nodes; a tree of height h holds keys below 64^h and grows upward by

@@ -124,6 +124,6 @@ int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf,
 	free(j);
 	if (rc == 0)
 		krfs_journal_clear(fs, 0);
-	krfs_op_end(&op);
+	krfs_op_finish(&op);
 	return rc;
 }

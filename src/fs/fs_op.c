@@ -21,7 +21,7 @@
  *   3. Pages and slots that an operation stops using are released only after its commit is
  *      durable (by krfs_inode_apply's callback and krfs_release_inode, called after commit),
  *      so a committed state never references a page that was reused; a data page that a
- *      snapshot holds is not released at all (fs_snap.c frees it with the last snapshot).
+ *      snapshot holds is not released at all (fs_manifest.c frees it with the last snapshot).
  *   4. Every entry of one operation carries the same transaction id, and ids increase; a
  *      log compaction (fs_gc.c) and a snapshot image (fs_snap.c) are the exception: they
  *      rewrite each name with the id of the entry that made it, since that id is the name's
@@ -305,10 +305,6 @@ int krfs_op_commit(struct krfs_op *op)
 void krfs_op_end(struct krfs_op *op)
 {
 	struct kr_fs *fs = op->fs;
-	if (op->committed && !op->compaction)
-		for (unsigned i = 0; i < op->nlogs; i++)
-			if (!op->logs[i].detached)
-				krfs_gc_maybe(fs, op->logs[i].ip);
 	if (!op->committed) {
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;

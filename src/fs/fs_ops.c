@@ -158,7 +158,7 @@ static int finish(struct krfs_op *op, int rc, struct krfs_inode *freed)
 {
 	if (rc == 0)
 		rc = krfs_op_commit(op);
-	krfs_op_end(op);
+	krfs_op_finish(op);
 	if (rc == 0 && freed)
 		krfs_release_inode(op->fs, freed);
 	return rc;

@@ -7,7 +7,7 @@
  *      fence is undone in all the inodes it touched);
  *   2. read every inode slot through the tick-tock rules; walk the committed log of every
  *      live inode, verifying and repairing each entry and page link from its replica, and
- *      apply the entries (fs_inode.c) to build the DRAM inode and its index;
+ *      apply the entries (fs_apply.c) to build the DRAM inode and its index;
  *   3. rebuild the allocators from what the logs reference: the log pages of every chain
  *      (snapshot images included), the data pages of every file index and every snapshot;
  *   4. check the tree's shape (root is a live directory, every name points at a live inode);

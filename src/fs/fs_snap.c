@@ -1,5 +1,8 @@
 /*
- * fs_snap.c - snapshots: read-only copies of the whole tree that share its data pages.
+ * fs_snap.c - snapshots: read-only copies of the whole tree that share its data pages. Here
+ * images are written and loaded, snapshots made and deleted (kr_fs_snapshot_*), and checked;
+ * the manifest in DRAM (the SNAPSHOT_INFO entry applied, the data pages held) is
+ * fs_manifest.c's, which the apply code reaches from below.
  *
  * Design. NOVA-Fortis keeps every log entry a snapshot still needs in place and records its
  * death in per-snapshot manifests; here a snapshot is instead an image: at creation every
@@ -45,40 +48,7 @@
 
 #include "fs.h"
 
-static struct krfs_snap *find_id(const struct kr_fs *fs, uint64_t id)
-{
-	for (struct krfs_snap *s = fs->snaps; s; s = s->next)
-		if (s->id == id)
-			return s;
-	return NULL;
-}
-
-static struct krfs_snap *find_name(const struct kr_fs *fs, const char *name, size_t len)
-{
-	for (struct krfs_snap *s = fs->snaps; s; s = s->next)
-		if (s->name_len == len && memcmp(s->name, name, len) == 0)
-			return s;
-	return NULL;
-}
-
-static uint32_t entry_size(size_t name_len)
-{
-	return (uint32_t)((sizeof(struct krfs_e_snapshot) + name_len + 7) & ~(size_t)7);
-}
-
-int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	struct krfs_snap *s = find_id(fs, KR_FS_INO_SNAPSHOT(ino) - 1);
-	uint64_t raw = KR_FS_INO_IN_TREE(ino);
-	if (!s || raw == 0 || raw >= fs->sb.ninodes)
-		return -ENOENT;
-	if (s->damaged)
-		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "snapshot '%s' is damaged beyond repair", s->name);
-	*ip = s->inodes[raw];
-	return *ip ? 0 : -ENOENT;
-}
-
-/* ---- holding data pages ------------------------------------------------------------------------ */
+/* ---- loading an image ----------------------------------------------------------------------------- */
 static int refs_init(struct kr_fs *fs)
 {
 	if (fs->snap_refs)
@@ -89,27 +59,6 @@ static int refs_init(struct kr_fs *fs)
 	return 0;
 }
 
-/* Counts (delta +1) or uncounts (-1) every data page of the snapshot's tree; a page no
- * snapshot holds any more and no live file names is freed. */
-static void hold_pages(struct kr_fs *fs, struct krfs_snap *s, int delta)
-{
-	for (uint64_t ino = 1; ino < fs->sb.ninodes; ino++) {
-		const struct krfs_inode *ip = s->inodes[ino];
-		uint64_t key = 0;
-		uint32_t val;
-		while (ip && krfs_radix_next(&ip->map, key, &key, &val)) {
-			uint64_t pg = val - 1;
-			fs->snap_refs[pg] = (uint16_t)(fs->snap_refs[pg] + delta);
-			if (fs->snap_refs[pg] == 0 && krfs_bm_test(&fs->held, pg)) {
-				krfs_bm_clear(&fs->held, pg);
-				krfs_bm_clear(&fs->data_bm, pg);
-			}
-			key++;
-		}
-	}
-}
-
-/* ---- loading an image ----------------------------------------------------------------------------- */
 struct loader {
 	struct krfs_snap *s;
 	struct krfs_inode *cur;
@@ -170,14 +119,6 @@ static int translate(struct kr_fs *fs, struct krfs_snap *s)
 	return 0;
 }
 
-static void drop_tree(struct kr_fs *fs, struct krfs_snap *s)
-{
-	for (uint64_t ino = 0; s->inodes && ino < fs->sb.ninodes; ino++)
-		krfs_inode_free(s->inodes[ino]);
-	free(s->inodes);
-	s->inodes = NULL;
-}
-
 /* Loads the image of s (invariant 3): walked and verified like a log, its pages marked in
  * use, its data pages held. A damaged image leaves s marked damaged (reads give -EIO). */
 static int load(struct kr_fs *fs, struct krfs_snap *s)
@@ -203,10 +144,10 @@ static int load(struct kr_fs *fs, struct krfs_snap *s)
 		return rc;
 	if (rc) {
 		s->damaged = true;
-		drop_tree(fs, s);
+		krfs_snap_drop_tree(fs, s);
 		return 0;
 	}
-	hold_pages(fs, s, +1);
+	krfs_snap_hold(fs, s, +1);
 	return 0;
 }
 
@@ -233,109 +174,12 @@ int krfs_snap_recover(struct kr_fs *fs)
 	return KR_OK;
 }
 
-/* ---- the manifest ----------------------------------------------------------------------------------- */
-static void snap_free(struct kr_fs *fs, struct krfs_snap *s)
-{
-	drop_tree(fs, s);
-	krfs_inode_free(s->image);
-	free(s);
-}
-
-/* Unlinks s from the list and gives back its image pages and the data only it held. */
-static void release(struct kr_fs *fs, struct krfs_snap *s)
-{
-	struct krfs_snap **pp = &fs->snaps;
-	while (*pp != s)
-		pp = &(*pp)->next;
-	*pp = s->next;
-	fs->nsnaps--;
-	fs->snap_bytes -= entry_size(s->name_len);
-	if (s->inodes)
-		hold_pages(fs, s, -1);
-	for (uint32_t i = 0; s->image && i < s->image->npages; i++)
-		krfs_bm_clear(&fs->meta_bm, (s->image->pages[i] - fs->sb.meta_off) / P);
-	snap_free(fs, s);
-}
-
-int krfs_snap_apply(struct kr_fs *fs, const struct krfs_e_snapshot *e)
-{
-	if (e->h.size != entry_size(e->name_len) || e->reserved || e->name_len == 0 ||
-	    memchr(e->name, '/', e->name_len) || memchr(e->name, '\0', e->name_len) ||
-	    (e->op != KRFS_S_CREATE && e->op != KRFS_S_DELETE))
-		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META, "root log: SNAPSHOT_INFO of transaction %llu malformed",
-				(unsigned long long)e->h.trans);
-	struct krfs_snap *old = find_id(fs, e->id);
-	if (e->op == KRFS_S_DELETE) {
-		if (!old)
-			return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META, "root log: deletes snapshot %llu, which is not there",
-					(unsigned long long)e->id);
-		release(fs, old);
-		return 0;
-	}
-	if (old || find_name(fs, e->name, e->name_len) || e->id >= (1ull << (64 - KR_FS_SNAP_SHIFT)) - 1 ||
-	    !krfs_log_page_ok(fs, e->head) || e->npages == 0)
-		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META, "root log: snapshot %llu repeated or malformed",
-				(unsigned long long)e->id);
-	struct krfs_snap *s = kr_calloc(1, sizeof(*s)), **pp = &fs->snaps;
-	if (!s)
-		return -ENOMEM;
-	s->id = e->id;
-	s->time = e->time;
-	s->name_len = e->name_len;
-	memcpy(s->name, e->name, e->name_len);
-	s->head = e->head;
-	s->end = e->end;
-	s->npages = e->npages;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = s;
-	fs->nsnaps++;
-	fs->snap_bytes += entry_size(e->name_len);
-	return 0;
-}
-
 /* Appends one SNAPSHOT_INFO entry to log in op; image (may be NULL) gives head, end, npages. */
 static int append_info(struct krfs_op *op, struct krfs_inode *log, uint8_t sop, uint64_t id, uint64_t time,
 		       const struct krfs_snap *image, const char *name, size_t len)
 {
-	union {
-		struct krfs_e_snapshot e;
-		uint8_t bytes[KRFS_ENTRY_MAX];
-	} b;
-	memset(&b, 0, sizeof(b));
-	b.e.h.type = KRFS_E_SNAPSHOT_INFO;
-	b.e.h.size = (uint16_t)entry_size(len);
-	b.e.id = id;
-	b.e.time = time;
-	if (image) {
-		b.e.head = image->head;
-		b.e.end = image->end;
-		b.e.npages = image->npages;
-	}
-	b.e.op = sop;
-	b.e.name_len = (uint8_t)len;
-	memcpy(b.e.name, name, len);
-	return krfs_op_append(op, log, &b.e.h);
-}
-
-int krfs_snap_append_all(struct krfs_op *op, struct krfs_inode *log)
-{
-	int rc = 0;
-	for (struct krfs_snap *s = op->fs->snaps; s && rc == 0; s = s->next)
-		rc = append_info(op, log, KRFS_S_CREATE, s->id, s->time, s, s->name, s->name_len);
-	return rc;
-}
-
-void krfs_snap_free_all(struct kr_fs *fs)
-{
-	for (struct krfs_snap *s = fs->snaps, *n; s; s = n) {
-		n = s->next;
-		snap_free(fs, s);
-	}
-	fs->snaps = NULL;
-	free(fs->snap_refs);
-	fs->snap_refs = NULL;
-	krfs_bm_fini(&fs->held);
+	union krfs_snap_buf b;
+	return krfs_op_append(op, log, krfs_snap_entry(&b, sop, id, time, image, name, len));
 }
 
 /* ---- the operations ------------------------------------------------------------------------------------ */
@@ -414,7 +258,7 @@ static int create(struct kr_fs *fs, const char *name, size_t len)
 	}
 	if (rc == 0)
 		rc = krfs_op_commit(&op);
-	krfs_op_end(&op);
+	krfs_op_finish(&op);
 	krfs_inode_free(image);
 	if (rc)
 		return rc;
@@ -422,7 +266,7 @@ static int create(struct kr_fs *fs, const char *name, size_t len)
 	if (krfs_sb_write(fs) != KR_OK)
 		return krfs_fail(fs, KR_E_IO_SYNC);
 	rc = load_pending(fs);
-	struct krfs_snap *s = find_id(fs, id);
+	struct krfs_snap *s = krfs_snap_by_id(fs, id);
 	if (rc == 0 && s->damaged)
 		rc = -EIO; /* message set by the load */
 	return rc;
@@ -435,7 +279,7 @@ static int enter_named(kr_fs *fs, const char *name, size_t *len, struct krfs_sna
 	int rc = snap_name(name, len);
 	if (rc || (rc = krfs_enter(fs)) != 0)
 		return rc;
-	*s = find_name(fs, name, *len);
+	*s = krfs_snap_by_name(fs, name, *len);
 	return 0;
 }
 
@@ -453,7 +297,7 @@ int kr_fs_snapshot_create(kr_fs *fs, const char *name, struct kr_fs_snapshot_att
 	else
 		rc = create(fs, name, len);
 	if (rc == 0 && out)
-		attr_of(find_name(fs, name, len), out);
+		attr_of(krfs_snap_by_name(fs, name, len), out);
 	krfs_leave(fs);
 	return rc;
 }
@@ -473,7 +317,7 @@ int kr_fs_snapshot_delete(kr_fs *fs, const char *name)
 		rc = append_info(&op, fs->inodes[KRFS_ROOT_INO], KRFS_S_DELETE, s->id, 0, NULL, name, len);
 		if (rc == 0)
 			rc = krfs_op_commit(&op); /* applying the delete frees what s held */
-		krfs_op_end(&op);
+		krfs_op_finish(&op);
 	}
 	krfs_leave(fs);
 	return rc;

@@ -1,6 +1,6 @@
 /*
- * fs_super.c - keratin-fs pools: geometry, mkfs, mount, unmount, the superblock's two copies,
- * and the lock every operation takes.
+ * fs_super.c - keratin-fs pools: geometry, mkfs, mount, unmount, and the superblock's two
+ * copies as mount reads them (they are written by krfs_sb_write, fs_base.c).
  *
  * Design
  *
@@ -107,22 +107,6 @@ static int geometry(struct krfs_super *sb)
 }
 
 /* ---- the superblock ---------------------------------------------------------------------- */
-static void sb_seal(struct krfs_super *sb) { sb->csum = kr_crc32c(sb, SB_CSUM_LEN); }
-
-/* Tick-tock: primary, fence, replica, fence. */
-int krfs_sb_write(struct kr_fs *fs)
-{
-	sb_seal(&fs->sb);
-	kr_pm_copy(&fs->pm, fs->pm.base, &fs->sb, sizeof(fs->sb));
-	kr_pm_flush(&fs->pm, fs->pm.base, sizeof(fs->sb));
-	int rc = kr_pm_fence(&fs->pm);
-	char *r = krfs_ptr(fs, fs->sb.pool_size - P);
-	kr_pm_copy(&fs->pm, r, &fs->sb, sizeof(fs->sb));
-	kr_pm_flush(&fs->pm, r, sizeof(fs->sb));
-	int rc2 = kr_pm_fence(&fs->pm);
-	return rc ? rc : rc2;
-}
-
 enum sb_verdict { SB_GOOD, SB_NOT_POOL, SB_TOO_NEW, SB_DAMAGED };
 
 /* A newer version is "too new" whatever its checksum (a newer format may checksum
@@ -238,65 +222,6 @@ static struct kr_fs *fs_alloc(const char *path)
 	return fs;
 }
 
-int krfs_fail(struct kr_fs *fs, int kr_code)
-{
-	fs->failed = 1;
-	return KRFS_ERR(-EIO, kr_code, "%s: durability call failed; the file system is in the error state: %s",
-			fs->path, kr_errmsg());
-}
-
-int krfs_fence(struct kr_fs *fs)
-{
-	int rc = kr_pm_fence(&fs->pm);
-	return rc == KR_OK ? 0 : krfs_fail(fs, rc);
-}
-
-int krfs_enter(struct kr_fs *fs)
-{
-	if (!fs)
-		return -EINVAL;
-	pthread_mutex_lock(&fs->lock);
-	if (fs->failed) {
-		pthread_mutex_unlock(&fs->lock);
-		return KRFS_ERR(-EIO, KR_E_POOL_FAILED, "%s: the file system is in the error state; remount it",
-				fs->path);
-	}
-	return 0;
-}
-
-void krfs_leave(struct kr_fs *fs) { pthread_mutex_unlock(&fs->lock); }
-
-int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit)
-{
-	if (fs->sb.incompat & bit)
-		return 0;
-	fs->sb.incompat |= bit;
-	return krfs_sb_write(fs) == KR_OK ? 0 : krfs_fail(fs, KR_E_IO_SYNC);
-}
-
-int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	if (krfs_is_snap_ino(ino))
-		return krfs_snap_get(fs, ino, ip);
-	if (ino == 0 || ino >= fs->sb.ninodes)
-		return -ENOENT;
-	*ip = fs->inodes[ino];
-	if (*ip)
-		return 0;
-	if (krfs_bm_test(&fs->ino_bm, ino))
-		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "inode %llu is damaged beyond repair",
-				(unsigned long long)ino);
-	return -ENOENT;
-}
-
-int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	int rc = krfs_enter(fs);
-	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
-		krfs_leave(fs);
-	return rc;
-}
-
 /* ---- mkfs -------------------------------------------------------------------------------- */
 static int format(struct kr_fs *fs)
 {
@@ -330,7 +255,7 @@ static int format(struct kr_fs *fs)
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = krfs_op_commit(&op);
-	krfs_op_end(&op);
+	krfs_op_finish(&op);
 	return rc == 0 ? KR_OK : kr_err_set(KR_E_IO, "%s: cannot create the root directory (%d)", fs->path, rc);
 }
 
