@@ -265,8 +265,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	} else {
 		conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
 	}
-	/* The kernel does the permission checks (mount option default_permissions) and local
-	 * POSIX and flock locks: the library keeps no lock state. */
+	/* The kernel does the permission checks (mount option default_permissions, or FUSE's
+	 * own check of execute bits and op_access for root's mount: fsmount.c) and local POSIX
+	 * and flock locks: the library keeps no lock state. */
 	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
 }
 
@@ -336,6 +337,22 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	reply_attr(req, kr_fs_getattr(ctx_of(req)->fs, ino, &a), &a);
+}
+
+/* access(2) and chdir come here only when the kernel checks no permissions, that is when
+ * root mounted without allow_other (fsmount.c) and every caller is root: root may read,
+ * write and search anything, and execute a file that has an execute bit. */
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct kr_fs_attr a;
+	if (ino == SNAPDIR_INO || !(mask & X_OK)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	int rc = kr_fs_getattr(ctx_of(req)->fs, ino, &a);
+	if (rc == 0 && !S_ISDIR(a.mode) && !(a.mode & (S_IXUSR | S_IXGRP | S_IXOTH)))
+		rc = -EACCES;
+	fuse_reply_err(req, -rc);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set,
@@ -801,6 +818,7 @@ const struct fuse_lowlevel_ops fsfuse_ops = {
 	.forget = op_forget,
 	.getattr = op_getattr,
 	.setattr = op_setattr,
+	.access = op_access,
 	.readlink = op_readlink,
 	.mknod = op_mknod,
 	.mkdir = op_mkdir,

@@ -70,6 +70,16 @@ static int parse_seconds(const char *s, double *out)
 	return 0;
 }
 
+/* Whether the comma-separated list opts holds the option name. */
+static bool opt_has(const char *opts, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = opts; (p = strstr(p, name)) != NULL; p += n)
+		if ((p == opts || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+			return true;
+	return false;
+}
+
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
  * threads=N, clone_fd, prefault (the default), noprefault and scan_threads=N. */
@@ -142,7 +152,18 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 	}
 	f->pool = pool;
 	char o[4096] = "";
-	opt_append(o, sizeof(o), "default_permissions", NULL);
+	/* Who checks permissions. With allow_other other users come in, and a user who is not
+	 * root is held to the mode bits of their own files: the kernel checks every access
+	 * (default_permissions). When root mounts without allow_other, FUSE lets in only
+	 * processes whose user and group ids are all 0, and root's own check would grant them
+	 * everything but executing a file with no execute bit, which FUSE checks without the
+	 * option as well (access(2) comes to op_access, which answers the same). Leaving the
+	 * option out then changes no answer and saves a GETATTR of the directory before each
+	 * creation and removal (the kernel forgets a directory's attributes whenever it changes,
+	 * and the check needs them). A root process that dropped CAP_DAC_OVERRIDE is treated as
+	 * root: it could write the pool file itself. */
+	if (geteuid() != 0 || opt_has(fuse_opts, "allow_other") || opt_has(fuse_opts, "allow_root"))
+		opt_append(o, sizeof(o), "default_permissions", NULL);
 	opt_append(o, sizeof(o), "subtype=keratin", NULL);
 	opt_append(o, sizeof(o), "fsname=", pool);
 	if (*fuse_opts)
