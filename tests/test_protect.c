@@ -1,16 +1,17 @@
 /*
- * test_protect.c - debug protection (KERATIN_DEBUG_PROTECT=1): kr_get hands out a
- * read-only view of the pool, keratin keeps working through its own mapping, and a stray
- * store through a kr_get pointer is stopped and named (object, offset) on stderr.
+ * test_protect.c - debug protection (KERATIN_DEBUG_PROTECT=1, or with the argument "flag"
+ * KR_OPEN_DEBUG in the flags of create and open): kr_get hands out a read-only view of the
+ * pool, keratin keeps working through its own mapping, and a stray store through a kr_get
+ * pointer is stopped and named (object, offset) on stderr.
  *
- * Steps: with the variable set, create a pool, commit a 100-byte object, read it through
+ * Steps: protected, create a pool, commit a 100-byte object, read it through
  * kr_get (a different address than the library's own mapping), change it with kr_update
  * and see the change through the view. A forked child then stores into byte 42 through
  * the kr_get pointer: it must die of the fault (under a sanitizer, of the sanitizer's
  * report of it), its stderr must name the object and offset 42, and the byte must be
  * unchanged (the pool is MAP_SHARED: a store that landed would show in the parent). The
- * control, without the variable: the same store from a child lands, so the check above
- * can fail. Last, the pool reopens protected with the committed bytes intact.
+ * control, without the variable or the flag: the same store from a child lands, so the
+ * check above can fail. Last, the pool reopens protected with the committed bytes intact.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -34,16 +35,35 @@ static int stray_store_child(const char *p, char *err, size_t cap)
 	return tu_run_child(stray_store, (void *)p, err, cap);
 }
 
-int main(void)
+static int by_flag; /* the mode from KR_OPEN_DEBUG, not from the environment */
+
+/* Creates (create) or opens the pool at path protected. */
+static int protected_pool(const char *path, int create, kr_pool **pool)
+{
+	if (!by_flag) {
+		setenv("KERATIN_DEBUG_PROTECT", "1", 1);
+		return create ? tu_create(path, 16u << 20, 0, 0, 0, pool) : tu_open(path, pool);
+	}
+	if (!create)
+		return kr_pool_open(path, KR_OPEN_FORCE_PMEM | KR_OPEN_DEBUG, pool);
+	struct kr_create_opts o = KR_CREATE_OPTS_INIT;
+	o.size = 16u << 20;
+	o.flags = KR_OPEN_FORCE_PMEM | KR_OPEN_DEBUG;
+	o.protection = tu_protection();
+	return kr_pool_create(path, &o, pool);
+}
+
+int main(int argc, char **argv)
 {
 	char path[128], err[4096], want[128];
 	kr_pool *pool;
 	kr_tx *tx;
 	kr_oid oid;
 
-	setenv("KERATIN_DEBUG_PROTECT", "1", 1);
+	by_flag = argc > 1 && strcmp(argv[1], "flag") == 0;
+	unsetenv("KERATIN_DEBUG_PROTECT");
 	tu_pool_path(path, sizeof(path), "protect");
-	TU_OK(tu_create(path, 16u << 20, 0, 0, 0, &pool));
+	TU_OK(protected_pool(path, 1, &pool));
 	TU_OK(kr_tx_begin(pool, &tx));
 	TU_OK(kr_tx_alloc(tx, OBJ_SIZE, 7, &oid));
 	char *buf = kr_tx_open(tx, oid);
@@ -84,8 +104,7 @@ int main(void)
 	TU_OK(kr_update(pool, oid, STRAY_OFF, "a", 1)); /* put the byte back, checksum too */
 	TU_OK(kr_pool_close(pool));
 
-	setenv("KERATIN_DEBUG_PROTECT", "1", 1);
-	TU_OK(tu_open(path, &pool));
+	TU_OK(protected_pool(path, 0, &pool));
 	p = kr_get(pool, oid);
 	TU_ASSERT(p != NULL && p[0] == 'a' && p[10] == 'z' && p[STRAY_OFF] == 'a' &&
 			  p[OBJ_SIZE - 1] == 'a',

@@ -3,7 +3,10 @@
 # benchmark driver (bench/keratin-bench.c with maps/) and the crash-and-recover demo
 # (examples/demo.c with kvmap.c), compiled with keratin-pmsan-cc (CC) and linked with the
 # plain libkeratin.a of BUILD (the application is checked, the library is not), run on
-# small workloads. Any pmsan violation, or a failed run, fails the test.
+# small workloads; the map workloads again with keratin's debug mode on
+# (KERATIN_DEBUG_PROTECT=1: kr_get points into a read-only view of the pool, which pmsan
+# follows too), each removing every key it inserted. Any pmsan violation, or a
+# failed run, fails the test.
 set -u
 cc=$1 src=$2 build=$3 out=$4
 mkdir -p "$out"
@@ -44,6 +47,8 @@ if build keratin-bench -I"$src/maps" "$src/bench/keratin-bench.c" "$src"/maps/*.
 	for m in ctree rbtree btree skiplist rtree hashmap; do
 		run "keratin-bench map $m" "$out/keratin-bench" --workload map --param $m --ops 2000 \
 			--pool-mib 64 --dir "$tmp"
+		run "keratin-bench map $m (debug mode)" env KERATIN_DEBUG_PROTECT=1 \
+			"$out/keratin-bench" --workload map --param $m --ops 2000 --pool-mib 64 --dir "$tmp"
 	done
 	run "keratin-bench overwrite" "$out/keratin-bench" --workload overwrite --param 256 \
 		--ops 2000 --pool-mib 64 --dir "$tmp"

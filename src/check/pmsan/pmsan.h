@@ -3,8 +3,8 @@
  * each of its files offers to the files above it, bottom up (rt_main.c draws the floors):
  * rt_common.c options, allocation and reports; ivset.c range sets; rt_track.c mappings,
  * freed objects, per-thread records and rule 1; rt_tx.c transactions and rules 2-5;
- * rt_image.c crash images and rule 6. rt_hooks.c and rt_main.c, at the top, offer nothing
- * to the others.
+ * rt_image.c crash images and rule 6. rt_kr.c (keratin's pools and transactions),
+ * rt_hooks.c and rt_main.c offer nothing to the others.
  *
  * The hooks the instrumented program calls (__pmsan_*) are declared where they are
  * defined; their signatures follow the pass (pass.cpp) and hooks.def.

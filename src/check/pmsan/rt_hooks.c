@@ -2,10 +2,10 @@
  * rt_hooks.c - the pmsan runtime's hooks for memory: the instruction hooks the pass inserts
  * (stores, loads, cache-line flushes, fences) and the library-call hooks (hooks.def) that
  * map and unmap pools, persist, and copy or write for the caller (libpmem, libpmemobj,
- * keratin, libc). Each becomes a store, flush or fence event, which this file hands to the
- * rules below it: the freed-object check and the transaction model (rt_tx.c), the crash
- * images (rt_image.c), then the thread's record (rt_track.c). The transaction and
- * allocation hooks are rt_tx.c's own.
+ * libc). Each becomes a store, flush or fence event, which this file hands to the rules
+ * below it: the freed-object check and the transaction model (rt_tx.c), the crash images
+ * (rt_image.c), then the thread's record (rt_track.c). libpmemobj's transaction and
+ * allocation hooks are rt_tx.c's own, and keratin's hooks rt_kr.c's.
  *
  * The events live here, above every rule, rather than beside the records in rt_track.c:
  * a store must ask the transaction layer whether it is a transaction's before it becomes a
@@ -23,14 +23,6 @@
 #include <sys/stat.h>
 
 #include "pmsan.h"
-
-/* libpmemobj and keratin are asked where their pools lie through their public interfaces
- * (pmemobj_direct in rt_tx.c; kr_pool_base and kr_pool_mapped_size of keratin.h here), as
- * the checked program itself may ask: the checker stands above the libraries it checks, and
- * the libraries know nothing of it. Weak: a program that does not use keratin does not
- * link it. */
-extern void *kr_pool_base(void *pool) __attribute__((weak));
-extern size_t kr_pool_mapped_size(void *pool) __attribute__((weak));
 
 #define MEM_NODRAIN (1u << 0) /* PMEM_F_MEM_NODRAIN, PMEMOBJ_F_MEM_NODRAIN */
 #define MEM_NOFLUSH (1u << 5) /* PMEM_F_MEM_NOFLUSH, PMEMOBJ_F_MEM_NOFLUSH */
@@ -213,26 +205,6 @@ void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
 	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
 	if (r)
 		pmsan_range_remove(r->lo, loc);
-}
-
-void __pmsan_post_kr_pool_create(int ret, const char *path, const void *opts, void **poolp,
-				 loc_t *loc)
-{
-	if (ret != 0 || !poolp || !*poolp || !kr_pool_base || !kr_pool_mapped_size)
-		return;
-	uintptr_t base = (uintptr_t)kr_pool_base(*poolp);
-	pmsan_range_add(base, base + kr_pool_mapped_size(*poolp), RANGE_KERATIN, path);
-}
-
-void __pmsan_post_kr_pool_open(int ret, const char *path, unsigned flags, void **poolp, loc_t *loc)
-{
-	__pmsan_post_kr_pool_create(ret, path, NULL, poolp, loc);
-}
-
-void __pmsan_pre_kr_pool_close(void *pool, loc_t *loc)
-{
-	if (pool && kr_pool_base)
-		pmsan_range_remove((uintptr_t)kr_pool_base(pool), loc);
 }
 
 /* ---- flushes, fences and copies done by the libraries */

@@ -6,6 +6,7 @@
  *   rt_main.c    start (options, the summary's crash-image line) and the exit check
  *   rt_hooks.c   the hooks for stores, loads, flushes, fences, mappings and copies
  *   rt_tx.c      transactions and allocations, rules 2-5    rt_image.c  crash images, rule 6
+ *                rt_kr.c  keratin's pools, debug views, frees and allocations (rule 4)
  *   rt_track.c   mappings, freed objects, per-thread records, rule 1
  *   ivset.c      range sets and growable arrays
  *   rt_common.c  options, allocation, reports
