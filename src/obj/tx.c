@@ -10,6 +10,11 @@
  *   rtree). kr_tx_get() completes the buffer on demand so that the whole object reads
  *   correctly with the transaction's own changes.
  *
+ *   What a transaction reads from home is verified first. The first opening of an object
+ *   checks its whole CRC; a large one that passed keeps block checksums in DRAM (vcache.c),
+ *   so later openings check only the blocks of the ranges handed out, and the commit makes
+ *   those checksums follow the bytes it wrote.
+ *
  *   Objects allocated by the transaction are not logged: their blocks are free until the
  *   commit, so their content is written home directly (non-temporal) before the commit
  *   fence, and only the allocation itself is a redo record. Heap invariant 3 (heap.c)
@@ -22,7 +27,8 @@
  *        records for allocations and frees, the root lines if the root changed;
  *     4. kr_log_commit: log lines + replica + ONE fence = the commit point;
  *     5. kr_log_apply: records written home and flushed, no fence;
- *     6. DRAM allocator state updated; deferred frees released; lane released.
+ *     6. DRAM allocator state and block checksums updated; deferred frees released; lane
+ *        released.
  *
  *   Invariants
  *   1. Nothing reaches the pool before step 2, so an abort at step 1 leaves it byte-for-byte
