@@ -415,7 +415,8 @@ KR_API int kr_badblocks_add(const char *pool_path, uint64_t off);
  * inaccessible; the next access to it faults and is repaired online. For tests and tools. */
 KR_API int kr_inject_poison(kr_pool *pool, uint64_t off);
 
-/* When checksums are verified: always when an object is opened for writing; with
+/* When checksums are verified: always when an object is opened for writing (of an object of
+ * 8 KiB or more verified before, the blocks of the ranges the transaction reads); with
  * KR_READ_CONSERVATIVE also on every kr_get/kr_tx_get (a failing object is repaired, or
  * the read fails with KR_E_CORRUPT_OBJECT); with KR_READ_SCRUB a background thread also
  * runs a repair pass (kr_pool_check with KR_CHECK_REPAIR) every scrub_txs commits or

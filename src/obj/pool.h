@@ -15,6 +15,7 @@
 #include "log.h"
 #include "pmem.h"
 #include "redund.h"
+#include "vcache.h"
 
 struct kr_pool {
 	struct kr_pm pm;
@@ -23,6 +24,7 @@ struct kr_pool {
 	struct kr_log log;
 	struct kr_heap heap;
 	struct kr_redund redund;
+	struct kr_vcache vcache; /* block checksums of large objects opened for writing (tx.c) */
 	struct kr_root_line *root[2]; /* root lines of the two control pages */
 	pthread_mutex_t root_lock;
 	_Atomic int failed;   /* sticky error state (see keratin.h) */

@@ -39,15 +39,20 @@
 #include "grow.h"
 #include "redund.h"
 
+uint32_t kr_obj_crc_start(const struct kr_obj_hdr *hdr)
+{
+	return kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc));
+}
+
 uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload)
 {
-	return kr_crc32c_extend(kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc)), payload, hdr->size);
+	return kr_crc32c_extend(kr_obj_crc_start(hdr), payload, hdr->size);
 }
 
 /* Zero bytes leave the inverted register multiplied by x^(8n): the shift. */
 uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr)
 {
-	return ~kr_crc32c_shift(~kr_crc32c(hdr, offsetof(struct kr_obj_hdr, crc)), hdr->size);
+	return ~kr_crc32c_shift(~kr_obj_crc_start(hdr), hdr->size);
 }
 
 #define REC_SZ sizeof(struct kr_chunk_meta)

@@ -36,6 +36,8 @@ struct kr_redund {
  * The fields are fixed at allocation, so kr_crc32c_delta patches it for payload changes
  * exactly as for a payload-only CRC (the delta position counts from the end). */
 uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload);
+/* That checksum over the header fields alone: kr_crc32c_extend it with the payload. */
+uint32_t kr_obj_crc_start(const struct kr_obj_hdr *hdr);
 /* The checksum of an object whose payload is hdr->size zero bytes, in time logarithmic in
  * the size (a fresh object the transaction never wrote). Equals kr_obj_crc of zeros. */
 uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr);

@@ -10,6 +10,11 @@
  *   rtree). kr_tx_get() completes the buffer on demand so that the whole object reads
  *   correctly with the transaction's own changes.
  *
+ *   What a transaction reads from home is verified first. The first opening of an object
+ *   checks its whole CRC; a large one that passed keeps block checksums in DRAM (vcache.c),
+ *   so later openings check only the blocks of the ranges handed out, and the commit makes
+ *   those checksums follow the bytes it wrote.
+ *
  *   Objects allocated by the transaction are not logged: their blocks are free until the
  *   commit, so their content is written home directly (non-temporal) before the commit
  *   fence, and only the allocation itself is a redo record. Heap invariant 3 (heap.c)
@@ -22,7 +27,8 @@
  *        records for allocations and frees, the root lines if the root changed;
  *     4. kr_log_commit: log lines + replica + ONE fence = the commit point;
  *     5. kr_log_apply: records written home and flushed, no fence;
- *     6. DRAM allocator state updated; deferred frees released; lane released.
+ *     6. DRAM allocator state and block checksums updated; deferred frees released; lane
+ *        released.
  *
  *   Invariants
  *   1. Nothing reaches the pool before step 2, so an abort at step 1 leaves it byte-for-byte
@@ -58,6 +64,7 @@ struct mbuf {
 	uint8_t fresh;     /* allocated by this transaction */
 	uint8_t handed;    /* buf was handed to the application (a fresh one may hold more than zeros) */
 	uint8_t freed;     /* freed by this transaction */
+	uint8_t by_block;  /* not verified whole: kr_tx_add verifies each range's blocks (vcache.h) */
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -184,7 +191,7 @@ static int feat(const kr_pool *pool, unsigned f);
 /* The payload of a live object against its header checksum. */
 static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr)
 {
-	uint32_t got = kr_obj_crc(hdr, pool->pm.base + oid);
+	uint32_t got = kr_vcache_object_crc(&pool->vcache, oid, hdr, (const uint8_t *)pool->pm.base + oid);
 	if (got == hdr->crc)
 		return KR_OK;
 	return KR_CORRUPT(KR_E_CORRUPT_OBJECT, oid, "object of %llu bytes: checksum 0x%08x, header says 0x%08x",
@@ -238,10 +245,16 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	m->size = hdr->size;
 	m->type = hdr->type;
 	m->block = b;
-	/* Opening for write always verifies: a change must not be built on damaged bytes. */
-	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM) && (rc = object_verify_repair(tx->pool, oid, &b))) {
-		tx_fail(tx, rc);
-		return NULL;
+	/* Opening for write verifies: a change must not be built on damaged bytes. A large
+	 * object verified whole before has its blocks checked instead, as kr_tx_add hands
+	 * them out (range_verify). */
+	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
+		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
+			m->by_block = 1;
+		else if ((rc = object_verify_repair(tx->pool, oid, &b))) {
+			tx_fail(tx, rc);
+			return NULL;
+		}
 	}
 	if (mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
@@ -297,6 +310,17 @@ static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 	}
 	m->ranges[i] = (struct range){s, e};
 	return KR_OK;
+}
+
+/* The bytes [s, e) a transaction is about to read from home, of an object opened by block:
+ * its blocks against their DRAM checksums. The object's CRC decides a mismatch (the DRAM
+ * state may be what is wrong): it is verified whole, and repaired if it can be. */
+static int range_verify(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e)
+{
+	if (kr_vcache_verify(&pool->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid, s, e))
+		return KR_OK;
+	m->by_block = 0;
+	return object_verify_repair(pool, m->oid, &m->block);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -430,8 +454,14 @@ void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				       len, (unsigned long long)oid, (unsigned long long)m->size));
 		return NULL;
 	}
-	if (!m->full)
+	if (!m->full) {
+		int rc = m->by_block ? range_verify(tx->pool, m, off, off + len) : KR_OK;
+		if (rc) {
+			tx_fail(tx, rc);
+			return NULL;
+		}
 		mbuf_fill_gaps(tx->pool, m, off, off + len);
+	}
 	m->handed = 1;
 	if (!m->fresh && range_add(m, off, off + len) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
@@ -467,6 +497,12 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 		return NULL;
 	}
 	if (!m->full) {
+		/* The whole object is read now: verify it whole. */
+		int rc = m->by_block ? range_verify(tx->pool, m, 0, m->size) : KR_OK;
+		if (rc) {
+			tx_fail(tx, rc);
+			return NULL;
+		}
 		mbuf_fill_gaps(tx->pool, m, 0, m->size);
 		m->full = 1;
 	}
@@ -609,6 +645,23 @@ static int tx_build_image(struct kr_tx *tx)
 	return rc;
 }
 
+/* After the apply: the DRAM block checksums of a changed object follow its new bytes. One
+ * rewritten mostly is forgotten instead; its next opening verifies it whole, which costs
+ * what recomputing its blocks would. */
+static void vcache_follow(kr_pool *pool, const struct mbuf *m)
+{
+	uint64_t written = 0;
+	for (uint32_t i = 0; i < m->nranges; i++)
+		written += m->ranges[i].end - m->ranges[i].start;
+	if (written > m->size / 2) {
+		kr_vcache_drop(&pool->vcache, m->oid, m->size);
+		return;
+	}
+	for (uint32_t i = 0; i < m->nranges; i++)
+		kr_vcache_update(&pool->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid,
+				 m->ranges[i].start, m->ranges[i].end);
+}
+
 int kr_tx_commit(kr_tx *tx)
 {
 	int rc = tx_owned(tx);
@@ -658,7 +711,7 @@ int kr_tx_commit(kr_tx *tx)
 	kr_log_applied(&pool->log, tx->lane, seq);
 	kr_log_exit(&pool->log, tx->lane);
 
-	/* 6. DRAM allocator state. */
+	/* 6. DRAM allocator state and block checksums. */
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (m->fresh && !m->freed)
 			kr_heap_commit_alloc(&pool->heap, &m->block);
@@ -666,8 +719,10 @@ int kr_tx_commit(kr_tx *tx)
 			/* Debug mode: the trap is set before the block can be released. */
 			if (__builtin_expect(pool->debug != NULL, 0))
 				kr_debug_freed(pool, &m->block, m->oid, m->size);
+			kr_vcache_drop(&pool->vcache, m->oid, m->size);
 			kr_heap_commit_free(&pool->heap, &m->block, seq);
-		}
+		} else if (m->nranges)
+			vcache_follow(pool, m);
 	}
 	kr_heap_release(&pool->heap);
 	tx_end(tx, 1);
