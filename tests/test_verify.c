@@ -145,7 +145,8 @@ int main(void)
 	elsewhere();
 	TU_DEEP_CHECK(g_pool, "end");
 	TU_OK(kr_pool_close(g_pool));
-	unlink(path);
 	printf("verify: 3 cases passed\n");
+	TU_END_CHECK_ALL("test_verify");
+	unlink(path);
 	return 0;
 }
