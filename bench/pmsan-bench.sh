@@ -24,8 +24,10 @@
 # Reordering on the maps: each map again with K keys (default 100) in an 8 MiB pool, built
 # through keratin-pmsan-cc, run without crash images and with
 # PMSAN_OPTIONS=reorder=single:check=/bin/true, Q rounds (default 3), 1 and 2 threads.
-# Cost per fence = (median wall time with images - without) / the fences at which pmsan
-# cut images (its summary line: "crash images: I checked at F fences"), and per image.
+# Slowdown: the median wall time of the whole run (pool creation to exit: the span pmsan's
+# fence count covers) with images over that without; cost per fence = (wall time with
+# images - without) / the fences at which pmsan cut images (its summary line: "crash
+# images: I checked at F fences"), and per image.
 # pmsan sees only fences in instrumented code: libpmemobj's own (transaction commit) and
 # keratin's are not, so a transactional map reports 0 fences. Raw rows:
 # BUILD/pmsan-bench/reorder.csv. The same price on a fence-bound program of our own,
@@ -97,8 +99,17 @@ for v in plain pmsan; do
 	"$cc" -O2 -g -pthread -o "$out/pmsan-fences-$v" "$here/pmsan-fences.c" -lpmem
 done
 
-pmdk_maps=(ctree rbtree btree skiplist rtree hashmap hashmap_atomic hashmap_rp)
-keratin_maps=(ctree rbtree btree skiplist rtree hashmap)
+# Every cell's "DRIVER STRUCT THREADS", in the order they run.
+cells=()
+for d in PMDK keratin; do
+	maps=(ctree rbtree btree skiplist rtree hashmap)
+	[[ $d == PMDK ]] && maps+=(hashmap_atomic hashmap_rp)
+	for s in "${maps[@]}"; do
+		for t in 1 2; do
+			[[ $s == hashmap_rp && $t == 2 ]] || cells+=("$d $s $t")
+		done
+	done
+done
 
 # drive DRIVER VARIANT STRUCT THREADS KEYS [ARGS...]: one run of the map workload, pinned,
 # with PMSAN_OPTIONS as the caller set it; its CSV rows on stdout, its stderr in
@@ -129,16 +140,10 @@ run() {
 			'$3 ~ /^(insert|lookup|remove)$/ { print d "," v "," s "," t "," $3 "," r "," $7 }' >>"$csv"
 }
 for r in $(seq "$rounds"); do
-	for d in PMDK keratin; do
-		maps=("${pmdk_maps[@]}")
-		[[ $d == keratin ]] && maps=("${keratin_maps[@]}")
-		for s in "${maps[@]}"; do
-			for t in 1 2; do
-				[[ $s == hashmap_rp && $t == 2 ]] && continue
-				if ((r % 2)); then run $d plain $s $t $r; run $d pmsan $s $t $r;
-				else run $d pmsan $s $t $r; run $d plain $s $t $r; fi
-			done
-		done
+	for c in "${cells[@]}"; do
+		read -r d s t <<<"$c"
+		if ((r % 2)); then run $d plain $s $t $r; run $d pmsan $s $t $r;
+		else run $d pmsan $s $t $r; run $d plain $s $t $r; fi
 	done
 	echo "pmsan-bench: round $r of $rounds done" >&2
 done
@@ -159,16 +164,10 @@ reorder_run() {
 	echo "$1,$2,$3,$4,$5,$wall,$(awk -F, '{ s += $7 } END { printf "%.6f", s }' <<<"$rows"),$images" >>"$rcsv"
 }
 for r in $(seq "$rrounds"); do
-	for d in PMDK keratin; do
-		maps=("${pmdk_maps[@]}")
-		[[ $d == keratin ]] && maps=("${keratin_maps[@]}")
-		for s in "${maps[@]}"; do
-			for t in 1 2; do
-				[[ $s == hashmap_rp && $t == 2 ]] && continue
-				reorder_run $d $s $t none $r
-				reorder_run $d $s $t single $r
-			done
-		done
+	for c in "${cells[@]}"; do
+		read -r d s t <<<"$c"
+		reorder_run $d $s $t none $r
+		reorder_run $d $s $t single $r
 	done
 	echo "pmsan-bench: map reordering round $r of $rrounds done" >&2
 done
@@ -255,9 +254,10 @@ for r in csv.DictReader(open(rcsv)):
     rr[(r["driver"], r["struct"], r["threads"], r["reorder"])].append(r)
 print(f"\nReordering on the maps: the instrumented build with "
       f"`reorder=single:check=/bin/true` against the same without, {rkeys} keys in an 8 MiB "
-      f"pool, median of {rrounds} rounds. Slowdown: the three phases' seconds with crash "
-      f"images over those without; fences: those pmsan cut crash images at (its summary); "
-      f"ms per fence and per image: (wall time with - without) / fences, / images:\n")
+      f"pool, median of {rrounds} rounds. Slowdown: the whole run's wall time (pool creation "
+      f"to exit) with crash images over that without; fences: those pmsan cut crash images at "
+      f"(its summary); ms per fence and per image: (wall time with - without) / fences, "
+      f"/ images:\n")
 print("| driver | structure | threads | slowdown | fences | images | ms per fence | ms per image |")
 print("|---|---|---|---|---|---|---|---|")
 for d, maps in MAPS.items():
@@ -266,15 +266,13 @@ for d, maps in MAPS.items():
             a, b = rr.get((d, s, th, "none")), rr.get((d, s, th, "single"))
             if not a or not b:
                 continue
-            pa = med(float(r["phase_seconds"]) for r in a)
-            pb = med(float(r["phase_seconds"]) for r in b)
             wa = med(float(r["wall_seconds"]) for r in a)
             wb = med(float(r["wall_seconds"]) for r in b)
             f = int(med(int(r["fences"] or 0) for r in b))
             im = int(med(int(r["images"] or 0) for r in b))
             pf = f"{(wb - wa) * 1e3 / f:.2f}" if f else "-"
             pi = f"{(wb - wa) * 1e3 / im:.2f}" if im else "-"
-            print(f"| {d} | {label(d, s)} | {th} | {pb / pa:.2f}x | {f} | {im} | {pf} | {pi} |")
+            print(f"| {d} | {label(d, s)} | {th} | {wb / wa:.2f}x | {f} | {im} | {pf} | {pi} |")
 
 fr = defaultdict(list)
 for r in csv.DictReader(open(fcsv)):
