@@ -61,7 +61,7 @@ while [[ $# -gt 0 ]]; do
 	--fences) fences=$2; shift 2 ;;
 	--cpus) cpus=$2; shift 2 ;;
 	--out) docs=$(realpath "$2"); shift 2 ;;
-	-h | --help) sed -n '2,44p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,45p' "$0"; exit 0 ;;
 	*) break ;;
 	esac
 done
