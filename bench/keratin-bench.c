@@ -10,7 +10,8 @@
  *       free      free one of the objects allocated (untimed) beforehand, clear its slot
  *   mt_overwrite SIZE, --threads T  T threads, each overwriting its own 1000 objects
  *   map STRUCT                 insert N keys into an empty map (each insert a transaction),
- *                              then look each up, then remove each: three rows
+ *                              then look each up, then remove each: three rows; with
+ *                              --threads T, T maps in the pool, one per thread, N / T keys each
  *   create MIB                 pool creation, reported per GiB
  *   repair                     online repair of one poisoned data page (keratin only)
  *   scrub                      a full verification pass, in bytes per second (keratin only)
@@ -315,14 +316,48 @@ static int bench_alloc_free(struct opts *o, size_t size, int is_free)
 /* ---------------------------------------------------------------------------------------
  * The map structures
  * ------------------------------------------------------------------------------------- */
+/* One thread of the map workload: its own map in the shared pool, its slice of the keys,
+ * one phase (0 insert, 1 lookup, 2 remove) per run. */
+struct map_worker {
+	kr_map *m;
+	const uint64_t *keys;
+	uint64_t n, *lat;
+	int phase, rc;
+	struct kr_counters c;
+};
+
+static void *map_phase(void *arg)
+{
+	struct map_worker *w = arg;
+	int rc = 0;
+	kr_counters_reset();
+	for (uint64_t i = 0; i < w->n && rc >= 0; i++) {
+		uint64_t s = util_now_ns(), v;
+		rc = w->phase == 0 ? kr_map_insert(w->m, NULL, w->keys[i], w->keys[i])
+		     : w->phase == 1 ? (kr_map_lookup(w->m, NULL, w->keys[i], &v) == 1 && v == w->keys[i] ? 0 : -1)
+				     : kr_map_remove(w->m, NULL, w->keys[i], NULL);
+		w->lat[i] = util_now_ns() - s;
+	}
+	kr_counters_get(&w->c);
+	w->rc = rc;
+	return NULL;
+}
+
+/* map STRUCT with T threads: each thread inserts, looks up and removes its own N / T keys
+ * in a map of its own (the structures take no locks: one map is one thread's), all in one
+ * pool. A phase's time runs from the first thread's start to the last one's end; latencies
+ * and counters are thread 0's, throughput counts every thread's keys. */
 static int bench_map(struct opts *o)
 {
 	int kind = kr_map_kind_parse(o->param);
 	if (kind < 0)
 		return util_usage_error(PROG, "unknown structure '%s'", o->param);
+	unsigned nt = (unsigned)o->threads;
+	if (o->ops < nt)
+		return util_usage_error(PROG, "map: --ops below --threads");
 	uint64_t *keys = malloc(o->ops * sizeof(uint64_t)), state = KEY_SEED;
-	struct result r = {.n = o->ops, .lat = malloc(o->ops * sizeof(uint64_t)), .has_counters = 1};
-	if (!keys || !r.lat)
+	uint64_t *lat = malloc(o->ops * sizeof(uint64_t));
+	if (!keys || !lat)
 		return lib_fail(o, "buffers", KR_E_NOMEM);
 	for (uint64_t i = 0; i < o->ops; i++)
 		keys[i] = util_rand64(&state);
@@ -330,27 +365,35 @@ static int bench_map(struct opts *o)
 	 * measured); the others need a few hundred bytes. */
 	uint64_t per_key = kind == KR_MAP_RTREE ? 3500 : 600;
 	kr_pool *pool;
-	kr_oid desc;
-	kr_map *m = NULL;
+	struct map_worker w[MAX_THREADS] = {{0}};
+	pthread_t th[MAX_THREADS];
 	if (create_pool(o, o->pool_mib ? o->pool_mib : 64 + ((o->ops * per_key) >> 20), &pool))
 		return 1;
-	int rc = kr_map_create(pool, NULL, kind, &desc);
-	if (!rc)
-		rc = kr_map_open(pool, desc, &m);
+	int rc = 0;
+	for (unsigned t = 0; t < nt && !rc; t++) {
+		uint64_t lo = o->ops * t / nt, hi = o->ops * (t + 1) / nt;
+		kr_oid desc;
+		w[t] = (struct map_worker){.keys = keys + lo, .n = hi - lo, .lat = lat + lo};
+		rc = kr_map_create(pool, NULL, kind, &desc);
+		if (!rc)
+			rc = kr_map_open(pool, desc, &w[t].m);
+	}
 	const char *phase[] = {"insert", "lookup", "remove"};
 	for (int p = 0; p < 3 && !rc; p++) {
-		r.workload = phase[p];
-		kr_counters_reset();
 		uint64_t t0 = util_now_ns();
-		for (uint64_t i = 0; i < o->ops && rc >= 0; i++) {
-			uint64_t s = util_now_ns(), v;
-			rc = p == 0 ? kr_map_insert(m, NULL, keys[i], keys[i])
-			     : p == 1 ? (kr_map_lookup(m, NULL, keys[i], &v) == 1 && v == keys[i] ? 0 : -1)
-				      : kr_map_remove(m, NULL, keys[i], NULL);
-			r.lat[i] = util_now_ns() - s;
+		for (unsigned t = 0; t < nt; t++) {
+			w[t].phase = p;
+			if (t > 0)
+				pthread_create(&th[t], NULL, map_phase, &w[t]);
 		}
-		r.seconds = (double)(util_now_ns() - t0) / 1e9;
-		kr_counters_get(&r.c);
+		map_phase(&w[0]);
+		for (unsigned t = 1; t < nt; t++)
+			pthread_join(th[t], NULL);
+		struct result r = {.workload = phase[p], .lat = w[0].lat, .n = w[0].n, .nrate = o->ops,
+				   .seconds = (double)(util_now_ns() - t0) / 1e9, .c = w[0].c,
+				   .has_counters = 1};
+		for (unsigned t = 0; t < nt && rc >= 0; t++)
+			rc = w[t].rc;
 		if (rc == -1)
 			rc = kr_error_set(KR_E_CORRUPT, "%s: a lookup missed an inserted key", o->param);
 		if (rc >= 0) {
@@ -358,12 +401,15 @@ static int bench_map(struct opts *o)
 			print_row(o, &r);
 		}
 	}
-	if (!rc && kr_map_count(m) != 0)
-		rc = kr_error_set(KR_E_CORRUPT, "%s: keys left after removing them all", o->param);
-	kr_map_close(m);
+	for (unsigned t = 0; t < nt; t++) {
+		if (!rc && kr_map_count(w[t].m) != 0)
+			rc = kr_error_set(KR_E_CORRUPT, "%s: keys left after removing them all", o->param);
+		if (w[t].m)
+			kr_map_close(w[t].m);
+	}
 	close_pool(o, pool);
 	free(keys);
-	free(r.lat);
+	free(lat);
 	return rc ? lib_fail(o, o->param, rc) : 0;
 }
 
@@ -490,7 +536,7 @@ static int usage(void)
 	       "                (--param MIB); repair, scrub (--param pool MIB)\n"
 	       "  --config L    protection level: none, ml, mlp, full (default full)\n"
 	       "  --ops N       timed operations (default 20000; map: keys)\n"
-	       "  --threads T   threads for mt_overwrite (default 1)\n"
+	       "  --threads T   threads for mt_overwrite, or for map: one map per thread (default 1)\n"
 	       "  --pool-mib M  pool size (default: enough for the workload)\n"
 	       "  --dir DIR     where the pool goes (default /dev/shm)\n"
 	       "  --header      print the column names first\n");

@@ -64,9 +64,18 @@ typedef struct kr_region kr_region;
 #ifdef PMDK_HAVE_RTREE
 #include "map_rtree.h"
 #endif
-#ifdef PMDK_HAVE_HASHMAP
+#if defined(PMDK_HAVE_HASHMAP) || defined(PMDK_HAVE_HASHMAP_ATOMIC) || defined(PMDK_HAVE_HASHMAP_RP)
+#define PMDK_ANY_HASHMAP 1
 #include "hashmap.h" /* struct hashmap_args */
+#endif
+#ifdef PMDK_HAVE_HASHMAP
 #include "map_hashmap_tx.h"
+#endif
+#ifdef PMDK_HAVE_HASHMAP_ATOMIC
+#include "map_hashmap_atomic.h"
+#endif
+#ifdef PMDK_HAVE_HASHMAP_RP
+#include "map_hashmap_rp.h"
 #endif
 
 #define PROG "pmdk-bench"
@@ -104,11 +113,16 @@ static int is_overwrite(enum workload w) { return w == W_OVERWRITE || w == W_MT_
  * 128 at 100k keys); rtree allocates a 4136-byte node (256 child pointers) for every key
  * and for every branching prefix: 4552 bytes a key with random 64-bit keys, 4.3 GiB for
  * 1M, so its default pool of 6 KiB a key is 5.8 GiB (twice that on tmpfs for replica).
+ * hashmap is hashmap_tx (the name keratin-bench's hash map shares); hashmap_atomic and
+ * hashmap_rp are the examples' other two hash maps. hashmap_rp keeps its entries' swap
+ * counts in one process-global array (swaps_array), so a process can hold only one of
+ * them: process_global refuses --threads above 1 for it.
  */
 struct map_kind {
 	const char *name;
 	const void *ops; /* const struct map_ops * */
 	uint64_t pool_bytes_per_key;
+	int process_global;
 };
 
 #ifdef PMDK_HAVE_CTREE
@@ -141,11 +155,26 @@ struct map_kind {
 #else
 #define OPS_HASHMAP NULL
 #endif
+#ifdef PMDK_HAVE_HASHMAP_ATOMIC
+#define OPS_HASHMAP_ATOMIC MAP_HASHMAP_ATOMIC
+#else
+#define OPS_HASHMAP_ATOMIC NULL
+#endif
+#ifdef PMDK_HAVE_HASHMAP_RP
+#define OPS_HASHMAP_RP MAP_HASHMAP_RP
+#else
+#define OPS_HASHMAP_RP NULL
+#endif
 
 static const struct map_kind map_kinds[] = {
-	{"ctree", OPS_CTREE, 1024},	  {"rbtree", OPS_RBTREE, 1024},
-	{"btree", OPS_BTREE, 1024},	  {"skiplist", OPS_SKIPLIST, 1024},
-	{"rtree", OPS_RTREE, 6 * 1024}, {"hashmap", OPS_HASHMAP, 1024},
+	{"ctree", OPS_CTREE, 1024, 0},
+	{"rbtree", OPS_RBTREE, 1024, 0},
+	{"btree", OPS_BTREE, 1024, 0},
+	{"skiplist", OPS_SKIPLIST, 1024, 0},
+	{"rtree", OPS_RTREE, 6 * 1024, 0},
+	{"hashmap", OPS_HASHMAP, 1024, 0},
+	{"hashmap_atomic", OPS_HASHMAP_ATOMIC, 1024, 0},
+	{"hashmap_rp", OPS_HASHMAP_RP, 1024, 1},
 };
 #define N_MAP_KINDS (sizeof(map_kinds) / sizeof(map_kinds[0]))
 
@@ -710,8 +739,9 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 
 #ifdef PMDK_HAVE_MAP
 
+/* One map per thread (--threads), in the pool's root. */
 struct map_root {
-	TOID(struct map) map;
+	TOID(struct map) map[MAX_THREADS];
 };
 
 static int count_cb(uint64_t key, PMEMoid value, void *arg)
@@ -735,39 +765,37 @@ static void check_map_op(int rc, const char *what, uint64_t i)
 	}
 }
 
-/* One map, its keys and the value stored with them, through the phases of a run. */
+enum map_phase { P_INSERT, P_LOOKUP, P_REMOVE };
+static const char *const phase_names[] = {"insert", "lookup", "remove"};
+
+/* One thread's map, its keys and the value stored with them, through the phases of a run. */
 struct map_run {
 	const struct opts *o;
 	PMEMobjpool *pop;
 	struct map_ctx *mapc;
 	TOID(struct map) map;
 	PMEMoid value;
-	uint64_t n;	/* keys */
-	uint64_t *keys; /* n + 1: key n is never inserted */
+	uint64_t n;	      /* keys */
+	const uint64_t *keys; /* n + 1: key n is never inserted into this map */
 	uint64_t *lat;
+	enum map_phase phase;
+	pthread_t tid;
 };
 
-enum map_phase { P_INSERT, P_LOOKUP, P_REMOVE };
-static const char *const phase_names[] = {"insert", "lookup", "remove"};
-
-/* Runs one phase over all n keys in key order, each operation timed on its own, and
+/* Runs the run's phase over its n keys in key order, each operation timed on its own, and
  * checks its outcome: every lookup finds its key, every remove returns the key's value
- * (OID_NULL would mean it found none). */
-static void map_phase(struct map_run *m, enum map_phase p, struct result *res)
+ * (OID_NULL would mean it found none). A thread of its own, or called inline. */
+static void *map_phase(void *arg)
 {
-	const struct opts *o = m->o;
+	struct map_run *m = arg;
 	uint64_t bad = 0;
-	struct loop_clock clock;
-
-	report_heap(o, m->pop, "before the loop");
-	loop_begin(&clock);
 	for (uint64_t i = 0; i < m->n; i++) {
 		uint64_t t0 = now_ns();
-		if (p == P_INSERT) {
+		if (m->phase == P_INSERT) {
 			int rc = map_insert(m->mapc, m->map, m->keys[i], m->value);
 			m->lat[i] = now_ns() - t0;
 			check_map_op(rc, "map_insert", i);
-		} else if (p == P_LOOKUP) {
+		} else if (m->phase == P_LOOKUP) {
 			int hit = map_lookup(m->mapc, m->map, m->keys[i]);
 			m->lat[i] = now_ns() - t0;
 			bad += hit != 1;
@@ -778,19 +806,39 @@ static void map_phase(struct map_run *m, enum map_phase p, struct result *res)
 			bad += !OID_EQUALS(v, m->value);
 		}
 	}
-	res->seconds = loop_end(o, &clock);
-	loop_counts(&clock, m->n, res);
-	report_heap(o, m->pop, "after the loop");
 	if (bad)
 		die("sanity check failed: %" PRIu64 " of %" PRIu64 " %s operations missed their "
-		    "key", bad, m->n, phase_names[p]);
-	res->ops = m->n;
-	summarize(m->lat, m->n, res);
-	report_tail(o, m->lat, m->n);
+		    "key", bad, m->n, phase_names[m->phase]);
+	return NULL;
+}
+
+/* One phase on every thread's map (m[0] on this thread), timed from the first start to
+ * the last end; latencies of thread 0, operations of all. */
+static void map_phase_all(struct map_run *m, unsigned nt, enum map_phase p, struct result *res)
+{
+	const struct opts *o = m[0].o;
+	struct loop_clock clock;
+
+	report_heap(o, m[0].pop, "before the loop");
+	loop_begin(&clock);
+	for (unsigned t = 0; t < nt; t++) {
+		m[t].phase = p;
+		if (t > 0 && (errno = pthread_create(&m[t].tid, NULL, map_phase, &m[t])))
+			die("pthread_create: %s", strerror(errno));
+	}
+	map_phase(&m[0]);
+	for (unsigned t = 1; t < nt; t++)
+		pthread_join(m[t].tid, NULL);
+	res->seconds = loop_end(o, &clock);
+	loop_counts(&clock, o->ops, res);
+	report_heap(o, m[0].pop, "after the loop");
+	res->ops = o->ops;
+	summarize(m[0].lat, m[0].n, res);
+	report_tail(o, m[0].lat, m[0].n);
 }
 
 /* Sanity, untimed: the map holds the keys. A sample is found with its value, and the
- * next key of the sequence, never inserted, is not. */
+ * next key of the sequence, never inserted into this map, is not. */
 static void check_present(struct map_run *m)
 {
 	uint64_t step = m->n / 16 + 1;
@@ -805,10 +853,10 @@ static void check_present(struct map_run *m)
 	verbose(m->o, "sanity: sampled keys found with their value, an absent key not found");
 }
 
-/* Sanity, untimed: the map is empty, counted with foreach, which all six implement. Not
- * with map_is_empty: rbtree's never says empty (it tests the root's left child for NULL,
- * but an empty tree has the sentinel there) and ctree's says empty as soon as the root is
- * an inner node. */
+/* Sanity, untimed: the map is empty, counted with foreach, which all of them implement.
+ * Not with map_is_empty: rbtree's never says empty (it tests the root's left child for
+ * NULL, but an empty tree has the sentinel there) and ctree's says empty as soon as the
+ * root is an inner node. */
 static void check_empty(struct map_run *m)
 {
 	uint64_t left = 0;
@@ -822,71 +870,80 @@ static void check_empty(struct map_run *m)
 
 /* insert: timed inserts into an empty map. lookup, remove: the inserts untimed first.
  * map: insert, lookup and remove one after the other on the same map, a row for each
- * (keratin-bench's map workload). */
+ * (keratin-bench's map workload). With --threads T, T maps in the pool, one per thread,
+ * each with its own ops / T keys (the examples take no locks: a map is one thread's). */
 static void run_map(const struct opts *o, PMEMobjpool *pop)
 {
-	struct map_run m = {.o = o, .pop = pop, .n = o->ops};
+	unsigned nt = o->threads;
+	struct map_run m[MAX_THREADS];
 	struct map_root *root = pmemobj_direct(pmemobj_root(pop, sizeof(struct map_root)));
 	if (!root)
 		die_pmem("pmemobj_root");
 
-	/* The examples draw hashmap_tx's hash coefficients and skiplist's node levels from
-	 * rand(): seeded so that every run builds the same structure. */
+	/* The examples draw hashmap's hash coefficients and skiplist's node levels from
+	 * rand(): seeded so that every run builds the same structure (with one thread). */
 	srand(KEY_SEED);
-	m.mapc = map_ctx_init(o->map->ops, pop);
-	if (!m.mapc)
-		die("map_ctx_init failed");
-#ifdef PMDK_HAVE_HASHMAP
+#ifdef PMDK_ANY_HASHMAP
 	struct hashmap_args hargs = {.seed = KEY_SEED};
-	void *create_arg = &hargs; /* only hashmap_tx reads it */
+	void *create_arg = &hargs; /* only the hash maps read it */
 #else
 	void *create_arg = NULL;
 #endif
-	if (map_create(m.mapc, &root->map, create_arg))
-		die_pmem("map_create");
-	m.map = root->map;
-
-	/*
-	 * The value stored with every key is the pool's root object, as PMDK's own
-	 * map_bench does (map_insert_root_op). An oid made up from the key (.off = key) cannot
-	 * be used: ctree tells its inner nodes from its leaves by OID_INSTANCEOF, that is
-	 * pmemobj_type_num() of the slot, which reads the allocation header in front of the
-	 * value, so a value must be a real object (a made-up one crashes the first insert
-	 * that descends past a leaf). rbtree, btree, skiplist, rtree and hashmap_tx only copy
-	 * the value in insert, remove and lookup; one value for all six keeps them equal.
-	 */
-	m.value = pmemobj_oid(root);
 
 	uint64_t rng = KEY_SEED;
-	m.keys = xmalloc((m.n + 1) * sizeof(uint64_t));
-	for (uint64_t i = 0; i <= m.n; i++)
-		if ((m.keys[i] = splitmix64_next(&rng)) == 0)
+	uint64_t *keys = xmalloc((o->ops + 1) * sizeof(uint64_t));
+	for (uint64_t i = 0; i <= o->ops; i++)
+		if ((keys[i] = splitmix64_next(&rng)) == 0)
 			die("key #%" PRIu64 " is 0, which ctree cannot store", i);
-	m.lat = xmalloc(m.n * sizeof(uint64_t));
+	uint64_t *lat = xmalloc(o->ops * sizeof(uint64_t));
+
+	for (unsigned t = 0; t < nt; t++) {
+		uint64_t lo = o->ops * t / nt, hi = o->ops * (t + 1) / nt;
+		/*
+		 * The value stored with every key is the pool's root object, as PMDK's own
+		 * map_bench does (map_insert_root_op). An oid made up from the key (.off = key)
+		 * cannot be used: ctree tells its inner nodes from its leaves by OID_INSTANCEOF,
+		 * that is pmemobj_type_num() of the slot, which reads the allocation header in
+		 * front of the value, so a value must be a real object (a made-up one crashes
+		 * the first insert that descends past a leaf). The other maps only copy the
+		 * value in insert, remove and lookup; one value for all keeps them equal.
+		 */
+		m[t] = (struct map_run){.o = o, .pop = pop, .value = pmemobj_oid(root), .n = hi - lo,
+					.keys = keys + lo, .lat = lat + lo};
+		m[t].mapc = map_ctx_init(o->map->ops, pop);
+		if (!m[t].mapc)
+			die("map_ctx_init failed");
+		if (map_create(m[t].mapc, &root->map[t], create_arg))
+			die_pmem("map_create");
+		m[t].map = root->map[t];
+	}
 
 	struct result r = {0};
 	if (o->wl == W_INSERT || o->wl == W_MAP) {
-		map_phase(&m, P_INSERT, &r);
-		check_present(&m);
+		map_phase_all(m, nt, P_INSERT, &r);
 		print_row(o, "insert", &r);
 	} else {
-		map_phase(&m, P_INSERT, &r);
-		verbose(o, "setup: %" PRIu64 " keys inserted in %.3f s (untimed)", m.n, r.seconds);
-		check_present(&m);
+		map_phase_all(m, nt, P_INSERT, &r);
+		verbose(o, "setup: %" PRIu64 " keys inserted in %.3f s (untimed)", o->ops, r.seconds);
 	}
+	for (unsigned t = 0; t < nt; t++)
+		check_present(&m[t]);
 	if (o->wl == W_LOOKUP || o->wl == W_MAP) {
-		map_phase(&m, P_LOOKUP, &r);
-		check_present(&m);
+		map_phase_all(m, nt, P_LOOKUP, &r);
+		for (unsigned t = 0; t < nt; t++)
+			check_present(&m[t]);
 		print_row(o, "lookup", &r);
 	}
 	if (o->wl == W_REMOVE || o->wl == W_MAP) {
-		map_phase(&m, P_REMOVE, &r);
-		check_empty(&m);
+		map_phase_all(m, nt, P_REMOVE, &r);
+		for (unsigned t = 0; t < nt; t++)
+			check_empty(&m[t]);
 		print_row(o, "remove", &r);
 	}
-	free(m.lat);
-	free(m.keys);
-	map_ctx_free(m.mapc);
+	for (unsigned t = 0; t < nt; t++)
+		map_ctx_free(m[t].mapc);
+	free(lat);
+	free(keys);
 }
 
 #else /* !PMDK_HAVE_MAP */
@@ -964,12 +1021,15 @@ static void usage(FILE *f)
 		"  --workload W            alloc, overwrite, free, mt_overwrite (param: object\n"
 		"                          SIZE in bytes, e.g. 64 256 1024 4096 16384);\n"
 		"                          insert, remove, lookup, map (param: STRUCT, one of\n"
-		"                          ctree rbtree btree skiplist rtree hashmap);\n"
+		"                          ctree rbtree btree skiplist rtree hashmap\n"
+		"                          (hashmap_tx) hashmap_atomic hashmap_rp);\n"
 		"                          create (param: pool size in MiB)\n"
 		"  --param P               SIZE, STRUCT or MiB, as the workload wants\n"
 		"  --ops N                 timed operations; also the number of objects or keys\n"
 		"                          (default 1000000 for maps, 100000 for objects)\n"
-		"  --threads T             mt_overwrite only: threads, each with its own objects\n"
+		"  --threads T             mt_overwrite: threads, each with its own objects; map\n"
+		"                          workloads: threads, each with its own map and ops / T\n"
+		"                          keys, all maps in one pool (not hashmap_rp)\n"
 		"                          (default 1; the others run on 1 thread)\n"
 		"  --objects K             overwrite, mt_overwrite: objects per thread\n"
 		"                          (default: ops / threads)\n"
@@ -1103,7 +1163,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				o->map = &map_kinds[i];
 		if (!o->map)
 			usage_error("unknown structure '%s' (ctree, rbtree, btree, skiplist, "
-				    "rtree, hashmap)", o->param);
+				    "rtree, hashmap, hashmap_atomic, hashmap_rp)", o->param);
 		if (!have_ops)
 			o->ops = 1000000;
 	} else if (o->wl == W_CREATE) {
@@ -1114,9 +1174,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		if (!have_ops)
 			o->ops = 100000;
 	}
-	if (o->threads != 1 && o->wl != W_MT_OVERWRITE)
-		usage_error("--threads applies to mt_overwrite only");
-	if (o->wl == W_MT_OVERWRITE && o->ops < o->threads)
+	if (o->threads != 1 && o->wl != W_MT_OVERWRITE && !is_map_workload(o->wl))
+		usage_error("--threads applies to mt_overwrite and the map workloads only");
+	if (o->threads != 1 && o->map && o->map->process_global)
+		usage_error("%s keeps its state in process globals: one map, one thread", o->map->name);
+	if ((o->wl == W_MT_OVERWRITE || is_map_workload(o->wl)) && o->ops < o->threads)
 		usage_error("--ops must be at least --threads");
 	if (o->objects && !is_overwrite(o->wl))
 		usage_error("--objects applies to overwrite and mt_overwrite only");

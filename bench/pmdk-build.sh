@@ -4,10 +4,10 @@
 #
 # Usage: bench/pmdk-build.sh [OUTDIR]     (default OUTDIR: build/pmdk of this repository)
 #
-# PMDK's example map structures (ctree, rbtree, btree, skiplist, rtree, hashmap_tx) are
-# compiled straight from the copy that Debian's libpmemobj-dev installs under
-# /usr/share/doc/libpmemobj-dev/examples; none of their source is ever copied into this
-# repository. Whatever the build needs besides them (sources Debian ships gzipped, the
+# PMDK's example map structures (ctree, rbtree, btree, skiplist, rtree, and the three hash
+# maps hashmap_tx, hashmap_atomic and hashmap_rp) are compiled straight from the copy that
+# Debian's libpmemobj-dev installs under /usr/share/doc/libpmemobj-dev/examples; none of
+# their source is ever copied into this repository. Whatever the build needs besides them (sources Debian ships gzipped, the
 # ex_common.h shim below, objects) is written to OUTDIR, a build artefact.
 #
 # A structure whose sources are missing or do not compile is left out: the script says so
@@ -136,9 +136,11 @@ btree PMDK_HAVE_BTREE map/map_btree.c tree_map/btree_map.c
 skiplist PMDK_HAVE_SKIPLIST map/map_skiplist.c list_map/skiplist_map.c
 rtree PMDK_HAVE_RTREE map/map_rtree.c tree_map/rtree_map.c
 hashmap PMDK_HAVE_HASHMAP map/map_hashmap_tx.c hashmap/hashmap_tx.c
+hashmap_atomic PMDK_HAVE_HASHMAP_ATOMIC map/map_hashmap_atomic.c hashmap/hashmap_atomic.c
+hashmap_rp PMDK_HAVE_HASHMAP_RP map/map_hashmap_rp.c hashmap/hashmap_rp.c
 EOF
 else
-	missing=(ctree rbtree btree skiplist rtree hashmap)
+	missing=(ctree rbtree btree skiplist rtree hashmap hashmap_atomic hashmap_rp)
 	say "cannot build the map abstraction ($why): every structure is unavailable"
 fi
 

@@ -988,7 +988,8 @@ def pmsan_section(w, outdir):
         return
     w("## The persistence checker pmsan\n")
     w("From the last `bench/pmsan-bench.sh --out docs/bench` (`make bench-checkers`), "
-      "written %s; raw rows `docs/bench/pmsan.csv`, `docs/bench/pmsan-reorder.csv`; what the "
+      "written %s; raw rows `docs/bench/pmsan.csv` (timed cells), `docs/bench/pmsan-reorder.csv` "
+      "(reordering on the maps), `docs/bench/pmsan-fences.csv` (reordering by mode); what the "
       "columns mean: `docs/CHECKER.md` (Cost).\n" %
       datetime.date.fromtimestamp(os.path.getmtime(path)).isoformat())
     w(open(path).read().strip() + "\n")
