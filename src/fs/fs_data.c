@@ -9,7 +9,9 @@
  * (copy-on-write), so its checksums and parity are computed from the DRAM source and written
  * before the commit that makes the page visible: no parity read-modify-write, no journal.
  *
- * Read of a page: each strip's CRC is compared with both copies. Matching one copy means
+ * Read of a page: the page is copied out with each strip's CRC taken on the way
+ * (kr_crc32c_copy: one pass, the CRCs are of the very bytes the caller gets), and each
+ * strip's CRC is compared with both copies. Matching one copy means
  * the strip is good and the other copy is rewritten. Matching neither means the strip is
  * bad; with exactly one bad strip the page is rebuilt from parity and the other seven, the
  * result accepted only if it matches a stored CRC, and written back. Two bad strips that
@@ -199,12 +201,14 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 {
 	uint8_t *d = dst;
 	uint32_t crc[KRFS_STRIPS], a[KRFS_STRIPS], b[KRFS_STRIPS];
-	memcpy(d, krfs_ptr(fs, krfs_data_off(fs, pg)), P);
-	if (!fs->csum) /* nothing to verify against */
+	if (!fs->csum) { /* nothing to verify against */
+		memcpy(d, krfs_ptr(fs, krfs_data_off(fs, pg)), P);
 		return 0;
+	}
+	/* The CRCs are of the bytes in d, taken as they are copied: one pass over the page. */
+	kr_crc32c_copy(d, krfs_ptr(fs, krfs_data_off(fs, pg)), KRFS_STRIP, KRFS_STRIPS, crc);
 	memcpy(a, krfs_ptr(fs, csum_a(fs, pg)), sizeof(a));
 	memcpy(b, krfs_ptr(fs, csum_b(fs, pg)), sizeof(b));
-	strip_crcs(d, crc);
 	unsigned nbad = 0, badstrip = 0, first_bad = 0, badmask = 0;
 	bool fix = false;
 	const char *repaired = "data page's strip CRC copies";

@@ -5,15 +5,23 @@
  * is ~crc32_iscsi(buf, n, ~0). Lengths above INT_MAX are fed in pieces because ISA-L takes
  * an int length.
  *
+ * kr_crc32c_copy checksums while it copies: with AVX-512 and VPCLMULQDQ, and pieces of
+ * whole 64-byte blocks, each block goes from a load through the store and into a fold, so a
+ * page read from memory costs one pass, not a copy followed by a checksum of the copy (and
+ * eight short CRCs pay no per-call set-up of ISA-L's kernel). Otherwise a piece is copied
+ * and ISA-L checksums the copy while it is still in L1.
+ *
  * The delta functions implement the standard CRC "combine" algebra (multiplication by
  * x^(8k) modulo the polynomial, by squaring) so that a checksum can be patched for a
  * changed range without reading the rest of the object.
  */
+#include <immintrin.h>
 #include <isa-l/crc.h>
 #include <isa-l/crc64.h>
 #include <limits.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "csum.h"
 #include "simd.h"
@@ -33,6 +41,73 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n)
 }
 
 uint32_t kr_crc32c(const void *buf, size_t n) { return kr_crc32c_extend(0, buf, n); }
+
+/* Folding (the reflected form of the method of Gopal et al., "Fast CRC computation for generic
+ * polynomials using PCLMULQDQ"). A 16-byte lane whose first eight bytes are H and last eight L
+ * stands for H x^64 + L; moved D bytes on it is H x^(8D+64) + L x^(8D), congruent modulo the
+ * polynomial to clmul(H, x^(8D+63) mod P) ^ clmul(L, x^(8D-1) mod P) (one power less: a
+ * reflected carry-less product comes out one bit position short). The constants are those
+ * remainders, bit-reflected into the high half of a 64-bit word: {for H, for L}. */
+#define FOLD_64 0x1c19243b00000000ull, 0x75bba45b00000000ull
+#define FOLD_48 0xa46ef4aa00000000ull, 0x6051243f00000000ull
+#define FOLD_32 0x33ccbbbc00000000ull, 0xa2158b3400000000ull
+#define FOLD_16 0x3743f7bd00000000ull, 0x3171d43000000000ull
+
+#define VPCLMUL __attribute__((target("avx512f,vpclmulqdq,pclmul,sse4.2")))
+
+VPCLMUL static __m128i fold_key(uint64_t for_h, uint64_t for_l)
+{
+	return _mm_set_epi64x((long long)for_l, (long long)for_h);
+}
+
+VPCLMUL static __m128i fold16(__m128i x, uint64_t for_h, uint64_t for_l)
+{
+	__m128i k = fold_key(for_h, for_l);
+	return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+/* piece a multiple of 64. A piece's four lanes fold 64 bytes on per block; at its end lanes
+ * 0-2 fold onto lane 3, and those 16 bytes, which the whole piece is congruent to, go
+ * through the crc32 instruction. The standard initial value ~0 is the first four bytes
+ * XORed with ones. */
+VPCLMUL static void copy_crc_vpclmul(unsigned char *d, const unsigned char *p, size_t piece, unsigned n,
+				     uint32_t *crc)
+{
+	const __m512i k64 = _mm512_broadcast_i32x4(fold_key(FOLD_64));
+	const __m512i init = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1);
+	for (unsigned i = 0; i < n; i++, p += piece, d += piece) {
+		__m512i v = _mm512_loadu_si512(p);
+		_mm512_storeu_si512(d, v);
+		__m512i acc = _mm512_xor_si512(v, init);
+		for (size_t o = 64; o < piece; o += 64) {
+			v = _mm512_loadu_si512(p + o);
+			_mm512_storeu_si512(d + o, v);
+			acc = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(acc, k64, 0x00),
+							_mm512_clmulepi64_epi128(acc, k64, 0x11), v, 0x96);
+		}
+		__m128i r = _mm512_extracti32x4_epi32(acc, 3);
+		r = _mm_xor_si128(r, fold16(_mm512_extracti32x4_epi32(acc, 0), FOLD_48));
+		r = _mm_xor_si128(r, fold16(_mm512_extracti32x4_epi32(acc, 1), FOLD_32));
+		r = _mm_xor_si128(r, fold16(_mm512_extracti32x4_epi32(acc, 2), FOLD_16));
+		uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(r));
+		crc[i] = ~(uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(r, 1));
+	}
+}
+
+void kr_crc32c_copy(void *dst, const void *src, size_t piece, unsigned n, uint32_t *crc)
+{
+	unsigned char *d = dst;
+	const unsigned char *p = src;
+	if (piece % 64 == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq")) {
+		copy_crc_vpclmul(d, p, piece, n, crc);
+	} else {
+		for (unsigned i = 0; i < n; i++, p += piece, d += piece) {
+			memcpy(d, p, piece);
+			crc[i] = ~crc32_iscsi(d, (int)piece, ~0u);
+		}
+	}
+	kr_simd_done();
+}
 
 uint64_t kr_crc64(const void *buf, size_t n)
 {

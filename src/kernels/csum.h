@@ -13,6 +13,10 @@
 uint32_t kr_crc32c(const void *buf, size_t n);
 /* Continue a CRC-32C: kr_crc32c_extend(kr_crc32c(a), b) == kr_crc32c(a || b). */
 uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
+/* Checksumming while copying: copies n pieces of piece bytes each (at most INT_MAX) from
+ * src to dst, and crc[i] = kr_crc32c of the i-th piece as copied - the bytes in dst are the
+ * bytes that were checksummed, each read from src once. */
+void kr_crc32c_copy(void *dst, const void *src, size_t piece, unsigned n, uint32_t *crc);
 
 /* CRC-64 (ECMA-182, reflected, seed 0): the check on directly written fresh objects. */
 uint64_t kr_crc64(const void *buf, size_t n);
