@@ -605,35 +605,14 @@ static uint64_t side_off(const struct kr_region *r, const void *p)
 	return (uint64_t)((const char *)p - r->sc.pm.base);
 }
 
-/* Whether the stored checksums of pages [sf, sf + sn) can be trusted: every CRC page they
- * sit in passes its own CRC (the meta array). Judged only where that CRC is kept current:
- * for CRC pages all of whose pages are in cold segments. A failing CRC page is counted
- * once per check, by the call whose range holds its first page. */
-static bool crcs_trusted(struct kr_region *r, uint64_t sf, uint64_t sn, uint64_t first,
-			 uint64_t count, struct kr_region_report *rep)
+/* Stripe s judged by its parity alone, for a page of stored checksums that failed its own
+ * CRC: the data is sound if it agrees with its parity. Then (repair) the checksums of its
+ * pages in [lo, lo + n), the failing page's share, are recomputed from it. Whether the
+ * stripe was sound. */
+static bool stripe_by_parity(struct kr_region *r, uint64_t s, uint64_t lo, uint64_t n,
+			     bool repair, struct kr_region_report *rep)
 {
-	const uint64_t per = P / sizeof(uint32_t);
-	bool ok = true;
-	for (uint64_t cp = sf / per; cp <= (sf + sn - 1) / per; cp++) {
-		uint64_t lo = cp * per, n = r->sc.npages - lo < per ? r->sc.npages - lo : per;
-		bool cold = true;
-		for (uint64_t g = lo / r->sc.G; g <= (lo + n - 1) / r->sc.G && cold; g++)
-			cold = !kr_side_hot(&r->sc, g);
-		if (!cold || kr_side_meta_ok(&r->sc, cp))
-			continue;
-		ok = false;
-		if (lo >= first && lo < first + count && sf <= lo && lo < sf + sn)
-			rep->crc_pages_bad++;
-	}
-	return ok;
-}
-
-/* Stripe s with untrusted checksums: its data is sound if it agrees with its parity; then
- * (repair) its checksums are recomputed from it, and the CRC pages' own CRCs after. */
-static void check_stripe_by_parity(struct kr_region *r, uint64_t s, uint64_t sf, uint64_t sn,
-				   bool repair, struct kr_region_report *rep)
-{
-	const uint64_t per = P / sizeof(uint32_t);
+	uint64_t sf = s * r->sc.W, sn = kr_side_stripe_pages(&r->sc, s);
 	memset(r->tbuf, 0, P);
 	for (uint64_t p = sf; p < sf + sn; p++)
 		xor_into(r->tbuf, r->base + p * P);
@@ -642,7 +621,7 @@ static void check_stripe_by_parity(struct kr_region *r, uint64_t s, uint64_t sf,
 	if (memcmp(r->tbuf, r->sc.parity + s * P, P) != 0 &&
 	    window_bits(r, sf, sn, again) == KR_OK && again[0]) {
 		rep->pages_unverifiable += sn; /* a store raced with the check */
-		return;
+		return false;
 	}
 	if (memcmp(r->tbuf, r->sc.parity + s * P, P) != 0) {
 		/* Data or parity: nothing says which. */
@@ -650,17 +629,78 @@ static void check_stripe_by_parity(struct kr_region *r, uint64_t s, uint64_t sf,
 		if (rep->pages_bad - rep->pages_repaired == 1)
 			rep->first_bad_page = sf;
 		note_bad(rep, KR_REGION_BAD_DATA, sf, sf * P);
-		return;
+		return false;
 	}
-	if (!repair || (r->flags & KR_REGION_READONLY)) {
-		note_bad(rep, KR_REGION_BAD_CRCS, sf / per, side_off(r, r->sc.crcs + sf / per * per));
-		return;
+	if (!repair || (r->flags & KR_REGION_READONLY))
+		return true;
+	for (uint64_t p = sf > lo ? sf : lo; p < sf + sn && p < lo + n; p++) {
+		uint32_t crc = kr_crc32c(r->base + p * P, P);
+		if (crc != r->sc.crcs[p]) {
+			kr_side_set_crc(&r->sc, p, crc);
+			rep->crcs_rebuilt++;
+		}
 	}
-	for (uint64_t p = sf; p < sf + sn; p++)
-		kr_side_set_crc(&r->sc, p, kr_crc32c(r->base + p * P, P));
-	for (uint64_t cp = sf / per; cp <= (sf + sn - 1) / per; cp++)
-		kr_side_meta(&r->sc, cp);
-	rep->crcs_rebuilt += sn;
+	return true;
+}
+
+/* Page cp of stored checksums failed its own CRC (the meta array). It is judged whole,
+ * every stripe it covers by parity, even those outside the check's range [first, first +
+ * count): recomputing the checksums of some stripes and then the page's CRC would bless
+ * the damaged checksums of the rest, and their sound data would read as damaged beyond
+ * repair from then on. The page's CRC is recomputed only when every stripe was sound.
+ * Counted once, as the CLI sums checks of consecutive ranges: by the check whose range
+ * holds the page's first covered page; stripes outside the range go uncounted. */
+static void judge_crc_page(struct kr_region *r, uint64_t cp, uint64_t first, uint64_t count,
+			   bool repair, struct kr_region_report *rep)
+{
+	uint64_t lo = cp * KR_SIDE_CRCS_PER_PAGE;
+	uint64_t n = r->sc.npages - lo < KR_SIDE_CRCS_PER_PAGE ? r->sc.npages - lo
+								: KR_SIDE_CRCS_PER_PAGE;
+	bool owner = lo >= first && lo < first + count, sound = true;
+	struct kr_region_report outside = {0};
+	if (owner)
+		rep->crc_pages_bad++;
+	for (uint64_t s = lo / r->sc.W; s <= (lo + n - 1) / r->sc.W; s++) {
+		uint64_t sf = s * r->sc.W, sn = kr_side_stripe_pages(&r->sc, s);
+		bool in_range = sf < first + count && sf + sn > first;
+		if (!stripe_by_parity(r, s, lo, n, repair, in_range ? rep : &outside))
+			sound = false;
+	}
+	rep->crcs_rebuilt += outside.crcs_rebuilt;
+	if (repair && !(r->flags & KR_REGION_READONLY)) {
+		if (sound)
+			kr_side_meta(&r->sc, cp);
+	} else if (owner) {
+		note_bad(rep, KR_REGION_BAD_CRCS, cp, side_off(r, r->sc.crcs + lo));
+	}
+}
+
+/* Whether the stored checksums of pages [sf, sf + sn) can be trusted: every page of
+ * checksums they sit in passes its own CRC. Judged only where that CRC is kept current:
+ * for pages of checksums all of whose pages are in cold segments. A failing one is judged
+ * whole (judge_crc_page) the first time the check meets it; *judged is the last one the
+ * check judged (pages of checksums are met in increasing order). */
+static bool crcs_trusted(struct kr_region *r, uint64_t sf, uint64_t sn, uint64_t first,
+			 uint64_t count, bool repair, uint64_t *judged, struct kr_region_report *rep)
+{
+	const uint64_t per = KR_SIDE_CRCS_PER_PAGE;
+	bool ok = true;
+	for (uint64_t cp = sf / per; cp <= (sf + sn - 1) / per; cp++) {
+		uint64_t lo = cp * per, n = r->sc.npages - lo < per ? r->sc.npages - lo : per;
+		bool cold = true;
+		for (uint64_t g = lo / r->sc.G; g <= (lo + n - 1) / r->sc.G && cold; g++)
+			cold = !kr_side_hot(&r->sc, g);
+		if (!cold || kr_side_meta_ok(&r->sc, cp))
+			continue;
+		if (*judged == UINT64_MAX || cp > *judged) {
+			*judged = cp;
+			judge_crc_page(r, cp, first, count, repair, rep);
+			if (kr_side_meta_ok(&r->sc, cp))
+				continue;
+		}
+		ok = false;
+	}
+	return ok;
 }
 
 static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsigned flags,
@@ -668,6 +708,7 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 {
 	int rc = KR_OK;
 	bool repair = flags & KR_REGION_CHECK_REPAIR;
+	uint64_t judged = UINT64_MAX;
 	/* Stripe by stripe: a stripe's pages, their checksums and its parity are judged
 	 * together, and each damaged thing is counted once, as what it is. */
 	uint64_t s0 = first / r->sc.W, s1 = (first + count - 1) / r->sc.W;
@@ -676,8 +717,9 @@ static int check_range(struct kr_region *r, uint64_t first, uint64_t count, unsi
 		if ((rc = window_bits(r, sf, sn, bits)) != KR_OK)
 			break;
 		bool hot_offline = !tracking(r) && kr_side_hot(&r->sc, sf / r->sc.G);
-		if (!bits[0] && !hot_offline && !crcs_trusted(r, sf, sn, first, count, rep)) {
-			check_stripe_by_parity(r, s, sf, sn, repair, rep);
+		if (!bits[0] && !hot_offline &&
+		    !crcs_trusted(r, sf, sn, first, count, repair, &judged, rep)) {
+			/* Judged by parity with its page of checksums; counted there. */
 			if (repair)
 				rc = kr_pm_fence(&r->sc.pm);
 			continue;
@@ -750,7 +792,7 @@ static int scrub_step(struct kr_region *r)
 			     &rep);
 	r->scrub_next += n;
 	r->st.scrubbed_pages += rep.pages_checked;
-	if (rep.pages_bad || rep.parity_bad || rep.crc_pages_bad)
+	if (rep.pages_bad || rep.parity_bad || rep.crc_pages_bad || rep.crcs_rebuilt)
 		fprintf(stderr, "keratin: scrub of %s: %" PRIu64 " damaged page(s), %" PRIu64
 			" repaired; %" PRIu64 " damaged parity page(s), %" PRIu64 " rebuilt; %" PRIu64
 			" damaged checksum page(s), %" PRIu64 " checksums rebuilt\n", r->path,
