@@ -350,7 +350,7 @@ static void *reader_loop(void *arg)
 static uint64_t value_off(kr_pool *pool, struct kvmap *map, uint64_t key, size_t *len)
 {
 	const char *v = kvmap_get(map, key, len);
-	return v ? (uint64_t)(v - (const char *)kr_pool_base(pool)) : 0;
+	return v ? kr_pool_offset(pool, v) : 0;
 }
 
 static int faults(const struct demo *d, uint64_t acked)

@@ -588,9 +588,15 @@ struct kr_crash_report {
 KR_API int kr_debug_crash_states(const char *path, unsigned flags, kr_crash_op_fn op,
 				 kr_crash_check_fn check, void *arg, struct kr_crash_report *rep);
 
-/* The mapping of an open pool: base address and length (for tools and the recorder). */
+/* The mapping of an open pool: base address and length (for tools and the recorder). This is
+ * the mapping keratin writes through; in debug mode kr_get's pointers are into a second,
+ * read-only view, so a pointer's pool offset is kr_pool_offset's job, not p - base. */
 KR_API void *kr_pool_base(kr_pool *pool);
 KR_API size_t kr_pool_mapped_size(kr_pool *pool);
+/* The pool offset of the byte p points at, p into either mapping (a kr_get pointer, in
+ * debug mode or not): what kr_pool_locate, kr_inject_poison and kr_badblocks_add take.
+ * UINT64_MAX (KR_E_MISUSE_ARG) if p is in neither. */
+KR_API uint64_t kr_pool_offset(kr_pool *pool, const void *p);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ static int stray_store_child(const char *p, char *err, size_t cap)
 	return tu_run_child(stray_store, (void *)p, err, cap);
 }
 
+static int status_probe; /* an address in no pool */
 static int by_flag; /* the mode from KR_OPEN_DEBUG, not from the environment */
 
 /* Creates (create) or opens the pool at path protected. */
@@ -74,6 +75,11 @@ int main(int argc, char **argv)
 	const char *p = kr_get(pool, oid);
 	TU_ASSERT(p != NULL && p[0] == 'a' && p[OBJ_SIZE - 1] == 'a', "kr_get reads the object");
 	TU_ASSERT(p != (const char *)kr_pool_base(pool) + oid, "kr_get points into a separate view");
+	TU_ASSERT(kr_pool_offset(pool, p + 5) == oid + 5 &&
+		  kr_pool_offset(pool, (const char *)kr_pool_base(pool) + oid) == oid,
+		  "kr_pool_offset of a pointer into either mapping");
+	TU_ASSERT(kr_pool_offset(pool, &status_probe) == UINT64_MAX &&
+		  kr_errcode() == KR_E_MISUSE_ARG, "kr_pool_offset of a pointer outside the pool");
 	TU_OK(kr_update(pool, oid, 10, "zz", 2));
 	TU_ASSERT(p[10] == 'z' && p[11] == 'z', "an update shows through the view");
 
@@ -97,6 +103,7 @@ int main(int argc, char **argv)
 	TU_OK(tu_open(path, &pool));
 	p = kr_get(pool, oid);
 	TU_ASSERT(p == (const char *)kr_pool_base(pool) + oid, "unprotected, kr_get is the mapping");
+	TU_ASSERT(kr_pool_offset(pool, p) == oid, "kr_pool_offset, unprotected");
 	status = stray_store_child(p, err, sizeof(err));
 	TU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "unprotected, the child lives");
 	TU_ASSERT(p[STRAY_OFF] == 'x', "unprotected, the store lands");

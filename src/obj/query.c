@@ -126,3 +126,17 @@ int kr_pool_locate(kr_pool *pool, uint64_t off, struct kr_location *where)
 
 void *kr_pool_base(kr_pool *pool) { return pool ? pool->pm.base : NULL; }
 size_t kr_pool_mapped_size(kr_pool *pool) { return pool ? pool->pm.size : 0; }
+
+uint64_t kr_pool_offset(kr_pool *pool, const void *p)
+{
+	if (!pool)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_offset: NULL pool"), UINT64_MAX;
+	uintptr_t a = (uintptr_t)p, size = pool->pm.size;
+	for (int i = 0; i < 2; i++) {
+		uintptr_t lo = (uintptr_t)(i ? pool->pm.view : pool->pm.base);
+		if (lo && a >= lo && a - lo < size)
+			return a - lo;
+	}
+	return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_offset: %p is in neither mapping of the pool",
+			  p), UINT64_MAX;
+}
