@@ -358,48 +358,73 @@ def machine():
                                                platform.platform(), pmdk))
 
 
-def gnuplot_png(outdir, name, xs, value, style, settings):
-    """One PNG: a column per contender, a row per x; value(contender, x) or None."""
+def gnuplot_png(outdir, name, xs, value, style, settings, spread=False):
+    """One PNG: a column per contender, a row per x; value(contender, x) or None. With spread,
+    value gives (median, min, max) and each contender gets three columns, for error bars."""
     dat = os.path.join(outdir, name + ".dat")
+    width = 3 if spread else 1
     with open(dat, "w") as f:
-        f.write("# x " + " ".join('"%s"' % LABEL[c] for c in CONTENDERS) + "\n")
+        f.write("# x " + " ".join('"%s"' % LABEL[c] + (" min max" if spread else "")
+                                  for c in CONTENDERS) + "\n")
         for x in xs:
-            vals = [value(c, x) for c in CONTENDERS]
+            vals = []
+            for c in CONTENDERS:
+                v = value(c, x)
+                vals += [None] * width if v is None else list(v) if spread else [v]
             f.write("%s %s\n" % (x, " ".join("NaN" if v is None else "%.0f" % v for v in vals)))
-    cols = " , ".join("'%s' using %s title '%s'" % (dat, style % (i + 2), LABEL[c])
-                      for i, c in enumerate(CONTENDERS))
+    cols = " , ".join("'%s' using %s title '%s'" % (
+        dat, style % tuple(range(2 + width * i, 2 + width * (i + 1))), LABEL[c])
+        for i, c in enumerate(CONTENDERS))
     script = "set terminal png size 1000,540; set output '%s'; %s; plot %s" % (
         os.path.join(outdir, name + ".png"), settings, cols)
     subprocess.run(["gnuplot", "-e", script], check=True)
     return "bench/%s.png" % name
 
 
+# Latency plots by object size: workload, file name, what one operation is.
+LATENCY_PLOTS = [("overwrite", "latency", "Single-object overwrite transaction"),
+                 ("alloc", "latency-alloc", "Allocation (one transaction each)"),
+                 ("free", "latency-free", "Free (one transaction each)")]
+
+
+def latency_plots(outdir, summ, prefix=""):
+    """Latency per object size of overwrite, alloc and free, every contender measured, with
+    error bars (the spread of the rounds' medians)."""
+    def latency(wl):
+        def value(c, size):
+            s = get(summ, c[0], c[1], wl, size)
+            return s and (s["median_ns"], s["min_ns"], s["max_ns"])
+        return value
+
+    pngs = []
+    for wl, name, what in LATENCY_PLOTS:
+        if not any(get(summ, c[0], c[1], wl, size) for c in CONTENDERS for size in SIZES):
+            continue
+        pngs.append(gnuplot_png(
+            outdir, prefix + name, SIZES, latency(wl), "1:%d:%d:%d with yerrorlines",
+            "set logscale xy; set xlabel 'object size (bytes)'; "
+            "set ylabel 'median ns per operation'; "
+            "set title '%s latency; bars: min-max of the rounds (lower is better)'; "
+            "set key top left; set grid" % what, spread=True))
+    return pngs
+
+
 def plot(outdir, summ, args):
-    """PNG plots with gnuplot: overwrite latency per size, structure throughput."""
+    """PNG plots with gnuplot: the latency plots, structure throughput."""
     if not shutil.which("gnuplot"):
         return []
-
-    def latency(c, size):
-        s = get(summ, c[0], c[1], "overwrite", size)
-        return s and s["median_ns"]
 
     def inserts(c, st):
         s = get(summ, c[0], c[1], "insert", st)
         return s and s["ops_per_s"] / 1000
 
-    return [
-        gnuplot_png(outdir, "latency", SIZES, latency, "1:%d with linespoints",
-                    "set logscale xy; set xlabel 'object size (bytes)'; "
-                    "set ylabel 'median ns per transaction'; "
-                    "set title 'Single-object overwrite transaction latency (lower is better)'; "
-                    "set key top left; set grid"),
-        gnuplot_png(outdir, "structures", STRUCTS, inserts, "%d:xtic(1)",
-                    "set style data histograms; set style histogram clustered gap 1; "
-                    "set style fill solid 0.8 border -1; set ylabel 'thousand inserts per second'; "
-                    "set title 'Map inserts, %d keys (skip list %d), one transaction each "
-                    "(higher is better)'; set key top right; set grid ytics; set yrange [0:*]"
-                    % (args.keys, min(args.keys, args.skiplist_keys))),
-    ]
+    return latency_plots(outdir, summ) + [gnuplot_png(
+        outdir, "structures", STRUCTS, inserts, "%d:xtic(1)",
+        "set style data histograms; set style histogram clustered gap 1; "
+        "set style fill solid 0.8 border -1; set ylabel 'thousand inserts per second'; "
+        "set title 'Map inserts, %d keys (skip list %d), one transaction each "
+        "(higher is better)'; set key top right; set grid ytics; set yrange [0:*]"
+        % (args.keys, min(args.keys, args.skiplist_keys)))]
 
 
 def read_rows(path):
@@ -1134,7 +1159,8 @@ def measure_objects(args):
     path = os.path.join(args.out, "..", "BENCHMARKS.md")
     text = open(path).read() if os.path.exists(path) else ""
     a, b = text.find(GOALS_BEGIN), text.find(GOALS_END)
-    section = "\n".join(lines[:-1])
+    pngs = latency_plots(args.out, summ, "goals-") if shutil.which("gnuplot") else []
+    section = "\n".join(lines[:-2] + ["![%s](%s)\n" % (p, p) for p in pngs] + lines[-2:-1])
     if a >= 0 and b > a:
         text = text[:a] + section + text[b + len(GOALS_END):]
     else:
