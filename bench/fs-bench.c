@@ -37,7 +37,13 @@
  * (the scan's threads run at once, so here wall-clock time is the measure), the speed-up,
  * and the CPU time of the whole process (what the threads cost together).
  *
- * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--scan-files F] [--quick]
+ * Threads (--threads T, instead of everything above): 1, 2, ... T threads, each making --ops
+ * 4 KiB overwrites at random pages of its own file (of --ops pages, written first) on one
+ * pool, page parity and zone parity; the table shows the median over the rounds of the
+ * operations per second of wall-clock time, all threads together, and the speed-up over one
+ * thread: how far writes to different files run in parallel.
+ *
+ * Usage: fs-bench [--ops N] [--rounds R] [--space-mib M] [--scan-files F] [--threads T] [--quick]
  * (defaults 2000, 5, 256, 50000; --quick: 200 operations, 1 round, a 32 MiB pool, 5000
  * files). Prints markdown tables. Exit status: 0, 1 on a failure, 2 on bad arguments.
  */
@@ -45,6 +51,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,15 +375,101 @@ static void mount_scan(void)
 	unlink(path);
 }
 
+/* ---- threads -------------------------------------------------------------------------- */
+struct writer {
+	kr_fs *fs;
+	uint64_t ino, seed;
+	pthread_barrier_t *go;
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	_Alignas(64) char page[4096];
+	memset(page, 'w', sizeof(page));
+	pthread_barrier_wait(w->go);
+	for (unsigned i = 0; i < nops; i++)
+		if (kr_fs_write(w->fs, w->ino, page, 4096, rnd(&w->seed) % nops * 4096) != 4096)
+			die("threaded overwrite", -1);
+	return NULL;
+}
+
+/* One round: `threads` writers on files of their own; operations per second of wall-clock
+ * time, all threads together. */
+static double run_threads(unsigned threads, uint32_t parity)
+{
+	char path[128], name[32];
+	snprintf(path, sizeof(path), "/dev/shm/kr-fs-bench-threads-%d.pool", (int)getpid());
+	unlink(path);
+	struct kr_fs_mkfs_opts o = {.struct_size = sizeof(o), .size = (uint64_t)threads * nops * 4096 * 3 + (64 << 20),
+				    .open_flags = KR_OPEN_FORCE_PMEM, .parity = parity};
+	kr_fs *fs;
+	int rc = kr_fs_mkfs(path, &o);
+	if (rc || (rc = kr_fs_mount(path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &fs)))
+		die("threads mkfs/mount", rc);
+	struct writer w[16];
+	pthread_t t[16];
+	pthread_barrier_t go;
+	pthread_barrier_init(&go, NULL, threads + 1);
+	for (unsigned i = 0; i < threads; i++) {
+		struct kr_fs_attr a;
+		snprintf(name, sizeof(name), "w%u", i);
+		if ((rc = kr_fs_create(fs, KR_FS_ROOT_INO, name, 0644, 0, 0, &a)))
+			die("threads create", rc);
+		for (unsigned k = 0; k < nops; k++)
+			if (kr_fs_write(fs, a.ino, buf, 4096, (uint64_t)k * 4096) != 4096)
+				die("threads fill", -1);
+		w[i] = (struct writer){.fs = fs, .ino = a.ino, .seed = 42 + i, .go = &go};
+		if (pthread_create(&t[i], NULL, writer_main, &w[i]))
+			die("pthread_create", -1);
+	}
+	pthread_barrier_wait(&go);
+	double t0 = clock_ns(CLOCK_MONOTONIC);
+	for (unsigned i = 0; i < threads; i++)
+		pthread_join(t[i], NULL);
+	double t1 = clock_ns(CLOCK_MONOTONIC);
+	pthread_barrier_destroy(&go);
+	if ((rc = kr_fs_unmount(fs)))
+		die("threads unmount", rc);
+	unlink(path);
+	return (double)threads * nops / ((t1 - t0) / 1e9);
+}
+
+static void threads_table(unsigned max)
+{
+	double *col = calloc(rounds, sizeof(double));
+	if (!col)
+		die("calloc", -ENOMEM);
+	printf("fs-bench --threads: 4 KiB overwrites at random pages, %u per thread, each thread its own file "
+	       "(%ld CPUs online), median of %u rounds, operations per second (wall clock):\n\n",
+	       nops, sysconf(_SC_NPROCESSORS_ONLN), rounds);
+	printf("| parity | threads | ops/s | speed-up |\n|---|---:|---:|---:|\n");
+	for (uint32_t parity = KR_FS_PARITY_PAGE; parity <= KR_FS_PARITY_ZONE; parity++) {
+		double one = 0;
+		for (unsigned n = 1; n <= max; n++) {
+			for (unsigned r = 0; r < rounds; r++)
+				col[r] = run_threads(n, parity);
+			qsort(col, rounds, sizeof(double), cmp_double);
+			double m = col[rounds / 2];
+			if (n == 1)
+				one = m;
+			printf("| %s | %u | %.0f | %.2f |\n", parity == KR_FS_PARITY_ZONE ? "zone" : "page", n, m, m / one);
+		}
+	}
+	free(col);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"ops", required_argument, NULL, 'n'},
 						 {"rounds", required_argument, NULL, 'r'},
 						 {"space-mib", required_argument, NULL, 's'},
 						 {"scan-files", required_argument, NULL, 'f'},
+						 {"threads", required_argument, NULL, 't'},
 						 {"quick", no_argument, NULL, 'q'},
 						 {NULL, 0, NULL, 0}};
 	int c;
+	unsigned threads = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		long v = optarg ? strtol(optarg, NULL, 10) : 0;
 		if (c == 'n' && v > 0)
@@ -387,10 +480,12 @@ int main(int argc, char **argv)
 			space_mib = (unsigned)v;
 		else if (c == 'f' && v >= 1 && v <= 1000000)
 			scan_files = (unsigned)v;
+		else if (c == 't' && v >= 1 && v <= 16)
+			threads = (unsigned)v;
 		else if (c == 'q')
 			nops = 200, rounds = 1, space_mib = 32, scan_files = 5000;
 		else {
-			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--scan-files F] [--quick]\n");
+			fprintf(stderr, "usage: fs-bench [--ops N] [--rounds R] [--space-mib M (>= 8)] [--scan-files F] [--threads T (1..16)] [--quick]\n");
 			return 2;
 		}
 	}
@@ -399,6 +494,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	memset(buf, 'k', sizeof(buf));
+	if (threads) {
+		threads_table(threads);
+		return 0;
+	}
 	double *t = calloc((size_t)rounds * NPEERS * NOPS, sizeof(double));
 	double *col = calloc(rounds, sizeof(double));
 	if (!t || !col)

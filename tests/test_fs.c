@@ -26,6 +26,12 @@
  *   threads four threads, each with its own directory and model, on one file system, and a
  *           fifth making, reading and deleting snapshots; then every model, the checker, and
  *           the same after a remount
+ *   datapath four writers, each writing, reading, fsyncing, truncating a file of its own in one
+ *           directory (the data path runs under the shared lock), each file's first page
+ *           damaged beforehand (its read repairs under the exclusive lock), beside a thread
+ *           creating, renaming, linking and removing other names in that directory; then
+ *           every file equal to its writer's copy, the checker clean (parity, zone rows
+ *           included), and the same after a remount
  *   fences  fences and bytes written per operation, pinned, with full protection, none, and
  *           full protection in relaxed mode (a 512 B overwrite in place)
  *   wprotect KR_FS_MOUNT_WPROTECT: the model's operations on a write-protected mount; a stray
@@ -1237,6 +1243,213 @@ static void case_threads(unsigned nthreads)
 	       "its model, checker clean, also after a remount\n", nthreads, w[0].nops, snap.made);
 }
 
+/* ---- the data path in parallel ------------------------------------------------------------ */
+/* Writers of files of their own in one directory (the shared lock and each file's mutex,
+ * fs_base.c rule 2) beside a thread changing other names of that directory (the exclusive
+ * lock); each writer keeps a DRAM copy of its file. */
+#define DP_FILE (160 * 1024)
+struct dp_writer {
+	kr_fs *fs;
+	uint64_t ino, seed, size;
+	unsigned nops;
+	uint8_t *model; /* DP_FILE bytes: the file, zeros past its size */
+	char why[256];
+};
+
+/* The whole file read back equals the writer's copy: 0, or 1 with why set. */
+static int dp_compare(struct dp_writer *w, uint8_t *buf, const char *when)
+{
+	ssize_t n = kr_fs_read(w->fs, w->ino, buf, DP_FILE, 0);
+	if (n != (ssize_t)w->size || memcmp(buf, w->model, w->size) != 0) {
+		snprintf(w->why, sizeof(w->why), "%s: read of the whole file gave %zd bytes (size %llu)%s", when, n,
+			 (unsigned long long)w->size, n == (ssize_t)w->size ? ", not the bytes written" : "");
+		return 1;
+	}
+	return 0;
+}
+
+static void *dp_writer_main(void *arg)
+{
+	struct dp_writer *w = arg;
+	uint8_t *buf = malloc(DP_FILE);
+	struct tu_rng r;
+	tu_rng_seed(&r, w->seed);
+	struct kr_fs_attr a;
+	/* First a read of the damaged first page: the shared lock refuses the repair, the
+	 * exclusive one makes it. */
+	if (!buf || dp_compare(w, buf, "first read"))
+		goto out;
+	for (unsigned i = 0; i < w->nops && !w->why[0]; i++) {
+		uint64_t k = tu_rng_below(&r, 100), off = tu_rng_below(&r, DP_FILE);
+		uint64_t len = tu_rng_range(&r, 1, DP_FILE - off < 16384 ? DP_FILE - off : 16384);
+		ssize_t n;
+		if (k < 55) {
+			for (uint64_t j = 0; j < len; j++)
+				buf[j] = (uint8_t)tu_rng_next(&r);
+			if ((n = kr_fs_write(w->fs, w->ino, buf, len, off)) != (ssize_t)len)
+				snprintf(w->why, sizeof(w->why), "write %llu@%llu: %zd", (unsigned long long)len,
+					 (unsigned long long)off, n);
+			memcpy(w->model + off, buf, len);
+			if (off + len > w->size)
+				w->size = off + len;
+		} else if (k < 80) {
+			uint64_t want = off >= w->size ? 0 : w->size - off < len ? w->size - off : len;
+			if ((n = kr_fs_read(w->fs, w->ino, buf, len, off)) != (ssize_t)want ||
+			    memcmp(buf, w->model + off, want) != 0)
+				snprintf(w->why, sizeof(w->why), "read %llu@%llu: %zd (%llu expected)%s", (unsigned long long)len,
+					 (unsigned long long)off, n, (unsigned long long)want,
+					 n == (ssize_t)want ? ", other bytes" : "");
+		} else if (k < 88) {
+			if ((n = kr_fs_fsync(w->fs, w->ino)) != 0)
+				snprintf(w->why, sizeof(w->why), "fsync: %zd", n);
+		} else if (k < 94) {
+			if ((n = kr_fs_getattr(w->fs, w->ino, &a)) != 0 || a.size != w->size)
+				snprintf(w->why, sizeof(w->why), "getattr: %zd, size %llu (%llu expected)", n,
+					 (unsigned long long)a.size, (unsigned long long)w->size);
+		} else if (k < 97) {
+			int64_t d = kr_fs_lseek(w->fs, w->ino, off, KR_FS_SEEK_HOLE);
+			if (off < w->size ? d < (int64_t)off || d > (int64_t)w->size : d != -ENXIO)
+				snprintf(w->why, sizeof(w->why), "lseek hole at %llu: %lld", (unsigned long long)off, (long long)d);
+		} else {
+			if ((n = kr_fs_truncate(w->fs, w->ino, off)) != 0)
+				snprintf(w->why, sizeof(w->why), "truncate to %llu: %zd", (unsigned long long)off, n);
+			if (off < w->size)
+				memset(w->model + off, 0, w->size - off);
+			w->size = off;
+		}
+	}
+out:
+	free(buf);
+	return NULL;
+}
+
+/* Beside the writers, in their directory: names made, renamed, linked and removed (some
+ * rounds keep their link, whose bytes are checked at the end). */
+static bool dp_kept(unsigned i) { return i % 16 == 1 && i < 1600; }
+
+struct dp_names {
+	kr_fs *fs;
+	uint64_t dir;
+	unsigned rounds, stop;
+	char why[256];
+};
+
+static void dp_name_bytes(unsigned i, uint8_t *b, size_t n)
+{
+	for (size_t j = 0; j < n; j++)
+		b[j] = (uint8_t)(i * 131 + j);
+}
+
+static void *dp_names_main(void *arg)
+{
+	struct dp_names *s = arg;
+	uint8_t b[5000];
+	char n1[32], n2[32], n3[32];
+	for (unsigned i = 0; !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE) && !s->why[0]; i++, s->rounds++) {
+		struct kr_fs_attr a;
+		int rc;
+		snprintf(n1, sizeof(n1), "n%u", i);
+		snprintf(n2, sizeof(n2), "m%u", i);
+		snprintf(n3, sizeof(n3), "l%u", i);
+		dp_name_bytes(i, b, sizeof(b));
+		if ((rc = kr_fs_create(s->fs, s->dir, n1, 0644, 0, 0, &a)) != 0 ||
+		    (rc = (int)kr_fs_write(s->fs, a.ino, b, sizeof(b), 0)) != (int)sizeof(b) ||
+		    (rc = kr_fs_rename(s->fs, s->dir, n1, s->dir, n2, 0)) != 0 ||
+		    (rc = kr_fs_link(s->fs, a.ino, s->dir, n3, NULL)) != 0 || (rc = kr_fs_unlink(s->fs, s->dir, n2)) != 0 ||
+		    (rc = kr_fs_mkdir(s->fs, s->dir, n1, 0755, 0, 0, NULL)) != 0 || (rc = kr_fs_rmdir(s->fs, s->dir, n1)) != 0 ||
+		    (!dp_kept(i) && (rc = kr_fs_unlink(s->fs, s->dir, n3)) != 0))
+			snprintf(s->why, sizeof(s->why), "round %u: %d (%s)", i, rc, kr_errmsg());
+	}
+	return NULL;
+}
+
+/* Every writer's file equals its copy, the kept links their bytes, the directory holds
+ * nothing else, the checker finds nothing. */
+static void dp_verify(kr_fs *fs, uint64_t dir, struct dp_writer *w, unsigned nw, unsigned rounds, const char *when)
+{
+	uint8_t *buf = malloc(DP_FILE), b[5000];
+	TU_ASSERT(buf, "malloc");
+	for (unsigned i = 0; i < nw; i++) {
+		w[i].fs = fs;
+		TU_ASSERT(dp_compare(&w[i], buf, when) == 0, "writer %u: %s", i, w[i].why);
+	}
+	unsigned kept = 0;
+	for (unsigned i = 0; i < rounds; i++) {
+		char name[32];
+		if (!dp_kept(i))
+			continue;
+		kept++;
+		struct kr_fs_attr a;
+		snprintf(name, sizeof(name), "l%u", i);
+		dp_name_bytes(i, b, sizeof(b));
+		TU_ASSERT(kr_fs_lookup(fs, dir, name, &a) == 0 && a.nlink == 1, "%s: %s", when, name);
+		TU_ASSERT(kr_fs_read(fs, a.ino, buf, sizeof(b), 0) == (ssize_t)sizeof(b) && memcmp(buf, b, sizeof(b)) == 0,
+			  "%s: %s's bytes", when, name);
+	}
+	int n = 0;
+	TU_ASSERT(kr_fs_readdir(fs, dir, 0, count_entries, &n) >= 0 && n == (int)(nw + kept + 2),
+		  "%s: %d entries, %u expected", when, n, nw + kept + 2);
+	struct kr_fs_check_report rep;
+	if (kr_fs_check(fs, stderr, &rep) != KR_OK)
+		TU_FAIL("%s: kr_fs_check found %llu problems", when, (unsigned long long)rep.problems);
+	for (uint64_t r = 0; r < fs->zone_rows; r++) /* the checker's verdict, made explicit */
+		TU_ASSERT(krfs_zone_row_ok(fs, r), "%s: zone parity row %llu", when, (unsigned long long)r);
+	free(buf);
+}
+
+static void case_datapath(unsigned nw)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-datapath");
+	mkfs_at(path, 24 << 20, 0, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr d;
+	TU_OK(kr_fs_mkdir(fs, KR_FS_ROOT_INO, "d", 0755, 0, 0, &d));
+	struct dp_writer w[8];
+	pthread_t t[8], nt;
+	uint64_t seed = tu_seed("fs-datapath", 5);
+	for (unsigned i = 0; i < nw; i++) {
+		char name[16];
+		struct kr_fs_attr a;
+		struct kr_fs_location loc;
+		snprintf(name, sizeof(name), "w%u", i);
+		w[i] = (struct dp_writer){.fs = fs, .seed = seed + i, .nops = tu_scaled(3000, 400), .model = calloc(1, DP_FILE)};
+		TU_ASSERT(w[i].model && kr_fs_create(fs, d.ino, name, 0644, 0, 0, &a) == 0, "create %s", name);
+		w[i].ino = a.ino;
+		memset(w[i].model, 'a' + (int)i, 3 * 4096);
+		w[i].size = 3 * 4096;
+		TU_ASSERT(kr_fs_write(fs, a.ino, w[i].model, w[i].size, 0) == (ssize_t)w[i].size, "fill %s", name);
+		TU_OK(kr_fs_locate(fs, a.ino, 100, &loc));
+		damage(path, loc.strip_off + 100, 8); /* the first read's repair */
+	}
+	struct kr_fs_statfs before, after;
+	TU_OK(kr_fs_statfs(fs, &before));
+	struct dp_names names = {.fs = fs, .dir = d.ino};
+	TU_ASSERT(pthread_create(&nt, NULL, dp_names_main, &names) == 0, "pthread_create");
+	for (unsigned i = 0; i < nw; i++)
+		TU_ASSERT(pthread_create(&t[i], NULL, dp_writer_main, &w[i]) == 0, "pthread_create");
+	for (unsigned i = 0; i < nw; i++)
+		pthread_join(t[i], NULL);
+	__atomic_store_n(&names.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(nt, NULL);
+	for (unsigned i = 0; i < nw; i++)
+		TU_ASSERT(!w[i].why[0], "writer %u: %s", i, w[i].why);
+	TU_ASSERT(!names.why[0] && names.rounds > 0, "names beside the writers (%u rounds): %s", names.rounds, names.why);
+	TU_OK(kr_fs_statfs(fs, &after));
+	TU_ASSERT(after.repairs >= before.repairs + nw, "%llu repairs, %u damaged pages",
+		  (unsigned long long)(after.repairs - before.repairs), nw);
+	dp_verify(fs, d.ino, w, nw, names.rounds, "after the threads");
+	TU_OK(kr_fs_unmount(fs));
+	fs = mount_at(path);
+	dp_verify(fs, d.ino, w, nw, names.rounds, "after a remount");
+	TU_OK(kr_fs_unmount(fs));
+	for (unsigned i = 0; i < nw; i++)
+		free(w[i].model);
+	printf("fs datapath: %u writers x %u operations on files of their own beside %u rounds of name changes in "
+	       "their directory; every file equal to its copy, first-page repairs made, checker clean, also after a "
+	       "remount\n", nw, w[0].nops, names.rounds);
+}
+
 /* ---- relaxed mode ------------------------------------------------------------------------- */
 /* A fresh 8 MiB pool made with these knobs, mounted; its path in path. */
 static kr_fs *mkfs_mount_8m(char *path, size_t n, const char *name, uint32_t unprotect, uint32_t parity)
@@ -1560,6 +1773,8 @@ int main(int argc, char **argv)
 		case_snapshot();
 	else if (strcmp(c, "threads") == 0)
 		case_threads(4);
+	else if (strcmp(c, "datapath") == 0)
+		case_datapath(4);
 	else if (strcmp(c, "fences") == 0)
 		case_fences();
 	else if (strcmp(c, "relaxed") == 0)
@@ -1571,7 +1786,7 @@ int main(int argc, char **argv)
 	else if (strcmp(c, "scan") == 0)
 		case_scan();
 	else
-		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|fences|relaxed|wprotect|zone|scan");
+		TU_FAIL("usage: test_fs basic|model|sparse|gc|enospc|bad|layout|xattr|snapshot|threads|datapath|fences|relaxed|wprotect|zone|scan");
 	TU_END_CHECK_ALL("test_fs");
 	return 0;
 }

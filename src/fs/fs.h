@@ -7,8 +7,8 @@
  * thing and the lower one does without: compaction writes its entries through builders
  * fs_xattr.c and fs_manifest.c provide, rather than their files calling fs_op.c):
  *   fs_layout.h   the on-media format; this header, the DRAM state every file shares
- *   1  fs_base.c      the lock, the sticky error state and its fence, the superblock's
- *                     tick-tock write, the clock
+ *   1  fs_base.c      the locks and their rules, the sticky error state and its fence, the
+ *                     superblock's tick-tock write, the clock
  *      fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages
  *      fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
  *      fs_xattr.c     extended attributes: the DRAM list, the XATTR entry
@@ -123,6 +123,7 @@ struct krfs_inode {
 	uint32_t npages, cap;
 	uint32_t open_count;
 	uint64_t nblocks; /* data pages held */
+	pthread_mutex_t lock; /* held by a data-path operation on this inode (fs_base.c, rule 2) */
 	struct krfs_radix map; /* regular files and symlinks */
 	struct krfs_dir dir;   /* directories */
 	struct krfs_xattr *xattrs;
@@ -153,13 +154,14 @@ struct krfs_snap {
 struct kr_fs {
 	struct kr_pm pm;
 	char *path;
-	pthread_mutex_t lock;
+	pthread_rwlock_t lock;       /* the file system's lock: the rules are at the top of fs_base.c */
+	pthread_mutex_t alloc_lock;  /* the bitmaps, for holders of the lock shared (rule 4) */
 	pthread_mutex_t repair_lock; /* repairs (krfs_meta_repair, krfs_word_repair) made by the
 				      * mount scan's threads, one at a time */
 	struct krfs_super sb; /* DRAM copy of the superblock */
 	uint64_t delta;       /* replica_off - P: twin(x) = x + delta in the meta zone */
-	int failed;           /* sticky: a durability call failed */
-	uint64_t next_trans;
+	_Atomic int failed;   /* sticky: a durability call failed */
+	_Atomic uint64_t next_trans;
 	uint64_t journal_seq;
 	struct krfs_bitmap ino_bm, meta_bm, data_bm;
 	struct krfs_inode **inodes; /* [ninodes], NULL for free slots */
@@ -178,6 +180,12 @@ struct kr_fs {
 	bool relaxed;               /* overwrites in place (superblock incompat INPLACE) */
 	uint64_t zone_rows;         /* zone parity (ro_compat ZONE_PARITY): rows; 0 = page parity */
 	uint64_t zone_first, zone_len; /* the window of data pages the durable zone intent names */
+	/* Zone parity under the shared lock (fs_zone.c invariant 3): zone_lock guards the window
+	 * and zone_users, the operations holding it (their parity deltas in it may not be
+	 * durable yet); zone_cond wakes one waiting to move the window. */
+	pthread_mutex_t zone_lock;
+	pthread_cond_t zone_cond;
+	unsigned zone_users;
 	/* Snapshots (fs_snap.c). snap_refs[pg]: how many snapshots hold data page pg (allocated
 	 * with the first snapshot); held: pages only snapshots hold (the live tree let go). */
 	struct krfs_snap *snaps;
@@ -216,9 +224,22 @@ uint64_t krfs_now(void);
 int krfs_fail(struct kr_fs *fs, int kr_code);
 /* kr_pm_fence, entering the error state if it fails. */
 int krfs_fence(struct kr_fs *fs);
-/* Takes the lock; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
+/* Takes the lock exclusive; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
 int krfs_enter(struct kr_fs *fs);
+/* The same, shared (a data-path operation: it also takes its inode's mutex, krfs_enter_inode). */
+int krfs_enter_shared(struct kr_fs *fs);
+/* Releases the lock, exclusive or shared. */
 void krfs_leave(struct kr_fs *fs);
+/* Whether this thread holds the lock of fs exclusive (rather than shared; one of the two is
+ * held whenever this is asked). */
+bool krfs_exclusive(const struct kr_fs *fs);
+/* What an operation running under the shared lock returns when it meets something only the
+ * exclusive lock allows (a repair, an in-place write, a compaction): it has changed
+ * nothing, and its caller runs it again under krfs_enter. Never returned to the API. */
+#define KRFS_EXCL (-ERESTART)
+/* Initialises and destroys the locks of fs. */
+void krfs_locks_init(struct kr_fs *fs);
+void krfs_locks_fini(struct kr_fs *fs);
 /* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
 int krfs_sb_write(struct kr_fs *fs);
 /* Sets an incompat feature bit in the superblock (both copies) before its first use. */
@@ -321,6 +342,7 @@ struct krfs_op {
 	uint8_t *applied;
 	size_t napplied, capapplied;
 	bool committed;
+	bool zone_held; /* counted in zone_users (krfs_zone_intent) until krfs_op_end */
 	bool compaction; /* rewrites a log: entries keep preset ids, nothing to apply, no GC */
 	/* Stores made between the commit's two fences, once the entries (and anything else
 	 * flushed before the commit, such as an in-place intent) are durable: relaxed in-place
@@ -349,7 +371,8 @@ int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_
  * (the file system then enters the error state: the pool is right, DRAM is not). */
 int krfs_op_commit(struct krfs_op *op);
 /* Ends the op: after an uncommitted op returns every page and slot it took and restores the
- * DRAM log state; after a committed one, only frees the op's bookkeeping. */
+ * DRAM log state; after a committed one, only frees the op's bookkeeping. Either way it lets
+ * go of its hold on the zone window (after a fence if uncommitted). */
 /* (The operations of the running system end with krfs_op_finish, fs_gc.c, which also
  * compacts the logs they grew.) */
 void krfs_op_end(struct krfs_op *op);
@@ -423,8 +446,11 @@ void krfs_zone_reseal(struct kr_fs *fs, uint64_t r);
 /* The longest run of data pages one intent names (krfs_op_take_data asks for no more). */
 uint64_t krfs_zone_run_max(const struct kr_fs *fs);
 /* Makes sure the durable intent's window holds the run [start, start + n): nothing to do if
- * it does, else fence, a new window from start, fence. 0 or -EIO. */
-int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n);
+ * it does, else (once no other operation holds the window) fence, a new window from start,
+ * fence. The op then holds the window (op->zone_held) until krfs_op_end. 0 or -EIO. */
+int krfs_zone_intent(struct krfs_op *op, uint64_t start, uint64_t n);
+/* krfs_op_end's part: the op's hold on the window let go. */
+void krfs_zone_release(struct krfs_op *op);
 /* At mount (after the scan and the bad-block list): after a crash, the rows of the intent's
  * window get parity matching their bytes (every row if both copies of the intent are
  * damaged); a damaged copy of the intent is rewritten; fenced. 0 or -EIO. */
@@ -464,11 +490,13 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
 /* ---- log garbage collection (fs_gc.c) ------------------------------------------------- */
 /* Rewrites ip's log from its DRAM state if the live state would fit in at most half its
  * pages (and the log area has room for the copy). 1 if it did, 0 if not needed or no room,
- * -EIO on a durability failure. */
+ * -EIO on a durability failure. Exclusive lock only. */
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
 /* How an operation of the running system ends: krfs_op_end, then, after a commit, each log
- * the operation appended to is compacted if krfs_gc_maybe finds it mostly dead. */
-void krfs_op_finish(struct krfs_op *op);
+ * the operation appended to is compacted if krfs_gc_maybe finds it mostly dead. Under the
+ * shared lock nothing is compacted (the lite journal is the exclusive lock's): true if a log
+ * wants it, for the caller to run krfs_gc_maybe under the exclusive lock. */
+bool krfs_op_finish(struct krfs_op *op);
 /* Rewrites ip's log unconditionally. */
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);
 /* Appends to log, in op, the entries that rebuild ip's state from nothing: FILE_WRITE runs
@@ -527,6 +555,11 @@ int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
 int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
 /* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
 int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* The data path's entry: krfs_enter_shared, krfs_get, the inode's mutex. 0 with both held,
+ * or an error with neither. */
+int krfs_enter_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* Releases the inode's mutex and the shared lock. */
+void krfs_leave_inode(struct kr_fs *fs, struct krfs_inode *ip);
 /* Counts (delta +1) or uncounts (-1) every data page of s's loaded tree in snap_refs; a page
  * no snapshot holds any more and no live file names is freed. */
 void krfs_snap_hold(struct kr_fs *fs, struct krfs_snap *s, int delta);

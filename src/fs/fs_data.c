@@ -40,6 +40,10 @@
  *      strip durable and consistent with its bytes (they were fenced with the entry), as far
  *      as the pool keeps them.
  *   2. Repairs rewrite only bytes whose correct value was proven by a CRC, and fence.
+ *   3. A read under the shared lock (fs_base.c rule 3) stores nothing: where it would
+ *      repair it returns KRFS_EXCL, and its caller reads again under the exclusive lock
+ *      (a rebuild from a zone row reads other files' pages, which only that lock holds
+ *      still).
  */
 #include <isa-l/raid.h>
 #include <string.h>
@@ -228,6 +232,8 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	if (nbad && !fs->parity)
 		return lost(pg, krfs_data_off(fs, pg) + first_bad * KRFS_STRIP,
 			    "strip fails its checksum (the pool keeps no parity)");
+	if ((nbad || fix) && !krfs_exclusive(fs))
+		return KRFS_EXCL;
 	for (unsigned s = first_bad; nbad && fs->zone_rows && s < KRFS_STRIPS; s++) {
 		if (!(badmask & (1u << s)))
 			continue;

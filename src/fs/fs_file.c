@@ -12,6 +12,11 @@
  * Reads go through krfs_data_read, which verifies every strip. atime is not updated by
  * reads (as with noatime).
  *
+ * getattr, read, write, lseek run under the shared lock and the inode's mutex (fs_base.c
+ * rule 2), so that operations on different files run at once; what only the exclusive lock
+ * allows (a repair, an in-place write, compacting the log the write grew) makes them let go
+ * and take it (on_inode). Everything else here takes the exclusive lock.
+ *
  * An extended attribute is set or removed by one XATTR entry in the inode's log (fs_xattr.c);
  * the superblock carries KRFS_INCOMPAT_XATTR before the first such entry is written, so a
  * build that does not know the entry refuses the pool instead of taking the entry for
@@ -24,17 +29,39 @@
 
 #include "fs.h"
 
-/* ---- attributes ------------------------------------------------------------------------ */
-int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out)
+/* ---- the data path's lock ------------------------------------------------------------- */
+typedef int64_t (*inode_fn)(struct kr_fs *fs, struct krfs_inode *ip, void *ctx);
+
+/* fn on inode ino under the shared lock and the inode's mutex; again under the exclusive
+ * lock if it returns KRFS_EXCL (having changed nothing). Its result, or the entry's error. */
+static int64_t on_inode(struct kr_fs *fs, uint64_t ino, inode_fn fn, void *ctx)
 {
 	struct krfs_inode *ip;
-	int rc = krfs_enter_get(fs, ino, &ip);
+	int64_t rc = krfs_enter_inode(fs, ino, &ip);
 	if (rc)
 		return rc;
+	rc = fn(fs, ip, ctx);
+	krfs_leave_inode(fs, ip);
+	if (rc != KRFS_EXCL)
+		return rc;
+	if ((rc = krfs_enter_get(fs, ino, &ip)) != 0)
+		return rc;
+	rc = fn(fs, ip, ctx);
+	krfs_leave(fs);
+	return rc;
+}
+
+/* ---- attributes ------------------------------------------------------------------------ */
+static int64_t getattr_locked(struct kr_fs *fs, struct krfs_inode *ip, void *out)
+{
 	if (out)
 		krfs_inode_attr(fs, ip, out);
-	krfs_leave(fs);
 	return 0;
+}
+
+int kr_fs_getattr(kr_fs *fs, uint64_t ino, struct kr_fs_attr *out)
+{
+	return (int)on_inode(fs, ino, getattr_locked, out);
 }
 
 /* Builds file page pg (DRAM, aligned) from src and the old page; bytes at or past size
@@ -66,14 +93,15 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
 {
 	struct kr_fs *fs = op->fs;
 	uint64_t now = krfs_now();
+	_Alignas(64) uint8_t page[P]; /* this thread's: writers of other files run at once */
 	for (uint64_t done = 0; done < npages;) {
 		uint64_t start, n;
 		uint64_t want = npages - done < UINT32_MAX ? npages - done : UINT32_MAX;
 		int rc = krfs_op_take_data(op, want, &start, &n);
 		for (uint64_t i = 0; rc == 0 && i < n; i++) {
-			rc = fill_page(fs, ip, pgoff + done + i, src, new_size, fs->buf);
+			rc = fill_page(fs, ip, pgoff + done + i, src, new_size, page);
 			if (rc == 0)
-				krfs_data_write(fs, start + i, fs->buf);
+				krfs_data_write(fs, start + i, page);
 		}
 		if (rc)
 			return rc;
@@ -180,13 +208,21 @@ int kr_fs_truncate(kr_fs *fs, uint64_t ino, uint64_t size)
 }
 
 /* ---- read and write ------------------------------------------------------------------------- */
-ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
+struct io {
+	void *buf;
+	size_t len;
+	uint64_t off;
+	bool compact; /* write: the log wants compaction, which the shared lock cannot do */
+};
+
+static int64_t read_locked(struct kr_fs *fs, struct krfs_inode *ip, void *ctx)
 {
-	struct krfs_inode *ip;
-	int rc = krfs_enter_get(fs, ino, &ip);
-	if (rc)
-		return rc;
-	rc = regular(ip);
+	struct io *io = ctx;
+	size_t len = io->len;
+	uint64_t off = io->off;
+	char *buf = io->buf;
+	_Alignas(64) uint8_t page[P]; /* this thread's: readers of other files run at once */
+	int rc = regular(ip);
 	ssize_t done = 0;
 	if (rc == 0 && off < ip->size) {
 		if (len > ip->size - off)
@@ -198,17 +234,22 @@ ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
 			size_t n = P - in < len - (size_t)done ? P - in : len - (size_t)done;
 			uint32_t dp = krfs_radix_get(&ip->map, pg);
 			if (!dp) {
-				memset((char *)buf + done, 0, n);
+				memset(buf + done, 0, n);
 			} else {
-				if ((rc = krfs_data_read(fs, dp - 1, fs->buf)) != 0)
+				if ((rc = krfs_data_read(fs, dp - 1, page)) != 0)
 					break;
-				memcpy((char *)buf + done, fs->buf + in, n);
+				memcpy(buf + done, page + in, n);
 			}
 			done += (ssize_t)n;
 		}
 	}
-	krfs_leave(fs);
 	return rc ? rc : done;
+}
+
+ssize_t kr_fs_read(kr_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
+{
+	struct io io = {.buf = buf, .len = len, .off = off};
+	return (ssize_t)on_inode(fs, ino, read_locked, &io);
 }
 
 int kr_fs_locate(kr_fs *fs, uint64_t ino, uint64_t off, struct kr_fs_location *loc)
@@ -230,6 +271,25 @@ int kr_fs_locate(kr_fs *fs, uint64_t ino, uint64_t off, struct kr_fs_location *l
 	return rc;
 }
 
+static int64_t write_locked(struct kr_fs *fs, struct krfs_inode *ip, void *ctx)
+{
+	struct io *io = ctx;
+	int rc = regular(ip);
+	if (rc == 0 && krfs_inplace_fits(fs, ip, io->off, io->len)) /* its intent is journal 0 */
+		return krfs_exclusive(fs) ? krfs_write_inplace(fs, ip, io->buf, io->off, io->len) : KRFS_EXCL;
+	if (rc)
+		return rc;
+	struct krfs_op op;
+	struct krfs_src src = {.buf = io->buf, .off = io->off, .len = io->len};
+	uint64_t end = io->off + io->len, first = io->off / P;
+	krfs_op_begin(&op, fs);
+	rc = krfs_write_pages(&op, ip, first, (end - 1) / P - first + 1, &src, end > ip->size ? end : ip->size);
+	if (rc == 0)
+		rc = krfs_op_commit(&op);
+	io->compact = krfs_op_finish(&op);
+	return rc;
+}
+
 ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
 {
 	if (len == 0)
@@ -240,24 +300,13 @@ ssize_t kr_fs_write(kr_fs *fs, uint64_t ino, const void *buf, size_t len, uint64
 		return KRFS_ERR(-EFBIG, KR_E_MISUSE_ARG, "write past the largest file size");
 	if (krfs_is_snap_ino(ino))
 		return -EROFS;
+	struct io io = {.buf = (void *)buf, .len = len, .off = off};
+	int rc = (int)on_inode(fs, ino, write_locked, &io);
 	struct krfs_inode *ip;
-	int rc = krfs_enter_get(fs, ino, &ip);
-	if (rc)
-		return rc;
-	rc = regular(ip);
-	if (rc == 0 && krfs_inplace_fits(fs, ip, off, len)) {
-		rc = krfs_write_inplace(fs, ip, buf, off, len);
-	} else if (rc == 0) {
-		struct krfs_op op;
-		struct krfs_src src = {.buf = buf, .off = off, .len = len};
-		uint64_t end = off + len, first = off / P;
-		krfs_op_begin(&op, fs);
-		rc = krfs_write_pages(&op, ip, first, (end - 1) / P - first + 1, &src, end > ip->size ? end : ip->size);
-		if (rc == 0)
-			rc = krfs_op_commit(&op);
-		krfs_op_finish(&op);
+	if (rc == 0 && io.compact && krfs_enter_get(fs, ino, &ip) == 0) {
+		krfs_gc_maybe(fs, ip); /* the write is committed: a compaction that fails changes nothing */
+		krfs_leave(fs);
 	}
-	krfs_leave(fs);
 	return rc ? rc : (ssize_t)len;
 }
 
@@ -368,14 +417,16 @@ int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns)
 }
 
 /* ---- holes ---------------------------------------------------------------------------------- */
-int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
+struct seek {
+	uint64_t off;
+	int whence;
+};
+
+static int64_t lseek_locked(struct kr_fs *fs, struct krfs_inode *ip, void *ctx)
 {
-	if (whence != KR_FS_SEEK_DATA && whence != KR_FS_SEEK_HOLE)
-		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "lseek: whence %d", whence);
-	struct krfs_inode *ip;
-	int rc = krfs_enter_get(fs, ino, &ip);
-	if (rc)
-		return rc;
+	(void)fs;
+	uint64_t off = ((struct seek *)ctx)->off;
+	int whence = ((struct seek *)ctx)->whence;
 	int64_t res = regular(ip);
 	if (res == 0 && off >= ip->size)
 		res = -ENXIO;
@@ -393,8 +444,15 @@ int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
 		uint64_t hole = pg * P > off ? pg * P : off;
 		res = (int64_t)(hole < ip->size ? hole : ip->size);
 	}
-	krfs_leave(fs);
 	return res;
+}
+
+int64_t kr_fs_lseek(kr_fs *fs, uint64_t ino, uint64_t off, int whence)
+{
+	if (whence != KR_FS_SEEK_DATA && whence != KR_FS_SEEK_HOLE)
+		return KRFS_ERR(-EINVAL, KR_E_MISUSE_ARG, "lseek: whence %d", whence);
+	struct seek sk = {.off = off, .whence = whence};
+	return on_inode(fs, ino, lseek_locked, &sk);
 }
 
 /* Punches file pages [first, first + n) in op (entries of at most 2^32 - 1 pages). */

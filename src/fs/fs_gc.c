@@ -15,7 +15,10 @@
  *
  * Compaction is tried when an operation of the running system ends (krfs_op_finish), on
  * every log that operation appended to. It is itself an operation, built on fs_op.c like
- * any other, which is why the operations end here and not in fs_op.c.
+ * any other, which is why the operations end here and not in fs_op.c. Its journaled commit
+ * needs the exclusive lock: an operation under the shared lock only reports that its log
+ * wants compaction, and its caller compacts under the exclusive lock once it let go
+ * (fs_base.c rule 3).
  *
  * Invariants
  *   1. The compacted log, applied from scratch, gives exactly the DRAM inode it was made
@@ -51,24 +54,33 @@ static uint64_t pages_for(const struct kr_fs *fs, const struct krfs_inode *ip)
 	return live_bytes(fs, ip) / (KRFS_LOG_USABLE - largest) + 1;
 }
 
+/* Whether ip's live state would fit in at most half its log pages (nothing but ip asked). */
+static bool mostly_dead(const struct kr_fs *fs, const struct krfs_inode *ip)
+{
+	return ip->npages >= 2 && pages_for(fs, ip) * 2 <= ip->npages;
+}
+
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
-	if (!ip || fs->inodes[ip->ino] != ip || ip->npages < 2)
-		return 0;
-	uint64_t need = pages_for(fs, ip);
-	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
+	if (!ip || fs->inodes[ip->ino] != ip || !mostly_dead(fs, ip) || pages_for(fs, ip) > fs->meta_bm.nfree)
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;
 }
 
-void krfs_op_finish(struct krfs_op *op)
+bool krfs_op_finish(struct krfs_op *op)
 {
 	krfs_op_end(op);
-	if (op->committed && !op->compaction)
-		for (unsigned i = 0; i < op->nlogs; i++)
-			if (!op->logs[i].detached)
-				krfs_gc_maybe(op->fs, op->logs[i].ip);
+	bool wanted = false;
+	for (unsigned i = 0; op->committed && !op->compaction && i < op->nlogs; i++) {
+		if (op->logs[i].detached)
+			continue;
+		if (krfs_exclusive(op->fs))
+			krfs_gc_maybe(op->fs, op->logs[i].ip);
+		else
+			wanted |= mostly_dead(op->fs, op->logs[i].ip);
+	}
+	return wanted;
 }
 
 static int append_runs(struct krfs_op *op, struct krfs_inode *tmp, const struct krfs_inode *ip)

@@ -16,8 +16,10 @@
 struct krfs_inode *krfs_inode_new(uint64_t ino)
 {
 	struct krfs_inode *ip = kr_calloc(1, sizeof(*ip));
-	if (ip)
+	if (ip) {
 		ip->ino = ino;
+		pthread_mutex_init(&ip->lock, NULL);
+	}
 	return ip;
 }
 
@@ -29,6 +31,7 @@ void krfs_inode_free(struct krfs_inode *ip)
 	krfs_dir_free(&ip->dir);
 	krfs_xattr_free(ip);
 	free(ip->pages);
+	pthread_mutex_destroy(&ip->lock);
 	free(ip);
 }
 

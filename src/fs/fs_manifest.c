@@ -191,3 +191,19 @@ int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
 		krfs_leave(fs);
 	return rc;
 }
+
+int krfs_enter_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
+{
+	int rc = krfs_enter_shared(fs);
+	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
+		krfs_leave(fs);
+	if (rc == 0)
+		pthread_mutex_lock(&(*ip)->lock);
+	return rc;
+}
+
+void krfs_leave_inode(struct kr_fs *fs, struct krfs_inode *ip)
+{
+	pthread_mutex_unlock(&ip->lock);
+	krfs_leave(fs);
+}

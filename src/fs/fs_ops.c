@@ -524,12 +524,14 @@ int kr_fs_release(kr_fs *fs, uint64_t ino)
 	return rc;
 }
 
+/* Every operation is durable when it returns: only whether the inode is there (under the
+ * shared lock, fs_base.c rule 2). */
 int kr_fs_fsync(kr_fs *fs, uint64_t ino)
 {
 	struct krfs_inode *ip;
-	int rc = krfs_enter_get(fs, ino, &ip);
+	int rc = krfs_enter_inode(fs, ino, &ip);
 	if (rc == 0)
-		krfs_leave(fs);
+		krfs_leave_inode(fs, ip);
 	return rc;
 }
 

@@ -200,8 +200,7 @@ static void fs_free(struct kr_fs *fs)
 		close(fs->pm.fd);
 	if (fs->file_fd >= 0 && fs->file_fd != fs->pm.fd)
 		close(fs->file_fd);
-	pthread_mutex_destroy(&fs->lock);
-	pthread_mutex_destroy(&fs->repair_lock);
+	krfs_locks_fini(fs);
 	free(fs->path);
 	free(fs);
 }
@@ -212,8 +211,7 @@ static struct kr_fs *fs_alloc(const char *path)
 	if (!fs)
 		return NULL;
 	fs->pm.fd = fs->file_fd = -1;
-	pthread_mutex_init(&fs->lock, NULL);
-	pthread_mutex_init(&fs->repair_lock, NULL);
+	krfs_locks_init(fs);
 	fs->path = kr_strdup(path);
 	if (!fs->path) {
 		free(fs);
@@ -447,7 +445,7 @@ int kr_fs_unmount(kr_fs *fs)
 	if (!fs)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_unmount: NULL");
 	int rc = KR_OK;
-	pthread_mutex_lock(&fs->lock);
+	pthread_rwlock_wrlock(&fs->lock);
 	if (fs->failed) {
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: unmounted in the error state (not marked clean)", fs->path);
 	} else {
@@ -455,7 +453,7 @@ int kr_fs_unmount(kr_fs *fs)
 		if (krfs_sb_write(fs) != KR_OK)
 			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock clean", fs->path);
 	}
-	pthread_mutex_unlock(&fs->lock);
+	pthread_rwlock_unlock(&fs->lock);
 	fs_free(fs);
 	return rc;
 }

@@ -25,14 +25,21 @@
  *
  * Invariants
  *   1. Outside the window the durable intent names, every row's parity page is the XOR of
- *      the row's data pages. krfs_zone_intent moves the window only after a fence (every
- *      delta stored so far is then durable, and each is whole: a run's pages are all written
- *      before the next run is taken), and fences the new window before any delta in it.
+ *      the row's data pages. krfs_zone_intent moves the window only when no other
+ *      operation holds it and after a fence (every delta stored so far is then durable: the
+ *      mover's own by that fence, every other operation's by its own thread's fence before
+ *      it let go of the window), and fences the new window before any delta in it.
  *   2. A window is at most R pages long, so its rows are distinct and each row is
  *      recomputed once.
- *   3. Parity is only changed under the file system's lock (every operation holds it from
- *      start to end), so two writers never read-modify-write one parity page at once; the
- *      intent word has one writer for the same reason.
+ *   3. Writers of different files run at once (fs_base.c rule 5) and no delta is lost,
+ *      though a delta is a read-modify-write of a parity page shared by other files' pages:
+ *      a delta is only made to a page of a run inside the window, by an operation holding
+ *      the window (zone_users) from that run's taking until krfs_op_end (after its commit's
+ *      fences or, uncommitted, a fence of its own); the window and the intent word change
+ *      under zone_lock, and only while no other operation holds it. So the deltas made at
+ *      once are to different pages of one window, whose rows are distinct (invariant 2):
+ *      never two to one parity page. Rebuilds from a row, in-place patches, scrub and
+ *      recovery run under the exclusive lock.
  */
 #include "fs.h"
 
@@ -61,15 +68,46 @@ uint64_t krfs_zone_run_max(const struct kr_fs *fs)
 	return fs->zone_rows < KRFS_ZONE_INTENT_MAX ? fs->zone_rows : KRFS_ZONE_INTENT_MAX;
 }
 
-int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n)
+/* Counts op among the window's holders (zone_lock held). */
+static void hold(struct krfs_op *op)
 {
-	if (start >= fs->zone_first && start + n <= fs->zone_first + fs->zone_len)
-		return 0; /* inside the durable window */
+	if (!op->zone_held)
+		op->fs->zone_users++;
+	op->zone_held = true;
+}
+
+int krfs_zone_intent(struct krfs_op *op, uint64_t start, uint64_t n)
+{
+	struct kr_fs *fs = op->fs;
+	pthread_mutex_lock(&fs->zone_lock);
+	for (;;) {
+		if (start >= fs->zone_first && start + n <= fs->zone_first + fs->zone_len) {
+			hold(op); /* inside the durable window */
+			pthread_mutex_unlock(&fs->zone_lock);
+			return 0;
+		}
+		if (fs->zone_users == (op->zone_held ? 1u : 0u))
+			break;
+		if (op->zone_held) {
+			/* Two holders each waiting for the other would wait forever: this one's deltas
+			 * so far (whole runs) are made durable, and it stops holding. */
+			if (krfs_fence(fs) != 0) {
+				pthread_mutex_unlock(&fs->zone_lock);
+				return -EIO;
+			}
+			fs->zone_users--;
+			op->zone_held = false;
+			pthread_cond_broadcast(&fs->zone_cond);
+		}
+		pthread_cond_wait(&fs->zone_cond, &fs->zone_lock); /* others' deltas not durable yet */
+	}
 	int rc;
-	/* Fence: the deltas stored under the window named now are durable before it stops
-	 * naming them. */
-	if ((rc = krfs_fence(fs)) != 0)
+	/* Fence: the deltas this thread stored under the window named now are durable before it
+	 * stops naming them (no other operation holds it: theirs are fenced already). */
+	if ((rc = krfs_fence(fs)) != 0) {
+		pthread_mutex_unlock(&fs->zone_lock);
 		return rc;
+	}
 	uint64_t len = n > KRFS_ZONE_WINDOW ? n : KRFS_ZONE_WINDOW;
 	if (len > krfs_zone_run_max(fs))
 		len = krfs_zone_run_max(fs);
@@ -77,11 +115,27 @@ int krfs_zone_intent(struct kr_fs *fs, uint64_t start, uint64_t n)
 		len = fs->sb.data_pages - start;
 	intent_store(fs, krfs_word_make(start << KRFS_ZONE_INTENT_NBITS | len, KRFS_ZONE_INTENT_OWNER));
 	/* Fence: the window is durable before any parity byte in it changes. */
-	if ((rc = krfs_fence(fs)) != 0)
-		return rc;
-	fs->zone_first = start;
-	fs->zone_len = len;
-	return 0;
+	if ((rc = krfs_fence(fs)) == 0) {
+		fs->zone_first = start;
+		fs->zone_len = len;
+		hold(op);
+	}
+	pthread_mutex_unlock(&fs->zone_lock);
+	return rc;
+}
+
+void krfs_zone_release(struct krfs_op *op)
+{
+	struct kr_fs *fs = op->fs;
+	if (!op->zone_held)
+		return;
+	if (!op->committed) /* deltas in the window that no commit fenced */
+		krfs_fence(fs);
+	pthread_mutex_lock(&fs->zone_lock);
+	fs->zone_users--;
+	op->zone_held = false;
+	pthread_cond_broadcast(&fs->zone_cond);
+	pthread_mutex_unlock(&fs->zone_lock);
 }
 
 /* The run a word names: true and [*start, *start + *n) if it checks and fits the pool. */

@@ -7,10 +7,16 @@
  * r + 2R, ... (R = zone_rows), and its parity page, at parity_off + r * P, is their XOR,
  * free pages included. What keeps a row right across crashes (the zone intent) and what
  * repairs a row through the verified read of its pages is in fs_zone.c.
+ *
+ * A delta is a read-modify-write of the parity page, and writers of different files run at
+ * once, yet it takes no lock: the writers' pages are all inside the one window they hold,
+ * whose rows are distinct (fs_zone.c invariant 3). Whole-row reads (rebuild, check, reseal)
+ * and in-place patches run under the exclusive lock.
  */
 #include <isa-l/raid.h>
 #include <string.h>
 
+#include "invariant.h"
 #include "simd.h"
 #include "fs.h"
 
@@ -73,6 +79,8 @@ void krfs_zone_reseal(struct kr_fs *fs, uint64_t r)
 
 void krfs_zone_update(struct kr_fs *fs, uint64_t pg, const void *src)
 {
+	/* The window held (no one moves it meanwhile) is what keeps concurrent deltas apart. */
+	KR_INVARIANT("fs_zone.c", 3, pg >= fs->zone_first && pg - fs->zone_first < fs->zone_len);
 	void *par = krfs_ptr(fs, krfs_zone_parity(fs, pg));
 	kr_pm_xor2(&fs->pm, par, krfs_ptr(fs, krfs_data_off(fs, pg)), src, P);
 	kr_pm_flush(&fs->pm, par, P);
