@@ -212,6 +212,9 @@ struct kr_fs_statfs {
 	uint32_t dead_zone;    /* bytes between the end of the primary and the start of the
 				* replica metadata (capped at 4 GiB - 1) */
 	uint32_t unprotect;    /* the KR_FS_NO_* knobs the pool was made with */
+	uint64_t gc_fast_pages;   /* since mount: log pages whose entries were all dead, unlinked
+				   * from their logs and freed without copying (fast GC) */
+	uint64_t gc_copied_pages; /* since mount: log pages written by log compactions */
 };
 /* The pool's data parity layout: KR_FS_PARITY_PAGE or KR_FS_PARITY_ZONE (and then in
  * *zone_columns, may be NULL, the pages per parity row; else 0), or -EINVAL for a NULL fs. */

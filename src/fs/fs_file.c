@@ -347,6 +347,8 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 		.log_pages_free = fs->meta_bm.nfree,
 		.repairs = fs->repairs,
 		.compactions = fs->compactions,
+		.gc_fast_pages = fs->gc_fast_pages,
+		.gc_copied_pages = fs->gc_copied_pages,
 		.mount_count = fs->sb.mount_count,
 		.was_clean = fs->was_clean,
 		.dead_zone = (uint32_t)(fs->sb.replica_off - fs->sb.csum_a_off < UINT32_MAX

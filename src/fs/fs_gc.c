@@ -1,20 +1,33 @@
 /*
- * fs_gc.c - garbage collection of inode logs by compaction.
+ * fs_gc.c - garbage collection of inode logs: fast GC, which unlinks pages whose entries are
+ * all dead, and compaction, which copies the live state into fresh pages.
  *
  * A log accumulates entries that later ones made dead (overwritten pages, removed names,
- * old attributes). When an inode's live state would fit in at most half of its log pages,
- * its log is rewritten from the DRAM inode - one FILE_WRITE per run of consecutive pages,
+ * old attributes). Fast GC (NOVA's "fast" GC) first takes out of the chain every page but
+ * the first and the last whose live count is 0 (fs_apply.c keeps the counts: a page is dead
+ * when every entry in it was overwritten entirely by later ones): the page before each run
+ * of dead pages gets its next word pointed past them - one self-checking word in both
+ * copies, the store an append makes when a page joins the chain - and after a fence the
+ * pages are free. Nothing is copied; the entries that stay are not moved. A file written
+ * over and over at the same place, or an inode whose attributes change again and again,
+ * keeps a log of a few pages this way.
+ *
+ * Compaction (the "thorough" GC) comes next, for what fast GC cannot take: when a log with
+ * two pages or more between its first and its last (fast GC leaves those two; one page
+ * between them is usually dead after a few more entries: an attribute set in the last
+ * page of it gets set again) would fit in at most half of its pages, it is rewritten
+ * from the DRAM inode - one FILE_WRITE per run of consecutive pages,
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
  * readdir cookie), one XATTR per extended attribute, then SET_ATTR with every attribute
  * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE, then for the
  * root the snapshot manifest (one SNAPSHOT_INFO per live snapshot, fs_manifest.c) - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
- * tail change together). The old pages are freed after that commit. This is NOVA's
- * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)
- * needs per-entry liveness counts and is not done: compaction also reclaims those pages.
+ * tail change together). The old pages are freed after that commit. The new pages count
+ * as live until the next compaction (krfs_live_reset): what their entries own is not
+ * tracked, so fast GC leaves them; the mount scan counts them exactly again.
  *
- * Compaction is tried when an operation of the running system ends (krfs_op_finish), on
- * every log that operation appended to. It is itself an operation, built on fs_op.c like
+ * Both are tried when an operation of the running system ends (krfs_op_finish), on every
+ * log that operation appended to. Compaction is itself an operation, built on fs_op.c like
  * any other, which is why the operations end here and not in fs_op.c.
  *
  * Invariants
@@ -24,6 +37,20 @@
  *      and the new pages unreferenced (free at the next mount).
  *   3. Nothing is compacted when the log area lacks the pages for the copy: GC never turns a
  *      working state into -ENOSPC.
+ *   4. Fast GC unlinks only pages whose entries are all dead (invariant 4 of fs_apply.c), and
+ *      only after the operations that made them dead committed: the log, replayed with or
+ *      without them, gives the same inode. So a crash before a link store reaches the media
+ *      leaves a log with dead pages in it, and one after it a log without them.
+ *   5. Fast GC never unlinks the first page (the slot names it) or the last (appends go on
+ *      there; the tail points into it), so the slot is not written, and every page keeps its
+ *      tail: the chain stays one the walk verifies (fs_log.c), with seq increasing.
+ *   6. An unlinked page is freed only after a fence made every link past it durable: a page
+ *      reused by another log is never still linked from this one. Until the fence, and if
+ *      the system stops before the free, nothing names the page; the mount scan rebuilds
+ *      the allocator from the chains it walks, where the page is not.
+ *   7. The superblock carries KRFS_INCOMPAT_LOG_GAPS before the first link store that
+ *      skips pages, and fast GC stops once a chain has skipped KRFS_GAPS_MAX pages (until a
+ *      compaction starts it afresh), so seq never wraps.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +78,58 @@ static uint64_t pages_for(const struct kr_fs *fs, const struct krfs_inode *ip)
 	return live_bytes(fs, ip) / (KRFS_LOG_USABLE - largest) + 1;
 }
 
+/* Pages a chain may skip before fast GC leaves it to compaction (invariant 7). */
+#define KRFS_GAPS_MAX (1u << 30)
+
+static bool page_dead(const struct kr_fs *fs, uint64_t page)
+{
+	return fs->live[(page - fs->sb.meta_off) / P] == 0;
+}
+
+/* Fast GC: unlinks and frees the pages between ip's first and last whose entries are all
+ * dead. The number of pages freed, or -EIO on a durability failure. */
+static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
+{
+	if (ip->npages < 3 || ip->unlinked >= KRFS_GAPS_MAX || fs->sb.meta_pages >= UINT32_MAX)
+		return 0;
+	uint32_t dead = 0;
+	for (uint32_t i = 1; i + 1 < ip->npages; i++)
+		dead += page_dead(fs, ip->pages[i]);
+	if (dead == 0)
+		return 0;
+	if (krfs_mark_incompat(fs, KRFS_INCOMPAT_LOG_GAPS) != 0)
+		return -EIO;
+	uint32_t kept = 0; /* the last page that stays */
+	for (uint32_t i = 1; i < ip->npages; i++) {
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+			continue;
+		if (i != kept + 1)
+			krfs_log_page_link(fs, ip->pages[kept], ip->pages[i]);
+		kept = i;
+	}
+	/* Fence: the links are durable before the pages they skip can be reused (invariant 6). */
+	if (krfs_fence(fs) != 0)
+		return -EIO;
+	uint32_t n = 1;
+	for (uint32_t i = 1; i < ip->npages; i++) {
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+			krfs_bm_clear(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
+		else
+			ip->pages[n++] = ip->pages[i];
+	}
+	ip->npages = n;
+	ip->unlinked += dead;
+	fs->gc_fast_pages += dead;
+	return (int)dead;
+}
+
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
-	if (!ip || fs->inodes[ip->ino] != ip || ip->npages < 2)
+	if (!ip || fs->inodes[ip->ino] != ip)
+		return 0;
+	if (gc_fast(fs, ip) < 0)
+		return -EIO;
+	if (ip->npages < 4)
 		return 0;
 	uint64_t need = pages_for(fs, ip);
 	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
@@ -203,9 +279,12 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 		ip->npages = tmp->npages;
 		ip->cap = tmp->cap;
 		ip->tail = tmp->tail;
+		ip->unlinked = 0;
 		tmp->pages = old;
 		tmp->npages = 0;
 		fs->compactions++;
+		fs->gc_copied_pages += ip->npages;
+		krfs_live_reset(fs, ip);
 	}
 	krfs_op_end(&op);
 	krfs_inode_free(tmp);
