@@ -216,6 +216,11 @@ struct kr_fs_statfs {
 /* The pool's data parity layout: KR_FS_PARITY_PAGE or KR_FS_PARITY_ZONE (and then in
  * *zone_columns, may be NULL, the pages per parity row; else 0), or -EINVAL for a NULL fs. */
 KR_API int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns);
+/* Log garbage collection since mount (a function, as kr_fs_statfs's struct may not grow):
+ * in *fast_pages the log pages whose entries were all dead, unlinked from their logs and
+ * freed without a copy (fast GC); in *copied_pages the log pages compactions wrote. Either
+ * pointer may be NULL. 0, or -EINVAL for a NULL fs. */
+KR_API int kr_fs_gc_counts(kr_fs *fs, uint64_t *fast_pages, uint64_t *copied_pages);
 
 /* ---------------------------------------------------------------------------------------
  * Operations (0 or a byte count on success, -errno on failure)

@@ -15,8 +15,10 @@
  * first phase writes one file over and over, so that its log is compacted (garbage
  * collection) under the simulator (in a relaxed pool, KR_TEST_FS_PROTECTION=relaxed, most of
  * these writes are overwrites in place, and an image taken while one is in flight may hold
- * any mix of its old and new bytes, but nothing else may differ and no read may fail); a second makes snapshots of it, overwrites it and deletes
- * them in turn.
+ * any mix of its old and new bytes, but nothing else may differ and no read may fail); a
+ * second overwrites one page of another file and changes its mode and owner, turn about,
+ * so that pages whose entries are all dead are unlinked from its log (fast GC); a third makes
+ * snapshots of the first, overwrites it and deletes them in turn.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -119,21 +121,40 @@ int main(void)
 	struct tu_rng rng;
 	tu_rng_seed(&rng, seed);
 	char why[512];
-	uint64_t compactions = 0;
+	uint64_t compactions = 0, fast_pages = 0, gc_fast;
 	unsigned xattr_changes = 0, snapshot_changes = 0;
 	double t0 = tu_now();
 	/* First one file written over and over: its log fills pages and is compacted, again
-	 * and again, under the simulator. */
+	 * and again, under the simulator. One write in thirty goes to a page of its own past
+	 * the others, so that its entry stays live and fast GC cannot free the log page that
+	 * holds it: compaction must. */
 	g_inflight = (struct fm_op){.kind = FM_CREATE, .a = 1, .mode = 0600, .name = "hot"};
 	g_have_inflight = true;
 	if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
 		TU_FAIL("create hot: %s", why);
 	uint32_t hot = g_model.n - 1;
-	for (unsigned i = 0; i < tu_scaled(200, 80); i++) {
+	for (unsigned i = 0; i < tu_scaled(400, 250); i++) {
 		g_inflight = (struct fm_op){.kind = FM_WRITE, .a = hot, .off = tu_rng_below(&rng, 20000),
 					    .len = tu_rng_range(&rng, 1, 3000), .seed = i};
+		if (i % 30 == 29)
+			g_inflight.off = 20480 + i / 30 * 4096;
 		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
 			TU_FAIL("write to hot: %s", why);
+	}
+	/* Then the same page of another file overwritten, and its mode and owner changed, turn
+	 * about: the pages of its log die whole and fast GC unlinks them under the simulator. */
+	g_inflight = (struct fm_op){.kind = FM_CREATE, .a = 1, .mode = 0600, .name = "fast"};
+	if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+		TU_FAIL("create fast: %s", why);
+	uint32_t fast = g_model.n - 1;
+	for (unsigned i = 0; i < tu_scaled(300, 120); i++) {
+		if (i % 2 == 0)
+			g_inflight = (struct fm_op){.kind = FM_WRITE, .a = fast, .off = (i / 2 % 8) * 512, .len = 512, .seed = i};
+		else
+			g_inflight = (struct fm_op){.kind = FM_SETATTR, .a = fast, .mode = 0600 | (i & 077), .uid = i, .gid = i,
+						    .mask = i % 4 == 1 ? KR_FS_SET_MODE : KR_FS_SET_UID | KR_FS_SET_GID};
+		if (fm_step(fs, &g_model, &g_inflight, NULL, why, sizeof(why)) != 0)
+			TU_FAIL("change %u to fast: %s", i, why);
 	}
 	/* Then snapshots of it made, outlived by overwrites and deleted, over and over: every
 	 * fence of an image, of the manifest and of the reclaim of held pages is crashed. */
@@ -165,6 +186,8 @@ int main(void)
 		if (g_done % 150 == 0) { /* ...but a remount's recovery writes are checked */
 			TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 			compactions += st.compactions;
+			TU_OK(kr_fs_gc_counts(fs, &gc_fast, NULL));
+			fast_pages += gc_fast;
 			TU_OK(kr_fs_unmount(fs));
 			crashsim_drain(); /* checking children hold the pool file's lock */
 			TU_OK(kr_fs_mount(path, KR_OPEN_FORCE_PMEM, &fs));
@@ -182,14 +205,17 @@ int main(void)
 		TU_FAIL("at the end: %s", why);
 	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
 	compactions += st.compactions;
+	TU_OK(kr_fs_gc_counts(fs, &gc_fast, NULL));
+	fast_pages += gc_fast;
 	TU_OK(kr_fs_unmount(fs));
 	struct crashsim_stats cs;
 	crashsim_stop(&cs);
 	printf("test_fs_crash: %u operations (%u extended attribute changes, %u snapshots made or deleted, %llu log "
-	       "compactions), %llu fences, %llu crash images checked, %llu failed\n",
-	       nops, xattr_changes, snapshot_changes, (unsigned long long)compactions, (unsigned long long)cs.fences, (unsigned long long)cs.images,
-	       (unsigned long long)cs.failures);
+	       "compactions, %llu log pages unlinked by fast GC), %llu fences, %llu crash images checked, %llu failed\n",
+	       nops, xattr_changes, snapshot_changes, (unsigned long long)compactions, (unsigned long long)fast_pages,
+	       (unsigned long long)cs.fences, (unsigned long long)cs.images, (unsigned long long)cs.failures);
 	TU_ASSERT(compactions > 0, "no log compaction was crashed");
+	TU_ASSERT(fast_pages > 0, "no fast GC was crashed");
 	TU_ASSERT(xattr_changes > 0, "no extended attribute change was crashed");
 	TU_ASSERT(snapshot_changes > 0, "no snapshot was made or deleted under the simulator");
 	TU_ASSERT(cs.images >= nops, "too few crash images (%llu)", (unsigned long long)cs.images);

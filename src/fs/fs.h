@@ -24,7 +24,8 @@
  *      fs_media.c     media errors: the fault resolver, emulated poison, the bad-block list
  *   6  fs_op.c        the operation context: allocation, commit (one tail store or a journal)
  *      fs_scrub.c     the scrubber (kr_fs_scrub)
- *   7  fs_gc.c        log compaction, and krfs_op_finish, which ends every running operation
+ *   7  fs_gc.c        log GC (fast: dead pages unlinked; compaction), and krfs_op_finish,
+ *                     which ends every running operation
  *   8  fs_inplace.c   relaxed mode: overwrites in place under an in-place intent
  *   9  fs_file.c      attributes, extended attributes, read, write, truncate, readdir, statfs
  *  10  fs_ops.c       the namespace operations (lookup, create, link, unlink, rename, ...)
@@ -84,6 +85,7 @@ struct krfs_dentry {
 	uint64_t ino;
 	uint64_t cookie; /* transaction id of the entry that added the name */
 	uint32_t hash;
+	uint32_t src; /* log page number + 1 of the entry that added the name (fs_apply.c) */
 	uint8_t dtype;
 	uint8_t len;
 	char name[];
@@ -113,6 +115,10 @@ struct krfs_xattr {
 };
 
 /* ---- DRAM inodes (fs_inode.c) ---------------------------------------------------------- */
+/* The fields of a DRAM inode that log entries set whole: each is owned by the last applied
+ * entry that set it, and that entry's log page counts it as live (fast GC, fs_apply.c). */
+enum krfs_field { KRFS_F_MODE, KRFS_F_UID, KRFS_F_GID, KRFS_F_ATIME, KRFS_F_MTIME, KRFS_F_CTIME, KRFS_F_SIZE,
+		  KRFS_F_NLINK, KRFS_F_PARENT, KRFS_NFIELDS };
 struct krfs_inode {
 	uint64_t ino, generation, create_time;
 	uint32_t mode, uid, gid, nlink, rdev;
@@ -121,6 +127,7 @@ struct krfs_inode {
 	uint64_t max_trans; /* the largest transaction id krfs_log_walk met in the log */
 	uint64_t *pages;  /* log pages in chain order (primary offsets) */
 	uint32_t npages, cap;
+	uint32_t unlinked; /* pages fast GC took out of the chain: a new page's seq is npages + unlinked */
 	uint32_t open_count;
 	uint64_t nblocks; /* data pages held */
 	pthread_mutex_t lock; /* held by a data-path operation on this inode (fs_base.c, rule 2) */
@@ -128,6 +135,10 @@ struct krfs_inode {
 	struct krfs_dir dir;   /* directories */
 	struct krfs_xattr *xattrs;
 	uint64_t xattr_bytes;  /* log bytes the live attributes take as XATTR entries */
+	/* What the log's live entries are (fs_apply.c), as log page numbers + 1 (0 = no page
+	 * counts it): the owner of each field, and (map's twin) of each file page. */
+	uint32_t owner[KRFS_NFIELDS];
+	struct krfs_radix src;
 };
 
 struct kr_fs;
@@ -168,6 +179,12 @@ struct kr_fs {
 	uint8_t *buf;               /* page-aligned scratch pages for data I/O (4 pages) */
 	uint64_t repairs;           /* structures repaired from a replica or parity */
 	uint64_t compactions;       /* logs rewritten by GC */
+	uint64_t gc_fast_pages;     /* log pages fast GC unlinked and freed */
+	uint64_t gc_copied_pages;   /* log pages compactions wrote */
+	/* live[i]: how many fields, file pages and names of its inode entries in log page i own,
+	 * plus one for each entry that must stay (fs_apply.c); 0 = the page's entries are all
+	 * dead. Meaningful for the pages of live inodes' chains. */
+	uint32_t *live;
 	/* What the first KRFS_NOTES repairs were (for kr_fs_check and the tool). */
 #define KRFS_NOTES 32
 	char notes[KRFS_NOTES][112];
@@ -308,10 +325,15 @@ int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_
 /* Called for every data page an applied entry stops referencing (overwritten, truncated). */
 typedef void (*krfs_release_fn)(struct kr_fs *fs, uint32_t data_page);
 /* Applies one verified log entry to the DRAM inode: the one function that interprets
- * entries, used by the mount scan and after each commit. -EUCLEAN if the entry is
- * inconsistent (a page outside the data area, a dentry in a non-directory, ...), -ENOMEM. */
-int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e,
+ * entries, used by the mount scan and after each commit. page: the log page that holds the
+ * entry, whose live count (fs->live) the entry's ownerships go to; 0 for an entry of no live
+ * inode's log (a snapshot image). -EUCLEAN if the entry is inconsistent (a page outside the
+ * data area, a dentry in a non-directory, ...), -ENOMEM. */
+int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e, uint64_t page,
 		     krfs_release_fn release);
+/* After ip's log was rewritten: nothing owned by the old pages any more; every page of the
+ * new chain counts as live for good (it is rewritten by the next compaction, not unlinked). */
+void krfs_live_reset(struct kr_fs *fs, struct krfs_inode *ip);
 
 /* ---- operations (fs_op.c) -------------------------------------------------------------- */
 #define KRFS_OP_LOGS 4
@@ -338,7 +360,7 @@ struct krfs_op {
 	int64_t new_ino;      /* slot taken by this op, -1 if none */
 	struct krfs_inode *new_ip; /* its DRAM inode: registered at commit, freed at abort */
 	/* Entries appended, applied to their DRAM inodes after commit: a sequence of
-	 * (struct krfs_inode *, entry bytes rounded to 8). */
+	 * (struct krfs_inode *, uint64_t log page, entry bytes rounded to 8). */
 	uint8_t *applied;
 	size_t napplied, capapplied;
 	bool committed;
@@ -488,14 +510,16 @@ int krfs_write_pages(struct krfs_op *op, struct krfs_inode *ip, uint64_t pgoff, 
 		     const struct krfs_src *src, uint64_t new_size);
 
 /* ---- log garbage collection (fs_gc.c) ------------------------------------------------- */
-/* Rewrites ip's log from its DRAM state if the live state would fit in at most half its
- * pages (and the log area has room for the copy). 1 if it did, 0 if not needed or no room,
- * -EIO on a durability failure. Exclusive lock only. */
+/* Fast GC, then a rewrite of ip's log from its DRAM state if the log still has four pages
+ * or more and the live state would fit in at most half of them (and the log area has room
+ * for the copy). 1 if it compacted, 0 if not needed or no room, -EIO on a durability
+ * failure. Exclusive lock only. */
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip);
 /* How an operation of the running system ends: krfs_op_end, then, after a commit, each log
- * the operation appended to is compacted if krfs_gc_maybe finds it mostly dead. Under the
- * shared lock nothing is compacted (the lite journal is the exclusive lock's): true if a log
- * wants it, for the caller to run krfs_gc_maybe under the exclusive lock. */
+ * the operation appended to is collected by krfs_gc_maybe. Under the shared lock nothing is
+ * collected (fast GC frees pages and may set a superblock bit; compaction needs the lite
+ * journal): true if a log has garbage to collect, for the caller to run krfs_gc_maybe under
+ * the exclusive lock. */
 bool krfs_op_finish(struct krfs_op *op);
 /* Rewrites ip's log unconditionally. */
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip);

@@ -407,6 +407,19 @@ int kr_fs_statfs(kr_fs *fs, struct kr_fs_statfs *out)
 	return 0;
 }
 
+int kr_fs_gc_counts(kr_fs *fs, uint64_t *fast_pages, uint64_t *copied_pages)
+{
+	int rc = krfs_enter(fs);
+	if (rc)
+		return rc;
+	if (fast_pages)
+		*fast_pages = fs->gc_fast_pages;
+	if (copied_pages)
+		*copied_pages = fs->gc_copied_pages;
+	krfs_leave(fs);
+	return 0;
+}
+
 int kr_fs_parity_layout(kr_fs *fs, uint32_t *zone_columns)
 {
 	if (!fs)

@@ -1,24 +1,38 @@
 /*
- * fs_gc.c - garbage collection of inode logs by compaction.
+ * fs_gc.c - garbage collection of inode logs: fast GC, which unlinks pages whose entries are
+ * all dead, and compaction, which copies the live state into fresh pages.
  *
  * A log accumulates entries that later ones made dead (overwritten pages, removed names,
- * old attributes). When an inode's live state would fit in at most half of its log pages,
- * its log is rewritten from the DRAM inode - one FILE_WRITE per run of consecutive pages,
+ * old attributes). Fast GC (NOVA's "fast" GC) first takes out of the chain every page but
+ * the first and the last whose live count is 0 (fs_apply.c keeps the counts: a page is dead
+ * when every entry in it was overwritten entirely by later ones): the page before each run
+ * of dead pages gets its next word pointed past them - one self-checking word in both
+ * copies, the store an append makes when a page joins the chain - and after a fence the
+ * pages are free. Nothing is copied; the entries that stay are not moved. A file written
+ * over and over at the same place, or an inode whose attributes change again and again,
+ * keeps a log of a few pages this way.
+ *
+ * Compaction (the "thorough" GC) comes next, for what fast GC cannot take: when a log with
+ * two pages or more between its first and its last (fast GC leaves those two; one page
+ * between them is usually dead after a few more entries: an attribute set in the last
+ * page of it gets set again) would fit in at most half of its pages, it is rewritten
+ * from the DRAM inode - one FILE_WRITE per run of consecutive pages,
  * one DENTRY per name (with the transaction id of the entry that made it, which is its
  * readdir cookie), one XATTR per extended attribute, then SET_ATTR with every attribute
  * (its ctime is the inode's, whatever the XATTR entries said) and LINK_CHANGE, then for the
  * root the snapshot manifest (one SNAPSHOT_INFO per live snapshot, fs_manifest.c) - into fresh pages,
  * and the inode slot switches to the new chain under the lite journal (the head and the
- * tail change together). The old pages are freed after that commit. This is NOVA's
- * "thorough" GC; its "fast" GC (unlinking pages whose entries are all dead without copying)
- * needs per-entry liveness counts and is not done: compaction also reclaims those pages.
+ * tail change together). The old pages are freed after that commit. The new pages count
+ * as live until the next compaction (krfs_live_reset): what their entries own is not
+ * tracked, so fast GC leaves them; the mount scan counts them exactly again.
  *
- * Compaction is tried when an operation of the running system ends (krfs_op_finish), on
- * every log that operation appended to. It is itself an operation, built on fs_op.c like
- * any other, which is why the operations end here and not in fs_op.c. Its journaled commit
- * needs the exclusive lock: an operation under the shared lock only reports that its log
- * wants compaction, and its caller compacts under the exclusive lock once it let go
- * (fs_base.c rule 3).
+ * Both are tried when an operation of the running system ends (krfs_op_finish), on every
+ * log that operation appended to. Compaction is itself an operation, built on fs_op.c like
+ * any other, which is why the operations end here and not in fs_op.c. Both need the
+ * exclusive lock (fast GC frees pages and may set a superblock bit; compaction commits
+ * under the lite journal): an operation under the shared lock only reports that its log has
+ * garbage, and its caller collects it under the exclusive lock once it let go (fs_base.c
+ * rule 3).
  *
  * Invariants
  *   1. The compacted log, applied from scratch, gives exactly the DRAM inode it was made
@@ -27,6 +41,22 @@
  *      and the new pages unreferenced (free at the next mount).
  *   3. Nothing is compacted when the log area lacks the pages for the copy: GC never turns a
  *      working state into -ENOSPC.
+ *   4. Fast GC unlinks only pages whose entries are all dead (invariant 4 of fs_apply.c), and
+ *      only after the operations that made them dead committed: the log, replayed with or
+ *      without them, gives the same inode. So a crash before a link store reaches the media
+ *      leaves a log with dead pages in it, and one after it a log without them.
+ *   5. Fast GC never unlinks the first page (the slot names it) or the last (appends go on
+ *      there; the tail points into it), so the slot is not written, and every page keeps its
+ *      tail: the chain stays one the walk verifies (fs_log.c), with seq increasing.
+ *   6. An unlinked page is freed only after a fence made every link past it durable: a page
+ *      reused by another log is never still linked from this one. Until the fence, and if
+ *      the system stops before the free, nothing names the page; the mount scan rebuilds
+ *      the allocator from the chains it walks, where the page is not.
+ *   7. The superblock carries KRFS_INCOMPAT_LOG_GAPS before the first link store that
+ *      skips pages, and fast GC stops once a chain has skipped KRFS_GAPS_MAX pages (until a
+ *      compaction starts it afresh), so seq never wraps.
+ *   8. Both kinds run under the exclusive lock only; under the shared lock krfs_op_finish
+ *      reads ip's own state to say whether there is work, and changes nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +84,73 @@ static uint64_t pages_for(const struct kr_fs *fs, const struct krfs_inode *ip)
 	return live_bytes(fs, ip) / (KRFS_LOG_USABLE - largest) + 1;
 }
 
-/* Whether ip's live state would fit in at most half its log pages (nothing but ip asked). */
-static bool mostly_dead(const struct kr_fs *fs, const struct krfs_inode *ip)
+/* Pages a chain may skip before fast GC leaves it to compaction (invariant 7). */
+#define KRFS_GAPS_MAX (1u << 30)
+
+static bool page_dead(const struct kr_fs *fs, uint64_t page)
 {
-	return ip->npages >= 2 && pages_for(fs, ip) * 2 <= ip->npages;
+	return fs->live[(page - fs->sb.meta_off) / P] == 0;
+}
+
+/* Fast GC: unlinks and frees the pages between ip's first and last whose entries are all
+ * dead. The number of pages freed, or -EIO on a durability failure. */
+static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
+{
+	if (ip->npages < 3 || ip->unlinked >= KRFS_GAPS_MAX || fs->sb.meta_pages >= UINT32_MAX)
+		return 0;
+	uint32_t dead = 0;
+	for (uint32_t i = 1; i + 1 < ip->npages; i++)
+		dead += page_dead(fs, ip->pages[i]);
+	if (dead == 0)
+		return 0;
+	if (krfs_mark_incompat(fs, KRFS_INCOMPAT_LOG_GAPS) != 0)
+		return -EIO;
+	uint32_t kept = 0; /* the last page that stays */
+	for (uint32_t i = 1; i < ip->npages; i++) {
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+			continue;
+		if (i != kept + 1)
+			krfs_log_page_link(fs, ip->pages[kept], ip->pages[i]);
+		kept = i;
+	}
+	/* Fence: the links are durable before the pages they skip can be reused (invariant 6). */
+	if (krfs_fence(fs) != 0)
+		return -EIO;
+	uint32_t n = 1;
+	for (uint32_t i = 1; i < ip->npages; i++) {
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+			krfs_bm_clear(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
+		else
+			ip->pages[n++] = ip->pages[i];
+	}
+	ip->npages = n;
+	ip->unlinked += dead;
+	fs->gc_fast_pages += dead;
+	return (int)dead;
+}
+
+/* Whether krfs_gc_maybe would find work in ip's log: a dead page fast GC may unlink, or a
+ * compaction. Reads only ip's own state and its pages' live counts (what a shared holder
+ * of ip's mutex may read); the log area's free count is krfs_gc_maybe's to judge. */
+static bool gc_wanted(const struct kr_fs *fs, const struct krfs_inode *ip)
+{
+	if (ip->npages >= 3 && ip->unlinked < KRFS_GAPS_MAX && fs->sb.meta_pages < UINT32_MAX)
+		for (uint32_t i = 1; i + 1 < ip->npages; i++)
+			if (page_dead(fs, ip->pages[i]))
+				return true;
+	return ip->npages >= 4 && pages_for(fs, ip) * 2 <= ip->npages;
 }
 
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
-	if (!ip || fs->inodes[ip->ino] != ip || !mostly_dead(fs, ip) || pages_for(fs, ip) > fs->meta_bm.nfree)
+	if (!ip || fs->inodes[ip->ino] != ip)
+		return 0;
+	if (gc_fast(fs, ip) < 0)
+		return -EIO;
+	if (ip->npages < 4)
+		return 0;
+	uint64_t need = pages_for(fs, ip);
+	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;
@@ -78,7 +166,7 @@ bool krfs_op_finish(struct krfs_op *op)
 		if (krfs_exclusive(op->fs))
 			krfs_gc_maybe(op->fs, op->logs[i].ip);
 		else
-			wanted |= mostly_dead(op->fs, op->logs[i].ip);
+			wanted |= gc_wanted(op->fs, op->logs[i].ip);
 	}
 	return wanted;
 }
@@ -215,9 +303,12 @@ int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 		ip->npages = tmp->npages;
 		ip->cap = tmp->cap;
 		ip->tail = tmp->tail;
+		ip->unlinked = 0;
 		tmp->pages = old;
 		tmp->npages = 0;
 		fs->compactions++;
+		fs->gc_copied_pages += ip->npages;
+		krfs_live_reset(fs, ip);
 	}
 	krfs_op_end(&op);
 	krfs_inode_free(tmp);

@@ -214,6 +214,7 @@ int krfs_dir_add(struct krfs_dir *d, const char *name, size_t len, uint64_t ino,
 	e->ino = ino;
 	e->dtype = dtype;
 	e->cookie = cookie;
+	e->src = 0; /* no entry owns it yet: fs_apply.c names the one that does */
 	e->hnext = d->tab[e->hash % d->nbuckets];
 	d->tab[e->hash % d->nbuckets] = e;
 	list_append(d, e);

@@ -28,6 +28,7 @@ void krfs_inode_free(struct krfs_inode *ip)
 	if (!ip)
 		return;
 	krfs_radix_free(&ip->map);
+	krfs_radix_free(&ip->src);
 	krfs_dir_free(&ip->dir);
 	krfs_xattr_free(ip);
 	free(ip->pages);

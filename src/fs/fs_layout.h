@@ -83,7 +83,10 @@
  * in place under an in-place intent (KRFS_J_DATA records in a lite journal), which a reader
  * must recompute checksums and parity from at mount rather than take for a bad record. */
 #define KRFS_INCOMPAT_INPLACE 0x4u
-#define KRFS_INCOMPAT_KNOWN 0x7u
+/* Set before fast GC first unlinks a page from the middle of a log: page tails' seq then
+ * increases along a chain with gaps, where a reader without the bit expects 0, 1, 2, ... */
+#define KRFS_INCOMPAT_LOG_GAPS 0x8u
+#define KRFS_INCOMPAT_KNOWN 0xfu
 #define KRFS_COMPAT_KNOWN 0x0u
 
 /* ---------------------------------------------------------------------------------------
@@ -246,7 +249,9 @@ _Static_assert(offsetof(struct krfs_pinode, csum) == 124, "inode csum");
  *                           the inode's tail page it may hold a stale link: ignored.
  *     8    8 self           pool offset of this page in the primary area
  *    16    8 ino            owning inode
- *    24    4 seq            position of the page in its log (head page = 0)
+ *    24    4 seq            the head page's is 0; each later page's is larger than the
+ *                           previous page's: one more, or more after fast GC unlinked pages
+ *                           between them (KRFS_INCOMPAT_LOG_GAPS)
  *    28    4 csum           CRC-32C of tail bytes 8..27
  * ------------------------------------------------------------------------------------- */
 #define KRFS_LOG_TAIL_OFF 4064u
@@ -465,7 +470,8 @@ struct krfs_journal_rec {
 _Static_assert(sizeof(struct krfs_journal_rec) == 16, "journal record header is 16 bytes");
 #define KRFS_JOURNAL_CAP (KRFS_PAGE - sizeof(struct krfs_journal_hdr))
 _Static_assert(sizeof(struct krfs_journal_rec) + KRFS_J_DATA_LEN == 24, "an in-place intent record is 24 bytes");
-_Static_assert(KRFS_INCOMPAT_KNOWN == (KRFS_INCOMPAT_XATTR | KRFS_INCOMPAT_SNAPSHOTS | KRFS_INCOMPAT_INPLACE),
+_Static_assert(KRFS_INCOMPAT_KNOWN == (KRFS_INCOMPAT_XATTR | KRFS_INCOMPAT_SNAPSHOTS | KRFS_INCOMPAT_INPLACE |
+					KRFS_INCOMPAT_LOG_GAPS),
 	       "incompat bits");
 
 #endif

@@ -11,10 +11,13 @@
  *   1. Every byte before the tail, in every page of the chain up to the tail's page, was
  *      written by this log (entries, or an 8-byte NEXT_PAGE marker where an entry did not
  *      fit), in both copies, and made durable before the tail moved past it.
- *   2. A page's tail (self, owner, position in the chain) is written once, when the page
- *      joins a log; only its next word changes later, as a self-checking word.
+ *   2. A page's tail (self, owner, seq) is written once, when the page joins a log; only its
+ *      next word changes later, as a self-checking word: when a later page joins, and when
+ *      fast GC (fs_gc.c) points it past pages whose entries are all dead.
  *   3. The walk reads each item in both copies (invariant 3 of fs_meta.c): a good copy
  *      repairs a bad or differing one; if both are bad the log is damaged from there on.
+ *   4. seq is 0 in the head page and increases strictly along the chain (by one but where
+ *      fast GC took pages out), so a walk that follows links never goes round a cycle.
  */
 #include <string.h>
 
@@ -51,26 +54,32 @@ void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next)
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */
-static bool page_tail_ok(const struct krfs_page_tail *t, uint64_t page, uint64_t ino, uint32_t seq)
+/* Whether t is page's tail in ino's log, following a page whose seq was prev (the head page:
+ * prev == UINT32_MAX, and seq must be 0). */
+static bool page_tail_ok(const struct krfs_page_tail *t, uint64_t page, uint64_t ino, uint32_t prev)
 {
-	return t->csum == page_tail_csum(t) && t->self == page && t->ino == ino && t->seq == seq;
+	bool seq_ok = prev == UINT32_MAX ? t->seq == 0 : t->seq > prev;
+	return t->csum == page_tail_csum(t) && t->self == page && t->ino == ino && seq_ok;
 }
 
-/* Verifies the page tail of `page` in both copies (repairing one from the other). */
-static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t seq)
+/* Verifies the page tail of `page` in both copies (repairing one from the other); *seq gets
+ * its seq, which must follow *seq (UINT32_MAX: the head page). */
+static int check_page_tail(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t *seq)
 {
 	uint64_t pa = page + KRFS_LOG_TAIL_OFF + 8, pb = krfs_copy_b(fs, pa);
 	const size_t n = sizeof(struct krfs_page_tail) - 8;
-	bool a = page_tail_ok(krfs_ptr(fs, pa - 8), page, ino, seq);
-	bool b = page_tail_ok(krfs_ptr(fs, pb - 8), page, ino, seq);
+	const struct krfs_page_tail *ta = krfs_ptr(fs, pa - 8), *tb = krfs_ptr(fs, pb - 8);
+	bool a = page_tail_ok(ta, page, ino, *seq);
+	bool b = page_tail_ok(tb, page, ino, *seq);
 	if (a && memcmp(krfs_ptr(fs, pa), krfs_ptr(fs, pb), n) != 0)
 		krfs_meta_repair(fs, "log page tail", pb, pa, n);
 	else if (!a && b)
 		krfs_meta_repair(fs, "log page tail", pa, pb, n);
 	else if (!a)
 		return KRFS_ERR(-EUCLEAN, KR_E_CORRUPT_META,
-				"inode %llu: log page %#llx (#%u) has a bad tail in both copies",
-				(unsigned long long)ino, (unsigned long long)page, seq);
+				"inode %llu: log page %#llx (after seq %d) has a bad tail in both copies",
+				(unsigned long long)ino, (unsigned long long)page, (int)*seq);
+	*seq = (a ? ta : tb)->seq;
 	return 0;
 }
 
@@ -147,10 +156,11 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 		  krfs_entry_fn fn, void *ctx)
 {
 	uint64_t ino = pi->ino, tail = krfs_word_value(pi->tail, ino), page = pi->log_head;
+	uint32_t seq = UINT32_MAX;
 	_Alignas(8) char ebuf[KRFS_XATTR_ENTRY_MAX];
 	if (!krfs_log_page_ok(fs, page))
 		return corrupt(ino, page, "log head outside the log area");
-	int rc = check_page_tail(fs, page, ino, 0);
+	int rc = check_page_tail(fs, page, ino, &seq);
 	if (rc == 0)
 		rc = krfs_inode_push_page(ip, page);
 	uint64_t pos = page;
@@ -166,7 +176,7 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 			uint64_t next = read_next(fs, page);
 			if (!krfs_log_page_ok(fs, next) || ip->npages >= fs->sb.meta_pages)
 				return corrupt(ino, page, "bad link to the next log page");
-			rc = check_page_tail(fs, next, ino, ip->npages);
+			rc = check_page_tail(fs, next, ino, &seq);
 			if (rc == 0)
 				rc = krfs_inode_push_page(ip, next);
 			page = pos = next;
@@ -183,6 +193,7 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 		pos += size;
 	}
 	ip->tail = tail;
+	ip->unlinked = seq + 1 - ip->npages;
 	return rc;
 }
 
@@ -190,15 +201,20 @@ int krfs_log_walk(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_pin
 int krfs_log_verify(struct kr_fs *fs, const struct krfs_inode *ip, krfs_problem_fn report, void *ctx)
 {
 	int problems = 0;
+	uint32_t seq = UINT32_MAX;
 	for (uint32_t i = 0; i < ip->npages; i++) {
 		uint64_t page = ip->pages[i], rpage = krfs_copy_b(fs, page);
 		bool last = i + 1 == ip->npages;
 		uint64_t used = last ? ip->tail - page : KRFS_LOG_USABLE;
 		const struct krfs_page_tail *ta = krfs_ptr(fs, page + KRFS_LOG_TAIL_OFF);
 		const struct krfs_page_tail *tb = krfs_ptr(fs, rpage + KRFS_LOG_TAIL_OFF);
-		if (!page_tail_ok(ta, page, ip->ino, i) || !page_tail_ok(tb, page, ip->ino, i))
+		if (!page_tail_ok(ta, page, ip->ino, seq) || !page_tail_ok(tb, page, ip->ino, seq))
 			problems += report(ctx, "inode %llu: log page %#llx: bad page tail", (unsigned long long)ip->ino,
 					   (unsigned long long)page);
+		else if (last && ta->seq != i + ip->unlinked) /* DRAM's count, which the next page's seq comes from */
+			problems += report(ctx, "inode %llu: log page %#llx: seq %u, but %u pages were unlinked",
+					   (unsigned long long)ip->ino, (unsigned long long)page, ta->seq, ip->unlinked);
+		seq = ta->seq;
 		if (!last && (krfs_word_value(ta->next, page) != ip->pages[i + 1] || ta->next != tb->next))
 			problems += report(ctx, "inode %llu: log page %#llx: bad link to the next page",
 					   (unsigned long long)ip->ino, (unsigned long long)page);

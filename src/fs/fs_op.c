@@ -84,18 +84,20 @@ static int take_log_page(struct krfs_op *op, uint64_t ino, uint32_t seq, uint64_
 		return -ENOMEM;
 	}
 	*page = fs->sb.meta_off + (uint64_t)i * P;
+	fs->live[i] = 0; /* no entry in it yet */
 	krfs_log_page_init(fs, *page, ino, seq);
 	return 0;
 }
 
-/* Keeps a copy of e for applying to ip after the commit. */
-static int keep_applied(struct krfs_op *op, struct krfs_inode *ip, const struct krfs_entry_hdr *e)
+/* Keeps a copy of e, which goes to log page `page`, for applying to ip after the commit. */
+static int keep_applied(struct krfs_op *op, struct krfs_inode *ip, uint64_t page, const struct krfs_entry_hdr *e)
 {
-	size_t need = sizeof(ip) + e->size;
+	size_t need = sizeof(ip) + sizeof(page) + e->size;
 	if (KR_GROW(op->applied, op->capapplied, op->napplied + need, 1024))
 		return -ENOMEM;
 	memcpy(op->applied + op->napplied, &ip, sizeof(ip));
-	memcpy(op->applied + op->napplied + sizeof(ip), e, e->size);
+	memcpy(op->applied + op->napplied + sizeof(ip), &page, sizeof(page));
+	memcpy(op->applied + op->napplied + sizeof(ip) + sizeof(page), e, e->size);
 	op->napplied += need;
 	return 0;
 }
@@ -124,7 +126,7 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 	uint64_t page = l->pos & ~(uint64_t)(P - 1);
 	if (l->pos == 0 || l->pos - page + e->size > KRFS_LOG_USABLE) {
 		uint64_t np;
-		int rc = take_log_page(op, ip->ino, ip->npages, &np);
+		int rc = take_log_page(op, ip->ino, ip->npages + ip->unlinked, &np);
 		if (rc == 0)
 			rc = krfs_inode_push_page(ip, np);
 		if (rc)
@@ -139,7 +141,7 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 		l->pos = np;
 	}
 	if (!l->detached) {
-		int rc = keep_applied(op, ip, e);
+		int rc = keep_applied(op, ip, l->pos & ~(uint64_t)(P - 1), e);
 		if (rc)
 			return rc;
 	}
@@ -303,12 +305,14 @@ int krfs_op_commit(struct krfs_op *op)
 	}
 	for (size_t at = 0; at < op->napplied && !op->compaction;) {
 		struct krfs_inode *ip;
+		uint64_t page;
 		_Alignas(8) uint8_t e[KRFS_XATTR_ENTRY_MAX];
 		memcpy(&ip, op->applied + at, sizeof(ip));
-		const struct krfs_entry_hdr *h = (const void *)(op->applied + at + sizeof(ip));
+		memcpy(&page, op->applied + at + sizeof(ip), sizeof(page));
+		const struct krfs_entry_hdr *h = (const void *)(op->applied + at + sizeof(ip) + sizeof(page));
 		memcpy(e, h, h->size);
-		at += sizeof(ip) + h->size;
-		if ((rc = krfs_inode_apply(fs, ip, (const void *)e, krfs_release_data)) != 0) {
+		at += sizeof(ip) + sizeof(page) + h->size;
+		if ((rc = krfs_inode_apply(fs, ip, (const void *)e, page, krfs_release_data)) != 0) {
 			fs->failed = 1;
 			return KRFS_ERR(-EIO, rc == -EUCLEAN ? KR_E_CORRUPT_META : KR_E_NOMEM,
 					"inode %llu: applying a committed entry failed (%d); remount",

@@ -34,7 +34,7 @@
 static int apply_cb(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e, void *ctx)
 {
 	(void)ctx;
-	return krfs_inode_apply(fs, ip, e, NULL);
+	return krfs_inode_apply(fs, ip, e, ip->pages[ip->npages - 1], NULL); /* the walk's page */
 }
 
 /* Loads inode ino from its slot and log into fs->inodes[ino]: 1 if live, 0 if free, -EUCLEAN,

@@ -77,7 +77,7 @@ static int load_cb(struct kr_fs *fs, struct krfs_inode *image, const struct krfs
 	if (e->type != KRFS_E_SNAP_INODE) {
 		if (!l->cur)
 			return image_bad(l->s, "an entry before the first SNAP_INODE");
-		return krfs_inode_apply(fs, l->cur, e, NULL);
+		return krfs_inode_apply(fs, l->cur, e, 0, NULL);
 	}
 	const struct krfs_e_snap_inode *si = (const void *)e;
 	uint32_t t = si->ftype;

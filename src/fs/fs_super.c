@@ -175,7 +175,8 @@ static int dram_init(struct kr_fs *fs)
 	fs->next_trans = KRFS_FIRST_TRANS;
 	fs->inodes = kr_calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
-	if (!fs->inodes || !fs->buf || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes) ||
+	fs->live = kr_calloc(fs->sb.meta_pages, sizeof(*fs->live));
+	if (!fs->inodes || !fs->buf || !fs->live || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes) ||
 	    krfs_bm_init(&fs->meta_bm, fs->sb.meta_pages) || krfs_bm_init(&fs->data_bm, fs->sb.data_pages))
 		return kr_err_set(KR_E_NOMEM, "out of memory for the file system's DRAM state");
 	krfs_bm_set(&fs->ino_bm, 0); /* slot 0 is never an inode */
@@ -191,6 +192,7 @@ static void fs_free(struct kr_fs *fs)
 		krfs_inode_free(fs->inodes[i]);
 	free(fs->inodes);
 	free(fs->buf);
+	free(fs->live);
 	krfs_bm_fini(&fs->ino_bm);
 	krfs_bm_fini(&fs->meta_bm);
 	krfs_bm_fini(&fs->data_bm);
