@@ -466,6 +466,33 @@ void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
 	}
 }
 
+void kr_pm_lines_nt(struct kr_pm *pm, void *lines, const uint64_t *words, const void *body,
+		    size_t n)
+{
+	long long *d = writable(pm, lines);
+	const char *s = body;
+	const struct kr_recorder *r = atomic_load_explicit(&recorder, memory_order_relaxed);
+	/* movnti, 8 bytes at a time: the body starts 8 bytes into its line, so 16-byte
+	 * streaming stores would not line up, and the word must be a store of its own. */
+	for (size_t k = 0; k < n; k++, d += 8, s += 56) {
+		for (int q = 0; q < 7; q++) {
+			long long v;
+			memcpy(&v, s + 8 * q, 8);
+			_mm_stream_si64(d + 1 + q, v);
+		}
+		/* The recorder snapshots the live line: the body's version before the word. */
+		if (__builtin_expect(r != NULL, 0) && r->nt)
+			r->nt(r->ctx, d + 1, 56);
+		_mm_stream_si64(d, (long long)words[k]);
+		if (__builtin_expect(r != NULL, 0) && r->nt)
+			r->nt(r->ctx, d, 8);
+	}
+	counters.bytes_written += n * LINE;
+	counters.flushed_lines += n;
+	if (pm->mode == KR_MODE_PAGECACHE && n)
+		sync_note(pm, writable(pm, lines), n * LINE);
+}
+
 int kr_pm_fence(struct kr_pm *pm)
 {
 	RECORD(fence);
