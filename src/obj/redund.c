@@ -137,6 +137,14 @@ static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *d
 	case KR_REC_DATA:
 	case KR_REC_FRESH: {
 		uint32_t n = h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
+		uint64_t rec;
+		int in_meta = meta_csum_on(r) && kr_redund_in_meta(r, h->off, &rec);
+		/* Outside the chunk records, parity is patched as the new bytes are stored: one
+		 * pass over old, new and parity for a large record. */
+		if (!in_meta && parity_on(r) && kr_parity_covers(&r->parity, h->off, n)) {
+			kr_parity_write(&r->parity, h->off, data, n);
+			break;
+		}
 		/* Parity and CRC patches read the old bytes, so they come before the write. */
 		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, n))
 			kr_parity_patch(&r->parity, h->off, home, data, n);

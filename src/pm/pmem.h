@@ -61,6 +61,10 @@ uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
 /* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
+/* par ^= dst ^ src, then dst = src, over n bytes in one pass (no alignment needed): a write
+ * that patches the parity of what it overwrites. Not atomic: the caller excludes every
+ * other writer of par. */
+void kr_pm_copy_xor(struct kr_pm *pm, void *dst, const void *src, void *par, size_t n);
 /* v[vects-1] = XOR of v[0..vects-2] (ISA-L xor_gen); the destination is in the pool. */
 void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v);
 
