@@ -94,6 +94,8 @@ void kr_img_reset(struct kr_img *img)
 {
 	img->len = FIRST_SZ;
 	img->nrecords = 0;
+	img->crc_end = FIRST_SZ;
+	img->crc_part = 0;
 	if (img->buf)
 		memset(img->buf, 0, FIRST_SZ);
 }
@@ -136,6 +138,29 @@ void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len)
 	img->len += total;
 	img->nrecords++;
 	return data;
+}
+
+/* The stream offset the records' known checksum reaches (a fresh image: no record yet). */
+static size_t img_crc_end(const struct kr_img *img)
+{
+	return img->crc_end < FIRST_SZ ? FIRST_SZ : img->crc_end;
+}
+
+int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc)
+{
+	int known = img_crc_end(img) == (img->len < FIRST_SZ ? FIRST_SZ : img->len);
+	uint8_t *d = kr_img_data(img, off, len);
+	if (!d)
+		return kr_errcode();
+	*crc = kr_crc32c_copy_extend(0, d, src, len);
+	if (known) { /* the record's header, its bytes, their zero padding */
+		uint32_t c = kr_crc32c_extend(img->crc_part, d - sizeof(struct kr_rec_hdr),
+					      sizeof(struct kr_rec_hdr));
+		c = kr_crc32c_combine(c, *crc, len);
+		img->crc_part = kr_crc32c_extend(c, d + len, pad8(len) - len);
+		img->crc_end = img->len;
+	}
+	return KR_OK;
 }
 
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
@@ -698,14 +723,17 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	atomic_store(&l->inflight_seq, seq);
 	KR_INVARIANT("log.c", 4, seq > atomic_load(&log->d_durable));
 
-	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream. */
+	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream (the
+	 * records' part known from kr_img_data_copy is not read again). */
 	struct kr_tx_first *f = (struct kr_tx_first *)img->buf;
 	f->nlines = nlines;
 	f->nrecords = img->nrecords;
 	f->crc = 0;
 	f->flags = flags;
 	f->seq = seq;
-	f->crc = kr_crc32c(img->buf, (size_t)nlines * KR_LINE_PAYLOAD);
+	size_t known = img_crc_end(img);
+	uint32_t crc = kr_crc32c_combine(kr_crc32c(img->buf, FIRST_SZ), img->crc_part, known - FIRST_SZ);
+	f->crc = kr_crc32c_extend(crc, img->buf + known, (size_t)nlines * KR_LINE_PAYLOAD - known);
 
 	/* 4. Lines, primary then replica, each header last, streamed (no flush needed). */
 	uint32_t first = l->tail;
