@@ -512,14 +512,14 @@ void kr_pm_lines_nt(struct kr_pm *pm, void *lines, const uint64_t *words, const 
 	long long *d = writable(pm, lines);
 	const char *s = body;
 	const struct kr_recorder *r = atomic_load_explicit(&recorder, memory_order_relaxed);
-	/* movnti, 8 bytes at a time: the body starts 8 bytes into its line, so 16-byte
-	 * streaming stores would not line up, and the word must be a store of its own. */
+	/* The body starts 8 bytes into its line: one 8-byte streaming store (movnti), then
+	 * three aligned 16-byte ones; the word is a store of its own. */
 	for (size_t k = 0; k < n; k++, d += 8, s += 56) {
-		for (int q = 0; q < 7; q++) {
-			long long v;
-			memcpy(&v, s + 8 * q, 8);
-			_mm_stream_si64(d + 1 + q, v);
-		}
+		long long v;
+		memcpy(&v, s, 8);
+		_mm_stream_si64(d + 1, v);
+		for (int q = 0; q < 3; q++)
+			_mm_stream_si128((__m128i *)(d + 2 + 2 * q), _mm_loadu_si128((const __m128i *)(s + 8 + 16 * q)));
 		/* The recorder snapshots the live line: the body's version before the word. */
 		if (__builtin_expect(r != NULL, 0) && r->nt)
 			r->nt(r->ctx, d + 1, 56);
