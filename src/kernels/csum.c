@@ -117,7 +117,7 @@ uint32_t kr_crc32c_copy_extend(uint32_t crc, void *dst, const void *src, size_t 
 		size_t piece = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n; /* kr_crc32c_copy's limit */
 		uint32_t c;
 		kr_crc32c_copy(d, p, piece, 1, &c);
-		crc = kr_crc32c_combine(crc, c, piece);
+		crc = crc ? kr_crc32c_combine(crc, c, piece) : c; /* a zero register shifts to zero */
 		d += piece;
 		p += piece;
 		n -= piece;
@@ -152,10 +152,12 @@ static uint32_t gf_mul(uint32_t a, uint32_t b)
 /* x^(2^k) mod P for k = 0..63, i.e. the effect of 2^k zero bits; and x^(2^k - 32) mod P
  * for k >= 5, the factors of the carry-less multiply below. */
 static uint32_t x2k[64], x2k_m32[64];
+static int have_clmul;
 static pthread_once_t x2k_once = PTHREAD_ONCE_INIT;
 
 static void x2k_init(void)
 {
+	have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2");
 	uint32_t p = 1u << 30; /* x^1 */
 	for (int k = 0; k < 64; k++) {
 		x2k[k] = p;
@@ -196,7 +198,7 @@ CLMUL_CRC static uint32_t shift_clmul(uint32_t raw, uint64_t zero_bytes)
 uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes)
 {
 	pthread_once(&x2k_once, x2k_init);
-	if (__builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2"))
+	if (have_clmul)
 		return shift_clmul(raw, zero_bytes);
 	uint64_t bits = zero_bytes * 8;
 	for (int k = 0; bits; k++, bits >>= 1)

@@ -157,7 +157,7 @@ int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t
 		uint32_t c = kr_crc32c_extend(img->crc_part, d - sizeof(struct kr_rec_hdr),
 					      sizeof(struct kr_rec_hdr));
 		c = kr_crc32c_combine(c, *crc, len);
-		img->crc_part = kr_crc32c_extend(c, d + len, pad8(len) - len);
+		img->crc_part = len % 8 ? kr_crc32c_extend(c, d + len, pad8(len) - len) : c;
 		img->crc_end = img->len;
 	}
 	return KR_OK;
