@@ -5,7 +5,8 @@
  * folding path takes (whole 64-byte blocks: one block, a data page's strip, a page) and
  * the plain path (other sizes), from aligned and unaligned sources, on random bytes and on
  * the all-zeros and all-ones pieces that expose a wrong initial value or final inversion:
- * every piece's CRC and every copied byte.
+ * every piece's CRC and every copied byte. kr_crc32c_combine and kr_crc32c_copy_extend
+ * against the CRC of the joined bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -52,10 +53,38 @@ static void test_copy(void **state)
 	free(buf);
 }
 
+/* kr_crc32c_combine (and with it kr_crc32c_shift's carry-less path, byte counts with every
+ * low bit pattern and powers of two up to 64 KiB) and kr_crc32c_copy_extend against the CRC
+ * of the concatenation. */
+static void test_combine(void **state)
+{
+	(void)state;
+	static const size_t lens[] = {0, 1, 2, 3, 4, 5, 7, 8, 12, 56, 64, 100, 1000, 1024, 4093, 4096, 65536, 65539};
+	enum { BYTES = 2 * 65539 };
+	uint8_t *buf = malloc(BYTES), *dst = malloc(BYTES);
+	assert_non_null(buf);
+	assert_non_null(dst);
+	srandom(11);
+	for (size_t i = 0; i < BYTES; i++)
+		buf[i] = (uint8_t)random();
+	for (size_t a = 0; a < sizeof(lens) / sizeof(lens[0]); a++)
+		for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
+			const uint8_t *pb = buf + lens[a];
+			uint32_t want = tu_crc32c(buf, lens[a] + lens[b]);
+			assert_int_equal(kr_crc32c_combine(tu_crc32c(buf, lens[a]), tu_crc32c(pb, lens[b]), lens[b]), want);
+			memset(dst, 0x5a, lens[b]);
+			assert_int_equal(kr_crc32c_copy_extend(tu_crc32c(buf, lens[a]), dst, pb, lens[b]), want);
+			assert_memory_equal(dst, pb, lens[b]);
+		}
+	free(buf);
+	free(dst);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_combine),
 	};
 	return cmocka_run_group_tests_name("csum", tests, NULL, NULL);
 }

@@ -17,6 +17,8 @@ uint32_t kr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
  * src to dst, and crc[i] = kr_crc32c of the i-th piece as copied - the bytes in dst are the
  * bytes that were checksummed, each read from src once. */
 void kr_crc32c_copy(void *dst, const void *src, size_t piece, unsigned n, uint32_t *crc);
+/* kr_crc32c_extend(crc, src, n) of bytes copied from src to dst in the same pass (any n). */
+uint32_t kr_crc32c_copy_extend(uint32_t crc, void *dst, const void *src, size_t n);
 
 /* CRC-64 (ECMA-182, reflected, seed 0): the check on directly written fresh objects. */
 uint64_t kr_crc64(const void *buf, size_t n);
@@ -32,5 +34,7 @@ uint32_t kr_crc32c_delta(const void *d, size_t len, uint64_t trailing);
 uint32_t kr_crc32c_delta2(const void *old, const void *new, size_t len, uint64_t trailing);
 /* The raw CRC register after feeding zero bytes: the "shift" used above. */
 uint32_t kr_crc32c_shift(uint32_t raw, uint64_t zero_bytes);
+/* kr_crc32c(A || B) from kr_crc32c(A), kr_crc32c(B) and B's length, without reading B. */
+uint32_t kr_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 #endif

@@ -11,8 +11,8 @@
  *   whole-line persistence atomicity (the paper's Assumption 2), a line whose header holds
  *   the stamp of transaction s also holds s's payload; so a transaction is complete iff all
  *   its lines carry its stamp, and no fence is needed between payload and marker. The same
- *   lines go to the replica lane; then every line is flushed and ONE sfence is the commit
- *   point. Applying the records home is flushed but not fenced: the next fence of the same
+ *   lines go to the replica lane. The lines are written with non-temporal stores (header
+ *   word still last), so they need no flush, and ONE sfence is the commit point. Applying the records home is flushed but not fenced: the next fence of the same
  *   thread covers it.
  *
  *   Sequence numbers come from one counter. durable_seq (in both control pages) says: every
@@ -94,6 +94,8 @@ void kr_img_reset(struct kr_img *img)
 {
 	img->len = FIRST_SZ;
 	img->nrecords = 0;
+	img->crc_end = FIRST_SZ;
+	img->crc_part = 0;
 	if (img->buf)
 		memset(img->buf, 0, FIRST_SZ);
 }
@@ -136,6 +138,29 @@ void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len)
 	img->len += total;
 	img->nrecords++;
 	return data;
+}
+
+/* The stream offset the records' known checksum reaches (a fresh image: no record yet). */
+static size_t img_crc_end(const struct kr_img *img)
+{
+	return img->crc_end < FIRST_SZ ? FIRST_SZ : img->crc_end;
+}
+
+int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc)
+{
+	int known = img_crc_end(img) == (img->len < FIRST_SZ ? FIRST_SZ : img->len);
+	uint8_t *d = kr_img_data(img, off, len);
+	if (!d)
+		return kr_errcode();
+	*crc = kr_crc32c_copy_extend(0, d, src, len);
+	if (known) { /* the record's header, its bytes, their zero padding */
+		uint32_t c = kr_crc32c_extend(img->crc_part, d - sizeof(struct kr_rec_hdr),
+					      sizeof(struct kr_rec_hdr));
+		c = kr_crc32c_combine(c, *crc, len);
+		img->crc_part = len % 8 ? kr_crc32c_extend(c, d + len, pad8(len) - len) : c;
+		img->crc_end = img->len;
+	}
+	return KR_OK;
 }
 
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)
@@ -640,28 +665,35 @@ static uint64_t line_seq(uint64_t header)
 static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
 			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
 {
-	/* The line index wraps by compare, not by '%': a division per 64-byte line was a
-	 * measurable share of a 4 KiB commit. first < lane_lines always (it is a tail). */
+	/* The lines stream past the cache (kr_pm_lines_nt), each header word stored after its
+	 * payload: nobody reads them back unless there is a crash or an adoption, and cached
+	 * stores cost a read-for-ownership of every line and a write-back that doubled the
+	 * commit time of a 16 KiB overwrite. Headers are built a batch at a time; a batch ends
+	 * at the lane's wrap (first < lane_lines always: it is a tail). */
+	enum { BATCH = 64 };
+	uint64_t words[BATCH];
 	uint32_t idx = first;
-	for (uint32_t k = 0; k < nlines; k++, idx = idx + 1 == log->lane_lines ? 0 : idx + 1) {
-		struct kr_log_cacheline *ln = &lines[idx];
-		/* A stamp at or beyond next_seq was never written by this log: damage, which
-		 * the line's CRC reports where it matters; only real stamps are judged. */
-		KR_INVARIANT("log.c", 1, line_seq(ln->header) <= atomic_load(&log->d_durable) ||
-						 line_seq(ln->header) >= atomic_load(&log->next_seq));
-		kr_pm_copy(log->pm, ln->payload, stream + (size_t)k * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
-		/* The header word last, in one store: it validates the payload above it. */
-		atomic_signal_fence(memory_order_release);
-		uint64_t hdr = (k == 0 ? KR_LINE_FIRST : KR_LINE_CONT) |
-			       ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
-			       ((seq & KR_LINE_SEQ_MASK) << KR_LINE_SEQ_SHIFT);
-		kr_pm_store64(log->pm, &ln->header, hdr);
+	for (uint32_t k = 0; k < nlines;) {
+		uint32_t n = nlines - k;
+		if (n > BATCH)
+			n = BATCH;
+		if (n > log->lane_lines - idx)
+			n = log->lane_lines - idx;
+		for (uint32_t j = 0; j < n; j++) {
+			/* A stamp at or beyond next_seq was never written by this log: damage,
+			 * which the line's CRC reports where it matters; only real stamps are
+			 * judged. */
+			KR_INVARIANT("log.c", 1,
+				     line_seq(lines[idx + j].header) <= atomic_load(&log->d_durable) ||
+					     line_seq(lines[idx + j].header) >= atomic_load(&log->next_seq));
+			words[j] = (k + j == 0 ? KR_LINE_FIRST : KR_LINE_CONT) |
+				   ((uint64_t)(k + j) << KR_LINE_INDEX_SHIFT) |
+				   ((seq & KR_LINE_SEQ_MASK) << KR_LINE_SEQ_SHIFT);
+		}
+		kr_pm_lines_nt(log->pm, &lines[idx], words, stream + (size_t)k * KR_LINE_PAYLOAD, n);
+		k += n;
+		idx = idx + n == log->lane_lines ? 0 : idx + n;
 	}
-	/* Flush after all stores: a line flushed before its header store would not carry it. */
-	uint32_t tail_end = first + nlines <= log->lane_lines ? first + nlines : log->lane_lines;
-	kr_pm_flush(log->pm, &lines[first], (size_t)(tail_end - first) * KR_LINE_SIZE);
-	if (first + nlines > log->lane_lines)
-		kr_pm_flush(log->pm, &lines[0], (size_t)(first + nlines - log->lane_lines) * KR_LINE_SIZE);
 }
 
 static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
@@ -691,16 +723,19 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	atomic_store(&l->inflight_seq, seq);
 	KR_INVARIANT("log.c", 4, seq > atomic_load(&log->d_durable));
 
-	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream. */
+	/* 3. Seal the image: first-line prefix and CRC-32C of the whole payload stream (the
+	 * records' part known from kr_img_data_copy is not read again). */
 	struct kr_tx_first *f = (struct kr_tx_first *)img->buf;
 	f->nlines = nlines;
 	f->nrecords = img->nrecords;
 	f->crc = 0;
 	f->flags = flags;
 	f->seq = seq;
-	f->crc = kr_crc32c(img->buf, (size_t)nlines * KR_LINE_PAYLOAD);
+	size_t known = img_crc_end(img);
+	uint32_t crc = kr_crc32c_combine(kr_crc32c(img->buf, FIRST_SZ), img->crc_part, known - FIRST_SZ);
+	f->crc = kr_crc32c_extend(crc, img->buf + known, (size_t)nlines * KR_LINE_PAYLOAD - known);
 
-	/* 4. Lines, primary then replica, each header last; flush them all. */
+	/* 4. Lines, primary then replica, each header last, streamed (no flush needed). */
 	uint32_t first = l->tail;
 	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
 	if (l->replica)

@@ -30,6 +30,11 @@ struct kr_img {
 	uint8_t *buf;
 	size_t len, cap;
 	uint32_t nrecords;
+	/* kr_crc32c of the records in [sizeof(struct kr_tx_first), crc_end): while every record
+	 * came through kr_img_data_copy the image knows their checksum, so sealing it reads only
+	 * the first line's prefix and what came otherwise. */
+	size_t crc_end;
+	uint32_t crc_part;
 };
 
 void kr_img_init(struct kr_img *img);
@@ -37,6 +42,9 @@ void kr_img_reset(struct kr_img *img);
 void kr_img_free(struct kr_img *img);
 /* Append a record; returns a pointer to its data area (len bytes) or NULL (KR_E_NOMEM). */
 void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len);
+/* Append a DATA record holding a copy of src, checksummed on the way: *crc is kr_crc32c of
+ * the len bytes. KR_OK or KR_E_NOMEM. */
+int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc);
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask);
 /* Append an intent record for [off, off+len) (no data). */
 int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len);

@@ -180,10 +180,11 @@ void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta)
 	kr_pm_flush(p->pm, p->pm->base + poff, 8);
 }
 
-void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
-		     size_t len)
+/* kr_parity_patch, and with home set also the write of new over old at home (old == home):
+ * a large piece then makes one pass that patches parity and stores the new bytes. */
+static void patch(struct kr_parity *p, uint64_t off, const uint8_t *o, const uint8_t *n,
+		  size_t len, char *home)
 {
-	const uint8_t *o = old, *n = new;
 	while (len > 0) {
 		/* One row's share at a time: parity columns are per row offset. */
 		size_t piece = p->g.row_size - kr_geom_in_row(&p->g, off);
@@ -194,17 +195,37 @@ void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const v
 		uint16_t idx[KR_PARITY_LOCKS];
 		int nl = lock_set(poff, piece, idx);
 		lock_range(p, idx, nl, big);
-		if (big)
+		if (big && home)
+			kr_pm_copy_xor(p->pm, home, n, p->pm->base + poff, piece);
+		else if (big)
 			patch_simd(p, poff, o, n, piece);
 		else
 			patch_words(p, poff, o, n, piece);
 		unlock_range(p, idx, nl);
 		kr_pm_flush(p->pm, p->pm->base + poff, piece);
+		if (home) {
+			if (!big)
+				kr_pm_copy(p->pm, home, n, piece);
+			kr_pm_flush(p->pm, home, piece);
+			home += piece;
+		}
 		off += piece;
 		o += piece;
 		n += piece;
 		len -= piece;
 	}
+}
+
+void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
+		     size_t len)
+{
+	patch(p, off, old, new, len, NULL);
+}
+
+void kr_parity_write(struct kr_parity *p, uint64_t off, const void *new, size_t len)
+{
+	char *home = p->pm->base + off;
+	patch(p, off, (const uint8_t *)home, new, len, home);
 }
 
 /* The rows of the page column holding offset off, as ISA-L source vectors. */

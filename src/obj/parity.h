@@ -48,13 +48,16 @@ void kr_parity_fini(struct kr_parity *p);
 /* 1 if [off, off+len) lies inside the data rows of one zone. */
 int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len);
 
-/* parity ^= old ^ new over [off, off+len) of the data rows (may cross rows and zones);
- * the parity lines are flushed, not fenced. */
 /* XORs delta into the parity word of the 8-byte aligned data word at off (covered), holding
  * its column's range lock shared, and flushes it. */
 void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta);
+/* parity ^= old ^ new over [off, off+len) of the data rows (may cross rows and zones);
+ * the parity lines are flushed, not fenced. */
 void kr_parity_patch(struct kr_parity *p, uint64_t off, const void *old, const void *new,
 		     size_t len);
+/* new written over [off, off+len) of the data rows (covered) with its parity patch, both
+ * flushed, not fenced; large pieces in one pass over old, new and parity. */
+void kr_parity_write(struct kr_parity *p, uint64_t off, const void *new, size_t len);
 
 /* Parity of every page column overlapping [off, off+len) recomputed from the data rows,
  * flushed, not fenced. The caller keeps writers away from those columns. */

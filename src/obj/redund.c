@@ -6,8 +6,9 @@
  *
  *   Online, each record of a committed image is written home by redund_apply (the log's
  *   apply hook) in this order: patch parity with old ^ new (reading the old bytes at home),
- *   patch the CRC of every chunk record the write falls in, then write the new bytes. All
- *   three are flushed and none is fenced: the next fence of the committing thread covers
+ *   patch the CRC of every chunk record the write falls in, then write the new bytes (a
+ *   record outside the chunk records patches parity and stores its bytes in one pass:
+ *   kr_parity_write). All three are flushed and none is fenced: the next fence of the committing thread covers
  *   them, exactly like the write itself (log.c, invariant 5). Bit records use the old value
  *   returned by the atomic OR/AND, so concurrent allocations in one run each patch parity
  *   and the record CRC with their exact delta, and the patches commute. Every parity patch,
@@ -47,6 +48,11 @@ uint32_t kr_obj_crc_start(const struct kr_obj_hdr *hdr)
 uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload)
 {
 	return kr_crc32c_extend(kr_obj_crc_start(hdr), payload, hdr->size);
+}
+
+uint32_t kr_obj_crc_combine(const struct kr_obj_hdr *hdr, uint32_t payload_crc)
+{
+	return kr_crc32c_combine(kr_obj_crc_start(hdr), payload_crc, hdr->size);
 }
 
 /* Zero bytes leave the inverted register multiplied by x^(8n): the shift. */
@@ -137,6 +143,14 @@ static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *d
 	case KR_REC_DATA:
 	case KR_REC_FRESH: {
 		uint32_t n = h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
+		uint64_t rec;
+		int in_meta = meta_csum_on(r) && kr_redund_in_meta(r, h->off, &rec);
+		/* Outside the chunk records, parity is patched as the new bytes are stored: one
+		 * pass over old, new and parity for a large record. */
+		if (!in_meta && parity_on(r) && kr_parity_covers(&r->parity, h->off, n)) {
+			kr_parity_write(&r->parity, h->off, data, n);
+			break;
+		}
 		/* Parity and CRC patches read the old bytes, so they come before the write. */
 		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, n))
 			kr_parity_patch(&r->parity, h->off, home, data, n);

@@ -38,6 +38,9 @@ struct kr_redund {
 uint32_t kr_obj_crc(const struct kr_obj_hdr *hdr, const void *payload);
 /* That checksum over the header fields alone: kr_crc32c_extend it with the payload. */
 uint32_t kr_obj_crc_start(const struct kr_obj_hdr *hdr);
+/* The object's checksum from kr_crc32c of its payload (taken while copying it), without
+ * reading the payload again. */
+uint32_t kr_obj_crc_combine(const struct kr_obj_hdr *hdr, uint32_t payload_crc);
 /* The checksum of an object whose payload is hdr->size zero bytes, in time logarithmic in
  * the size (a fresh object the transaction never wrote). Equals kr_obj_crc of zeros. */
 uint32_t kr_obj_crc_zeros(const struct kr_obj_hdr *hdr);

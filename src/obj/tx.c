@@ -188,21 +188,27 @@ static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const st
 
 static int feat(const kr_pool *pool, unsigned f);
 
-/* The payload of a live object against its header checksum. */
-static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr)
+/* The payload of a live object against its header checksum, copied to copy on the way
+ * unless copy is NULL. */
+static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr, uint8_t *copy)
 {
-	uint32_t got = kr_vcache_object_crc(&pool->vcache, oid, hdr, (const uint8_t *)pool->pm.base + oid);
+	uint32_t got = kr_vcache_object_crc(&pool->vcache, oid, hdr, (const uint8_t *)pool->pm.base + oid, copy);
 	if (got == hdr->crc)
 		return KR_OK;
 	return KR_CORRUPT(KR_E_CORRUPT_OBJECT, oid, "object of %llu bytes: checksum 0x%08x, header says 0x%08x",
 			  (unsigned long long)hdr->size, got, hdr->crc);
 }
 
-/* Verifies; on a mismatch tries an online repair from parity before giving up. */
-static int object_verify_repair(kr_pool *pool, kr_oid oid, const struct kr_block *b)
+/* Verifies; on a mismatch tries an online repair from parity before giving up. With copy
+ * (else both NULL), *copied says whether copy holds the verified payload (not after a
+ * repair). */
+static int object_verify_repair(kr_pool *pool, kr_oid oid, const struct kr_block *b, uint8_t *copy,
+				int *copied)
 {
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
-	int rc = object_verify(pool, oid, hdr);
+	int rc = object_verify(pool, oid, hdr, copy);
+	if (copy)
+		*copied = rc == KR_OK;
 	if (rc == KR_OK || kr_scrub_object(pool, b) != KR_OK)
 		return rc; /* the message names the mismatch */
 	return KR_OK;
@@ -245,20 +251,23 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	m->size = hdr->size;
 	m->type = hdr->type;
 	m->block = b;
-	/* Opening for write verifies: a change must not be built on damaged bytes. A large
-	 * object verified whole before has its blocks checked instead, as kr_tx_add hands
-	 * them out (range_verify). */
-	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
-		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
-			m->by_block = 1;
-		else if ((rc = object_verify_repair(tx->pool, oid, &b))) {
-			tx_fail(tx, rc);
-			return NULL;
-		}
-	}
 	if (mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
+	}
+	/* Opening for write verifies: a change must not be built on damaged bytes. A large
+	 * object verified whole before has its blocks checked instead, as kr_tx_add hands
+	 * them out (range_verify). A whole verification reads every byte anyway: it fills the
+	 * buffer in the same pass. */
+	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
+		int copied = 0;
+		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
+			m->by_block = 1;
+		else if ((rc = object_verify_repair(tx->pool, oid, &b, m->buf, &copied))) {
+			tx_fail(tx, rc);
+			return NULL;
+		}
+		m->full = (uint8_t)copied;
 	}
 	return m;
 }
@@ -320,7 +329,7 @@ static int range_verify(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e)
 	if (kr_vcache_verify(&pool->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid, s, e))
 		return KR_OK;
 	m->by_block = 0;
-	return object_verify_repair(pool, m->oid, &m->block);
+	return object_verify_repair(pool, m->oid, &m->block, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -578,16 +587,17 @@ static int tx_commit_intents(struct kr_tx *tx)
 
 /* The checksum of a changed object, patched for its changed ranges only: for each range,
  * CRC of (old ^ new) shifted past the bytes after it (csum.c). One DATA record for the
- * header's crc field. */
-static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m)
+ * header's crc field. new_crc: kr_crc32c of the range's new bytes when there is one. */
+static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
 {
 	kr_pool *pool = tx->pool;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
 	uint32_t crc = hdr->crc;
 	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size) {
-		/* The whole object rewritten: one pass over the new bytes, not two (old and new). */
-		crc = kr_obj_crc(hdr, m->buf);
+		/* The whole object rewritten: its new bytes were checksummed as they were logged,
+		 * and the old ones need not be read. */
+		crc = kr_obj_crc_combine(hdr, new_crc);
 	} else {
 		for (uint32_t i = 0; i < m->nranges; i++) {
 			const struct range *r = &m->ranges[i];
@@ -619,16 +629,16 @@ static int tx_build_image(struct kr_tx *tx)
 				rc = kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img);
 			continue;
 		}
+		/* Each range is checksummed as it is copied: the log's CRC of the image and, for
+		 * a whole rewrite, the object's new checksum come from that pass. */
+		uint32_t crc = 0;
 		for (uint32_t i = 0; i < m->nranges && rc == KR_OK; i++) {
 			const struct range *r = &m->ranges[i];
-			uint8_t *d = kr_img_data(&tx->img, m->oid + r->start, (uint32_t)(r->end - r->start));
-			if (d)
-				memcpy(d, m->buf + r->start, r->end - r->start);
-			else
-				rc = kr_errcode();
+			rc = kr_img_data_copy(&tx->img, m->oid + r->start, m->buf + r->start,
+					      (uint32_t)(r->end - r->start), &crc);
 		}
 		if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			rc = tx_add_object_crc(tx, m);
+			rc = tx_add_object_crc(tx, m, crc);
 	}
 	if (rc == KR_OK && tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
@@ -799,7 +809,7 @@ static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 		return NULL;
 	/* Conservative policy: every read verifies (and repairs) first. */
 	if (atomic_load_explicit(&pool->read_policy, memory_order_relaxed) == KR_READ_CONSERVATIVE &&
-	    feat(pool, KR_FEAT_RO_OBJ_CSUM) && object_verify_repair(pool, oid, &b) != KR_OK)
+	    feat(pool, KR_FEAT_RO_OBJ_CSUM) && object_verify_repair(pool, oid, &b, NULL, NULL) != KR_OK)
 		return NULL;
 	return hdr;
 }

@@ -57,21 +57,28 @@ static uint64_t block_len(uint64_t size, uint64_t k)
 	return size - s < KR_VCACHE_BLOCK ? size - s : KR_VCACHE_BLOCK;
 }
 
+/* kr_crc32c_extend of crc over n bytes at src, which go to copy on the way (if not NULL). */
+static uint32_t extend_copy(uint32_t crc, uint8_t *copy, const uint8_t *src, uint64_t n)
+{
+	return copy ? kr_crc32c_copy_extend(crc, copy, src, n) : kr_crc32c_extend(crc, src, n);
+}
+
 uint32_t kr_vcache_object_crc(struct kr_vcache *c, uint64_t oid, const struct kr_obj_hdr *hdr,
-			      const uint8_t *payload)
+			      const uint8_t *payload, uint8_t *copy)
 {
 	uint64_t size = hdr->size, n = nblocks(size);
+	uint32_t crc = kr_obj_crc_start(hdr);
 	if (size < KR_VCACHE_MIN || n * sizeof(struct kr_vcache_blk) > KR_VCACHE_BUDGET)
-		return kr_obj_crc(hdr, payload);
+		return extend_copy(crc, copy, payload, size);
 	/* One pass either way: the running CRC is recorded at each block boundary. Without
 	 * memory for the pairs the object is simply not cached. */
 	struct kr_vcache_blk *blk = kr_malloc(n * sizeof(*blk));
-	uint32_t crc = kr_obj_crc_start(hdr);
 	if (!blk)
-		return kr_crc32c_extend(crc, payload, size);
+		return extend_copy(crc, copy, payload, size);
 	for (uint64_t k = 0; k < n; k++) {
+		uint64_t at = k * KR_VCACHE_BLOCK;
 		blk[k].in = crc;
-		crc = kr_crc32c_extend(crc, payload + k * KR_VCACHE_BLOCK, block_len(size, k));
+		crc = extend_copy(crc, copy ? copy + at : NULL, payload + at, block_len(size, k));
 		blk[k].out = crc;
 	}
 	pthread_mutex_lock(&c->lock);

@@ -40,11 +40,12 @@ struct kr_vcache {
 void kr_vcache_init(struct kr_vcache *c);
 void kr_vcache_fini(struct kr_vcache *c);
 
-/* The object's checksum (kr_obj_crc) from its header and payload. For an object of at least
- * KR_VCACHE_MIN bytes, a result equal to hdr->crc also (re)builds its entry, and any other
- * result drops it. */
+/* The object's checksum (kr_obj_crc) from its header and payload, which is also copied to
+ * copy (hdr->size bytes of DRAM) in the same pass unless copy is NULL. For an object of at
+ * least KR_VCACHE_MIN bytes, a result equal to hdr->crc also (re)builds its entry, and any
+ * other result drops it. */
 uint32_t kr_vcache_object_crc(struct kr_vcache *c, uint64_t oid, const struct kr_obj_hdr *hdr,
-			      const uint8_t *payload);
+			      const uint8_t *payload, uint8_t *copy);
 /* 1 if the object of this oid and size has an entry. */
 int kr_vcache_has(struct kr_vcache *c, uint64_t oid, uint64_t size);
 /* 1 if every block overlapping payload bytes [s, e) matches its pair; 0 on a mismatch or

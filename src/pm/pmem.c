@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <cpuid.h>
 #include <emmintrin.h>
+#include <immintrin.h>
 #include <isa-l/raid.h>
 #include <errno.h>
 #include <pthread.h>
@@ -348,6 +349,45 @@ void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_
 	RECORD(store, dst, n);
 }
 
+/* 64 bytes a step, the tail under a byte mask: each line of dst, src and par is loaded once,
+ * and par takes old ^ new ^ parity in one ternary-logic instruction. */
+__attribute__((target("avx512f,avx512bw,bmi2"))) static void copy_xor_avx512(char *d, const char *s,
+									 char *p, size_t n)
+{
+	size_t i = 0;
+	for (; i + 64 <= n; i += 64) {
+		__m512i o = _mm512_loadu_si512(d + i), v = _mm512_loadu_si512(s + i);
+		__m512i x = _mm512_ternarylogic_epi64(_mm512_loadu_si512(p + i), o, v, 0x96);
+		_mm512_storeu_si512(p + i, x);
+		_mm512_storeu_si512(d + i, v);
+	}
+	if (i < n) {
+		__mmask64 m = _bzhi_u64(~0ull, (unsigned)(n - i));
+		__m512i o = _mm512_maskz_loadu_epi8(m, d + i), v = _mm512_maskz_loadu_epi8(m, s + i);
+		__m512i x = _mm512_ternarylogic_epi64(_mm512_maskz_loadu_epi8(m, p + i), o, v, 0x96);
+		_mm512_mask_storeu_epi8(p + i, m, x);
+		_mm512_mask_storeu_epi8(d + i, m, v);
+	}
+}
+
+void kr_pm_copy_xor(struct kr_pm *pm, void *dst, const void *src, void *par, size_t n)
+{
+	char *d = writable(pm, dst), *p = writable(pm, par);
+	const char *s = src;
+	if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2")) {
+		copy_xor_avx512(d, s, p, n);
+		kr_simd_done();
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			p[i] ^= d[i] ^ s[i];
+			d[i] = s[i];
+		}
+	}
+	counters.bytes_written += 2 * n;
+	RECORD(store, p, n);
+	RECORD(store, d, n);
+}
+
 void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v)
 {
 	v[vects - 1] = writable(pm, v[vects - 1]);
@@ -464,6 +504,33 @@ void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n)
 		kr_pm_copy(pm, d + head + body, s + head + body, tail);
 		kr_pm_flush(pm, d + head + body, tail);
 	}
+}
+
+void kr_pm_lines_nt(struct kr_pm *pm, void *lines, const uint64_t *words, const void *body,
+		    size_t n)
+{
+	long long *d = writable(pm, lines);
+	const char *s = body;
+	const struct kr_recorder *r = atomic_load_explicit(&recorder, memory_order_relaxed);
+	/* The body starts 8 bytes into its line: one 8-byte streaming store (movnti), then
+	 * three aligned 16-byte ones; the word is a store of its own. */
+	for (size_t k = 0; k < n; k++, d += 8, s += 56) {
+		long long v;
+		memcpy(&v, s, 8);
+		_mm_stream_si64(d + 1, v);
+		for (int q = 0; q < 3; q++)
+			_mm_stream_si128((__m128i *)(d + 2 + 2 * q), _mm_loadu_si128((const __m128i *)(s + 8 + 16 * q)));
+		/* The recorder snapshots the live line: the body's version before the word. */
+		if (__builtin_expect(r != NULL, 0) && r->nt)
+			r->nt(r->ctx, d + 1, 56);
+		_mm_stream_si64(d, (long long)words[k]);
+		if (__builtin_expect(r != NULL, 0) && r->nt)
+			r->nt(r->ctx, d, 8);
+	}
+	counters.bytes_written += n * LINE;
+	counters.flushed_lines += n;
+	if (pm->mode == KR_MODE_PAGECACHE && n)
+		sync_note(pm, writable(pm, lines), n * LINE);
 }
 
 int kr_pm_fence(struct kr_pm *pm)

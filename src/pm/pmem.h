@@ -9,7 +9,8 @@
  * Ordering contract (x86-64 TSO, whole-line persistence):
  *   - kr_pm_copy/set/store64/or64/andn64 are ordinary cached stores; they become durable
  *     only after a kr_pm_flush of their lines followed by a kr_pm_fence on the SAME thread.
- *   - kr_pm_copy_nt is durable after the next kr_pm_fence of the same thread.
+ *   - kr_pm_copy_nt and kr_pm_lines_nt are durable after the next kr_pm_fence of the same
+ *     thread.
  *   - kr_pm_store64 is one aligned 8-byte store: it is never split or merged, which is what
  *     makes it usable as a validity marker.
  */
@@ -44,6 +45,14 @@ int kr_pm_protect(struct kr_pm *pm, const char *path, unsigned open_flags);
 
 void kr_pm_copy(struct kr_pm *pm, void *dst, const void *src, size_t n);
 void kr_pm_copy_nt(struct kr_pm *pm, void *dst, const void *src, size_t n);
+/* n consecutive 64-byte lines at lines (64-byte aligned), written with non-temporal stores
+ * and durable after the next kr_pm_fence: line k gets the 56 bytes body + 56k at its offset
+ * 8, then words[k] at its offset 0, stored LAST, so that under whole-line persistence a
+ * line holding its word holds its body too (a marker that validates the line). Counted as
+ * n written-back lines. For large writes nobody reads back soon: no read-for-ownership of
+ * the lines, no flush instruction, nothing evicted from the cache. */
+void kr_pm_lines_nt(struct kr_pm *pm, void *lines, const uint64_t *words, const void *body,
+		    size_t n);
 void kr_pm_set(struct kr_pm *pm, void *dst, int c, size_t n);
 void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
 /* Atomic bit updates; they return the word's previous value. */
@@ -52,6 +61,10 @@ uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
 /* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
+/* par ^= dst ^ src, then dst = src, over n bytes in one pass (no alignment needed): a write
+ * that patches the parity of what it overwrites. Not atomic: the caller excludes every
+ * other writer of par. */
+void kr_pm_copy_xor(struct kr_pm *pm, void *dst, const void *src, void *par, size_t n);
 /* v[vects-1] = XOR of v[0..vects-2] (ISA-L xor_gen); the destination is in the pool. */
 void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v);
 
