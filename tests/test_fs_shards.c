@@ -333,13 +333,44 @@ static void case_enospc(void)
 	       SHARDS, (unsigned long long)nospc_free);
 }
 
+/* ---- options ------------------------------------------------------------------------------- */
+/* A caller built before alloc_shards (the smaller struct_size) mounts with the default; a
+ * count past what the areas hold is capped (each shard at least a word of 64 pages). */
+static void case_opts(void)
+{
+	char path[128];
+	tu_pool_path(path, sizeof(path), "fs-shards-opts");
+	mkfs_small(path, 8 << 20);
+	struct kr_fs_mount_opts o = {.struct_size = (uint32_t)offsetof(struct kr_fs_mount_opts, alloc_shards),
+				     .flags = KR_OPEN_FORCE_PMEM};
+	kr_fs *fs;
+	TU_OK(kr_fs_mount_opts(path, &o, &fs));
+	unsigned dflt = fs->data_bm.nshards;
+	TU_ASSERT(dflt >= 1 && fs->ino_bm.nshards == 1, "%u data shards, %u slot shards", dflt, fs->ino_bm.nshards);
+	TU_OK(kr_fs_unmount(fs));
+	o.struct_size = sizeof(o) + 4;
+	TU_ASSERT(kr_fs_mount_opts(path, &o, &fs) == KR_E_MISUSE_ARG, "an unknown struct_size accepted");
+	fs = mount_shards(path, 1000);
+	uint64_t dw = (fs->sb.data_pages + 63) / 64, mw = (fs->sb.meta_pages + 63) / 64;
+	TU_ASSERT(fs->data_bm.nshards == (dw < KR_FS_ALLOC_SHARDS_MAX ? dw : KR_FS_ALLOC_SHARDS_MAX) &&
+			  fs->meta_bm.nshards == (mw < KR_FS_ALLOC_SHARDS_MAX ? mw : KR_FS_ALLOC_SHARDS_MAX),
+		  "1000 shards asked: %u data shards of %llu pages, %u log shards of %llu pages", fs->data_bm.nshards,
+		  (unsigned long long)fs->sb.data_pages, fs->meta_bm.nshards, (unsigned long long)fs->sb.meta_pages);
+	expect_clean(fs, "1000 shards asked");
+	TU_OK(kr_fs_unmount(fs));
+	printf("fs shards: the old kr_fs_mount_opts size mounts with the default (%u data shards); 1000 shards asked "
+	       "gives one per 64 pages (%llu data, %llu log)\n", dflt, (unsigned long long)dw, (unsigned long long)mw);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
 	if (strcmp(c, "threads") == 0 && argc > 2 && (atoi(argv[2]) == 2 || atoi(argv[2]) == 4))
 		case_threads((unsigned)atoi(argv[2]));
-	else if (strcmp(c, "enospc") == 0)
+	else if (strcmp(c, "enospc") == 0) {
+		case_opts();
 		case_enospc();
+	}
 	else
 		TU_FAIL("usage: test_fs_shards threads 2|4 | enospc");
 	TU_END_CHECK_ALL("test_fs_shards");
