@@ -148,14 +148,23 @@ KR_API int kr_fs_mount(const char *path, unsigned flags, kr_fs **fs);
 
 /* kr_fs_mount with more choices. scan_threads: threads that walk the inode logs at mount
  * (each log is walked by one of them; the mounted state is the same for any number), at most
- * the online CPUs and KR_FS_SCAN_THREADS_MAX; 0 = up to 4. */
+ * the online CPUs and KR_FS_SCAN_THREADS_MAX; 0 = up to 4. alloc_shards: the shards the
+ * data-page and log-page allocators are split into (threads allocating at once take
+ * different locks; each thread allocates from a home shard first), at most
+ * KR_FS_ALLOC_SHARDS_MAX and one per 64 pages; 0 = one per online CPU, each at least
+ * KR_FS_ALLOC_SHARD_MIN pages (the data pages of a zone-parity pool: one shard, so that runs
+ * taken at once stay in one zone window). Nothing on the media depends on it. A caller built
+ * before alloc_shards existed passes the smaller struct_size and gets the default. */
 struct kr_fs_mount_opts {
 	uint32_t struct_size;   /* sizeof(struct kr_fs_mount_opts) */
 	unsigned flags;         /* as kr_fs_mount's */
 	uint32_t scan_threads;
+	uint32_t alloc_shards;
 };
 #define KR_FS_MOUNT_OPTS_INIT {.struct_size = sizeof(struct kr_fs_mount_opts)}
 #define KR_FS_SCAN_THREADS_MAX 64u
+#define KR_FS_ALLOC_SHARDS_MAX 64u
+#define KR_FS_ALLOC_SHARD_MIN 512u
 #define KR_FS_SCAN_THREADS_DEFAULT 4u
 KR_API int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_fs **fs);
 

@@ -9,7 +9,8 @@
  *   fs_layout.h   the on-media format; this header, the DRAM state every file shares
  *   1  fs_base.c      the locks and their rules, the sticky error state and its fence, the
  *                     superblock's tick-tock write, the clock
- *      fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages
+ *      fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages, in shards
+ *                     that threads allocate from at once
  *      fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
  *      fs_xattr.c     extended attributes: the DRAM list, the XATTR entry
  *      fs_zone_row.c  zone parity's row arithmetic: parity page, strip rebuild, deltas
@@ -52,18 +53,41 @@
 #define P KRFS_PAGE
 
 /* ---- allocators (fs_alloc.c) ----------------------------------------------------------- */
+/* One shard of an allocator: indexes [lo, hi), whole words of the bitmap (invariants at the
+ * top of fs_alloc.c). A cache line of its own, so threads allocating at once do not share one. */
+struct krfs_shard {
+	_Alignas(64) pthread_mutex_t lock;
+	uint64_t lo, hi, nfree, hint;
+};
 struct krfs_bitmap {
 	uint64_t *bits; /* bit set = in use */
-	uint64_t n, nfree, hint;
+	uint64_t n;
+	uint64_t per; /* indexes per shard (a multiple of 64; the last shard may hold fewer) */
+	unsigned nshards;
+	struct krfs_shard *shards;
 };
-int krfs_bm_init(struct krfs_bitmap *bm, uint64_t n);
+/* n indexes, all free, in nshards shards (capped to one per word of bits and to
+ * KR_FS_ALLOC_SHARDS_MAX; at least 1). -ENOMEM. */
+int krfs_bm_init(struct krfs_bitmap *bm, uint64_t n, unsigned nshards);
 void krfs_bm_fini(struct krfs_bitmap *bm);
+/* The free count: the sum of the shards' (exact when no shared holder runs). */
+uint64_t krfs_bm_nfree(const struct krfs_bitmap *bm);
+/* The shard owning index i; krfs_bm_lock also takes its lock, krfs_bm_unlock lets go. */
+struct krfs_shard *krfs_bm_shard(const struct krfs_bitmap *bm, uint64_t i);
+struct krfs_shard *krfs_bm_lock(const struct krfs_bitmap *bm, uint64_t i);
+void krfs_bm_unlock(struct krfs_shard *s);
 bool krfs_bm_test(const struct krfs_bitmap *bm, uint64_t i);
+/* Set and clear take no lock: the caller holds the owning shard's lock or the file
+ * system's exclusive lock. */
 void krfs_bm_set(struct krfs_bitmap *bm, uint64_t i);
 void krfs_bm_clear(struct krfs_bitmap *bm, uint64_t i);
-/* One free index (marked used), or -1. */
+/* Indexes [start, start + n) freed, each under its shard's lock. */
+void krfs_bm_put(struct krfs_bitmap *bm, uint64_t start, uint64_t n);
+/* One free index (marked used), or -1. Takes the shards' locks. */
 int64_t krfs_bm_alloc(struct krfs_bitmap *bm);
-/* A run of 1..max consecutive free indexes (marked used): its length, 0 if none is free. */
+/* A run of 1..max consecutive free indexes (marked used) from the calling thread's home
+ * shard, else from the next shard with any free, in order: its length, 0 if every shard is
+ * full. Takes the shards' locks. */
 uint64_t krfs_bm_alloc_run(struct krfs_bitmap *bm, uint64_t max, uint64_t *start);
 
 /* ---- indexes (fs_index.c) -------------------------------------------------------------- */
@@ -166,7 +190,6 @@ struct kr_fs {
 	struct kr_pm pm;
 	char *path;
 	pthread_rwlock_t lock;       /* the file system's lock: the rules are at the top of fs_base.c */
-	pthread_mutex_t alloc_lock;  /* the bitmaps, for holders of the lock shared (rule 4) */
 	pthread_mutex_t repair_lock; /* repairs (krfs_meta_repair, krfs_word_repair) made by the
 				      * mount scan's threads, one at a time */
 	struct krfs_super sb; /* DRAM copy of the superblock */
@@ -191,6 +214,8 @@ struct kr_fs {
 	unsigned nnotes;
 	bool check_mount;           /* KR_FS_MOUNT_CHECK: a private copy, nothing reaches the file */
 	unsigned scan_threads;      /* threads of the mount scan (fs_recover.c) */
+	unsigned cpus;              /* online at mount */
+	unsigned alloc_shards;      /* kr_fs_mount_opts.alloc_shards (0: the default) */
 	int file_fd;                /* the pool file (pm.fd is a private copy for a check mount) */
 	bool was_clean;             /* the superblock said CLEAN at mount */
 	bool replica, csum, parity; /* the protections this pool keeps (superblock ro_compat) */

@@ -26,9 +26,13 @@
  *      the caller then lets go and runs the operation again exclusive. Its commit is one
  *      tail store (one inode, no slot), and each fence covers the stores of its own
  *      thread only, which is all a one-inode commit needs.
- *   4. The allocator bitmaps change under alloc_lock when the lock is held shared
- *      (krfs_op_take_data, log pages, krfs_op_end, krfs_release_data); an exclusive holder
- *      needs no alloc_lock.
+ *   4. The allocators are split into shards (fs_alloc.c), each with its own lock. When
+ *      the lock is held shared, a shard's bits, free count and hint change only under that
+ *      shard's lock (krfs_op_take_data, log pages, krfs_op_end, krfs_release_data: allocation
+ *      takes the locks itself, a free takes the owning shard's), and so do the bits of
+ *      fs->held, under the lock of data_bm's shard owning the page. An exclusive holder
+ *      needs no shard lock, and only it reads the free counts whole (statfs, GC's room
+ *      check, scrub), so their sum over the shards is exact.
  *   5. Zone parity (fs_zone.c invariant 3): the zone window moves under zone_lock and only
  *      when no other operation holds it (zone_users); an operation holds it from its first
  *      run until its deltas are fenced by its own thread (krfs_op_end). The deltas made at
@@ -36,7 +40,8 @@
  *      read-modify-write one parity page at once, and no row needs a lock.
  *   6. fs->failed and fs->next_trans are atomic. Transaction ids stay unique; within one
  *      log they increase, since one inode's operations are serialised by its mutex.
- *   7. Lock order: fs->lock; one inode's mutex; zone_lock; alloc_lock (a leaf).
+ *   7. Lock order: fs->lock; one inode's mutex; zone_lock; one shard lock (a leaf: no
+ *      thread holds two shard locks, an allocation trying shard after shard lets go of each).
  *      No lock is upgraded: a shared holder that needs the exclusive lock lets go of
  *      everything first (KRFS_EXCL), so no two threads wait for each other.
  */
@@ -69,7 +74,6 @@ void krfs_locks_init(struct kr_fs *fs)
 	pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&fs->lock, &a);
 	pthread_rwlockattr_destroy(&a);
-	pthread_mutex_init(&fs->alloc_lock, NULL);
 	pthread_mutex_init(&fs->repair_lock, NULL);
 	pthread_mutex_init(&fs->zone_lock, NULL);
 	pthread_cond_init(&fs->zone_cond, NULL);
@@ -78,7 +82,6 @@ void krfs_locks_init(struct kr_fs *fs)
 void krfs_locks_fini(struct kr_fs *fs)
 {
 	pthread_rwlock_destroy(&fs->lock);
-	pthread_mutex_destroy(&fs->alloc_lock);
 	pthread_mutex_destroy(&fs->repair_lock);
 	pthread_mutex_destroy(&fs->zone_lock);
 	pthread_cond_destroy(&fs->zone_cond);

@@ -200,12 +200,12 @@ static void check_allocators(struct kr_fs *fs, struct checker *c, const struct o
 		report(c, "inode slot 0 is free in the allocator");
 }
 
-/* The number of set bits of bm in [0, n), and whether any bit past n is set. */
-static uint64_t bm_used(const struct krfs_bitmap *bm, bool *stray)
+/* The number of set bits of bm in words [w0, w1) below n, and whether any bit at or past n
+ * in them is set. */
+static uint64_t bm_used(const struct krfs_bitmap *bm, uint64_t w0, uint64_t w1, bool *stray)
 {
-	uint64_t used = 0, words = (bm->n + 63) / 64 + 1; /* krfs_bm_init allocates one spare */
-	*stray = false;
-	for (uint64_t w = 0; w < words; w++) {
+	uint64_t used = 0;
+	for (uint64_t w = w0; w < w1; w++) {
 		uint64_t bits = bm->bits[w];
 		uint64_t past = w * 64 >= bm->n ? ~0ull : (bm->n - w * 64 < 64 ? ~0ull << (bm->n - w * 64) : 0);
 		*stray |= (bits & past) != 0;
@@ -214,11 +214,38 @@ static uint64_t bm_used(const struct krfs_bitmap *bm, bool *stray)
 	return used;
 }
 
+/* One allocator's audit: its shards tile [0, n) in order, each on whole words, each one's
+ * free count is the clear bits of its range; used + free = size; no bit past the end. */
+static void check_bitmap(struct checker *c, const struct krfs_bitmap *bm, uint64_t size, const char *what)
+{
+	bool stray = false, tiled = bm->n == size && bm->nshards >= 1;
+	uint64_t used = 0, words = (bm->n + 63) / 64 + 1; /* krfs_bm_init allocates one spare */
+	for (unsigned k = 0; tiled && k < bm->nshards; k++) {
+		const struct krfs_shard *s = &bm->shards[k];
+		uint64_t lo = k ? bm->shards[k - 1].hi : 0, hi = k + 1 < bm->nshards ? s->hi : bm->n;
+		tiled = s->lo == lo && s->hi == hi && lo <= hi && lo % 64 == 0 && (hi % 64 == 0 || hi == bm->n);
+		uint64_t u = tiled ? bm_used(bm, lo / 64, (hi + 63) / 64, &stray) : 0;
+		if (tiled && u + s->nfree != hi - lo)
+			report(c, "%s: shard %u [%llu, %llu): %llu used + %llu free", what, k, (unsigned long long)lo,
+			       (unsigned long long)hi, (unsigned long long)u, (unsigned long long)s->nfree);
+		used += u;
+	}
+	if (!tiled) {
+		report(c, "%s: the allocator's %u shards do not tile its %llu indexes", what, bm->nshards,
+		       (unsigned long long)size);
+		return;
+	}
+	bm_used(bm, (bm->n + 63) / 64, words, &stray);
+	if (used + krfs_bm_nfree(bm) != size || stray)
+		report(c, "%s: %llu used + %llu free != %llu%s", what, (unsigned long long)used,
+		       (unsigned long long)krfs_bm_nfree(bm), (unsigned long long)size, stray ? ", bits set past the end" : "");
+}
+
 /* The space audit. The areas follow each other in file order (superblock, journals, inode
  * table, log pages, CRCs A, data, parity, unused tail, CRCs B, the metadata replica, the
  * superblock replica), so that data + metadata = pool size, each term computed from the
  * superblock's offsets; and each allocator's used + free = its size, its free count being
- * the bitmap's own. */
+ * the bitmap's own, shard by shard. */
 static void check_space(struct kr_fs *fs, struct checker *c)
 {
 	const struct krfs_super *sb = &fs->sb;
@@ -237,21 +264,9 @@ static void check_space(struct kr_fs *fs, struct checker *c)
 	if (data + meta != sb->pool_size)
 		report(c, "space audit: %llu data + %llu metadata bytes != pool size %llu", (unsigned long long)data,
 		       (unsigned long long)meta, (unsigned long long)sb->pool_size);
-	const struct {
-		const struct krfs_bitmap *bm;
-		uint64_t size;
-		const char *what;
-	} alloc[] = {{&fs->data_bm, sb->data_pages, "data pages"},
-		     {&fs->meta_bm, sb->meta_pages, "log pages"},
-		     {&fs->ino_bm, sb->ninodes, "inode slots"}};
-	for (size_t i = 0; i < sizeof(alloc) / sizeof(alloc[0]); i++) {
-		bool stray;
-		uint64_t used = bm_used(alloc[i].bm, &stray);
-		if (alloc[i].bm->n != alloc[i].size || used + alloc[i].bm->nfree != alloc[i].size || stray)
-			report(c, "%s: %llu used + %llu free != %llu%s", alloc[i].what, (unsigned long long)used,
-			       (unsigned long long)alloc[i].bm->nfree, (unsigned long long)alloc[i].size,
-			       stray ? ", bits set past the end" : "");
-	}
+	check_bitmap(c, &fs->data_bm, sb->data_pages, "data pages");
+	check_bitmap(c, &fs->meta_bm, sb->meta_pages, "log pages");
+	check_bitmap(c, &fs->ino_bm, sb->ninodes, "inode slots");
 }
 
 int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)

@@ -150,7 +150,7 @@ int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 	if (ip->npages < 4)
 		return 0;
 	uint64_t need = pages_for(fs, ip);
-	if (need * 2 > ip->npages || need > fs->meta_bm.nfree)
+	if (need * 2 > ip->npages || need > krfs_bm_nfree(&fs->meta_bm))
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;

@@ -30,8 +30,8 @@
  *      slot: the entry that names it, appended to an attached log of the same operation,
  *      is what commits it.
  *   6. Operations of different inodes run at once under the shared lock (fs_base.c rules
- *      2 to 4): what they take from and give back to the allocators goes through
- *      alloc_lock, their transaction ids come from one atomic counter.
+ *      2 to 4): what they take from and give back to the allocators goes through the
+ *      owning shard's lock, their transaction ids come from one atomic counter.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,16 +71,12 @@ static struct krfs_op_log *op_log(struct krfs_op *op, struct krfs_inode *ip)
 static int take_log_page(struct krfs_op *op, uint64_t ino, uint32_t seq, uint64_t *page)
 {
 	struct kr_fs *fs = op->fs;
-	pthread_mutex_lock(&fs->alloc_lock);
 	int64_t i = krfs_bm_alloc(&fs->meta_bm);
-	pthread_mutex_unlock(&fs->alloc_lock);
 	if (i < 0)
 		return KRFS_ERR(-ENOSPC, KR_E_NOSPACE, "no free log page (%llu in the log area)",
 				(unsigned long long)fs->sb.meta_pages);
 	if (push_u64(&op->meta, &op->nmeta, &op->capmeta, (uint64_t)i) != 0) {
-		pthread_mutex_lock(&fs->alloc_lock);
-		krfs_bm_clear(&fs->meta_bm, (uint64_t)i);
-		pthread_mutex_unlock(&fs->alloc_lock);
+		krfs_bm_put(&fs->meta_bm, (uint64_t)i, 1);
 		return -ENOMEM;
 	}
 	*page = fs->sb.meta_off + (uint64_t)i * P;
@@ -168,36 +164,25 @@ int krfs_op_set_image(struct krfs_op *op, const struct krfs_pinode *img)
 	return 0;
 }
 
-/* Gives data pages [start, start + n) back to the allocator. */
-static void put_data(struct kr_fs *fs, uint64_t start, uint64_t n)
-{
-	pthread_mutex_lock(&fs->alloc_lock);
-	for (uint64_t i = 0; i < n; i++)
-		krfs_bm_clear(&fs->data_bm, start + i);
-	pthread_mutex_unlock(&fs->alloc_lock);
-}
-
 int krfs_op_take_data(struct krfs_op *op, uint64_t max, uint64_t *start, uint64_t *n)
 {
 	struct kr_fs *fs = op->fs;
 	bool zoned = fs->parity && fs->zone_rows;
 	if (zoned && max > krfs_zone_run_max(fs))
 		max = krfs_zone_run_max(fs);
-	pthread_mutex_lock(&fs->alloc_lock);
 	*n = krfs_bm_alloc_run(&fs->data_bm, max, start);
-	pthread_mutex_unlock(&fs->alloc_lock);
 	if (*n == 0)
 		return KRFS_ERR(-ENOSPC, KR_E_NOSPACE, "no free data page (%llu in the data area)",
 				(unsigned long long)fs->sb.data_pages);
 	/* Zone parity: the run's rows are named durably before their parity changes. */
 	int rc = zoned ? krfs_zone_intent(op, *start, *n) : 0;
 	if (rc) {
-		put_data(fs, *start, *n);
+		krfs_bm_put(&fs->data_bm, *start, *n);
 		return rc;
 	}
 	if (push_u64(&op->runs, &op->nruns, &op->capruns, *start) != 0 ||
 	    push_u64(&op->runs, &op->nruns, &op->capruns, *n) != 0) {
-		put_data(fs, *start, *n);
+		krfs_bm_put(&fs->data_bm, *start, *n);
 		if (op->nruns % 2)
 			op->nruns--;
 		return -ENOMEM;
@@ -328,15 +313,12 @@ void krfs_op_end(struct krfs_op *op)
 	if (!op->committed) {
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;
-		pthread_mutex_lock(&fs->alloc_lock);
 		for (unsigned i = 0; i < op->nmeta; i++)
-			krfs_bm_clear(&fs->meta_bm, op->meta[i]);
+			krfs_bm_put(&fs->meta_bm, op->meta[i], 1);
 		for (unsigned i = 0; i + 1 < op->nruns; i += 2)
-			for (uint64_t k = 0; k < op->runs[i + 1]; k++)
-				krfs_bm_clear(&fs->data_bm, op->runs[i] + k);
+			krfs_bm_put(&fs->data_bm, op->runs[i], op->runs[i + 1]);
 		if (op->new_ino >= 0)
-			krfs_bm_clear(&fs->ino_bm, (uint64_t)op->new_ino);
-		pthread_mutex_unlock(&fs->alloc_lock);
+			krfs_bm_put(&fs->ino_bm, (uint64_t)op->new_ino, 1);
 		krfs_inode_free(op->new_ip);
 		op->new_ip = NULL;
 	}
@@ -350,12 +332,13 @@ void krfs_op_end(struct krfs_op *op)
 
 void krfs_release_data(struct kr_fs *fs, uint32_t data_page)
 {
-	pthread_mutex_lock(&fs->alloc_lock);
+	/* held has data_bm's shards (fs_alloc.c invariant 3): one lock guards both bits. */
+	struct krfs_shard *s = krfs_bm_lock(&fs->data_bm, data_page);
 	if (fs->snap_refs && fs->snap_refs[data_page])
 		krfs_bm_set(&fs->held, data_page); /* a snapshot still reads it */
 	else
 		krfs_bm_clear(&fs->data_bm, data_page);
-	pthread_mutex_unlock(&fs->alloc_lock);
+	krfs_bm_unlock(s);
 }
 
 void krfs_release_inode(struct kr_fs *fs, struct krfs_inode *ip)

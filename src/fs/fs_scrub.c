@@ -185,7 +185,7 @@ int kr_fs_scrub(kr_fs *fs, FILE *out, struct kr_fs_scrub_report *rep)
 			lost(&s, 0, P + (uint64_t)jn * P, "journal active or unreadable between operations");
 	/* The work: every inode slot, then every data page in use (the live files' pages are
 	 * counted as verified; the pages only snapshots hold, at the end). */
-	s.work = fs->sb.ninodes + (fs->sb.data_pages - fs->data_bm.nfree);
+	s.work = fs->sb.ninodes + (fs->sb.data_pages - krfs_bm_nfree(&fs->data_bm));
 	for (uint64_t ino = 0; ino < fs->sb.ninodes && !fs->failed; ino++) {
 		scrub_inode(&s, ino);
 		if (ino % 256 == 0)

@@ -54,7 +54,7 @@ static int refs_init(struct kr_fs *fs)
 	if (fs->snap_refs)
 		return 0;
 	fs->snap_refs = kr_calloc(fs->sb.data_pages, sizeof(*fs->snap_refs));
-	if (!fs->snap_refs || krfs_bm_init(&fs->held, fs->sb.data_pages) != 0)
+	if (!fs->snap_refs || krfs_bm_init(&fs->held, fs->sb.data_pages, fs->data_bm.nshards) != 0)
 		return -ENOMEM;
 	return 0;
 }

@@ -164,6 +164,21 @@ static int sb_load(struct kr_fs *fs, uint64_t file_size)
 }
 
 /* ---- DRAM state ---------------------------------------------------------------------------- */
+/* Shards for an allocator of n pages (krfs_bm_init caps the number): the mount option's, or
+ * one per CPU with at least KR_FS_ALLOC_SHARD_MIN pages each. Zone parity's data pages get
+ * one: a parity delta needs its run inside the one zone window, which moves only when no
+ * other operation holds it, so runs taken at once from shards far apart would make the
+ * writers wait for each other's commits (fs_zone.c). */
+static unsigned shards_for(const struct kr_fs *fs, uint64_t n, bool data)
+{
+	if (fs->alloc_shards)
+		return fs->alloc_shards;
+	if (data && fs->zone_rows)
+		return 1;
+	uint64_t most = n / KR_FS_ALLOC_SHARD_MIN;
+	return most < fs->cpus ? (unsigned)most : fs->cpus;
+}
+
 static int dram_init(struct kr_fs *fs)
 {
 	fs->delta = fs->sb.replica_off - P;
@@ -176,8 +191,10 @@ static int dram_init(struct kr_fs *fs)
 	fs->inodes = kr_calloc(fs->sb.ninodes, sizeof(*fs->inodes));
 	fs->buf = aligned_alloc(P, 4 * P);
 	fs->live = kr_calloc(fs->sb.meta_pages, sizeof(*fs->live));
-	if (!fs->inodes || !fs->buf || !fs->live || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes) ||
-	    krfs_bm_init(&fs->meta_bm, fs->sb.meta_pages) || krfs_bm_init(&fs->data_bm, fs->sb.data_pages))
+	/* Inode slots are taken under the exclusive lock only: one shard. */
+	if (!fs->inodes || !fs->buf || !fs->live || krfs_bm_init(&fs->ino_bm, fs->sb.ninodes, 1) ||
+	    krfs_bm_init(&fs->meta_bm, fs->sb.meta_pages, shards_for(fs, fs->sb.meta_pages, false)) ||
+	    krfs_bm_init(&fs->data_bm, fs->sb.data_pages, shards_for(fs, fs->sb.data_pages, true)))
 		return kr_err_set(KR_E_NOMEM, "out of memory for the file system's DRAM state");
 	krfs_bm_set(&fs->ino_bm, 0); /* slot 0 is never an inode */
 	return KR_OK;
@@ -372,7 +389,9 @@ int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_f
 {
 	if (!path || !opts || !out)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_mount: path, options and out are required");
-	if (kr_opts_size_check(opts->struct_size, sizeof(*opts), "kr_fs_mount_opts"))
+	/* The first version of the struct ended before alloc_shards: its callers get the default. */
+	const size_t v1 = offsetof(struct kr_fs_mount_opts, alloc_shards);
+	if (opts->struct_size != v1 && kr_opts_size_check(opts->struct_size, sizeof(*opts), "kr_fs_mount_opts"))
 		return KR_E_MISUSE_ARG;
 	unsigned flags = opts->flags;
 	*out = NULL;
@@ -384,6 +403,8 @@ int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_f
 	fs->scan_threads = want < KR_FS_SCAN_THREADS_MAX ? want : KR_FS_SCAN_THREADS_MAX;
 	if (cpus >= 1 && fs->scan_threads > (unsigned long)cpus)
 		fs->scan_threads = (unsigned)cpus;
+	fs->cpus = cpus >= 1 ? (unsigned)cpus : 1;
+	fs->alloc_shards = opts->struct_size > v1 ? opts->alloc_shards : 0;
 	fs->check_mount = flags & KR_FS_MOUNT_CHECK;
 	int rc = KR_OK;
 	struct stat st;
