@@ -7,6 +7,8 @@
 #        pool in /dev/shm, `keratin fs mount --force-pmem` with default options
 #   keratin-full+wb, keratin-full+splice   full protection mounted with -o writeback (the
 #        kernel's writeback cache) or -o splice (requests and replies moved by splice)
+#   keratin-full+poll   full protection mounted with -o poll=50 (adaptive polling of
+#        /dev/fuse for up to 50 us; only when named in PEERS)
 #   tmpfs          a directory in /dev/shm, no FUSE
 #   ext4           mkfs.ext4 on a loop device over a file in /dev/shm (skipped, with a note
 #                  in the table, where loop devices cannot be set up)
@@ -24,7 +26,8 @@
 # the CPUs it may run on), so every workload and every daemon shares one CPU set.
 #
 # Environment: QUICK=1 (tiny sizes, one round: the ctest case bench.fuse_smoke), ROUNDS=N
-# (default 3), CPUS=LIST (taskset list). Writes OUT/fuse.csv (one row per measurement) and
+# (default 3), CPUS=LIST (taskset list), PEERS="P1 P2 ..." (only these peers, by the names
+# above; the default is every peer but keratin-full+poll). Writes OUT/fuse.csv (one row per measurement) and
 # OUT/fuse.md (the tables, also printed); OUT defaults to BUILD/fuse-bench. Exits 77 with
 # SKIP where FUSE cannot mount, 1 on a failure or an incomplete table, 2 on bad arguments.
 # Everything it mounts, attaches or starts is undone on exit, also after a failure.
@@ -52,6 +55,7 @@ CPUS=$FUSE_BENCH_PINNED
 
 QUICK=${QUICK:-0}
 ROUNDS_SET=${ROUNDS:+1}
+PEERS_SET=${PEERS:+1}
 if [ "$QUICK" = 1 ]; then
 	ROUNDS=${ROUNDS:-1} FIO_SIZE=2M FIO_TIME='' NFILES=100 NSQL=50 TAR_COPIES=1 POOL_SIZE=256M
 else
@@ -152,8 +156,17 @@ tar -C "$SRCDIR" -cf "$WORK/src.tar" src || die "tar of src/ failed"
 	done
 } >"$WORK/inserts.sql"
 
-PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice tmpfs ext4
-	passthrough_ll)
+ALL_PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice
+	keratin-full+poll tmpfs ext4 passthrough_ll)
+if [ -n "${PEERS:-}" ]; then
+	read -ra PEERS <<<"$PEERS"
+	for p in "${PEERS[@]}"; do
+		[[ " ${ALL_PEERS[*]} " == *" $p "* ]] || { echo "fuse-bench: unknown peer $p" >&2; exit 2; }
+	done
+else
+	PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice tmpfs ext4
+		passthrough_ll)
+fi
 
 # ---- peers ------------------------------------------------------------------------------
 # Makes peer $1's file system and sets DIR to the directory the workloads use.
@@ -166,6 +179,7 @@ setup_peer() {
 		keratin-none) protect=none ;;
 		keratin-full+wb) opts=writeback ;;
 		keratin-full+splice) opts=splice ;;
+		keratin-full+poll) opts=poll=50 ;;
 		esac
 		"$KR" fs mkfs "$POOL" --size $POOL_SIZE --protect $protect --force-pmem >/dev/null ||
 			die "mkfs --protect $protect failed"
@@ -293,6 +307,7 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- the tables ---------------------------------------------------------------------------
 CMDLINE="bench/fuse-bench.sh --build $BUILD --out $OUT"
 [ -n "${ROUNDS_SET:-}" ] && CMDLINE="ROUNDS=$ROUNDS $CMDLINE"
+[ -n "${PEERS_SET:-}" ] && CMDLINE="PEERS='${PEERS[*]}' $CMDLINE"
 [ "$QUICK" = 1 ] && CMDLINE="QUICK=1 $CMDLINE"
 python3 - "$CSV" "$OUT/fuse.md" "$EXT4_NOTE" <<EOF
 import csv, statistics, sys
@@ -346,9 +361,11 @@ w("Ratios of time per unit of work (above 1: the first is slower; 1.12 = 12 % mo
 w("")
 pairs = [("keratin-full", "passthrough_ll"), ("keratin-full", "keratin-none"),
          ("keratin-metadata", "keratin-none"), ("keratin-full+wb", "keratin-full"),
-         ("keratin-full+splice", "keratin-full"), ("keratin-full", "tmpfs")]
+         ("keratin-full+splice", "keratin-full"), ("keratin-full", "tmpfs"),
+         ("keratin-full+poll", "passthrough_ll")]
 if not ext4_note:
     pairs.append(("keratin-full", "ext4"))
+pairs = [(a, b) for a, b in pairs if a in peers and b in peers]
 w("| job | " + " | ".join("%s / %s" % p for p in pairs) + " |")
 w("|---|" + "---:|" * len(pairs))
 for j in jobs:

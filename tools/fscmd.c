@@ -67,7 +67,9 @@ const char fs_details[] =
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
 	"                 clone_fd, noprefault (do not map the whole pool at mount),\n"
 	"                 scan_threads=N (threads walking the inode logs at mount; at most\n"
-	"                 the CPUs; default up to 4)\n"
+	"                 the CPUs; default up to 4), poll=US (a daemon thread looks for\n"
+	"                 the next request for up to US microseconds before it sleeps;\n"
+	"                 default 0, never: see docs/BENCHMARKS-FS.md)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";

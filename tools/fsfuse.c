@@ -38,6 +38,19 @@
  * so the transport reads them from the raw request into a thread-local variable: libfuse
  * serves each request on the thread that read it. With -o splice, libfuse splices requests
  * past any transport, so the default transport and the kernel's own checks are kept.
+ *
+ * Adaptive polling: a synchronous client sends its next request a few microseconds after
+ * the reply, and a daemon thread asleep in read(2) is then woken for it, a sleep and a wake
+ * per request that cost more than most requests' work. So before its blocking read, one
+ * thread at a time (the watcher) looks for the next request with poll(2) and a zero
+ * timeout, for at most -o poll=US microseconds (off by default: see docs/DESIGN.md), and reads the
+ * request it sees without sleeping. It spins only while the moving average of the waits it
+ * has seen (from entering the transport to its request, a spell without requests counting
+ * twice the budget) is within the budget: when requests come seldom it goes straight to the
+ * blocking read. An idle mount therefore spends at most one budget after its last request,
+ * then sleeps. The other threads sleep in read(2) as before, and the kernel wakes one of them
+ * for a request that the watcher may take first (it goes back to sleep): the polling moves
+ * the wake off the request's path rather than saving it, and costs some CPU time.
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -47,6 +60,7 @@
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +69,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsfuse.h"
@@ -82,10 +97,50 @@ static bool request_kills_privs(const struct fuse_in_header *h, const void *arg,
 	return false;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Adaptive polling (see the top of this file). One thread at a time, the watcher, waits
+ * for the next request: while the gaps between the requests it has waited for are short on
+ * average, it looks for one with poll(2) and a zero timeout, for at most f->poll_ns, before
+ * the blocking read. Returns whether this thread is the watcher, with the time it started. */
+static bool poll_for_request(struct fsfuse *f, int fd, uint64_t *t0)
+{
+	if (!f->poll_ns || atomic_exchange_explicit(&f->watching, true, memory_order_acquire))
+		return false;
+	*t0 = now_ns();
+	if (atomic_load_explicit(&f->poll_gap_ns, memory_order_relaxed) <= f->poll_ns) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		while (poll(&p, 1, 0) == 0 && now_ns() - *t0 < f->poll_ns)
+			;
+	}
+	atomic_store_explicit(&f->watching, false, memory_order_release);
+	return true;
+}
+
+/* The watcher's gap, from poll_for_request to its request, into the moving average (a
+ * quarter weight). A gap counts at most twice the budget: one idle spell stops the spinning
+ * for a request or two, not until many short gaps have outweighed it. */
+static void note_gap(struct fsfuse *f, uint64_t t0)
+{
+	uint64_t seen = now_ns() - t0, cap = 2 * f->poll_ns;
+	uint64_t avg = atomic_load_explicit(&f->poll_gap_ns, memory_order_relaxed);
+	seen = seen < cap ? seen : cap;
+	atomic_store_explicit(&f->poll_gap_ns, avg - avg / 4 + seen / 4, memory_order_relaxed);
+}
+
 static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 {
 	struct fsfuse *f = userdata;
+	uint64_t t0;
+	bool watcher = poll_for_request(f, fd, &t0);
 	ssize_t n = read(fd, buf, size);
+	if (watcher)
+		note_gap(f, t0);
 	req_kill_privs = false;
 	if (n < (ssize_t)sizeof(struct fuse_in_header))
 		return n;

@@ -39,6 +39,11 @@ struct fsfuse {
 	bool kernel_killpriv_v2;
 	uint64_t init_unique;
 	unsigned scan_threads; /* threads of the mount scan (0: the library's default) */
+	/* Adaptive polling (fsfuse.c): the most a thread spins for the next request (0: never),
+	 * whether one spins or is about to, and the moving average of the gaps it saw. */
+	uint64_t poll_ns;
+	atomic_bool watching;
+	_Atomic uint64_t poll_gap_ns;
 };
 
 /* Extended attributes of the root whose names begin with this run commands. */

@@ -328,6 +328,8 @@ case_cli() {
 	[ $? = 2 ] && [ ! -e "$WORK/bad.pool" ] || fail "mkfs --parity zone:1 is not a usage error"
 	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o scan_threads=0 2>/dev/null
 	[ $? = 2 ] || fail "-o scan_threads=0 is not a usage error"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o poll=1001 2>/dev/null
+	[ $? = 2 ] || fail "-o poll=1001 is not a usage error"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
@@ -341,7 +343,8 @@ count_of() {
 
 case_requests() {
 	# Long timeouts: no cached attribute expires while counting, on a loaded machine too.
-	mount_fs "attr_timeout=3600,entry_timeout=3600"
+	# With adaptive polling, for the idle check at the end (it changes no request count).
+	mount_fs "attr_timeout=3600,entry_timeout=3600,poll=1000"
 	# Writes: one WRITE each, and no GETXATTR(security.capability) per write (the daemon
 	# drops set-user-ID bits itself, FUSE_HANDLE_KILLPRIV_V2): at most one per file.
 	snap_requests
@@ -384,6 +387,23 @@ for i in range(1, 101): os.unlink("%s/f%d" % (sys.argv[1], i))' "$MNT/d"
 	u=$(($(count_of UNLINK) - u0)) g=$(($(count_of GETATTR) - g0))
 	echo "requests: 100 removals: $u UNLINK, $g GETATTR"
 	[ $u -eq 100 ] && [ $g -le $gmax ] || fail "100 removals: $u UNLINK, $g GETATTR"
+	# An idle mount costs no CPU time: the daemon's threads look for requests only for a
+	# bounded time after one (adaptive polling), then sleep. Over 3 idle seconds, at most
+	# 0.1 s (a thread spinning without bound would show 3 s).
+	daemon=
+	for p in /proc/[0-9]*; do
+		for fd in "$p"/fd/*; do
+			[ "$(readlink "$fd" 2>/dev/null)" = "$POOL" ] && daemon=${p#/proc/} && break 2
+		done
+	done
+	[ -n "$daemon" ] || fail "no process holds $POOL open"
+	cpu() { awk '{ print $14 + $15 }' /proc/"$daemon"/stat; }
+	hz=$(getconf CLK_TCK)
+	t0=$(cpu)
+	sleep 3
+	idle=$(($(cpu) - t0))
+	echo "requests: idle daemon: $idle ticks of 1/$hz s in 3 s"
+	[ $((idle * 10)) -le "$hz" ] || fail "idle daemon used $idle ticks of 1/$hz s in 3 s"
 	# Without the kernel's checks, access(2) reaches the daemon, which answers as root's
 	# check would: everything, but execute only where an execute bit is set.
 	[ "$(id -u)" -eq 0 ] || { umount_fsck requests; return; }
