@@ -18,11 +18,13 @@
  *   Objects allocated by the transaction are not logged: their blocks are free until the
  *   commit, so their content is written home directly (non-temporal) before the commit
  *   fence, and only the allocation itself is a redo record. Heap invariant 3 (heap.c)
- *   guarantees that no replayable older transaction writes those blocks.
+ *   guarantees that no replayable older transaction writes those blocks. One left zero
+ *   over a block that already holds zeros is not written at all: its header is the only
+ *   record (fresh_mark_zeros).
  *
  *   Commit, top to bottom (kr_tx_commit):
  *     1. sticky error or damaged canary -> abort, nothing touched;
- *     2. fresh objects written home and flushed (no fence);
+ *     2. fresh objects written home and flushed (no fence), unless left zero over zeros;
  *     3. redo image: DATA records for every changed range of existing objects, allocator
  *        records for allocations and frees, the root lines if the root changed;
  *     4. kr_log_commit: log lines + replica + ONE fence = the commit point;
@@ -64,6 +66,7 @@ struct mbuf {
 	uint8_t fresh;     /* allocated by this transaction */
 	uint8_t handed;    /* buf was handed to the application (a fresh one may hold more than zeros) */
 	uint8_t freed;     /* freed by this transaction */
+	uint8_t over_zeros; /* fresh, never handed out, and its payload's home already zeros */
 	uint8_t by_block;  /* not verified whole: kr_tx_add verifies each range's blocks (vcache.h) */
 	uint32_t type;
 	struct kr_block block;
@@ -81,6 +84,7 @@ struct kr_tx {
 	struct mbuf *mbufs;
 	struct mbuf *hash[HASH_BUCKETS];
 	struct kr_img img;
+	uint8_t direct; /* fresh payloads were written home outside the log */
 	uint64_t root_oid, root_size; /* root to publish at commit, or 0 */
 	struct kr_tx *next_open;
 };
@@ -542,23 +546,60 @@ static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 	return h;
 }
 
-/* A new object. Logged: header + payload in one DATA record, applied (with its parity) after
- * the fence like any change. Direct: the payload streams home now (behind an intent if the
- * pool keeps parity) and a FRESH record carries the header and a CRC-64 of the payload, by
- * which recovery tells whether the payload made it before the commit fence (layout.h). */
+/* Whether n bytes are all zero, a line at a time (the words of a line ORed, which the
+ * compiler vectorises), stopping at the first line that is not. */
+static int all_zero(const uint8_t *p, uint64_t n)
+{
+	uint64_t i = 0;
+	for (; i + 64 <= n; i += 64) {
+		uint64_t acc = 0;
+		for (int k = 0; k < 8; k++) {
+			uint64_t w;
+			memcpy(&w, p + i + 8 * k, 8);
+			acc |= w;
+		}
+		if (acc)
+			return 0;
+	}
+	for (; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+/* A fresh object never handed out is zeros. Where its block already holds zeros at home
+ * (space not used since the pool was made, or freed as zeros), its payload need not be
+ * written: neither logged nor streamed home, and no intent. What is read at home is
+ * durable: an older transaction's writes there are fenced before the block is handed out
+ * again (heap invariant 3 for committed ones; kr_tx_commit fences the direct writes of a
+ * commit that fails). Inside the commit gate: home bytes do not move under a repair. */
+static void fresh_mark_zeros(struct kr_tx *tx)
+{
+	const uint8_t *base = (const uint8_t *)tx->pool->pm.base;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		m->over_zeros = m->fresh && !m->freed && !m->handed && all_zero(base + m->oid, m->size);
+}
+
+/* A new object. Over zeros: its header alone, in a DATA record. Logged: header + payload in
+ * one DATA record, applied (with its parity) after the fence like any change. Direct: the
+ * payload streams home now (behind an intent if the pool keeps parity) and a FRESH record
+ * carries the header and a CRC-64 of the payload, by which recovery tells whether the
+ * payload made it before the commit fence (layout.h). */
 static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_obj_hdr hdr = fresh_header(pool, m);
-	if (fresh_logged(pool, m)) {
-		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + m->size));
+	if (m->over_zeros || fresh_logged(pool, m)) {
+		uint64_t n = m->over_zeros ? 0 : m->size;
+		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + n));
 		if (!d)
 			return kr_errcode();
 		memcpy(d, &hdr, sizeof(hdr));
-		memcpy(d + sizeof(hdr), m->buf, m->size);
+		memcpy(d + sizeof(hdr), m->buf, n);
 		return KR_OK;
 	}
 	kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
+	tx->direct = 1;
 	struct kr_rec_fresh *f = kr_img_data(&tx->img, m->block.off, sizeof(*f));
 	if (!f)
 		return kr_errcode();
@@ -577,7 +618,7 @@ static int tx_commit_intents(struct kr_tx *tx)
 		return KR_OK;
 	kr_img_reset(&tx->img);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (m->fresh && !m->freed && !fresh_logged(pool, m) &&
+		if (m->fresh && !m->freed && !m->over_zeros && !fresh_logged(pool, m) &&
 		    kr_img_intent(&tx->img, m->oid, m->size))
 			return kr_errcode();
 	if (tx->img.nrecords == 0)
@@ -695,6 +736,7 @@ int kr_tx_commit(kr_tx *tx)
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	kr_log_enter(&pool->log, tx->lane);
+	fresh_mark_zeros(tx);
 	rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
@@ -709,6 +751,14 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK)
 		rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
 	if (rc && seq == 0) {
+		/* Direct writes stay in their blocks, which are free again at once: fenced
+		 * first, so that whatever a later allocation finds there is durable
+		 * (fresh_mark_zeros). Only on this failure path. */
+		if (tx->direct) {
+			int frc = kr_pm_fence(&pool->pm);
+			if (frc)
+				kr_pool_fail(pool, frc);
+		}
 		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 0);
 		return rc;
