@@ -59,7 +59,8 @@ struct range {
 struct mbuf {
 	kr_oid oid;
 	uint64_t size;
-	uint8_t *buf;      /* size bytes + 8-byte canary; NULL for a freed object never opened */
+	uint8_t *buf;      /* size bytes + 8-byte canary; NULL for a freed object never opened
+			    * and for a fresh one never handed out (zeros) */
 	struct range *ranges;
 	uint32_t nranges, cap;
 	uint8_t full;      /* every byte of buf is valid */
@@ -229,7 +230,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 					       (unsigned long long)oid));
 			return NULL;
 		}
-		if (!m->buf && mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
+		if (!m->buf && mbuf_alloc_buf(tx->pool, m, m->fresh) != KR_OK) {
 			tx_fail(tx, KR_E_NOMEM);
 			return NULL;
 		}
@@ -416,9 +417,7 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 	m->type = type;
 	m->block = b;
 	m->fresh = 1;
-	m->full = 1;
-	if (mbuf_alloc_buf(tx->pool, m, 1) != KR_OK)
-		return tx_fail(tx, KR_E_NOMEM); /* tx_end unreserves it */
+	m->full = 1; /* zeros, in a buffer made when it is first handed out (mbuf_get) */
 	*oid = m->oid;
 	return KR_OK;
 }
@@ -496,7 +495,7 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	if (tx_usable(tx))
 		return NULL;
 	struct mbuf *m = mbuf_find(tx, oid);
-	if (!m || !m->buf) {
+	if (!m || (!m->buf && !m->fresh)) {
 		if (m && m->freed) {
 			kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx was freed in this transaction",
 				   (unsigned long long)oid);
@@ -507,6 +506,10 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	if (m->freed) {
 		kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx was freed in this transaction",
 			   (unsigned long long)oid);
+		return NULL;
+	}
+	if (!m->buf && mbuf_alloc_buf(tx->pool, m, 1) != KR_OK) { /* fresh: its zeros */
+		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
 	}
 	if (!m->full) {
@@ -546,24 +549,16 @@ static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 	return h;
 }
 
-/* Whether n bytes are all zero, a line at a time (the words of a line ORed, which the
- * compiler vectorises), stopping at the first line that is not. */
+/* Whether n bytes are all zero: compared with a page of zeros by libc's vectorised memcmp,
+ * a page at a time. */
 static int all_zero(const uint8_t *p, uint64_t n)
 {
-	uint64_t i = 0;
-	for (; i + 64 <= n; i += 64) {
-		uint64_t acc = 0;
-		for (int k = 0; k < 8; k++) {
-			uint64_t w;
-			memcpy(&w, p + i + 8 * k, 8);
-			acc |= w;
-		}
-		if (acc)
+	static const uint8_t zeros[KR_PAGE_SIZE];
+	for (uint64_t i = 0; i < n; i += sizeof(zeros)) {
+		uint64_t k = n - i < sizeof(zeros) ? n - i : sizeof(zeros);
+		if (memcmp(p + i, zeros, k))
 			return 0;
 	}
-	for (; i < n; i++)
-		if (p[i])
-			return 0;
 	return 1;
 }
 
@@ -589,13 +584,17 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_obj_hdr hdr = fresh_header(pool, m);
+	int rc = !m->over_zeros && !m->buf ? mbuf_alloc_buf(pool, m, 1) : KR_OK; /* zeros to write */
+	if (rc)
+		return rc;
 	if (m->over_zeros || fresh_logged(pool, m)) {
 		uint64_t n = m->over_zeros ? 0 : m->size;
 		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + n));
 		if (!d)
 			return kr_errcode();
 		memcpy(d, &hdr, sizeof(hdr));
-		memcpy(d + sizeof(hdr), m->buf, n);
+		if (n)
+			memcpy(d + sizeof(hdr), m->buf, n);
 		return KR_OK;
 	}
 	kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
