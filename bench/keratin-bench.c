@@ -8,6 +8,9 @@
  *       alloc     allocate an object of SIZE and store its oid in a slot of an array object
  *       overwrite rewrite all SIZE bytes of one of 1000 objects, chosen at random
  *       free      free one of the objects allocated (untimed) beforehand, clear its slot
+ *   tx_alloc / tx_free SIZE    pmembench's obj_tx_alloc and obj_tx_free, libpmemobj's own
+ *                              pattern: the same without the slot (the oid in DRAM only);
+ *                              keratin's allocation still zeroes, pmembench's does not
  *   mt_overwrite SIZE, --threads T  T threads, each overwriting its own 1000 objects
  *   map STRUCT                 insert N keys into an empty map (each insert a transaction),
  *                              then look each up, then remove each: three rows; with
@@ -247,6 +250,7 @@ struct slots {
 	kr_oid array; /* the array object: one oid per slot */
 	kr_oid *oids; /* DRAM copy, for free */
 	size_t size;
+	int bare; /* tx_alloc, tx_free: no slot */
 };
 
 static int alloc_op(kr_pool *pool, void *ctx, uint64_t i)
@@ -260,6 +264,10 @@ static int alloc_op(kr_pool *pool, void *ctx, uint64_t i)
 	if ((rc = kr_tx_alloc(tx, s->size, 1, &oid))) {
 		kr_tx_abort(tx);
 		return rc;
+	}
+	if (s->bare) {
+		s->oids[i] = oid;
+		return kr_tx_commit(tx);
 	}
 	kr_oid *slot = kr_tx_add(tx, s->array, i * sizeof(kr_oid), sizeof(kr_oid));
 	if (slot)
@@ -278,18 +286,20 @@ static int free_op(kr_pool *pool, void *ctx, uint64_t i)
 		kr_tx_abort(tx);
 		return rc;
 	}
+	if (s->bare)
+		return kr_tx_commit(tx);
 	kr_oid *slot = kr_tx_add(tx, s->array, i * sizeof(kr_oid), sizeof(kr_oid));
 	if (slot)
 		*slot = 0;
 	return kr_tx_commit(tx);
 }
 
-static int bench_alloc_free(struct opts *o, size_t size, int is_free)
+static int bench_alloc_free(struct opts *o, size_t size, int is_free, int bare)
 {
 	uint64_t need = o->ops * (size + 64) * 2 + o->ops * 8;
 	kr_pool *pool;
-	struct slots s = {.size = size, .oids = malloc(o->ops * sizeof(kr_oid))};
-	struct result r = {.workload = is_free ? "free" : "alloc", .n = o->ops,
+	struct slots s = {.size = size, .oids = malloc(o->ops * sizeof(kr_oid)), .bare = bare};
+	struct result r = {.workload = o->workload, .n = o->ops,
 			   .lat = malloc(o->ops * sizeof(uint64_t))};
 	if (!s.oids || !r.lat)
 		return lib_fail(o, "buffers", KR_E_NOMEM);
@@ -530,7 +540,8 @@ static int usage(void)
 	       "benchmark against libpmemobj). Columns:\n"
 	       "  library,config,workload,param,threads,ops,seconds,median_ns,p99_ns,ops_per_s,\n"
 	       "  fences,flushed_lines,logged_bytes,written_bytes (the last four per operation)\n\n"
-	       "  --workload W  alloc, overwrite, free (--param SIZE in bytes); mt_overwrite\n"
+	       "  --workload W  alloc, overwrite, free, tx_alloc, tx_free (pmembench's pattern:\n"
+	       "                no slot) (--param SIZE in bytes); mt_overwrite\n"
 	       "                (--param SIZE, --threads T); map (--param ctree|rbtree|btree|\n"
 	       "                skiplist|rtree|hashmap: insert, lookup and remove rows); create\n"
 	       "                (--param MIB); repair, scrub (--param pool MIB)\n"
@@ -594,14 +605,16 @@ int main(int argc, char **argv)
 		       "fences,flushed_lines,logged_bytes,written_bytes\n");
 
 	uint64_t size = 0;
+	int bare = !strcmp(o.workload, "tx_alloc") || !strcmp(o.workload, "tx_free");
 	int sized = !strcmp(o.workload, "alloc") || !strcmp(o.workload, "overwrite") ||
-		    !strcmp(o.workload, "free") || !strcmp(o.workload, "mt_overwrite");
+		    !strcmp(o.workload, "free") || !strcmp(o.workload, "mt_overwrite") || bare;
 	if (sized && (util_parse_uint(o.param, 1, 1u << 24, &size)))
 		return util_usage_error(PROG, "%s: --param SIZE in bytes (1 to 16M)", o.workload);
 	if (!strcmp(o.workload, "overwrite") || !strcmp(o.workload, "mt_overwrite"))
 		return bench_overwrite(&o, size);
-	if (!strcmp(o.workload, "alloc") || !strcmp(o.workload, "free"))
-		return bench_alloc_free(&o, size, !strcmp(o.workload, "free"));
+	if (!strcmp(o.workload, "alloc") || !strcmp(o.workload, "free") || bare)
+		return bench_alloc_free(&o, size, !strcmp(o.workload, "free") || !strcmp(o.workload, "tx_free"),
+					bare);
 	if (!strcmp(o.workload, "map"))
 		return bench_map(&o);
 	if (!strcmp(o.workload, "create"))

@@ -7,7 +7,8 @@
  * file, or for --config replica a pool set with one replica), does the workload's untimed
  * setup, times every operation of the workload on its own with CLOCK_MONOTONIC, checks
  * that the result makes sense, and removes the pool files when it exits, also on an error
- * or a signal. Object workloads (alloc, overwrite, free, mt_overwrite) are written here;
+ * or a signal. Object workloads (alloc, overwrite, free, mt_overwrite, and tx_alloc and
+ * tx_free, pmembench's own pattern) are written here;
  * the map workloads (insert, remove, lookup) drive PMDK's own example structures through
  * their map.h abstraction, compiled by bench/pmdk-build.sh from the copy in
  * /usr/share/doc/libpmemobj-dev/examples. A structure that script could not build is
@@ -96,11 +97,11 @@ typedef struct kr_region kr_region;
 enum workload {
 	W_ALLOC, W_OVERWRITE, W_FREE, W_MT_OVERWRITE,
 	W_INSERT, W_REMOVE, W_LOOKUP, W_MAP,
-	W_CREATE,
+	W_CREATE, W_TX_ALLOC, W_TX_FREE,
 };
 static const char *const workload_names[] = {"alloc",  "overwrite", "free",   "mt_overwrite",
 					     "insert", "remove",    "lookup", "map",
-					     "create"};
+					     "create", "tx_alloc",  "tx_free"};
 #define N_WORKLOADS (sizeof(workload_names) / sizeof(workload_names[0]))
 
 static int is_map_workload(enum workload w) { return w >= W_INSERT && w <= W_MAP; }
@@ -524,6 +525,23 @@ static int tx_alloc_one(PMEMobjpool *pop, PMEMoid slots_oid, PMEMoid *slots, uin
 	return failed;
 }
 
+/* tx_alloc, tx_free: pmembench's obj_tx_alloc and obj_tx_free, libpmemobj's own pattern -
+ * one transaction allocates (not zeroed, as there) or frees one object, whose oid lives in
+ * DRAM only. */
+static int tx_bare_one(PMEMobjpool *pop, PMEMoid *oids, uint64_t i, size_t size, int is_free)
+{
+	volatile int failed = 0;
+	TX_BEGIN(pop) {
+		if (is_free)
+			pmemobj_tx_free(oids[i]);
+		else
+			oids[i] = pmemobj_tx_alloc(size, TYPE_OBJ);
+	} TX_ONABORT {
+		failed = 1;
+	} TX_END
+	return failed;
+}
+
 /* free: one transaction frees the object in slot i and clears the slot, so that no
  * dangling oid survives a crash. */
 static int tx_free_one(PMEMobjpool *pop, PMEMoid slots_oid, PMEMoid *slots, uint64_t i)
@@ -692,8 +710,13 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 		return;
 	}
 
-	if (o->wl == W_FREE)
+	int bare = o->wl == W_TX_ALLOC || o->wl == W_TX_FREE;
+	int allocs = o->wl == W_ALLOC || o->wl == W_TX_ALLOC;
+	if (!allocs)
 		alloc_objects(pop, slots, o->ops, o->size);
+	PMEMoid *oids = bare ? xmalloc(o->ops * sizeof(PMEMoid)) : NULL;
+	if (o->wl == W_TX_FREE)
+		memcpy(oids, slots, o->ops * sizeof(PMEMoid));
 	report_heap(o, pop, "before the timed loop");
 
 	uint64_t *lat = xmalloc(o->ops * sizeof(uint64_t));
@@ -701,11 +724,12 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 	loop_begin(&clock);
 	for (uint64_t i = 0; i < o->ops; i++) {
 		uint64_t t0 = now_ns();
-		int failed = o->wl == W_ALLOC ? tx_alloc_one(pop, slots_oid, slots, i, o->size)
-					      : tx_free_one(pop, slots_oid, slots, i);
+		int failed = bare	    ? tx_bare_one(pop, oids, i, o->size, !allocs)
+			     : allocs ? tx_alloc_one(pop, slots_oid, slots, i, o->size)
+				      : tx_free_one(pop, slots_oid, slots, i);
 		lat[i] = now_ns() - t0;
 		if (failed)
-			die_pmem(o->wl == W_ALLOC ? "alloc transaction" : "free transaction");
+			die_pmem(allocs ? "alloc transaction" : "free transaction");
 	}
 	res->seconds = loop_end(o, &clock);
 	loop_counts(&clock, o->ops, res);
@@ -720,11 +744,16 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 			if (!p || pmemobj_alloc_usable_size(slots[i]) < o->size || p[0] ||
 			    p[o->size - 1] || pmemobj_type_num(slots[i]) != TYPE_OBJ)
 				die("sanity check failed: slot %" PRIu64 " after alloc", i);
-		} else if (!OID_IS_NULL(slots[i])) {
+		} else if (o->wl == W_TX_ALLOC) {
+			if (pmemobj_alloc_usable_size(oids[i]) < o->size ||
+			    pmemobj_type_num(oids[i]) != TYPE_OBJ)
+				die("sanity check failed: object %" PRIu64 " after tx_alloc", i);
+		} else if (o->wl == W_FREE && !OID_IS_NULL(slots[i])) {
 			die("sanity check failed: slot %" PRIu64 " not empty after free", i);
 		}
 	}
-	verbose(o, "sanity: %s slots checked", o->wl == W_ALLOC ? "allocated" : "freed");
+	verbose(o, "sanity: %s checked", allocs ? "allocations" : "frees");
+	free(oids);
 
 	res->ops = o->ops;
 	summarize(lat, o->ops, res);
@@ -1018,7 +1047,8 @@ static void usage(FILE *f)
 		"                          (kr_region_attach, lazy redundancy) updated every MS\n"
 		"                          milliseconds (e.g. region1000)\n"
 		"  --dir DIR               where the pool files go (default /dev/shm)\n"
-		"  --workload W            alloc, overwrite, free, mt_overwrite (param: object\n"
+		"  --workload W            alloc, overwrite, free, mt_overwrite, tx_alloc,\n"
+		"                          tx_free (param: object\n"
 		"                          SIZE in bytes, e.g. 64 256 1024 4096 16384);\n"
 		"                          insert, remove, lookup, map (param: STRUCT, one of\n"
 		"                          ctree rbtree btree skiplist rtree hashmap\n"
@@ -1047,8 +1077,10 @@ static void usage(FILE *f)
 		"mt_overwrite - the same on T threads with distinct objects, aggregate ops/s,\n"
 		"latencies of thread 0; insert - N keys into an empty map; remove, lookup - N\n"
 		"keys after inserting them untimed; map - insert, lookup, remove on one map,\n"
-		"three rows; create - pool creation, ns per GiB. Keys: SplitMix64 seeded with\n"
-		"42 (see the source).\n"
+		"three rows; create - pool creation, ns per GiB; tx_alloc, tx_free - pmembench's\n"
+		"obj_tx_alloc and obj_tx_free (libpmemobj's own pattern): each op one transaction\n"
+		"allocating (not zeroed) or freeing one SIZE object, oids in DRAM only. Keys:\n"
+		"SplitMix64 seeded with 42 (see the source).\n"
 		"Exit status: 0 ok, 1 failure, 2 bad arguments, 3 structure not built.\n");
 }
 

@@ -18,11 +18,13 @@
  *   Objects allocated by the transaction are not logged: their blocks are free until the
  *   commit, so their content is written home directly (non-temporal) before the commit
  *   fence, and only the allocation itself is a redo record. Heap invariant 3 (heap.c)
- *   guarantees that no replayable older transaction writes those blocks.
+ *   guarantees that no replayable older transaction writes those blocks. One left zero
+ *   over a block that already holds zeros is not written at all: its header is the only
+ *   record (fresh_mark_zeros).
  *
  *   Commit, top to bottom (kr_tx_commit):
  *     1. sticky error or damaged canary -> abort, nothing touched;
- *     2. fresh objects written home and flushed (no fence);
+ *     2. fresh objects written home and flushed (no fence), unless left zero over zeros;
  *     3. redo image: DATA records for every changed range of existing objects, allocator
  *        records for allocations and frees, the root lines if the root changed;
  *     4. kr_log_commit: log lines + replica + ONE fence = the commit point;
@@ -57,13 +59,15 @@ struct range {
 struct mbuf {
 	kr_oid oid;
 	uint64_t size;
-	uint8_t *buf;      /* size bytes + 8-byte canary; NULL for a freed object never opened */
+	uint8_t *buf;      /* size bytes + 8-byte canary; NULL for a freed object never opened
+			    * and for a fresh one never handed out (zeros) */
 	struct range *ranges;
 	uint32_t nranges, cap;
 	uint8_t full;      /* every byte of buf is valid */
 	uint8_t fresh;     /* allocated by this transaction */
 	uint8_t handed;    /* buf was handed to the application (a fresh one may hold more than zeros) */
 	uint8_t freed;     /* freed by this transaction */
+	uint8_t over_zeros; /* fresh, never handed out, and its payload's home already zeros */
 	uint8_t by_block;  /* not verified whole: kr_tx_add verifies each range's blocks (vcache.h) */
 	uint32_t type;
 	struct kr_block block;
@@ -81,6 +85,7 @@ struct kr_tx {
 	struct mbuf *mbufs;
 	struct mbuf *hash[HASH_BUCKETS];
 	struct kr_img img;
+	uint8_t direct; /* fresh payloads were written home outside the log */
 	uint64_t root_oid, root_size; /* root to publish at commit, or 0 */
 	struct kr_tx *next_open;
 };
@@ -225,7 +230,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 					       (unsigned long long)oid));
 			return NULL;
 		}
-		if (!m->buf && mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
+		if (!m->buf && mbuf_alloc_buf(tx->pool, m, m->fresh) != KR_OK) {
 			tx_fail(tx, KR_E_NOMEM);
 			return NULL;
 		}
@@ -412,9 +417,7 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 	m->type = type;
 	m->block = b;
 	m->fresh = 1;
-	m->full = 1;
-	if (mbuf_alloc_buf(tx->pool, m, 1) != KR_OK)
-		return tx_fail(tx, KR_E_NOMEM); /* tx_end unreserves it */
+	m->full = 1; /* zeros, in a buffer made when it is first handed out (mbuf_get) */
 	*oid = m->oid;
 	return KR_OK;
 }
@@ -492,7 +495,7 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	if (tx_usable(tx))
 		return NULL;
 	struct mbuf *m = mbuf_find(tx, oid);
-	if (!m || !m->buf) {
+	if (!m || (!m->buf && !m->fresh)) {
 		if (m && m->freed) {
 			kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx was freed in this transaction",
 				   (unsigned long long)oid);
@@ -503,6 +506,10 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	if (m->freed) {
 		kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx was freed in this transaction",
 			   (unsigned long long)oid);
+		return NULL;
+	}
+	if (!m->buf && mbuf_alloc_buf(tx->pool, m, 1) != KR_OK) { /* fresh: its zeros */
+		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
 	}
 	if (!m->full) {
@@ -542,23 +549,56 @@ static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 	return h;
 }
 
-/* A new object. Logged: header + payload in one DATA record, applied (with its parity) after
- * the fence like any change. Direct: the payload streams home now (behind an intent if the
- * pool keeps parity) and a FRESH record carries the header and a CRC-64 of the payload, by
- * which recovery tells whether the payload made it before the commit fence (layout.h). */
+/* Whether n bytes are all zero: compared with a page of zeros by libc's vectorised memcmp,
+ * a page at a time. */
+static int all_zero(const uint8_t *p, uint64_t n)
+{
+	static const uint8_t zeros[KR_PAGE_SIZE];
+	for (uint64_t i = 0; i < n; i += sizeof(zeros)) {
+		uint64_t k = n - i < sizeof(zeros) ? n - i : sizeof(zeros);
+		if (memcmp(p + i, zeros, k))
+			return 0;
+	}
+	return 1;
+}
+
+/* A fresh object never handed out is zeros. Where its block already holds zeros at home
+ * (space not used since the pool was made, or freed as zeros), its payload need not be
+ * written: neither logged nor streamed home, and no intent. What is read at home is
+ * durable: an older transaction's writes there are fenced before the block is handed out
+ * again (heap invariant 3 for committed ones; kr_tx_commit fences the direct writes of a
+ * commit that fails). Inside the commit gate: home bytes do not move under a repair. */
+static void fresh_mark_zeros(struct kr_tx *tx)
+{
+	const uint8_t *base = (const uint8_t *)tx->pool->pm.base;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		m->over_zeros = m->fresh && !m->freed && !m->handed && all_zero(base + m->oid, m->size);
+}
+
+/* A new object. Over zeros: its header alone, in a DATA record. Logged: header + payload in
+ * one DATA record, applied (with its parity) after the fence like any change. Direct: the
+ * payload streams home now (behind an intent if the pool keeps parity) and a FRESH record
+ * carries the header and a CRC-64 of the payload, by which recovery tells whether the
+ * payload made it before the commit fence (layout.h). */
 static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_obj_hdr hdr = fresh_header(pool, m);
-	if (fresh_logged(pool, m)) {
-		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + m->size));
+	int rc = !m->over_zeros && !m->buf ? mbuf_alloc_buf(pool, m, 1) : KR_OK; /* zeros to write */
+	if (rc)
+		return rc;
+	if (m->over_zeros || fresh_logged(pool, m)) {
+		uint64_t n = m->over_zeros ? 0 : m->size;
+		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + n));
 		if (!d)
 			return kr_errcode();
 		memcpy(d, &hdr, sizeof(hdr));
-		memcpy(d + sizeof(hdr), m->buf, m->size);
+		if (n)
+			memcpy(d + sizeof(hdr), m->buf, n);
 		return KR_OK;
 	}
 	kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
+	tx->direct = 1;
 	struct kr_rec_fresh *f = kr_img_data(&tx->img, m->block.off, sizeof(*f));
 	if (!f)
 		return kr_errcode();
@@ -577,7 +617,7 @@ static int tx_commit_intents(struct kr_tx *tx)
 		return KR_OK;
 	kr_img_reset(&tx->img);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (m->fresh && !m->freed && !fresh_logged(pool, m) &&
+		if (m->fresh && !m->freed && !m->over_zeros && !fresh_logged(pool, m) &&
 		    kr_img_intent(&tx->img, m->oid, m->size))
 			return kr_errcode();
 	if (tx->img.nrecords == 0)
@@ -695,6 +735,7 @@ int kr_tx_commit(kr_tx *tx)
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	kr_log_enter(&pool->log, tx->lane);
+	fresh_mark_zeros(tx);
 	rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
@@ -709,6 +750,14 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK)
 		rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
 	if (rc && seq == 0) {
+		/* Direct writes stay in their blocks, which are free again at once: fenced
+		 * first, so that whatever a later allocation finds there is durable
+		 * (fresh_mark_zeros). Only on this failure path. */
+		if (tx->direct) {
+			int frc = kr_pm_fence(&pool->pm);
+			if (frc)
+				kr_pool_fail(pool, frc);
+		}
 		kr_log_exit(&pool->log, tx->lane);
 		tx_end(tx, 0);
 		return rc;
