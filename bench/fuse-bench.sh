@@ -9,6 +9,11 @@
 #        kernel's writeback cache) or -o splice (requests and replies moved by splice)
 #   keratin-full+poll   full protection mounted with -o poll=50 (adaptive polling of
 #        /dev/fuse for up to 50 us; only when named in PEERS)
+#   keratin-full+mw128k, keratin-full+clone_fd, keratin-full+1thread, keratin-full+nocache
+#                  FUSE's other speed features turned the other way (only when named in
+#                  PEERS): writes of at most 128 KiB instead of 1 MiB; a /dev/fuse clone per
+#                  daemon thread; one daemon thread instead of 8; no attribute or entry caching
+#                  in the kernel (timeouts 0 instead of 1 s)
 #   tmpfs          a directory in /dev/shm, no FUSE
 #   ext4           mkfs.ext4 on a loop device over a file in /dev/shm (skipped, with a note
 #                  in the table, where loop devices cannot be set up)
@@ -27,7 +32,8 @@
 #
 # Environment: QUICK=1 (tiny sizes, one round: the ctest case bench.fuse_smoke), ROUNDS=N
 # (default 3), CPUS=LIST (taskset list), PEERS="P1 P2 ..." (only these peers, by the names
-# above; the default is every peer but keratin-full+poll). Writes OUT/fuse.csv (one row per measurement) and
+# above; the default is every peer but those marked "only when named in PEERS"). Writes
+# OUT/fuse.csv (one row per measurement) and
 # OUT/fuse.md (the tables, also printed); OUT defaults to BUILD/fuse-bench. Exits 77 with
 # SKIP where FUSE cannot mount, 1 on a failure or an incomplete table, 2 on bad arguments.
 # Everything it mounts, attaches or starts is undone on exit, also after a failure.
@@ -157,7 +163,8 @@ tar -C "$SRCDIR" -cf "$WORK/src.tar" src || die "tar of src/ failed"
 } >"$WORK/inserts.sql"
 
 ALL_PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice
-	keratin-full+poll tmpfs ext4 passthrough_ll)
+	keratin-full+poll keratin-full+mw128k keratin-full+clone_fd keratin-full+1thread
+	keratin-full+nocache tmpfs ext4 passthrough_ll)
 if [ -n "${PEERS:-}" ]; then
 	read -ra PEERS <<<"$PEERS"
 	for p in "${PEERS[@]}"; do
@@ -180,6 +187,10 @@ setup_peer() {
 		keratin-full+wb) opts=writeback ;;
 		keratin-full+splice) opts=splice ;;
 		keratin-full+poll) opts=poll=50 ;;
+		keratin-full+mw128k) opts=max_write=131072 ;;
+		keratin-full+clone_fd) opts=clone_fd ;;
+		keratin-full+1thread) opts=threads=1 ;;
+		keratin-full+nocache) opts=attr_timeout=0,entry_timeout=0 ;;
 		esac
 		"$KR" fs mkfs "$POOL" --size $POOL_SIZE --protect $protect --force-pmem >/dev/null ||
 			die "mkfs --protect $protect failed"
@@ -362,7 +373,9 @@ w("")
 pairs = [("keratin-full", "passthrough_ll"), ("keratin-full", "keratin-none"),
          ("keratin-metadata", "keratin-none"), ("keratin-full+wb", "keratin-full"),
          ("keratin-full+splice", "keratin-full"), ("keratin-full", "tmpfs"),
-         ("keratin-full+poll", "passthrough_ll")]
+         ("keratin-full+poll", "passthrough_ll"), ("keratin-full+mw128k", "keratin-full"),
+         ("keratin-full+clone_fd", "keratin-full"), ("keratin-full+1thread", "keratin-full"),
+         ("keratin-full+nocache", "keratin-full")]
 if not ext4_note:
     pairs.append(("keratin-full", "ext4"))
 pairs = [(a, b) for a, b in pairs if a in peers and b in peers]

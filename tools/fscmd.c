@@ -66,6 +66,8 @@ const char fs_details[] =
 	"                 writeback (kernel writeback cache: writes durable at fsync),\n"
 	"                 splice, attr_timeout=S, entry_timeout=S (default 1), threads=N,\n"
 	"                 clone_fd, noprefault (do not map the whole pool at mount),\n"
+	"                 max_write=BYTES (largest write request, 4096 to 1048576;\n"
+	"                 default 1048576),\n"
 	"                 scan_threads=N (threads walking the inode logs at mount; at most\n"
 	"                 the CPUs; default up to 4), poll=US (a daemon thread looks for\n"
 	"                 the next request for up to US microseconds before it sleeps;\n"

@@ -310,8 +310,9 @@ static void reply_attr(fuse_req_t req, int rc, const struct kr_fs_attr *a)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fsfuse *f = userdata;
-	/* Large writes: one request (and one copy-on-write transaction) per MiB. */
-	conn->max_write = 1u << 20;
+	/* Large writes: one request (and one copy-on-write transaction) per MiB, unless asked
+	 * for less (-o max_write, to measure what large writes buy). */
+	conn->max_write = f->max_write ? f->max_write : 1u << 20;
 	if (f->writeback && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (f->splice) {

@@ -23,6 +23,7 @@ struct fsfuse {
 	double entry_timeout; /* ... and names, present or absent */
 	bool writeback;       /* the kernel's writeback cache (writes durable at fsync only) */
 	bool splice;          /* splice reads and writes through /dev/fuse */
+	unsigned max_write;   /* the largest WRITE request (0: 1 MiB) */
 	unsigned owner_uid;   /* who mounted: may run the control attributes, with root */
 	/* Runs the control command cmd for a caller with uid (the daemon's, fsmount.c): read as
 	 * attributes, "info", "scrub", "snapshots" (the list) and "requests"; set, with arg a

@@ -82,7 +82,8 @@ static bool opt_has(const char *opts, const char *name)
 
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
- * threads=N, clone_fd, prefault (the default), noprefault, scan_threads=N and poll=US. */
+ * threads=N, clone_fd, prefault (the default), noprefault, scan_threads=N, max_write=BYTES
+ * and poll=US. */
 static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
 			 unsigned *threads, bool *clone_fd, bool *prefault)
 {
@@ -110,6 +111,10 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 			if (util_parse_uint(tok + 8, 1, 256, &n))
 				rc = util_usage_error(prog, "invalid threads '%s' (1 to 256)", tok + 8);
 			*threads = (unsigned)n;
+		} else if (!strncmp(tok, "max_write=", 10)) {
+			if (util_parse_uint(tok + 10, 4096, 1u << 20, &n))
+				rc = util_usage_error(prog, "invalid max_write '%s' (bytes, 4096 to 1048576)", tok + 10);
+			f->max_write = (unsigned)n;
 		} else if (!strncmp(tok, "poll=", 5)) {
 			if (util_parse_uint(tok + 5, 0, 1000, &n))
 				rc = util_usage_error(prog, "invalid poll '%s' (microseconds, 0 to 1000)", tok + 5);

@@ -330,6 +330,8 @@ case_cli() {
 	[ $? = 2 ] || fail "-o scan_threads=0 is not a usage error"
 	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o poll=1001 2>/dev/null
 	[ $? = 2 ] || fail "-o poll=1001 is not a usage error"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o max_write=4095 2>/dev/null
+	[ $? = 2 ] || fail "-o max_write=4095 is not a usage error"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
@@ -422,6 +424,18 @@ for (name, mode), ok in want.items():
 	grep " $MNT " /proc/mounts | grep -q default_permissions ||
 		fail "a mount with allow_other lacks default_permissions"
 	umount_fsck requests
+	# Writes of 1 MiB are one request each by default, eight with -o max_write=131072.
+	for mw in "" 131072; do
+		mount_fs ${mw:+max_write=$mw}
+		snap_requests
+		w0=$(count_of WRITE)
+		dd if=/dev/zero of="$MNT/big" bs=1M count=4 status=none
+		snap_requests
+		w=$(($(count_of WRITE) - w0)) want=$((${mw:+8 * }4))
+		echo "requests: 4 writes of 1 MiB${mw:+ with max_write=$mw}: $w WRITE"
+		[ $w -eq $want ] || fail "4 writes of 1 MiB${mw:+ with max_write=$mw}: $w WRITE, not $want"
+		umount_fsck requests
+	done
 }
 
 skip_unless_fuse
