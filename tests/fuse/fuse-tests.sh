@@ -266,6 +266,16 @@ case_snapshots() {
 	[ -e "$MNT/.snapshots/monday" ] && fail "monday still listed after delete"
 	"$KR" fs snapshot delete "$MNT" monday 2>/dev/null && fail "deleting a missing snapshot succeeded"
 	umount_fsck snapshots
+	# The kernel caches names, present and absent, for entry_timeout: a snapshot made or
+	# deleted must show at once all the same (names under .snapshots, which change by
+	# control commands rather than by requests on that directory, are answered uncached).
+	mount_fs "attr_timeout=3600,entry_timeout=3600"
+	[ -e "$MNT/.snapshots/wednesday" ] && fail "wednesday exists before it was made"
+	"$KR" fs snapshot create "$MNT" wednesday || fail "snapshot create wednesday"
+	[ -e "$MNT/.snapshots/wednesday" ] || fail "a new snapshot is hidden by a cached absent name"
+	"$KR" fs snapshot delete "$MNT" wednesday || fail "snapshot delete wednesday"
+	[ -e "$MNT/.snapshots/wednesday" ] && fail "a deleted snapshot is still there by a cached name"
+	umount_fsck snapshots
 }
 
 case_cli() {
