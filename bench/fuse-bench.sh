@@ -390,6 +390,44 @@ if spreads:
     s, (p, j) = max(spreads)
     w("Largest spread of a cell over the rounds, (max - min) / median: %.0f %% (%s, %s)." %
       (s * 100, p, j))
+# A plot, where gnuplot is at hand: each peer's time per unit of work over passthrough_ll's,
+# the median of the rounds' ratios (rounds pair the peers) with their min-max as error bars.
+import os, shutil, subprocess
+plotted = [p for p in ("keratin-full", "keratin-metadata", "keratin-none", "tmpfs", "ext4")
+           if p in peers and p != "passthrough_ll" and not (p == "ext4" and ext4_note)]
+if shutil.which("gnuplot") and "passthrough_ll" in peers and plotted:
+    def round_ratios(a, j):
+        by = {}
+        for r in rows:
+            if r["job"] == j and r["peer"] in (a, "passthrough_ll"):
+                by.setdefault(r["round"], {})[r["peer"]] = float(r["value"])
+        out_ = []
+        for v in by.values():
+            x, y = v.get(a), v.get("passthrough_ll")
+            if x and y:
+                out_.append(x / y if unit[j] == "s" else y / x)
+        return out_
+    base = os.path.splitext(sys.argv[2])[0] + "-ratio"
+    with open(base + ".dat", "w") as f:
+        f.write("# job " + " ".join('"%s" min max' % p for p in plotted) + "\n")
+        for j in jobs:
+            cells = []
+            for p in plotted:
+                rs = round_ratios(p, j)
+                cells += ["%.3f %.3f %.3f" % (statistics.median(rs), min(rs), max(rs))] if rs else ["NaN NaN NaN"]
+            f.write('"%s" %s\n' % (j, " ".join(cells)))
+    cols = ", ".join("'%s.dat' using %d:%d:%d%s title '%s'" % (base, 2 + 3 * i, 3 + 3 * i, 4 + 3 * i,
+                     ":xtic(1)" if i == 0 else "", p) for i, p in enumerate(plotted))
+    subprocess.run(["gnuplot", "-e",
+                    "set terminal png size 1100,500; set output '%s.png'; "
+                    "set style data histograms; set style histogram errorbars gap 1 lw 1; "
+                    "set termoption noenhanced; set style fill solid 0.7 border -1; set logscale y; "
+                    "set ylabel 'time per unit of work / passthrough_ll'; set grid ytics; "
+                    "set xtics rotate by -30; set key top left; "
+                    "set title 'Against passthrough_ll (below 1: faster); bars: min-max of the rounds'; "
+                    "plot %s, 1 notitle lc rgb 'black' dt 2" % (base, cols)], check=True)
+    w("")
+    w("![%s.png](%s.png)" % (os.path.basename(base), os.path.basename(base)))
 text = "\n".join(out) + "\n"
 open(sys.argv[2], "w").write(text)
 print(text)
