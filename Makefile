@@ -76,6 +76,7 @@ bench-checkers: build
 
 # keratin-fs mounted with FUSE against tmpfs, ext4 and passthrough_ll (QUICK=1: a smoke run).
 bench-fuse: build
+	@scripts/deps.sh --bench
 	@bash bench/fuse-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
 
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
