@@ -92,15 +92,33 @@ static bool page_dead(const struct kr_fs *fs, uint64_t page)
 	return fs->live[(page - fs->sb.meta_off) / P] == 0;
 }
 
+/* The pages between ip's first and last whose entries are all dead: what fast GC may
+ * unlink (none while the chain is shorter than three pages or has skipped KRFS_GAPS_MAX).
+ * Reads only ip's own state and its pages' live counts. */
+static uint32_t dead_pages(const struct kr_fs *fs, const struct krfs_inode *ip)
+{
+	uint32_t dead = 0;
+	if (ip->npages >= 3 && ip->unlinked < KRFS_GAPS_MAX && fs->sb.meta_pages < UINT32_MAX)
+		for (uint32_t i = 1; i + 1 < ip->npages; i++)
+			dead += page_dead(fs, ip->pages[i]);
+	return dead;
+}
+
+/* The log pages a compaction of ip would write, if one is due (a log of four pages or more
+ * whose live state would fit in at most half of them), else 0. Reads only ip's own state. */
+static uint64_t compaction_need(const struct kr_fs *fs, const struct krfs_inode *ip)
+{
+	if (ip->npages < 4)
+		return 0;
+	uint64_t need = pages_for(fs, ip);
+	return need * 2 <= ip->npages ? need : 0;
+}
+
 /* Fast GC: unlinks and frees the pages between ip's first and last whose entries are all
  * dead. The number of pages freed, or -EIO on a durability failure. */
 static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
 {
-	if (ip->npages < 3 || ip->unlinked >= KRFS_GAPS_MAX || fs->sb.meta_pages >= UINT32_MAX)
-		return 0;
-	uint32_t dead = 0;
-	for (uint32_t i = 1; i + 1 < ip->npages; i++)
-		dead += page_dead(fs, ip->pages[i]);
+	uint32_t dead = dead_pages(fs, ip);
 	if (dead == 0)
 		return 0;
 	if (krfs_mark_incompat(fs, KRFS_INCOMPAT_LOG_GAPS) != 0)
@@ -129,28 +147,14 @@ static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
 	return (int)dead;
 }
 
-/* Whether krfs_gc_maybe would find work in ip's log: a dead page fast GC may unlink, or a
- * compaction. Reads only ip's own state and its pages' live counts (what a shared holder
- * of ip's mutex may read); the log area's free count is krfs_gc_maybe's to judge. */
-static bool gc_wanted(const struct kr_fs *fs, const struct krfs_inode *ip)
-{
-	if (ip->npages >= 3 && ip->unlinked < KRFS_GAPS_MAX && fs->sb.meta_pages < UINT32_MAX)
-		for (uint32_t i = 1; i + 1 < ip->npages; i++)
-			if (page_dead(fs, ip->pages[i]))
-				return true;
-	return ip->npages >= 4 && pages_for(fs, ip) * 2 <= ip->npages;
-}
-
 int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 {
 	if (!ip || fs->inodes[ip->ino] != ip)
 		return 0;
 	if (gc_fast(fs, ip) < 0)
 		return -EIO;
-	if (ip->npages < 4)
-		return 0;
-	uint64_t need = pages_for(fs, ip);
-	if (need * 2 > ip->npages || need > krfs_bm_nfree(&fs->meta_bm))
+	uint64_t need = compaction_need(fs, ip);
+	if (need == 0 || need > krfs_bm_nfree(&fs->meta_bm))
 		return 0;
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;
@@ -166,7 +170,9 @@ bool krfs_op_finish(struct krfs_op *op)
 		if (krfs_exclusive(op->fs))
 			krfs_gc_maybe(op->fs, op->logs[i].ip);
 		else
-			wanted |= gc_wanted(op->fs, op->logs[i].ip);
+			/* What a shared holder of ip's mutex may read; the log area's free count
+			 * is krfs_gc_maybe's to judge. */
+			wanted |= dead_pages(op->fs, op->logs[i].ip) || compaction_need(op->fs, op->logs[i].ip);
 	}
 	return wanted;
 }
