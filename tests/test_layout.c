@@ -83,7 +83,8 @@ static void pin_structs(void)
 	PIN_SIZE(struct kr_log_line, 64);
 	PIN_OFF(struct kr_log_line, durable_word, 0, 8);
 	PIN_OFF(struct kr_log_line, clean, 8, 8);
-	PIN_OFF(struct kr_log_line, reserved, 16, 48);
+	PIN_OFF(struct kr_log_line, fresh_word, 16, 8);
+	PIN_OFF(struct kr_log_line, reserved, 24, 40);
 
 	PIN_SIZE(struct kr_log_cacheline, 64);
 	PIN_OFF(struct kr_log_cacheline, header, 0, 8);
@@ -138,7 +139,7 @@ static void pin_constants(void)
 	      "record kinds");
 	CHECK(KR_CHUNK_FREE == 0 && KR_CHUNK_RUN == 1 && KR_CHUNK_LARGE == 2, "chunk types");
 	CHECK(KR_FEAT_RO_META_CSUM == 1 && KR_FEAT_RO_OBJ_CSUM == 2 && KR_FEAT_RO_PARITY == 4 &&
-		      KR_FEAT_RO_LOG_REPLICA == 8,
+		      KR_FEAT_RO_LOG_REPLICA == 8 && KR_FEAT_RO_FRESH == 0x10,
 	      "ro_compat feature bits");
 	CHECK(KR_CHUNK_WORD_RUN(5) == 0x501 && KR_CHUNK_TYPE(0x501ull) == KR_CHUNK_RUN &&
 		      KR_CHUNK_CLASS(0x501ull) == 5,
@@ -203,6 +204,9 @@ static void check_ctl_page(const uint8_t *page, const char *which, kr_oid root, 
 	      "%s durable_word %#llx: check bits do not match durable_seq %llu", which,
 	      (unsigned long long)ll->durable_word, (unsigned long long)seq);
 	CHECK(seq >= 1, "%s durable_seq is 0 after committed transactions", which);
+	/* The root's run took chunk 0 alone: the frontier F is 1, stored as F + 1. */
+	CHECK(ll->fresh_word == 2, "%s fresh_word %llu after close, expected 2", which,
+	      (unsigned long long)ll->fresh_word);
 	CHECK(all_zero(ll->reserved, sizeof(ll->reserved)), "%s log line reserved bytes", which);
 	CHECK(all_zero(page + 2 * KR_LINE_SIZE, KR_PAGE_SIZE - 2 * KR_LINE_SIZE),
 	      "%s: rest of the control page not zero", which);
@@ -229,7 +233,7 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
 	CHECK(h->compat == 0 && h->incompat == 0, "compat/incompat bits set");
 	/* A new pool keeps every kind of redundancy this build knows. */
-	CHECK(h->ro_compat == 0xf, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA */
+	CHECK(h->ro_compat == 0x1f, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA | FRESH */
 	      "ro_compat 0x%x", h->ro_compat);
 	CHECK(h->page_size == KR_PAGE_SIZE, "page_size %u", h->page_size);
 	CHECK(memcmp(h->uuid, st->uuid, 16) == 0, "uuid differs from kr_pool_stat");

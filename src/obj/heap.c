@@ -28,6 +28,9 @@
  *      s <= durable_seq (kr_heap_release); otherwise a crash could replay an older
  *      transaction's write over the new owner's directly written content.
  *   4. used_bytes + free_bytes + (reserved, freeing and run-tail bytes) == bytes of chunks.
+ *   5. No chunk at or past the fresh frontier (h->fresh) is in use or holds a nonzero byte,
+ *      nor does any block of a run at or past its r->fresh: the frontier moves past a chunk
+ *      when it is taken, before anything is written there (kr_heap_audit checks both).
  *
  *   kr_heap_lookup() runs without the lock: chunk types and alloc words are atomics, and a
  *   run's DRAM struct, once created for a chunk, lives until the heap is torn down.
@@ -58,6 +61,9 @@ struct kr_run {
 	_Atomic uint64_t alloc[RUN_WORDS];
 	uint64_t busy[RUN_WORDS];
 	uint32_t nblocks, nbusy;
+	/* Blocks at or past this index have held nothing since the run was made over a fresh
+	 * chunk (blocks are taken lowest first); nblocks when not known. */
+	uint32_t fresh;
 	uint8_t cls;
 	uint8_t in_avail;
 };
@@ -100,6 +106,23 @@ static uint64_t chunk_off(struct kr_heap *h, uint32_t gid)
 
 static uint64_t pool_off(struct kr_heap *h, const void *p) { return (uint64_t)((const char *)p - h->pm->base); }
 
+/* Compared with a page of zeros by libc's vectorised memcmp, a page at a time. */
+int kr_all_zero(const void *p, uint64_t n)
+{
+	static const uint8_t zeros[KR_PAGE_SIZE];
+	for (uint64_t i = 0; i < n; i += sizeof(zeros)) {
+		uint64_t k = n - i < sizeof(zeros) ? n - i : sizeof(zeros);
+		if (memcmp((const uint8_t *)p + i, zeros, k))
+			return 0;
+	}
+	return 1;
+}
+
+static const uint8_t *chunk_base(struct kr_heap *h, uint32_t gid)
+{
+	return (const uint8_t *)h->pm->base + chunk_off(h, gid);
+}
+
 static int size_class(uint64_t total)
 {
 	for (int c = 0; c < KR_NCLASSES; c++)
@@ -119,6 +142,7 @@ static void block_of_run(struct kr_heap *h, uint32_t gid, uint32_t index, struct
 	b->chunk = gid % h->chunks_per_zone;
 	b->index = index;
 	b->nchunks = 0;
+	b->fresh = 0;
 }
 
 static void block_of_extent(struct kr_heap *h, uint32_t gid, uint32_t n, struct kr_block *b)
@@ -129,6 +153,7 @@ static void block_of_extent(struct kr_heap *h, uint32_t gid, uint32_t n, struct 
 	b->chunk = gid % h->chunks_per_zone;
 	b->index = UINT32_MAX;
 	b->nchunks = n;
+	b->fresh = 0;
 }
 
 static uint32_t block_gid(struct kr_heap *h, const struct kr_block *b)
@@ -153,6 +178,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	h->chunks = kr_calloc((size_t)h->g.nzones * h->chunks_per_zone, sizeof(*h->chunks));
 	if (!h->chunks)
 		return kr_err_set(KR_E_NOMEM, "heap chunk table");
+	h->fresh = h->g.nzones * h->chunks_per_zone; /* unknown until kr_heap_set_fresh */
 	return KR_OK;
 }
 
@@ -193,6 +219,7 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 	r->nblocks = run_nblocks(cls);
 	r->nbusy = 0;
 	r->in_avail = 0;
+	r->fresh = r->nblocks; /* run_create knows better for a run over a fresh chunk */
 	for (unsigned w = 0; w < RUN_WORDS; w++) {
 		atomic_store_explicit(&r->alloc[w], bits[w], memory_order_relaxed);
 		r->busy[w] = bits[w];
@@ -238,6 +265,7 @@ int kr_heap_load(struct kr_heap *h)
 				int rc = run_attach(h, gid, cls, bits);
 				if (rc)
 					return rc;
+				h->used_end = gid + 1;
 				i++;
 				break;
 			}
@@ -257,6 +285,7 @@ int kr_heap_load(struct kr_heap *h)
 					atomic_store(&h->chunks[gid + k].type, D_BODY);
 				h->used_bytes += (uint64_t)n * KR_CHUNK_SIZE;
 				h->nobjects++;
+				h->used_end = gid + n;
 				i += n;
 				break;
 			}
@@ -267,6 +296,24 @@ int kr_heap_load(struct kr_heap *h)
 		}
 	}
 	return KR_OK;
+}
+
+void kr_heap_set_fresh(struct kr_heap *h, uint64_t fresh_word)
+{
+	uint64_t total = (uint64_t)h->g.nzones * h->chunks_per_zone;
+	uint64_t f = fresh_word ? fresh_word - 1 : total;
+	if (f < h->used_end)
+		f = h->used_end;
+	h->fresh = (uint32_t)(f < total ? f : total);
+}
+
+uint64_t kr_heap_fresh_word(struct kr_heap *h)
+{
+	uint32_t total = h->g.nzones * h->chunks_per_zone;
+	pthread_mutex_lock(&h->lock);
+	uint32_t f = h->fresh;
+	pthread_mutex_unlock(&h->lock);
+	return f < total ? (uint64_t)f + 1 : 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -285,8 +332,10 @@ static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct 
 	return rc;
 }
 
-/* Finds n contiguous free chunks inside one zone, next-fit from the cursor. */
-static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out)
+/* Finds n contiguous free chunks inside one zone, next-fit from the cursor, and moves the
+ * fresh frontier past them (before the caller can write anything there). *fresh: whether
+ * all n were past the frontier, i.e. hold zeros. */
+static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out, uint32_t *fresh)
 {
 	uint32_t total = h->g.nzones * h->chunks_per_zone;
 	for (uint32_t pass = 0; pass < 2; pass++) {
@@ -305,6 +354,10 @@ static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out)
 			if (++run_len == n) {
 				*out = run_start;
 				h->cursor = run_start + n < total ? run_start + n : 0;
+				*fresh = run_start >= h->fresh;
+				if (run_start + n > h->fresh)
+					h->fresh = run_start + n;
+				h->takes++;
 				return KR_OK;
 			}
 		}
@@ -314,8 +367,8 @@ static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out)
 
 static int run_create(struct kr_heap *h, struct kr_lane *lane, unsigned cls)
 {
-	uint32_t gid;
-	if (find_free_chunks(h, 1, &gid) != KR_OK)
+	uint32_t gid, fresh;
+	if (find_free_chunks(h, 1, &gid, &fresh) != KR_OK)
 		return KR_E_NOSPACE_HEAP;
 	struct kr_img img;
 	kr_img_init(&img);
@@ -333,7 +386,10 @@ static int run_create(struct kr_heap *h, struct kr_lane *lane, unsigned cls)
 		return rc;
 	h->free_bytes -= KR_CHUNK_SIZE;
 	static const uint64_t zero[RUN_WORDS];
-	return run_attach(h, gid, cls, zero);
+	rc = run_attach(h, gid, cls, zero);
+	if (fresh)
+		h->chunks[gid].run->fresh = 0;
+	return rc;
 }
 
 /* Turns runs with no busy block back into free chunks (one internal transaction). */
@@ -402,6 +458,9 @@ static int reserve_small(struct kr_heap *h, struct kr_lane *lane, unsigned cls, 
 					r->busy[w] |= 1ull << (idx % 64);
 					r->nbusy++;
 					block_of_run(h, gid, idx, b);
+					b->fresh = idx >= r->fresh;
+					if (b->fresh)
+						r->fresh = idx + 1;
 					h->free_bytes -= b->bytes;
 					return KR_OK;
 				}
@@ -418,8 +477,8 @@ static int reserve_small(struct kr_heap *h, struct kr_lane *lane, unsigned cls, 
 static int reserve_large(struct kr_heap *h, uint64_t total, struct kr_block *b)
 {
 	uint32_t n = (uint32_t)((total + KR_CHUNK_SIZE - 1) / KR_CHUNK_SIZE);
-	uint32_t gid;
-	if (find_free_chunks(h, n, &gid) != KR_OK)
+	uint32_t gid, fresh, prev = h->fresh;
+	if (find_free_chunks(h, n, &gid, &fresh) != KR_OK)
 		return KR_E_NOSPACE_HEAP;
 	h->chunks[gid].n = n;
 	atomic_store(&h->chunks[gid].type, D_LARGE_RESERVED);
@@ -427,6 +486,9 @@ static int reserve_large(struct kr_heap *h, uint64_t total, struct kr_block *b)
 		atomic_store(&h->chunks[gid + k].type, D_BODY);
 	h->free_bytes -= (uint64_t)n * KR_CHUNK_SIZE;
 	block_of_extent(h, gid, n, b);
+	b->fresh = fresh;
+	b->fresh_prev = prev;
+	b->take = h->takes;
 	return KR_OK;
 }
 
@@ -465,18 +527,27 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 	}
 }
 
-void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b)
+void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched)
 {
 	uint32_t gid = block_gid(h, b);
 	pthread_mutex_lock(&h->lock);
+	/* An untouched block still holds what it held: where nothing was taken after it, the
+	 * frontier goes back to where it was, so a transaction that fails leaves the file as
+	 * it was. */
 	if (b->index == UINT32_MAX) {
 		for (uint32_t k = 0; k < b->nchunks; k++)
 			atomic_store(&h->chunks[gid + k].type, D_FREE);
+		if (untouched && h->takes == b->take) { /* as if never taken: earlier ones may follow */
+			h->fresh = b->fresh_prev;
+			h->takes--;
+		}
 	} else {
 		struct kr_run *r = h->chunks[gid].run;
 		r->busy[b->index / 64] &= ~(1ull << (b->index % 64));
 		r->nbusy--;
 		avail_push(h, gid);
+		if (untouched && b->fresh && r->fresh == b->index + 1)
+			r->fresh = b->index;
 	}
 	h->free_bytes += b->bytes;
 	pthread_mutex_unlock(&h->lock);
@@ -741,8 +812,15 @@ static void audit_run(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp,
 		else if (!audit_object_fits(h, off, (int)cls, 0))
 			kr_audit_note(a, off, "chunk %u block %u: allocated, but no object of class %u "
 					      "there", gid, i, cls);
+		else if (atomic_load(&c->type) == D_RUN && i >= c->run->fresh)
+			kr_audit_note(a, off, "chunk %u block %u: allocated, but past the run's fresh "
+				      "blocks (%u)", gid, i, c->run->fresh);
 		nset += i < nb;
 	}
+	if (atomic_load(&c->type) == D_RUN && c->run->fresh < nb &&
+	    !kr_all_zero(chunk_base(h, gid) + (uint64_t)c->run->fresh * bs, (uint64_t)(nb - c->run->fresh) * bs))
+		kr_audit_note(a, chunk_off(h, gid) + (uint64_t)c->run->fresh * bs,
+			      "chunk %u: blocks from %u on are fresh, but not zeros", gid, c->run->fresh);
 	if (atomic_load(&c->type) == D_RUN && c->run->cls == cls)
 		for (uint32_t wi = 0; wi < RUN_WORDS; wi++)
 			if (atomic_load(&c->run->alloc[wi]) != bm[wi] || c->run->busy[wi] != bm[wi]) {
@@ -806,6 +884,9 @@ void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit 
 			if (atomic_load(&h->chunks[gid].type) != D_FREE)
 				kr_audit_note(a, chunk_off(h, gid), "chunk %u: free on media, in use in "
 					      "DRAM", gid);
+			if (gid >= h->fresh && !kr_all_zero(chunk_base(h, gid), KR_CHUNK_SIZE))
+				kr_audit_note(a, chunk_off(h, gid), "chunk %u: past the fresh frontier "
+					      "(%u), but not zeros", gid, h->fresh);
 			sp->free_chunks++;
 			sp->free += KR_CHUNK_SIZE;
 			break;
@@ -822,6 +903,9 @@ void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit 
 			kr_audit_note(a, pool_off(h, m), "chunk %u: unknown type %u", gid,
 				      KR_CHUNK_TYPE(m->word));
 		}
+		if (KR_CHUNK_TYPE(m->word) != KR_CHUNK_FREE && gid + step > h->fresh)
+			kr_audit_note(a, chunk_off(h, gid), "chunk %u: in use past the fresh frontier "
+				      "(%u)", gid, h->fresh);
 		gid += step;
 	}
 	/* Invariant 4 with nothing reserved or freeing: the DRAM counters are the media's. */

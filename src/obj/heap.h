@@ -28,6 +28,10 @@ struct kr_block {
 	uint32_t chunk;  /* chunk index within the zone (head chunk for extents) */
 	uint32_t index;  /* block index in the run; UINT32_MAX for an extent */
 	uint32_t nchunks; /* extent length; 0 for a block */
+	uint32_t fresh;   /* set by kr_heap_reserve: the block has held no object since the
+			   * pool was made, so its bytes are still zeros */
+	uint32_t fresh_prev; /* extent: the heap's frontier before this reservation moved it */
+	uint64_t take;    /* extent: the heap's takes count right after it */
 };
 
 struct kr_run;
@@ -49,6 +53,12 @@ struct kr_heap {
 	struct kr_pending *pending; /* deferred frees, in commit order */
 	size_t npending, pending_first, pending_cap;
 	uint32_t cursor; /* next-fit position for extents and new runs */
+	/* The fresh frontier F (layout.h's fresh_word): no chunk at or past it has held an
+	 * object since the pool was made. Moves up as chunks are taken, before anything is
+	 * written to them; nchunks total when unknown. */
+	uint32_t fresh;
+	uint32_t used_end; /* after kr_heap_load: 1 + the last chunk in use, 0 if none */
+	uint64_t takes;    /* chunk ranges taken so far (find_free_chunks) */
 
 	uint64_t used_bytes, free_bytes, nobjects;
 	/* Debug mode (debug.c): the last `quarantine` deferred frees stay unreleased, so a
@@ -64,11 +74,19 @@ void kr_heap_fini(struct kr_heap *h);
 /* Rebuilds the DRAM state from the chunk tables and run bitmaps (time proportional to
  * metadata). Fails with KR_E_CORRUPT_META on inconsistent metadata. */
 int kr_heap_load(struct kr_heap *h);
+/* Whether n bytes are all zero (a fresh object's block, the deep check's fresh space). */
+int kr_all_zero(const void *p, uint64_t n);
+/* After kr_heap_load: the frontier a clean close left (fresh_word - 1), or none for 0. A
+ * frontier below a chunk in use is raised past it: it can only claim too little. */
+void kr_heap_set_fresh(struct kr_heap *h, uint64_t fresh_word);
+/* The fresh_word to store at a clean close: F + 1, or 0 when no chunk is known fresh. */
+uint64_t kr_heap_fresh_word(struct kr_heap *h);
 
 /* Reserves a block for an object of size bytes. May run an internal transaction on lane
  * (to turn a free chunk into a run) and force the log durable (to release deferred frees). */
 int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct kr_block *b);
-void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b);
+/* Gives a reserved block back; untouched: nothing was written to it since kr_heap_reserve. */
+void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched);
 int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img);
 void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b);
 

@@ -85,10 +85,14 @@
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
 #define KR_FEAT_RO_LOG_REPLICA 0x8u /* the redo log is written to the replica lanes too */
+/* The log line's fresh_word is kept (control page, below): a writer that did not know it
+ * would leave a stale frontier behind, so an old build may only read such a pool. */
+#define KR_FEAT_RO_FRESH 0x10u
 /* Bits this build understands (it may also write pools that carry them only if it
  * maintains what they promise; see pool.c). */
 #define KR_FEAT_RO_COMPAT_KNOWN                                                                  \
-	(KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY | KR_FEAT_RO_LOG_REPLICA)
+	(KR_FEAT_RO_META_CSUM | KR_FEAT_RO_OBJ_CSUM | KR_FEAT_RO_PARITY | KR_FEAT_RO_LOG_REPLICA |  \
+	 KR_FEAT_RO_FRESH)
 
 struct kr_pool_hdr {
 	char magic[8];
@@ -142,7 +146,13 @@ _Static_assert(offsetof(struct kr_pool_hdr, crc) == 252, "crc is the last word")
  *                        bits 48..63: low 16 bits of CRC-32C of the 8-byte little-endian
  *                        durable_seq. One 8-byte store, so never torn (see log.c).
  *     8  8 clean         KR_CLEAN_MAGIC after a clean close, 0 while open
- *    16 48 reserved      must be zero
+ *    16  8 fresh_word    with KR_FEAT_RO_FRESH, written with clean: F + 1, where F is the
+ *                        fresh frontier, a global chunk index (zone * chunks_per_zone +
+ *                        chunk) such that no chunk at or past F has held an object since
+ *                        the pool was made, so its bytes are still the zeros of creation;
+ *                        0 = unknown (while open, after a crash, without the feature).
+ *                        Trusted only when both copies say clean and agree.
+ *    24 40 reserved      must be zero
  *
  * The rest of the page is reserved and zero.
  * ------------------------------------------------------------------------------------- */
@@ -162,9 +172,11 @@ _Static_assert(offsetof(struct kr_root_line, crc) == 60, "root line crc is its l
 struct kr_log_line {
 	uint64_t durable_word;
 	uint64_t clean;
-	uint8_t reserved[48];
+	uint64_t fresh_word;
+	uint8_t reserved[40];
 };
 _Static_assert(sizeof(struct kr_log_line) == KR_LINE_SIZE, "log line is one cache line");
+_Static_assert(offsetof(struct kr_log_line, fresh_word) == 16, "fresh_word at 16");
 
 #define KR_CTL_ROOT_LINE 0u
 #define KR_CTL_LOG_LINE 1u

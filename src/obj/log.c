@@ -401,6 +401,12 @@ int kr_log_is_clean(struct kr_log *log)
 	return log->ctl[0]->clean == KR_CLEAN_MAGIC && log->ctl[1]->clean == KR_CLEAN_MAGIC;
 }
 
+uint64_t kr_log_fresh_word(struct kr_log *log)
+{
+	uint64_t w = log->ctl[0]->fresh_word;
+	return kr_log_is_clean(log) && w == log->ctl[1]->fresh_word ? w : 0;
+}
+
 static void log_set_start(struct kr_log *log, uint64_t d)
 {
 	atomic_store(&log->d_durable, d);
@@ -417,13 +423,17 @@ int kr_log_start_clean(struct kr_log *log)
 	return rc;
 }
 
-/* Stores durable_seq (and the clean word) in both control pages and flushes; the caller
- * fences. */
-static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean)
+/* Stores durable_seq, the clean word and the fresh word in both control pages and
+ * flushes; the caller fences. A fresh word is only ever stored with the clean magic, so
+ * whatever subset of these stores a crash keeps, a fresh word is never trusted without a
+ * clean close behind it (kr_log_fresh_word). */
+static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean, uint64_t fresh)
 {
 	for (int i = 0; i < 2; i++) {
 		kr_pm_store64(log->pm, &log->ctl[i]->durable_word, durable_word(d));
 		kr_pm_store64(log->pm, &log->ctl[i]->clean, clean);
+		if (log->ctl[i]->fresh_word != fresh) /* open: already 0 after kr_log_mark_open */
+			kr_pm_store64(log->pm, &log->ctl[i]->fresh_word, fresh);
 		kr_pm_flush(log->pm, log->ctl[i], sizeof(struct kr_log_line));
 	}
 }
@@ -459,7 +469,7 @@ static uint64_t log_advance_durable(struct kr_log *log)
 	uint64_t stored = 0;
 	pthread_mutex_lock(&log->d_lock);
 	if (d > log->d_written) {
-		ctl_store(log, d, 0);
+		ctl_store(log, d, 0, 0);
 		log->d_written = d;
 		stored = d;
 	}
@@ -874,28 +884,29 @@ void kr_log_unsuspend(int token)
 /* ---------------------------------------------------------------------------------------
  * Open, close, recovery
  * ------------------------------------------------------------------------------------- */
-void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2])
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2], uint64_t fresh_word)
 {
 	for (int i = 0; i < 2; i++) {
 		kr_pm_store64(pm, &ctl[i]->durable_word, durable_word(0));
 		kr_pm_store64(pm, &ctl[i]->clean, KR_CLEAN_MAGIC);
+		kr_pm_store64(pm, &ctl[i]->fresh_word, fresh_word);
 		kr_pm_flush(pm, ctl[i], sizeof(struct kr_log_line));
 	}
 }
 
 int kr_log_mark_open(struct kr_log *log)
 {
-	ctl_store(log, atomic_load(&log->d_durable), 0);
+	ctl_store(log, atomic_load(&log->d_durable), 0, 0);
 	return kr_pm_fence(log->pm);
 }
 
-int kr_log_mark_clean(struct kr_log *log)
+int kr_log_mark_clean(struct kr_log *log, uint64_t fresh_word)
 {
 	int rc = log_force_durable(log);
 	if (rc)
 		return rc;
 	uint64_t d = atomic_load(&log->next_seq) - 1;
-	ctl_store(log, d, KR_CLEAN_MAGIC);
+	ctl_store(log, d, KR_CLEAN_MAGIC, fresh_word);
 	log->d_written = d;
 	return kr_pm_fence(log->pm);
 }
@@ -1161,7 +1172,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	if (rc)
 		return rc;
 	log_set_start(log, max_stamp);
-	ctl_store(log, max_stamp, 0);
+	ctl_store(log, max_stamp, 0, 0);
 	return kr_pm_fence(log->pm);
 }
 

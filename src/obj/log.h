@@ -138,24 +138,29 @@ struct kr_log_recovery {
 	uint64_t replayed, discarded;
 };
 
-/* Writes the log lines of a new pool (durable_seq 0, clean) and flushes; caller fences. */
-void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2]);
+/* Writes the log lines of a new pool (durable_seq 0, clean, the given fresh_word) and
+ * flushes; caller fences. */
+void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2], uint64_t fresh_word);
 
 int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *g);
 void kr_log_fini(struct kr_log *log);
 
 /* Reads durable_seq and the clean flag from the control pages (no scanning). */
 int kr_log_is_clean(struct kr_log *log);
+/* The fresh_word the last clean close left (layout.h), or 0 if the pool is not clean or
+ * the two copies disagree. Read it before kr_log_mark_open, which clears it. */
+uint64_t kr_log_fresh_word(struct kr_log *log);
 /* Clean start: sequence numbers continue after durable_seq. */
 int kr_log_start_clean(struct kr_log *log);
 /* Crash start: replays every committed transaction above durable_seq in sequence order,
  * makes the result durable, then advances durable_seq past every stamp found. */
 int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st);
-/* Marks the pool open (clean = 0) or cleanly closed (clean = magic), durably. Closing first
- * makes every lane's applied transactions durable and moves durable_seq past all of them;
- * the caller guarantees no transaction is running. */
+/* Marks the pool open (clean = 0, fresh_word = 0) or cleanly closed (clean = magic, with
+ * the caller's fresh_word), durably. Closing first makes every lane's applied transactions
+ * durable and moves durable_seq past all of them; the caller guarantees no transaction is
+ * running. */
 int kr_log_mark_open(struct kr_log *log);
-int kr_log_mark_clean(struct kr_log *log);
+int kr_log_mark_clean(struct kr_log *log, uint64_t fresh_word);
 
 int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **lane);
 /* Number of lanes bound to a transaction right now (a snapshot; for misuse checks). */

@@ -208,6 +208,11 @@ static int pool_start(kr_pool *pool, unsigned flags)
 			return rc;
 		pool->heap.quarantine = KR_HEAP_QUARANTINE;
 	}
+	/* The fresh frontier a clean close left; cleared by kr_log_mark_open, so a crash in
+	 * this session leaves none to trust. A read-only pool allocates nothing. */
+	uint64_t fresh_word = (h->ro_compat & KR_FEAT_RO_FRESH) && !(flags & KR_OPEN_READONLY)
+				      ? kr_log_fresh_word(&pool->log)
+				      : 0;
 	if (kr_log_is_clean(&pool->log)) {
 		rc = kr_log_start_clean(&pool->log);
 		if (rc == KR_OK)
@@ -229,6 +234,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return rc;
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
+	kr_heap_set_fresh(&pool->heap, fresh_word);
 	if ((rc = kr_scrub_root_lines(pool, 1, &opened)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
@@ -378,9 +384,10 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	 * consistent (zero CRCs of zero records and objects, zero parity of zero rows). */
 	static const uint32_t level_feats[] = {
 		[KR_PROTECT_FULL] = KR_FEAT_RO_COMPAT_KNOWN,
-		[KR_PROTECT_NONE] = 0,
-		[KR_PROTECT_ML] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
-		[KR_PROTECT_MLP] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM | KR_FEAT_RO_PARITY,
+		[KR_PROTECT_NONE] = KR_FEAT_RO_FRESH,
+		[KR_PROTECT_ML] = KR_FEAT_RO_FRESH | KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
+		[KR_PROTECT_MLP] = KR_FEAT_RO_FRESH | KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM |
+				   KR_FEAT_RO_PARITY,
 	};
 	h.ro_compat = level_feats[o->protection];
 	h.create_time = (uint64_t)time(NULL);
@@ -412,7 +419,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	char *base = pool->pm.base;
 	struct kr_log_line *ctl[2] = {(struct kr_log_line *)(base + h.ctl_off) + KR_CTL_LOG_LINE,
 				      (struct kr_log_line *)(base + h.ctl_replica_off) + KR_CTL_LOG_LINE};
-	kr_log_format(&pool->pm, ctl);
+	kr_log_format(&pool->pm, ctl, (h.ro_compat & KR_FEAT_RO_FRESH) ? 1 : 0); /* every chunk fresh */
 	kr_pm_copy(&pool->pm, base + h.pool_size - P, &h, sizeof(h));
 	kr_pm_flush(&pool->pm, base + h.pool_size - P, sizeof(h));
 	kr_pm_copy(&pool->pm, base, &h, sizeof(h));
@@ -445,7 +452,9 @@ int kr_pool_close(kr_pool *pool)
 	int rc = KR_OK;
 	kr_scrub_stop(pool);
 	if (!atomic_load(&pool->failed))
-		rc = kr_log_mark_clean(&pool->log);
+		rc = kr_log_mark_clean(&pool->log, (pool->hdr.ro_compat & KR_FEAT_RO_FRESH)
+							   ? kr_heap_fresh_word(&pool->heap)
+							   : 0);
 	pool_free(pool);
 	return rc;
 }

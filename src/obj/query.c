@@ -65,7 +65,7 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->csum_repairs = pool->csum_repairs;
 	st->scrub_passes = pool->scrub_passes;
 	st->last_repair_ns = pool->last_repair_ns;
-	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN;
+	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN & ~KR_FEAT_RO_FRESH; /* redundancy only */
 	st->readonly = pool->pm.readonly;
 	return KR_OK;
 }

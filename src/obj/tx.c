@@ -377,7 +377,7 @@ static void tx_end(struct kr_tx *tx, int committed)
 	while (m) {
 		struct mbuf *next = m->next;
 		if (m->fresh && !committed && !m->freed)
-			kr_heap_unreserve(&pool->heap, &m->block);
+			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct);
 		if (__builtin_expect(pool->debug != NULL, 0) && m->buf)
 			kr_debug_mbuf_retire(m->buf, m->size + 8, m->oid, m->size);
 		else
@@ -410,7 +410,7 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 		return tx_fail(tx, rc);
 	struct mbuf *m = mbuf_new(tx, b.off + sizeof(struct kr_obj_hdr));
 	if (!m) {
-		kr_heap_unreserve(&tx->pool->heap, &b);
+		kr_heap_unreserve(&tx->pool->heap, &b, 1);
 		return tx_fail(tx, KR_E_NOMEM);
 	}
 	m->size = size;
@@ -446,8 +446,8 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 		m->block = b;
 		m->size = hdr->size;
 	}
-	if (m->fresh) /* allocated and freed here: it never exists */
-		kr_heap_unreserve(&tx->pool->heap, &m->block);
+	if (m->fresh) /* allocated and freed here: it never exists (nor was it written) */
+		kr_heap_unreserve(&tx->pool->heap, &m->block, 1);
 	m->freed = 1;
 	m->nranges = 0; /* nothing to log for an object that goes away */
 	return KR_OK;
@@ -549,22 +549,10 @@ static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
 	return h;
 }
 
-/* Whether n bytes are all zero: compared with a page of zeros by libc's vectorised memcmp,
- * a page at a time. */
-static int all_zero(const uint8_t *p, uint64_t n)
-{
-	static const uint8_t zeros[KR_PAGE_SIZE];
-	for (uint64_t i = 0; i < n; i += sizeof(zeros)) {
-		uint64_t k = n - i < sizeof(zeros) ? n - i : sizeof(zeros);
-		if (memcmp(p + i, zeros, k))
-			return 0;
-	}
-	return 1;
-}
-
 /* A fresh object never handed out is zeros. Where its block already holds zeros at home
  * (space not used since the pool was made, or freed as zeros), its payload need not be
- * written: neither logged nor streamed home, and no intent. What is read at home is
+ * written: neither logged nor streamed home, and no intent. A block past the heap's fresh
+ * frontier is known to (kr_block.fresh); any other is read. What is read at home is
  * durable: an older transaction's writes there are fenced before the block is handed out
  * again (heap invariant 3 for committed ones; kr_tx_commit fences the direct writes of a
  * commit that fails). Inside the commit gate: home bytes do not move under a repair. */
@@ -572,7 +560,8 @@ static void fresh_mark_zeros(struct kr_tx *tx)
 {
 	const uint8_t *base = (const uint8_t *)tx->pool->pm.base;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		m->over_zeros = m->fresh && !m->freed && !m->handed && all_zero(base + m->oid, m->size);
+		m->over_zeros = m->fresh && !m->freed && !m->handed &&
+				(m->block.fresh || kr_all_zero(base + m->oid, m->size));
 }
 
 /* A new object. Over zeros: its header alone, in a DATA record. Logged: header + payload in
