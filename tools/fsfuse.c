@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include "fsfuse.h"
+#include "fsuring.h"
 #include "keratin_fs.h"
 
 static struct fsfuse *ctx_of(fuse_req_t req)
@@ -133,6 +134,31 @@ static void note_gap(struct fsfuse *f, uint64_t t0)
 	atomic_store_explicit(&f->poll_gap_ns, avg - avg / 4 + seen / 4, memory_order_relaxed);
 }
 
+/* What the transport learns from each request, however it came (/dev/fuse or the ring): its
+ * count, the kernel's INIT flags, and the marks to drop set-user-ID bits (req_kill_privs,
+ * for this thread, which serves the request). */
+static void note_request(struct fsfuse *f, const void *req, size_t n)
+{
+	req_kill_privs = false;
+	if (n < sizeof(struct fuse_in_header))
+		return;
+	const struct fuse_in_header *h = req;
+	const void *arg = h + 1;
+	size_t len = n - sizeof(*h);
+	if (h->opcode < FSFUSE_OPCODES)
+		atomic_fetch_add_explicit(&f->requests[h->opcode], 1, memory_order_relaxed);
+	if (h->opcode == FUSE_INIT && len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
+		/* The first request, alone: no other thread runs yet. */
+		const struct fuse_init_in *in = arg;
+		f->kernel_flags = in->flags;
+		if ((in->flags & FUSE_INIT_EXT) && len >= offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t))
+			f->kernel_flags |= (uint64_t)in->flags2 << 32;
+		f->init_unique = h->unique;
+		atomic_store_explicit(&f->init_pending, true, memory_order_release);
+	}
+	req_kill_privs = request_kills_privs(h, arg, len);
+}
+
 static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 {
 	struct fsfuse *f = userdata;
@@ -141,36 +167,39 @@ static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 	ssize_t n = read(fd, buf, size);
 	if (watcher)
 		note_gap(f, t0);
-	req_kill_privs = false;
-	if (n < (ssize_t)sizeof(struct fuse_in_header))
-		return n;
-	const struct fuse_in_header *h = buf;
-	const void *arg = h + 1;
-	size_t len = (size_t)n - sizeof(*h);
-	if (h->opcode < FSFUSE_OPCODES)
-		atomic_fetch_add_explicit(&f->requests[h->opcode], 1, memory_order_relaxed);
-	if (h->opcode == FUSE_INIT && len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
-		/* The first request, alone: no other thread runs yet. */
-		f->kernel_killpriv_v2 = ((const struct fuse_init_in *)arg)->flags & FUSE_HANDLE_KILLPRIV_V2;
-		f->init_unique = h->unique;
-		atomic_store_explicit(&f->init_pending, true, memory_order_release);
-	}
-	req_kill_privs = request_kills_privs(h, arg, len);
+	note_request(f, buf, n > 0 ? (size_t)n : 0);
 	return n;
+}
+
+void fsfuse_serve_ring(struct fsfuse *f, void *req, size_t len)
+{
+	note_request(f, req, len);
+	atomic_fetch_add_explicit(&f->ring_requests, 1, memory_order_relaxed);
+	struct fuse_buf buf = {.size = len, .mem = req};
+	fuse_session_process_buf(f->se, &buf);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fsfuse *f = userdata;
 	const struct fuse_out_header *h = iov[0].iov_base;
-	if (atomic_load_explicit(&f->init_pending, memory_order_acquire) && h->unique == f->init_unique &&
-	    count > 1 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
-		/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
-		atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
-		if (h->error == 0 && f->kernel_killpriv_v2)
-			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	}
-	return writev(fd, iov, count);
+	if (fsuring_take_reply(iov, count))
+		return (ssize_t)h->len;
+	if (!atomic_load_explicit(&f->init_pending, memory_order_acquire) || h->unique != f->init_unique ||
+	    count < 2 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
+		return writev(fd, iov, count);
+	/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
+	atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
+	struct fuse_init_out *out = iov[1].iov_base;
+	if (h->error == 0 && (f->kernel_flags & FUSE_HANDLE_KILLPRIV_V2))
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	if (h->error == 0 && f->uring)
+		fsuring_init_reply(f->uring, f->kernel_flags, out, iov[1].iov_len);
+	ssize_t n = writev(fd, iov, count);
+	/* The kernel has taken the reply: the ring may be set up. */
+	if (f->uring)
+		fsuring_start(f->uring);
+	return n;
 }
 
 const struct fuse_custom_io fsfuse_io = {.read = io_read, .writev = io_writev};
@@ -202,6 +231,9 @@ void fsfuse_print_requests(struct fsfuse *f, FILE *out)
 		else if (n)
 			fprintf(out, "OPCODE_%u %" PRIu64 "\n", op, n);
 	}
+	uint64_t ring = atomic_load_explicit(&f->ring_requests, memory_order_relaxed);
+	if (ring)
+		fprintf(out, "io_uring %" PRIu64 "\n", ring);
 }
 
 /* Drops set-user-ID and set-group-ID bits from ino when the kernel marked the request: as
