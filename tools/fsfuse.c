@@ -39,6 +39,11 @@
  * serves each request on the thread that read it. With -o splice, libfuse splices requests
  * past any transport, so the default transport and the kernel's own checks are kept.
  *
+ * With -o uring most requests come through io_uring instead (fsuring.c), whole, to
+ * fsfuse_serve_ring on the ring's thread, which counts and marks them as io_read does; their
+ * replies still come to io_writev, which hands them to the ring entry (fsuring_take_reply).
+ * The INIT reply asks for io_uring (fsuring_init_reply) and, once written, starts the ring.
+ *
  * Adaptive polling: a synchronous client sends its next request a few microseconds after
  * the reply, and a daemon thread asleep in read(2) is then woken for it, a sleep and a wake
  * per request that cost more than most requests' work. So before its blocking read, one
