@@ -668,7 +668,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
-	/* Spliced data arrives in a pipe: copy it into memory once, then one write. */
+	/* libfuse hands every write here, once this is set. Data in memory (read from /dev/fuse,
+	 * or in an io_uring entry) is written from where it lies; spliced data arrives in a pipe:
+	 * copy it into memory once, then one write. */
+	if (in->count == 1 && in->idx == 0 && in->off == 0 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		op_write(req, ino, in->buf[0].mem, in->buf[0].size, off, fi);
+		return;
+	}
 	size_t size = fuse_buf_size(in);
 	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
 	mem.buf[0].mem = malloc(size ? size : 1);
