@@ -7,7 +7,8 @@
  * The daemon is a child of the command: it mounts the pool (so that errors such as a
  * damaged pool are printed on the user's terminal), mounts the FUSE file system, tells the
  * parent through a pipe, and only then detaches. A parent that reads nothing from the pipe
- * knows the child failed and has said why. -f keeps everything in the foreground. SIGINT,
+ * knows the child failed and has said why (with -o uring the mount is ready once the ring
+ * serves, after INIT). -f keeps everything in the foreground. SIGINT,
  * SIGTERM and SIGHUP end the session loop (libfuse's handlers); the daemon then unmounts the
  * directory and the pool, which marks the pool clean.
  *
@@ -220,6 +221,7 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		 const struct loop_opts *lo, unsigned open_flags, int ready_fd)
 {
 	struct kr_fs_mount_opts mo = {.struct_size = sizeof(mo), .flags = open_flags, .scan_threads = f->scan_threads};
+	struct ring_ctx ring = {.f = f, .dir = dir, .ready_fd = &ready_fd};
 	int rc = kr_fs_mount_opts(pool, &mo, &f->fs);
 	if (rc) {
 		close(ready_fd);
@@ -266,8 +268,7 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 	}
 	/* With io_uring, the mount is ready when the ring serves (ring_started, after INIT). */
 	f->se = se;
-	struct ring_ctx start = {.f = f, .dir = dir, .ready_fd = &ready_fd};
-	if (lo->uring && !(f->uring = fsuring_new(fuse_session_fd(se), &ring_ops, &start))) {
+	if (lo->uring && !(f->uring = fsuring_new(fuse_session_fd(se), &ring_ops, &ring))) {
 		fprintf(stderr, "%s: %s: cannot set up io_uring: %s\n", prog, dir, strerror(errno));
 		goto out_mount;
 	}
@@ -279,7 +280,7 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 	} else {
 		fuse_loop_cfg_set_clone_fd(cfg, lo->clone_fd);
 		fuse_loop_cfg_set_max_threads(cfg, lo->threads);
-		status = fuse_session_loop_mt(se, cfg) < 0 || start.failed ? 1 : 0;
+		status = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(cfg);
 	}
 out_mount:
@@ -287,6 +288,8 @@ out_mount:
 	/* After the unmount the kernel has ended the ring's commands; the threads serve no more. */
 	fsuring_stop(f->uring);
 	f->uring = NULL;
+	if (ring.failed)
+		status = 1;
 out_sig:
 	fuse_remove_signal_handlers(se);
 out_se:
