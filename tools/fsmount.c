@@ -295,6 +295,7 @@ out_sig:
 out_se:
 	fuse_session_destroy(se);
 out_fs:
+	fuse_opt_free_args(&args); /* what fuse_session_new's parsing allocated */
 	close(ready_fd);
 	rc = kr_fs_unmount(f->fs);
 	if (rc) {
