@@ -42,7 +42,8 @@
  * request goes to ops->serve (fsfuse.c), which hands it to libfuse on this thread; libfuse
  * writes the reply through the session's transport (fsfuse.c io_writev), which gives it to
  * fsuring_take_reply: the reply of the request this thread serves (a thread-local) goes into
- * the entry, everything else to /dev/fuse. No file-system rule lives here.
+ * the entry, everything else to /dev/fuse. A read's data may be read straight into the
+ * entry (fsuring_reply_space). No file-system rule lives here.
  *
  * Stopping: an eventfd that every ring polls; fsuring_stop writes it, and each thread ends
  * after the request it serves.
@@ -285,6 +286,12 @@ static void serve_one(struct ring_thread *t)
 	}
 }
 
+void *fsuring_reply_space(size_t size)
+{
+	struct ring_thread *t = serving;
+	return t && !t->replied && size <= t->buf_len - GAP ? t->buf + GAP : NULL;
+}
+
 bool fsuring_take_reply(const struct iovec *iov, int count)
 {
 	struct ring_thread *t = serving;
@@ -303,7 +310,8 @@ bool fsuring_take_reply(const struct iovec *iov, int count)
 			n = 0;
 			break;
 		}
-		memcpy(payload + n, iov[i].iov_base, iov[i].iov_len);
+		if (iov[i].iov_base != payload + n) /* else built in place (fsuring_reply_space) */
+			memcpy(payload + n, iov[i].iov_base, iov[i].iov_len);
 		n += iov[i].iov_len;
 	}
 	out.len = (uint32_t)(sizeof(out) + n);

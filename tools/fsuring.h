@@ -92,6 +92,11 @@ void fsuring_init_reply(struct fsuring *r, uint64_t kernel_flags, struct fuse_in
  * (fsuring.c). Ends with ops->started. */
 void fsuring_start(struct fsuring *r);
 
+/* Where a reply's data of size bytes may be built in place, on a ring thread serving a
+ * request (the entry's payload buffer; fsuring_take_reply then copies nothing): NULL
+ * elsewhere, or if it would not fit. */
+void *fsuring_reply_space(size_t size);
+
 /* Takes a reply (iov[0] the fuse_out_header, as libfuse writes one) into the ring entry of
  * the request this thread serves, if it is that request's: true if taken, false if it goes
  * to /dev/fuse (a notification, or not on a ring thread). */
@@ -122,6 +127,11 @@ static inline void fsuring_init_reply(struct fsuring *r, uint64_t kernel_flags, 
 static inline void fsuring_start(struct fsuring *r)
 {
 	(void)r;
+}
+static inline void *fsuring_reply_space(size_t size)
+{
+	(void)size;
+	return NULL;
 }
 static inline bool fsuring_take_reply(const struct iovec *iov, int count)
 {
