@@ -9,6 +9,9 @@
 #        kernel's writeback cache) or -o splice (requests and replies moved by splice)
 #   keratin-full+poll   full protection mounted with -o poll=50 (adaptive polling of
 #        /dev/fuse for up to 50 us; only when named in PEERS)
+#   keratin-full+uring  full protection mounted with -o uring (requests over io_uring, each
+#        served on its caller's CPU; only when named in PEERS: it needs Linux 6.14, and
+#        the script turns the fuse module's enable_uring on for the run, as root, and back)
 #   keratin-full+mw128k, keratin-full+clone_fd, keratin-full+1thread, keratin-full+nocache
 #                  FUSE's other speed features turned the other way (only when named in
 #                  PEERS): writes of at most 128 KiB instead of 1 MiB; a /dev/fuse clone per
@@ -88,6 +91,8 @@ POOL=$WORK/fs.pool
 mkdir -p "$MNT" "$OUT"
 LOOP=
 PT_PID=
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_OLD=
 
 # Undoes whatever is mounted, attached or running, in that order; safe to call twice.
 cleanup() {
@@ -109,6 +114,10 @@ cleanup() {
 	if [ -n "$LOOP" ]; then
 		losetup -d "$LOOP" 2>/dev/null
 		LOOP=
+	fi
+	if [ -n "$URING_OLD" ]; then
+		echo "$URING_OLD" >"$URING_PARAM"
+		URING_OLD=
 	fi
 	rm -rf "$WORK"
 }
@@ -163,7 +172,7 @@ tar -C "$SRCDIR" -cf "$WORK/src.tar" src || die "tar of src/ failed"
 } >"$WORK/inserts.sql"
 
 ALL_PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice
-	keratin-full+poll keratin-full+mw128k keratin-full+clone_fd keratin-full+1thread
+	keratin-full+poll keratin-full+uring keratin-full+mw128k keratin-full+clone_fd keratin-full+1thread
 	keratin-full+nocache tmpfs ext4 passthrough_ll)
 if [ -n "${PEERS:-}" ]; then
 	read -ra PEERS <<<"$PEERS"
@@ -173,6 +182,12 @@ if [ -n "${PEERS:-}" ]; then
 else
 	PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice tmpfs ext4
 		passthrough_ll)
+fi
+# -o uring needs the kernel's switch, the whole system's: on for the run, back on exit.
+if [[ " ${PEERS[*]} " == *" keratin-full+uring "* ]]; then
+	[ -w "$URING_PARAM" ] || die "keratin-full+uring: cannot set $URING_PARAM (Linux 6.14+ and root)"
+	URING_OLD=$(cat "$URING_PARAM")
+	echo Y >"$URING_PARAM" || die "keratin-full+uring: cannot set $URING_PARAM"
 fi
 
 # ---- peers ------------------------------------------------------------------------------
@@ -187,6 +202,7 @@ setup_peer() {
 		keratin-full+wb) opts=writeback ;;
 		keratin-full+splice) opts=splice ;;
 		keratin-full+poll) opts=poll=50 ;;
+		keratin-full+uring) opts=uring ;;
 		keratin-full+mw128k) opts=max_write=131072 ;;
 		keratin-full+clone_fd) opts=clone_fd ;;
 		keratin-full+1thread) opts=threads=1 ;;
@@ -373,7 +389,8 @@ w("")
 pairs = [("keratin-full", "passthrough_ll"), ("keratin-full", "keratin-none"),
          ("keratin-metadata", "keratin-none"), ("keratin-full+wb", "keratin-full"),
          ("keratin-full+splice", "keratin-full"), ("keratin-full", "tmpfs"),
-         ("keratin-full+poll", "passthrough_ll"), ("keratin-full+mw128k", "keratin-full"),
+         ("keratin-full+poll", "passthrough_ll"), ("keratin-full+uring", "passthrough_ll"),
+         ("keratin-full+uring", "keratin-full"), ("keratin-full+mw128k", "keratin-full"),
          ("keratin-full+clone_fd", "keratin-full"), ("keratin-full+1thread", "keratin-full"),
          ("keratin-full+nocache", "keratin-full")]
 if not ext4_note:

@@ -71,7 +71,9 @@ const char fs_details[] =
 	"                 scan_threads=N (threads walking the inode logs at mount; at most\n"
 	"                 the CPUs; default up to 4), poll=US (a daemon thread looks for\n"
 	"                 the next request for up to US microseconds before it sleeps;\n"
-	"                 default 0, never: see docs/BENCHMARKS-FS.md)\n"
+	"                 default 0, never: see docs/BENCHMARKS-FS.md), uring (requests\n"
+	"                 over io_uring, each served on its caller's CPU; needs Linux 6.14+\n"
+	"                 and echo 1 > /sys/module/fuse/parameters/enable_uring)\n"
 	"\n"
 	"Exit status: 0 success (fsck, scrub: sound), 1 damage found or a library error,\n"
 	"2 bad command line.\n";

@@ -39,6 +39,11 @@
  * serves each request on the thread that read it. With -o splice, libfuse splices requests
  * past any transport, so the default transport and the kernel's own checks are kept.
  *
+ * With -o uring most requests come through io_uring instead (fsuring.c), whole, to
+ * fsfuse_serve_ring on the ring's thread, which counts and marks them as io_read does; their
+ * replies still come to io_writev, which hands them to the ring entry (fsuring_take_reply).
+ * The INIT reply asks for io_uring (fsuring_init_reply) and, once written, starts the ring.
+ *
  * Adaptive polling: a synchronous client sends its next request a few microseconds after
  * the reply, and a daemon thread asleep in read(2) is then woken for it, a sleep and a wake
  * per request that cost more than most requests' work. So before its blocking read, one
@@ -73,6 +78,7 @@
 #include <unistd.h>
 
 #include "fsfuse.h"
+#include "fsuring.h"
 #include "keratin_fs.h"
 
 static struct fsfuse *ctx_of(fuse_req_t req)
@@ -133,6 +139,31 @@ static void note_gap(struct fsfuse *f, uint64_t t0)
 	atomic_store_explicit(&f->poll_gap_ns, avg - avg / 4 + seen / 4, memory_order_relaxed);
 }
 
+/* What the transport learns from each request, however it came (/dev/fuse or the ring): its
+ * count, the kernel's INIT flags, and the marks to drop set-user-ID bits (req_kill_privs,
+ * for this thread, which serves the request). */
+static void note_request(struct fsfuse *f, const void *req, size_t n)
+{
+	req_kill_privs = false;
+	if (n < sizeof(struct fuse_in_header))
+		return;
+	const struct fuse_in_header *h = req;
+	const void *arg = h + 1;
+	size_t len = n - sizeof(*h);
+	if (h->opcode < FSFUSE_OPCODES)
+		atomic_fetch_add_explicit(&f->requests[h->opcode], 1, memory_order_relaxed);
+	if (h->opcode == FUSE_INIT && len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
+		/* The first request, alone: no other thread runs yet. */
+		const struct fuse_init_in *in = arg;
+		f->kernel_flags = in->flags;
+		if ((in->flags & FUSE_INIT_EXT) && len >= offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t))
+			f->kernel_flags |= (uint64_t)in->flags2 << 32;
+		f->init_unique = h->unique;
+		atomic_store_explicit(&f->init_pending, true, memory_order_release);
+	}
+	req_kill_privs = request_kills_privs(h, arg, len);
+}
+
 static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 {
 	struct fsfuse *f = userdata;
@@ -141,36 +172,39 @@ static ssize_t io_read(int fd, void *buf, size_t size, void *userdata)
 	ssize_t n = read(fd, buf, size);
 	if (watcher)
 		note_gap(f, t0);
-	req_kill_privs = false;
-	if (n < (ssize_t)sizeof(struct fuse_in_header))
-		return n;
-	const struct fuse_in_header *h = buf;
-	const void *arg = h + 1;
-	size_t len = (size_t)n - sizeof(*h);
-	if (h->opcode < FSFUSE_OPCODES)
-		atomic_fetch_add_explicit(&f->requests[h->opcode], 1, memory_order_relaxed);
-	if (h->opcode == FUSE_INIT && len >= offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) {
-		/* The first request, alone: no other thread runs yet. */
-		f->kernel_killpriv_v2 = ((const struct fuse_init_in *)arg)->flags & FUSE_HANDLE_KILLPRIV_V2;
-		f->init_unique = h->unique;
-		atomic_store_explicit(&f->init_pending, true, memory_order_release);
-	}
-	req_kill_privs = request_kills_privs(h, arg, len);
+	note_request(f, buf, n > 0 ? (size_t)n : 0);
 	return n;
+}
+
+void fsfuse_serve_ring(struct fsfuse *f, void *req, size_t len)
+{
+	note_request(f, req, len);
+	atomic_fetch_add_explicit(&f->ring_requests, 1, memory_order_relaxed);
+	struct fuse_buf buf = {.size = len, .mem = req};
+	fuse_session_process_buf(f->se, &buf);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fsfuse *f = userdata;
 	const struct fuse_out_header *h = iov[0].iov_base;
-	if (atomic_load_explicit(&f->init_pending, memory_order_acquire) && h->unique == f->init_unique &&
-	    count > 1 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
-		/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
-		atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
-		if (h->error == 0 && f->kernel_killpriv_v2)
-			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	}
-	return writev(fd, iov, count);
+	if (fsuring_take_reply(iov, count))
+		return (ssize_t)h->len;
+	if (!atomic_load_explicit(&f->init_pending, memory_order_acquire) || h->unique != f->init_unique ||
+	    count < 2 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
+		return writev(fd, iov, count);
+	/* libfuse's INIT reply: add what it cannot name, when the kernel offered it. */
+	atomic_store_explicit(&f->init_pending, false, memory_order_relaxed);
+	struct fuse_init_out *out = iov[1].iov_base;
+	if (h->error == 0 && (f->kernel_flags & FUSE_HANDLE_KILLPRIV_V2))
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	if (h->error == 0 && f->uring)
+		fsuring_init_reply(f->uring, f->kernel_flags, out, iov[1].iov_len);
+	ssize_t n = writev(fd, iov, count);
+	/* The kernel has taken the reply: the ring may be set up. */
+	if (f->uring)
+		fsuring_start(f->uring);
+	return n;
 }
 
 const struct fuse_custom_io fsfuse_io = {.read = io_read, .writev = io_writev};
@@ -202,6 +236,9 @@ void fsfuse_print_requests(struct fsfuse *f, FILE *out)
 		else if (n)
 			fprintf(out, "OPCODE_%u %" PRIu64 "\n", op, n);
 	}
+	uint64_t ring = atomic_load_explicit(&f->ring_requests, memory_order_relaxed);
+	if (ring)
+		fprintf(out, "io_uring %" PRIu64 "\n", ring);
 }
 
 /* Drops set-user-ID and set-group-ID bits from ino when the kernel marked the request: as
@@ -603,7 +640,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)fi;
-	char *buf = malloc(size ? size : 1);
+	/* On an io_uring thread, straight into the ring entry: one copy fewer. */
+	char *ring = fsuring_reply_space(size);
+	char *buf = ring ? ring : malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -613,7 +652,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+	if (!ring)
+		free(buf);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -631,7 +671,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 static void op_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 			 struct fuse_file_info *fi)
 {
-	/* Spliced data arrives in a pipe: copy it into memory once, then one write. */
+	/* libfuse hands every write here, once this is set. Data in memory (read from /dev/fuse,
+	 * or in an io_uring entry) is written from where it lies; spliced data arrives in a pipe:
+	 * copy it into memory once, then one write. */
+	if (in->count == 1 && in->idx == 0 && in->off == 0 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		op_write(req, ino, in->buf[0].mem, in->buf[0].size, off, fi);
+		return;
+	}
 	size_t size = fuse_buf_size(in);
 	struct fuse_bufvec mem = FUSE_BUFVEC_INIT(size);
 	mem.buf[0].mem = malloc(size ? size : 1);

@@ -37,8 +37,13 @@ struct fsfuse {
 	 * its reply is pending. */
 	_Atomic uint64_t requests[FSFUSE_OPCODES];
 	atomic_bool init_pending; /* every reply looks at it; the INIT's thread owns the rest */
-	bool kernel_killpriv_v2;
+	uint64_t kernel_flags;	  /* the INIT request's 64 flag bits: what the kernel offers */
 	uint64_t init_unique;
+	/* The FUSE-over-io_uring transport (fsuring.c; NULL: /dev/fuse only), the session its
+	 * requests go to, and how many it served (of those counted above). */
+	struct fsuring *uring;
+	struct fuse_session *se;
+	_Atomic uint64_t ring_requests;
 	unsigned scan_threads; /* threads of the mount scan (0: the library's default) */
 	/* Adaptive polling (fsfuse.c): the most a thread spins for the next request (0: never),
 	 * whether one spins or is about to, and the moving average of the gaps it saw. */
@@ -59,7 +64,12 @@ extern const struct fuse_lowlevel_ops fsfuse_ops;
 struct fuse_custom_io;
 extern const struct fuse_custom_io fsfuse_io;
 
-/* The requests counted so far, one "NAME COUNT" line per opcode seen, into out. */
+/* Serves a request that came through the io_uring transport (fsuring.c), whole: counted and
+ * marked as requests from /dev/fuse are. */
+void fsfuse_serve_ring(struct fsfuse *f, void *req, size_t len);
+
+/* The requests counted so far, one "NAME COUNT" line per opcode seen, then "io_uring COUNT"
+ * for those the io_uring transport served, into out. */
 void fsfuse_print_requests(struct fsfuse *f, FILE *out);
 
 #endif

@@ -7,7 +7,8 @@
  * The daemon is a child of the command: it mounts the pool (so that errors such as a
  * damaged pool are printed on the user's terminal), mounts the FUSE file system, tells the
  * parent through a pipe, and only then detaches. A parent that reads nothing from the pipe
- * knows the child failed and has said why. -f keeps everything in the foreground. SIGINT,
+ * knows the child failed and has said why (with -o uring the mount is ready once the ring
+ * serves, after INIT). -f keeps everything in the foreground. SIGINT,
  * SIGTERM and SIGHUP end the session loop (libfuse's handlers); the daemon then unmounts the
  * directory and the pool, which marks the pool clean.
  *
@@ -36,6 +37,7 @@
 #include "fsfuse.h"
 #include "fsmount.h"
 #include "fsreport.h"
+#include "fsuring.h"
 #include "util.h"
 
 static const char *prog = "keratin fs";
@@ -80,12 +82,17 @@ static bool opt_has(const char *opts, const char *name)
 	return false;
 }
 
+/* How the daemon serves requests: libfuse's threads on /dev/fuse, and the io_uring transport. */
+struct loop_opts {
+	unsigned threads;
+	bool clone_fd, prefault, uring;
+};
+
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
  * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
- * threads=N, clone_fd, prefault (the default), noprefault, scan_threads=N, max_write=BYTES
- * and poll=US. */
-static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap,
-			 unsigned *threads, bool *clone_fd, bool *prefault)
+ * threads=N, clone_fd, prefault (the default), noprefault, scan_threads=N, max_write=BYTES,
+ * poll=US and uring. */
+static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap, struct loop_opts *lo)
 {
 	char *copy = strdup(opts ? opts : "");
 	if (!copy)
@@ -98,9 +105,11 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 		else if (!strcmp(tok, "splice"))
 			f->splice = true;
 		else if (!strcmp(tok, "clone_fd"))
-			*clone_fd = true;
+			lo->clone_fd = true;
+		else if (!strcmp(tok, "uring"))
+			lo->uring = true;
 		else if (!strcmp(tok, "prefault") || !strcmp(tok, "noprefault"))
-			*prefault = tok[0] == 'p';
+			lo->prefault = tok[0] == 'p';
 		else if (!strncmp(tok, "attr_timeout=", 13)) {
 			if (parse_seconds(tok + 13, &f->attr_timeout))
 				rc = util_usage_error(prog, "invalid attr_timeout '%s' (seconds, 0 to 86400)", tok + 13);
@@ -110,7 +119,7 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 		} else if (!strncmp(tok, "threads=", 8)) {
 			if (util_parse_uint(tok + 8, 1, 256, &n))
 				rc = util_usage_error(prog, "invalid threads '%s' (1 to 256)", tok + 8);
-			*threads = (unsigned)n;
+			lo->threads = (unsigned)n;
 		} else if (!strncmp(tok, "max_write=", 10)) {
 			if (util_parse_uint(tok + 10, 4096, 1u << 20, &n))
 				rc = util_usage_error(prog, "invalid max_write '%s' (bytes, 4096 to 1048576)", tok + 10);
@@ -133,6 +142,9 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 			break;
 	}
 	free(copy);
+	/* Spliced requests pass by the transports (fsfuse.c), the ring's too. */
+	if (!rc && lo->uring && f->splice)
+		rc = util_usage_error(prog, "options 'uring' and 'splice' exclude each other");
 	return rc;
 }
 
@@ -148,12 +160,68 @@ static void tell_parent(int fd, char status)
 	}
 }
 
+/* Tells the parent that the mount is up (*ready_fd: -1 in the foreground, and after this),
+ * and leaves the terminal to it. */
+static void detach(int *ready_fd)
+{
+	if (*ready_fd < 0)
+		return;
+	int null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+	if (chdir("/") != 0) {
+		/* "/" always exists; nothing depends on the directory */
+	}
+	tell_parent(*ready_fd, 0);
+	*ready_fd = -1;
+}
+
+/* The io_uring transport's side of the mount: requests go to the translation, and the
+ * ring's start decides when the mount is ready. */
+struct ring_ctx {
+	struct fsfuse *f;
+	const char *dir;
+	int *ready_fd;
+	bool failed;
+};
+
+static void ring_serve(void *arg, void *req, size_t len)
+{
+	struct ring_ctx *c = arg;
+	fsfuse_serve_ring(c->f, req, len);
+}
+
+/* The mount is ready once the ring serves, for a parent waiting on a mount -o uring; if it
+ * cannot, the daemon says why on the terminal and ends its session as SIGTERM would
+ * (libfuse's handler: the main thread takes the signal, every other thread blocks it),
+ * which unmounts; serve() then exits 1. */
+static void ring_started(void *arg, const char *error)
+{
+	struct ring_ctx *s = arg;
+	if (!error) {
+		detach(s->ready_fd);
+		return;
+	}
+	fprintf(stderr, "%s: %s: %s\n", prog, s->dir, error);
+	s->failed = true;
+	fuse_session_exit(s->f->se);
+	kill(getpid(), SIGTERM);
+}
+
+static const struct fsuring_ops ring_ops = {.serve = ring_serve, .started = ring_started};
+
 /* Everything after the fork (or in the foreground): returns the exit status. ready_fd gets
  * one byte once the mount is up; it is closed without one on failure. */
 static int serve(const char *pool, const char *dir, struct fsfuse *f, const char *fuse_opts,
-		 unsigned threads, bool clone_fd, unsigned open_flags, int ready_fd)
+		 const struct loop_opts *lo, unsigned open_flags, int ready_fd)
 {
 	struct kr_fs_mount_opts mo = {.struct_size = sizeof(mo), .flags = open_flags, .scan_threads = f->scan_threads};
+	struct ring_ctx ring = {.f = f, .dir = dir, .ready_fd = &ready_fd};
 	int rc = kr_fs_mount_opts(pool, &mo, &f->fs);
 	if (rc) {
 		close(ready_fd);
@@ -198,38 +266,36 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 		fprintf(stderr, "%s: %s: cannot set up the transport\n", prog, dir);
 		goto out_mount;
 	}
-	if (ready_fd >= 0) {
-		/* Detached from here on: the terminal is the parent's. */
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0) {
-			dup2(null, 0);
-			dup2(null, 1);
-			dup2(null, 2);
-			if (null > 2)
-				close(null);
-		}
-		if (chdir("/") != 0) {
-			/* "/" always exists; nothing depends on the directory */
-		}
-		tell_parent(ready_fd, 0);
-		ready_fd = -1;
+	/* With io_uring, the mount is ready when the ring serves (ring_started, after INIT). */
+	f->se = se;
+	if (lo->uring && !(f->uring = fsuring_new(fuse_session_fd(se), &ring_ops, &ring))) {
+		fprintf(stderr, "%s: %s: cannot set up io_uring: %s\n", prog, dir, strerror(errno));
+		goto out_mount;
 	}
+	if (!lo->uring)
+		detach(&ready_fd);
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (!cfg) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 	} else {
-		fuse_loop_cfg_set_clone_fd(cfg, clone_fd);
-		fuse_loop_cfg_set_max_threads(cfg, threads);
+		fuse_loop_cfg_set_clone_fd(cfg, lo->clone_fd);
+		fuse_loop_cfg_set_max_threads(cfg, lo->threads);
 		status = fuse_session_loop_mt(se, cfg) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(cfg);
 	}
 out_mount:
 	fuse_session_unmount(se);
+	/* After the unmount the kernel has ended the ring's commands; the threads serve no more. */
+	fsuring_stop(f->uring);
+	f->uring = NULL;
+	if (ring.failed)
+		status = 1;
 out_sig:
 	fuse_remove_signal_handlers(se);
 out_se:
 	fuse_session_destroy(se);
 out_fs:
+	fuse_opt_free_args(&args); /* what fuse_session_new's parsing allocated */
 	close(ready_fd);
 	rc = kr_fs_unmount(f->fs);
 	if (rc) {
@@ -247,15 +313,21 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid(),
 			  .control = control};
 	char fuse_opts[2048] = "";
-	unsigned threads = 8;
-	bool clone_fd = false, prefault = true;
-	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &threads, &clone_fd, &prefault);
+	struct loop_opts lo = {.threads = 8, .prefault = true};
+	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &lo);
 	if (rc)
 		return rc;
 	/* Every page of the pool mapped before the first request: a fresh pool's first-touch
 	 * faults would otherwise land in the requests that first write each page. */
-	if (prefault)
+	if (lo.prefault)
 		open_flags |= KR_OPEN_PREFAULT;
+	/* Refused before anything is mounted; the daemon does not turn the switch itself (it is
+	 * the whole system's). */
+	char why[256];
+	if (lo.uring && fsuring_kernel_check(why, sizeof(why)) != 0) {
+		fprintf(stderr, "%s: %s\n", prog, why);
+		return 1;
+	}
 	/* The daemon works from "/": the paths must not depend on the current directory. */
 	char pool_abs[PATH_MAX], dir_abs[PATH_MAX];
 	if (!realpath(pool, pool_abs)) {
@@ -267,7 +339,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 		return 1;
 	}
 	if (foreground)
-		return serve(pool_abs, dir_abs, &f, fuse_opts, threads, clone_fd, open_flags, -1);
+		return serve(pool_abs, dir_abs, &f, fuse_opts, &lo, open_flags, -1);
 
 	int pfd[2];
 	if (pipe(pfd) != 0) {
@@ -283,7 +355,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	if (pid == 0) {
 		close(pfd[0]);
 		setsid();
-		_exit(serve(pool_abs, dir_abs, &f, fuse_opts, threads, clone_fd, open_flags, pfd[1]));
+		_exit(serve(pool_abs, dir_abs, &f, fuse_opts, &lo, open_flags, pfd[1]));
 	}
 	close(pfd[1]);
 	char status;

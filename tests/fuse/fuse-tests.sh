@@ -14,6 +14,10 @@
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
 #   requests  the FUSE requests that writes, creations and removals cost, as the daemon
 #             counts them
+#   uring     posix, fsx (fewer operations) and real again over FUSE's io_uring transport
+#             (-o uring; the ring must serve nearly every request), SIGTERM ending such a
+#             mount, and -o uring refused with one line while the kernel's switch is off.
+#             Sets the fuse module's enable_uring for the run and restores it.
 # Prints SKIP and exits 77 where FUSE cannot mount (no /dev/fuse, no permission).
 set -u
 KR=$1
@@ -55,15 +59,30 @@ skip_unless_fuse() {
 	rm -f "$WORK/probe.pool"
 }
 
-# mkfs + mount with the given mount options (may be empty).
+# Mount options every mount of the case adds (the uring case: uring).
+MOUNT_OPTS=
+
+# mkfs + mount with the given mount options (may be empty) and MOUNT_OPTS.
 mount_fs() {
+	local opts=${1:-}${MOUNT_OPTS:+${1:+,}$MOUNT_OPTS}
 	"$KR" fs mkfs "$POOL" --size "${SIZE:-256M}" ${INODES:+--inodes $((INODES / 32 * 32))} --force-pmem >/dev/null ||
 		{ fail "mkfs"; exit 1; }
-	"$KR" fs mount "$POOL" "$MNT" --force-pmem ${1:+-o "$1"} || { fail "mount ${1:-}"; exit 1; }
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem ${opts:+-o "$opts"} || { fail "mount $opts"; exit 1; }
 }
 
-# umount + fsck clean, then remove the pool.
+# umount + fsck clean, then remove the pool. Under -o uring, first: the ring served nearly
+# every request that may go through it (all but INIT, FORGETs and interrupts, which the
+# kernel sends through /dev/fuse).
 umount_fsck() {
+	case ",$MOUNT_OPTS," in *,uring,*)
+		snap_requests
+		local ring all
+		ring=$(count_of io_uring)
+		all=$(echo "$REQ" | awk '$1 !~ /^(io_uring|INIT|FORGET|BATCH_FORGET|INTERRUPT)$/ { n += $2 } END { print n + 0 }')
+		echo "uring: $1: the ring served $ring of $all requests that may go through it"
+		[ $((ring * 100)) -ge $((all * 95)) ] || fail "$1 under -o uring: the ring served $ring of $all requests"
+		;;
+	esac
 	"$KR" fs umount "$MNT" || fail "umount"
 	out=$("$KR" fs fsck "$POOL" --force-pmem 2>&1) || fail "fsck after $1: $out"
 	rm -f "$POOL"
@@ -448,6 +467,42 @@ for (name, mode), ok in want.items():
 	done
 }
 
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+
+case_uring() {
+	[ -w "$URING_PARAM" ] || { echo "SKIP: cannot set $URING_PARAM (a kernel without io_uring for FUSE, or not root)"; exit 77; }
+	URING_OLD=$(cat "$URING_PARAM")
+	trap 'echo "$URING_OLD" >"$URING_PARAM"; cleanup' EXIT
+	# Refused while the kernel's switch is off: one line naming it, exit 1, nothing mounted.
+	echo N >"$URING_PARAM"
+	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || { fail "mkfs"; exit 1; }
+	out=$("$KR" fs mount "$POOL" "$MNT" --force-pmem -o uring 2>&1)
+	rc=$?
+	case "$out" in *"without liburing"*) echo "SKIP: $out"; exit 77 ;; esac
+	[ $rc -eq 1 ] || fail "-o uring with enable_uring=N: exit $rc, not 1"
+	[ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "enable_uring" ||
+		fail "-o uring with enable_uring=N: not one line naming enable_uring: $out"
+	grep -q " $MNT fuse.keratin " /proc/self/mounts && fail "-o uring with enable_uring=N left a mount"
+	echo "uring: refused while off: $out"
+	echo Y >"$URING_PARAM" || { echo "SKIP: cannot set $URING_PARAM to Y"; exit 77; }
+	# SIGTERM ends a -o uring daemon: unmounted, its ring threads joined, the pool clean.
+	"$KR" fs mount "$POOL" "$MNT" --force-pmem -o uring -f &
+	daemon=$!
+	for _ in $(seq 500); do grep -q " $MNT fuse.keratin " /proc/self/mounts && break; sleep 0.01; done
+	echo data >"$MNT/f" && [ "$(cat "$MNT/f")" = data ] || fail "write and read under -o uring"
+	kill -TERM "$daemon"
+	for _ in $(seq 500); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.01; done
+	kill -0 "$daemon" 2>/dev/null && { fail "the -o uring daemon outlived SIGTERM by 5 s"; kill -9 "$daemon"; }
+	wait "$daemon" || fail "the -o uring daemon's exit status after SIGTERM"
+	grep -q " $MNT fuse.keratin " /proc/self/mounts && fail "SIGTERM left the -o uring mount"
+	out=$("$KR" fs fsck "$POOL" --force-pmem 2>&1) || fail "fsck after SIGTERM: $out"
+	rm -f "$POOL"
+	MOUNT_OPTS=uring
+	case_posix
+	FSX_OPS=${FSX_OPS:-1500} case_fsx
+	case_real
+}
+
 skip_unless_fuse
 case "$CASE" in
 requests) case_requests ;;
@@ -458,6 +513,7 @@ kill) case_kill ;;
 cli) case_cli ;;
 snapshots) case_snapshots ;;
 faults) case_faults ;;
+uring) case_uring ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 [ $status -eq 0 ] && echo "PASS: fuse $CASE"
