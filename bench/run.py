@@ -389,8 +389,8 @@ def gnuplot_png(outdir, name, xs, value, style, settings, spread=False):
 LATENCY_PLOTS = [("overwrite", "latency", "Single-object overwrite transaction"),
                  ("alloc", "latency-alloc", "Allocation (one transaction each)"),
                  ("free", "latency-free", "Free (one transaction each)"),
-                 ("tx_alloc", "latency-tx-alloc", "Allocation, libpmemobj's own pattern"),
-                 ("tx_free", "latency-tx-free", "Free, libpmemobj's own pattern")]
+                 ("tx_alloc", "latency-tx-alloc", "Allocation (pmembench pattern)"),
+                 ("tx_free", "latency-tx-free", "Free (pmembench pattern)")]
 
 
 def latency_plots(outdir, summ, prefix=""):
@@ -807,7 +807,8 @@ def main():
     ap.add_argument("--contenders", default="",
                     help="with --maps-only: e.g. keratin:full,pmdk:plain,pmdk:replica")
     ap.add_argument("--report-only", action="store_true",
-                    help="rewrite docs/BENCHMARKS.md and the plots from OUT/results.csv")
+                    help="rewrite docs/BENCHMARKS.md and the plots from OUT/results.csv; "
+                    "with --objects-only, the goals section from OUT/objects.csv")
     ap.add_argument("--regions-only", action="store_true",
                     help="only the protected-region microbenchmarks; rows go to "
                          "OUT/regions.csv and OUT/firststore.csv, then the report is rewritten")
@@ -839,6 +840,9 @@ def main():
     for c in args.contenders:
         if c not in CONTENDERS + REGION_CONTENDERS:
             sys.exit("run.py: unknown contender %s (e.g. keratin:full, pmdk:replica)" % ":".join(c))
+    if args.report_only and args.objects_only:
+        measure_objects(args)
+        return
     if args.report_only:
         with open(os.path.join(args.out, "run.json")) as f:
             saved = json.load(f)
@@ -1149,19 +1153,34 @@ def driver_exes(args):
     return exes
 
 
+OBJECTS_RUN_KEYS = ("runs", "ops", "sizes", "goals_command", "load")
+
+
 def measure_objects(args):
-    """--objects-only: the single-object rounds and the counting runs, then the goals."""
-    exes = driver_exes(args)
-    rows = measure(args, exes)
-    count_rows = measure_counts(args, exes)
+    """--objects-only: the single-object rounds and the counting runs, then the goals. With
+    --report-only, the goals again from the rows and settings a measuring run saved."""
+    saved = os.path.join(args.out, "objects-run.json")
+    if args.report_only:
+        with open(saved) as f:
+            for k, v in json.load(f).items():
+                setattr(args, k, v)
+        rows = read_rows(os.path.join(args.out, "objects.csv"))
+        count_rows = read_rows(os.path.join(args.out, "objects-counts.csv"))
+    else:
+        exes = driver_exes(args)
+        rows = measure(args, exes)
+        count_rows = measure_counts(args, exes)
     summ = summarize(rows)
     lines = goals_section(args, summ, summarize(count_rows))
     print("\n".join(lines[1:-2]))
     if args.no_report:
         return
     os.makedirs(args.out, exist_ok=True)
-    write_csv(os.path.join(args.out, "objects.csv"), COLUMNS, rows)
-    write_csv(os.path.join(args.out, "objects-counts.csv"), COLUMNS, count_rows)
+    if not args.report_only:
+        write_csv(os.path.join(args.out, "objects.csv"), COLUMNS, rows)
+        write_csv(os.path.join(args.out, "objects-counts.csv"), COLUMNS, count_rows)
+        with open(saved, "w") as f:
+            json.dump({k: getattr(args, k) for k in OBJECTS_RUN_KEYS}, f)
     path = os.path.join(args.out, "..", "BENCHMARKS.md")
     text = open(path).read() if os.path.exists(path) else ""
     a, b = text.find(GOALS_BEGIN), text.find(GOALS_END)
