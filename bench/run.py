@@ -663,7 +663,7 @@ def report(args, summ, outdir, plots, notes):
             w("| %s | %d | %s | %s | %s |" % (wl, size, " | ".join(cells), fmt_ratio(rp),
                                                 fmt_ratio(rr)))
             if wl == "overwrite" and rp is not None:
-                target = 0.6 if size <= 1024 else 1.0
+                target = goal("full", "plain", wl, size)
                 if rp > target:
                     misses.append("overwrite %d B: full protection at %.2fx libpmemobj's latency "
                                   "(target %.1fx)" % (size, rp, target))

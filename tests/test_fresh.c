@@ -16,6 +16,10 @@
  *             builds can still write it.
  *   scribble: bytes past the frontier that are not zeros (a stray write into free space)
  *             are reported by the deep check, which reads all fresh space.
+ *   images:   the crash simulator at every fence of a session that opens the pool (the
+ *             word cleared), allocates and frees extents and runs, and closes it (the word
+ *             written with clean): every image opens, passes the deep check (fresh space is
+ *             zeros wherever the image trusts a frontier) and allocates 64 KiB of zeros.
  * Every pool left behind passes the deep check, which also checks that no chunk in use
  * lies past the frontier and that fresh space is zeros.
  */
@@ -26,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crashsim.h"
 #include "layout.h"
 #include "testutil.h"
 
@@ -203,6 +208,74 @@ static void case_scribble(void)
 	printf("scribble: the deep check reports bytes in fresh space (%.60s...)\n", why);
 }
 
+/* In the image's child: the deep check, then an allocation that may trust the frontier. */
+static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *img)
+{
+	(void)ctx;
+	char why[512];
+	if (tu_deep_check(pool, why, sizeof(why)) != 0) {
+		fprintf(stderr, "fence %llu image %d#%u: %s\n", (unsigned long long)img->fence,
+			(int)img->kind, img->index, why);
+		return 1;
+	}
+	kr_tx *tx;
+	kr_oid oid;
+	if (kr_tx_begin(pool, &tx) || kr_tx_alloc(tx, BIG, 7, &oid) || kr_tx_commit(tx)) {
+		fprintf(stderr, "fence %llu: allocation failed: %s\n", (unsigned long long)img->fence,
+			kr_errmsg());
+		return 1;
+	}
+	const uint8_t *p = kr_get(pool, oid);
+	for (size_t i = 0; p && i < BIG; i++)
+		if (p[i]) {
+			fprintf(stderr, "fence %llu: a new object has %#x at byte %zu\n",
+				(unsigned long long)img->fence, p[i], i);
+			return 1;
+		}
+	return p ? 0 : 1;
+}
+
+static void case_images(void)
+{
+	char path[128];
+	kr_pool *pool;
+	kr_oid a, b;
+	tu_pool_path(path, sizeof(path), "fresh-images");
+	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	a = alloc_zeros(pool, BIG);
+	TU_OK(kr_pool_close(pool));
+	struct crashsim_opts o;
+	crashsim_opts_init(&o);
+	o.random_images = 8;
+	TU_ASSERT(crashsim_start(&o, check_image, NULL) == 0, "crashsim busy");
+	TU_OK(tu_open(path, &pool));
+	b = alloc_zeros(pool, BIG);
+	alloc_zeros(pool, 100);
+	kr_tx *tx;
+	uint8_t *buf;
+	/* a's chunks hold data when freed: a frontier that claimed them would be caught. */
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_ASSERT((buf = kr_tx_add(tx, a, 0, 4000)), "kr_tx_add: %s", kr_errmsg());
+	memset(buf, 0xa5, 4000);
+	TU_OK(kr_tx_commit(tx));
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_OK(kr_tx_free(tx, a));
+	TU_OK(kr_tx_commit(tx));
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_ASSERT((buf = kr_tx_add(tx, b, 0, 4000)), "kr_tx_add: %s", kr_errmsg());
+	memset(buf, 0x5a, 4000);
+	TU_OK(kr_tx_commit(tx));
+	TU_OK(kr_pool_close(pool));
+	struct crashsim_stats st;
+	crashsim_stop(&st);
+	TU_ASSERT(st.images > 0, "no crash image checked");
+	TU_ASSERT(st.failures == 0, "%llu of %llu crash images failed", (unsigned long long)st.failures,
+		  (unsigned long long)st.images);
+	expect_word(path, 8, "the session's close"); /* F = 7: the extent [3, 6) and the run at 6 */
+	printf("images: %llu crash images, each deep-checked and allocating zeros\n",
+	       (unsigned long long)st.images);
+}
+
 int main(void)
 {
 	tu_seed("test_fresh", 0); /* deterministic; printed for uniformity */
@@ -211,6 +284,7 @@ int main(void)
 	case_crash();
 	case_old();
 	case_scribble();
+	case_images();
 	TU_END_CHECK_ALL("test_fresh");
 	return 0;
 }
