@@ -22,6 +22,10 @@
 #                  in the table, where loop devices cannot be set up)
 #   passthrough_ll libfuse's example low-level file system over a tmpfs directory, compiled
 #                  here from /usr/share/doc/libfuse3-dev/examples into the scratch directory
+#   passthrough_ll+xattr   the same with its -o xattr: extended attributes passed through, as
+#                  keratin-fs keeps them. Without them passthrough_ll answers getxattr with
+#                  ENOSYS and the kernel stops asking; with them it is asked, as keratin-fs
+#                  is, for security.capability at a new file's first write and at chown
 # Workloads, the same for every peer:
 #   fio            --ioengine=psync --direct=0: sequential read and write in 128 KiB blocks
 #                  (MB/s), random read and write in 4 KiB blocks (IOPS), 1 and 2 jobs
@@ -173,7 +177,7 @@ tar -C "$SRCDIR" -cf "$WORK/src.tar" src || die "tar of src/ failed"
 
 ALL_PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice
 	keratin-full+poll keratin-full+uring keratin-full+mw128k keratin-full+clone_fd keratin-full+1thread
-	keratin-full+nocache tmpfs ext4 passthrough_ll)
+	keratin-full+nocache tmpfs ext4 passthrough_ll passthrough_ll+xattr)
 if [ -n "${PEERS:-}" ]; then
 	read -ra PEERS <<<"$PEERS"
 	for p in "${PEERS[@]}"; do
@@ -181,7 +185,7 @@ if [ -n "${PEERS:-}" ]; then
 	done
 else
 	PEERS=(keratin-full keratin-metadata keratin-none keratin-full+wb keratin-full+splice tmpfs ext4
-		passthrough_ll)
+		passthrough_ll passthrough_ll+xattr)
 fi
 # -o uring needs the kernel's switch, the whole system's: on for the run, back on exit.
 if [[ " ${PEERS[*]} " == *" keratin-full+uring "* ]]; then
@@ -224,9 +228,11 @@ setup_peer() {
 		mount "$LOOP" "$MNT" || die "mount of ext4 failed"
 		DIR=$MNT
 		;;
-	passthrough_ll)
+	passthrough_ll*)
 		mkdir -p "$WORK/ptsrc"
-		"$PT" -f -o source="$WORK/ptsrc" "$MNT" 2>"$WORK/pt/daemon.err" &
+		local ptopts=source="$WORK/ptsrc"
+		[ "$1" = passthrough_ll+xattr ] && ptopts+=,xattr
+		"$PT" -f -o "$ptopts" "$MNT" 2>"$WORK/pt/daemon.err" &
 		PT_PID=$!
 		for ((i = 0; i < 100; i++)); do
 			mounted && break
@@ -252,8 +258,8 @@ teardown_peer() {
 		LOOP=
 		rm -f "$WORK/ext4.img"
 		;;
-	passthrough_ll)
-		fusermount3 -u "$MNT" || die "umount of passthrough_ll failed"
+	passthrough_ll*)
+		fusermount3 -u "$MNT" || die "umount of $1 failed"
 		wait $PT_PID
 		PT_PID=
 		rm -rf "$WORK/ptsrc"
@@ -386,7 +392,8 @@ for j in jobs:
 w("")
 w("Ratios of time per unit of work (above 1: the first is slower; 1.12 = 12 % more time):")
 w("")
-pairs = [("keratin-full", "passthrough_ll"), ("keratin-full", "keratin-none"),
+pairs = [("keratin-full", "passthrough_ll"), ("keratin-full", "passthrough_ll+xattr"),
+         ("keratin-full", "keratin-none"),
          ("keratin-metadata", "keratin-none"), ("keratin-full+wb", "keratin-full"),
          ("keratin-full+splice", "keratin-full"), ("keratin-full", "tmpfs"),
          ("keratin-full+poll", "passthrough_ll"), ("keratin-full+uring", "passthrough_ll"),
