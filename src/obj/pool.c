@@ -384,12 +384,12 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	 * consistent (zero CRCs of zero records and objects, zero parity of zero rows). */
 	static const uint32_t level_feats[] = {
 		[KR_PROTECT_FULL] = KR_FEAT_RO_COMPAT_KNOWN,
-		[KR_PROTECT_NONE] = KR_FEAT_RO_FRESH,
-		[KR_PROTECT_ML] = KR_FEAT_RO_FRESH | KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
-		[KR_PROTECT_MLP] = KR_FEAT_RO_FRESH | KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM |
-				   KR_FEAT_RO_PARITY,
+		[KR_PROTECT_NONE] = 0,
+		[KR_PROTECT_ML] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM,
+		[KR_PROTECT_MLP] = KR_FEAT_RO_LOG_REPLICA | KR_FEAT_RO_META_CSUM | KR_FEAT_RO_PARITY,
 	};
-	h.ro_compat = level_feats[o->protection];
+	/* The fresh frontier is not redundancy: every level keeps it. */
+	h.ro_compat = level_feats[o->protection] | KR_FEAT_RO_FRESH;
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");
