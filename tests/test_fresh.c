@@ -43,13 +43,20 @@ static struct kr_pool_hdr header_of(const char *path)
 	return h;
 }
 
+/* The file offset of the fresh_word in control page copy i (0 or 1). */
+static uint64_t fresh_word_off(const struct kr_pool_hdr *h, int i)
+{
+	return (i ? h->ctl_replica_off : h->ctl_off) + KR_CTL_LOG_LINE * KR_LINE_SIZE +
+	       offsetof(struct kr_log_line, fresh_word);
+}
+
 /* The fresh_word of both control pages; they must agree. */
 static uint64_t fresh_word(const char *path)
 {
 	struct kr_pool_hdr h = header_of(path);
 	uint64_t w[2];
-	tu_pread(path, &w[0], 8, h.ctl_off + KR_CTL_LOG_LINE * KR_LINE_SIZE + 16);
-	tu_pread(path, &w[1], 8, h.ctl_replica_off + KR_CTL_LOG_LINE * KR_LINE_SIZE + 16);
+	for (int i = 0; i < 2; i++)
+		tu_pread(path, &w[i], 8, fresh_word_off(&h, i));
 	TU_ASSERT(w[0] == w[1], "fresh_word copies differ: %llu and %llu", (unsigned long long)w[0],
 		  (unsigned long long)w[1]);
 	return w[0];
@@ -60,6 +67,15 @@ static void expect_word(const char *path, uint64_t want, const char *when)
 	uint64_t got = fresh_word(path);
 	TU_ASSERT(got == want, "%s: fresh_word %llu, expected %llu", when, (unsigned long long)got,
 		  (unsigned long long)want);
+}
+
+/* A new 16 MiB pool at a fresh path named by tag (path: 128 bytes). */
+static kr_pool *new_pool(char path[128], const char *tag)
+{
+	kr_pool *pool;
+	tu_pool_path(path, 128, tag);
+	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	return pool;
 }
 
 /* One transaction allocating size bytes; the object must read as zeros. */
@@ -80,9 +96,7 @@ static kr_oid alloc_zeros(kr_pool *pool, size_t size)
 static void case_frontier(void)
 {
 	char path[128];
-	kr_pool *pool;
-	tu_pool_path(path, sizeof(path), "fresh-frontier");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-frontier");
 	TU_ASSERT(header_of(path).ro_compat & KR_FEAT_RO_FRESH, "a new pool lacks the FRESH bit");
 	expect_word(path, 0, "open after create");
 	for (int i = 0; i < 3; i++)
@@ -102,11 +116,9 @@ static void case_frontier(void)
 static void case_abort(void)
 {
 	char path[128];
-	kr_pool *pool;
 	kr_tx *tx;
 	kr_oid oid;
-	tu_pool_path(path, sizeof(path), "fresh-abort");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-abort");
 	alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	expect_word(path, 4, "one extent");
@@ -130,9 +142,7 @@ static void case_abort(void)
 static void case_crash(void)
 {
 	char path[128];
-	kr_pool *pool;
-	tu_pool_path(path, sizeof(path), "fresh-crash");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-crash");
 	TU_OK(kr_pool_close(pool));
 	pid_t pid = fork();
 	TU_ASSERT(pid >= 0, "fork");
@@ -157,9 +167,7 @@ static void case_crash(void)
 static void case_old(void)
 {
 	char path[128];
-	kr_pool *pool;
-	tu_pool_path(path, sizeof(path), "fresh-old");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-old");
 	TU_OK(kr_pool_close(pool));
 	/* What builds before the feature wrote: the bit clear, the word zero. */
 	struct kr_pool_hdr h = header_of(path);
@@ -168,8 +176,8 @@ static void case_old(void)
 	tu_pwrite(path, &h, sizeof(h), 0);
 	tu_pwrite(path, &h, sizeof(h), h.pool_size - KR_PAGE_SIZE);
 	static const uint64_t zero;
-	tu_pwrite(path, &zero, 8, h.ctl_off + KR_CTL_LOG_LINE * KR_LINE_SIZE + 16);
-	tu_pwrite(path, &zero, 8, h.ctl_replica_off + KR_CTL_LOG_LINE * KR_LINE_SIZE + 16);
+	for (int i = 0; i < 2; i++)
+		tu_pwrite(path, &zero, 8, fresh_word_off(&h, i));
 	for (int round = 0; round < 2; round++) {
 		TU_OK(tu_open(path, &pool));
 		struct kr_pool_stat st;
@@ -189,9 +197,7 @@ static void case_old(void)
 static void case_scribble(void)
 {
 	char path[128], why[512];
-	kr_pool *pool;
-	tu_pool_path(path, sizeof(path), "fresh-scribble");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-scribble");
 	alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	struct kr_pool_hdr h = header_of(path);
@@ -238,10 +244,8 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 static void case_images(void)
 {
 	char path[128];
-	kr_pool *pool;
 	kr_oid a, b;
-	tu_pool_path(path, sizeof(path), "fresh-images");
-	TU_OK(tu_create(path, 16ull << 20, 0, 0, 0, &pool));
+	kr_pool *pool = new_pool(path, "fresh-images");
 	a = alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	struct crashsim_opts o;
