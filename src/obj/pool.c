@@ -157,6 +157,7 @@ static void pool_free(kr_pool *pool)
 {
 	kr_scrub_stop(pool);
 	kr_pool_media_detach(pool);
+	kr_tx_spares_free(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
@@ -198,6 +199,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	kr_redund_init(&pool->redund, &pool->pm, h);
 	if ((rc = kr_log_init(&pool->log, &pool->pm, &g)))
 		return rc;
+	if (!(pool->tx_spare = kr_calloc(pool->log.nlanes, sizeof(*pool->tx_spare))))
+		return kr_err_set(KR_E_NOMEM, "%u transaction slots", pool->log.nlanes);
 	kr_redund_hooks(&pool->redund, &pool->log.hooks);
 	pool->redund.parity.wait_begin = kr_log_suspend;
 	pool->redund.parity.wait_end = kr_log_unsuspend;

@@ -26,6 +26,9 @@ struct kr_pool {
 	struct kr_redund redund;
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing (tx.c) */
 	struct kr_root_line *root[2]; /* root lines of the two control pages */
+	/* Per lane, the last ended transaction with the DRAM it kept, or NULL (tx.c); a slot
+	 * belongs to whoever holds its lane. */
+	struct kr_tx **tx_spare;
 	pthread_mutex_t root_lock;
 	_Atomic int failed;   /* sticky error state (see keratin.h) */
 	struct kr_log_recovery recovery;
@@ -55,6 +58,9 @@ int kr_pool_usable(kr_pool *pool);
 int kr_pool_writable(kr_pool *pool, const char *what);
 /* Puts the pool in the error state after a failure that leaves durability unknown. */
 void kr_pool_fail(kr_pool *pool, int err);
+
+/* Frees what ended transactions left for their lanes (tx.c); at close. */
+void kr_tx_spares_free(kr_pool *pool);
 
 /* Open-time repair (scrub.c): chunk records failing their CRC are rebuilt from parity
  * before the heap is loaded; KR_E_CORRUPT_META if one cannot be. */
