@@ -73,24 +73,35 @@ int main(void)
 	uint64_t seed = tu_seed("test_crash_focus", 5150);
 	const struct wl_params params = { .nslots = NSLOTS, .min_size = 8, .max_size = 65536,
 					  .max_ops = 4, .type_base = 1 };
+	/* fences: what the scenario costs in a pool without parity, its commit and the
+	 * allocator's commits of new runs (pinned: the pool and the sequence are fixed).
+	 * direct: it writes a new object above 1 KiB straight home, which with parity goes
+	 * behind an intent of its own, one fence more; without that fence the scenario would
+	 * not test the direct-write path at all. */
 	struct {
 		const char *name;
 		struct wl_plan plan;
+		unsigned fences;
+		bool direct;
 	} sc[] = {
-		{ "alloc+link one fresh 4 KiB object", { 1, false, { op_alloc(0, 4096, 1) } } },
+		{ "alloc+link one fresh 4 KiB object", { 1, false, { op_alloc(0, 4096, 1) } }, 2, true },
 		{ "alloc+link fresh 64 B, 1 KiB and 40 KiB objects",
-		  { 3, false, { op_alloc(1, 64, 2), op_alloc(2, 1024, 3), op_alloc(3, 40000, 4) } } },
+		  { 3, false, { op_alloc(1, 64, 2), op_alloc(2, 1024, 3), op_alloc(3, 40000, 4) } },
+		  3, true },
 		{ "logged overwrite of 20 KiB of an existing object",
-		  { 1, false, { op_write(3, 10000, 20480, 5) } } },
+		  { 1, false, { op_write(3, 10000, 20480, 5) } }, 1, false },
 		{ "small overwrites of three existing objects",
-		  { 3, false, { op_write(0, 100, 8, 6), op_write(1, 0, 64, 7), op_write(2, 1000, 24, 8) } } },
-		{ "free of one object", { 1, false, { op_free(1) } } },
+		  { 3, false, { op_write(0, 100, 8, 6), op_write(1, 0, 64, 7), op_write(2, 1000, 24, 8) } },
+		  1, false },
+		{ "free of one object", { 1, false, { op_free(1) } }, 1, false },
 		{ "replace: free and allocate in one slot",
 		  { 1, false, { { .kind = WL_REPLACE, .slot = 2, .size = 3000, .whole = true,
-				  .nranges = 1, .r = { { 0, 3000, 9 } } } } } },
+				  .nranges = 1, .r = { { 0, 3000, 9 } } } } },
+		  2, true },
 		{ "alloc into a freed slot and overwrite another",
-		  { 2, false, { op_alloc(1, 200, 10), op_write(3, 0, 40000, 11) } } },
-		{ "free everything", { 4, false, { op_free(0), op_free(1), op_free(2), op_free(3) } } },
+		  { 2, false, { op_alloc(1, 200, 10), op_write(3, 0, 40000, 11) } }, 2, false },
+		{ "free everything", { 4, false, { op_free(0), op_free(1), op_free(2), op_free(3) } },
+		  1, false },
 	};
 	size_t nsc = sizeof(sc) / sizeof(sc[0]);
 	char path[128];
@@ -111,13 +122,26 @@ int main(void)
 	wl_ctx_init(&g_wl, pool, g_root, &params);
 	crashsim_drain();
 
-	unsigned failed = 0, live_bad = 0;
+	struct kr_pool_stat ps;
+	TU_OK(kr_pool_stat(pool, &ps));
+	bool parity = (ps.features & KR_FEAT_PARITY) != 0;
+	unsigned failed = 0, live_bad = 0, bad_fences = 0;
 	const char *failed_names[16];
 	struct crashsim_stats prev, st;
 	crashsim_get_stats(&prev);
 	for (size_t i = 0; i < nsc; i++) {
 		g_scenario = sc[i].name;
+		struct kr_counters c;
+		kr_counters_reset();
 		wl_exec(&g_wl, &sc[i].plan);
+		kr_counters_get(&c);
+		unsigned want = sc[i].fences + (sc[i].direct && parity);
+		if (c.fences != want) {
+			fprintf(stderr, "[%s] %llu fences, expected %u%s\n", sc[i].name,
+				(unsigned long long)c.fences, want,
+				sc[i].direct && parity ? " (one for the direct write's intent)" : "");
+			bad_fences++;
+		}
 		crashsim_drain(); /* so the failures counted below are this scenario's */
 		/* The live pool itself, no crash involved, must hold the new state. */
 		char why[256];
@@ -126,8 +150,8 @@ int main(void)
 			live_bad++;
 		}
 		crashsim_get_stats(&st);
-		printf("  %-52s %4llu images, %llu failed\n", sc[i].name,
-		       (unsigned long long)(st.images - prev.images),
+		printf("  %-52s %llu fences, %4llu images, %llu failed\n", sc[i].name,
+		       (unsigned long long)c.fences, (unsigned long long)(st.images - prev.images),
 		       (unsigned long long)(st.failures - prev.failures));
 		if (st.failures > prev.failures)
 			failed_names[failed++] = sc[i].name;
@@ -150,6 +174,8 @@ int main(void)
 	}
 	TU_OK(kr_pool_close(pool));
 	TU_ASSERT(live_bad == 0, "the pool is wrong even without a crash (see above)");
+	TU_ASSERT(bad_fences == 0, "%u scenarios took other paths than pinned (see above)",
+		  bad_fences);
 	TU_ASSERT(st.images > 0, "no image checked");
 	TU_ASSERT(st.failures == 0, "%u of %zu scenarios are not crash-atomic", failed, nsc);
 	wl_ctx_free(&g_wl);
