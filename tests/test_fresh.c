@@ -78,21 +78,6 @@ static kr_pool *new_pool(char path[128], const char *tag)
 	return pool;
 }
 
-/* One transaction allocating size bytes; the object must read as zeros. */
-static kr_oid alloc_zeros(kr_pool *pool, size_t size)
-{
-	kr_tx *tx;
-	kr_oid oid;
-	TU_OK(kr_tx_begin(pool, &tx));
-	TU_OK(kr_tx_alloc(tx, size, 7, &oid));
-	TU_OK(kr_tx_commit(tx));
-	const uint8_t *p = kr_get(pool, oid);
-	TU_ASSERT(p, "kr_get: %s", kr_errmsg());
-	for (size_t i = 0; i < size; i++)
-		TU_ASSERT(p[i] == 0, "a new %zu-byte object has %#x at byte %zu", size, p[i], i);
-	return oid;
-}
-
 static void case_frontier(void)
 {
 	char path[128];
@@ -100,13 +85,13 @@ static void case_frontier(void)
 	TU_ASSERT(header_of(path).ro_compat & KR_FEAT_RO_FRESH, "a new pool lacks the FRESH bit");
 	expect_word(path, 0, "open after create");
 	for (int i = 0; i < 3; i++)
-		alloc_zeros(pool, BIG);
+		tu_alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	expect_word(path, 10, "three 3-chunk extents, closed");
 	TU_OK(tu_open(path, &pool));
 	expect_word(path, 0, "reopened");
-	alloc_zeros(pool, BIG);
-	alloc_zeros(pool, 100); /* a new run: one more chunk */
+	tu_alloc_zeros(pool, BIG);
+	tu_alloc_zeros(pool, 100); /* a new run: one more chunk */
 	TU_DEEP_CHECK(pool, "frontier");
 	TU_OK(kr_pool_close(pool));
 	expect_word(path, 14, "one more extent and a run, closed");
@@ -119,7 +104,7 @@ static void case_abort(void)
 	kr_tx *tx;
 	kr_oid oid;
 	kr_pool *pool = new_pool(path, "fresh-abort");
-	alloc_zeros(pool, BIG);
+	tu_alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	expect_word(path, 4, "one extent");
 	TU_OK(tu_open(path, &pool));
@@ -148,7 +133,7 @@ static void case_crash(void)
 	TU_ASSERT(pid >= 0, "fork");
 	if (pid == 0) {
 		TU_OK(tu_open(path, &pool));
-		alloc_zeros(pool, BIG);
+		tu_alloc_zeros(pool, BIG);
 		_exit(0); /* no close: a crash as far as the file can tell */
 	}
 	int status;
@@ -157,7 +142,7 @@ static void case_crash(void)
 	expect_word(path, 0, "after the crash");
 	TU_OK(tu_open(path, &pool));
 	for (int i = 0; i < 3; i++)
-		alloc_zeros(pool, BIG);
+		tu_alloc_zeros(pool, BIG);
 	TU_DEEP_CHECK(pool, "crash");
 	TU_OK(kr_pool_close(pool));
 	expect_word(path, 0, "the close after a recovery");
@@ -184,8 +169,8 @@ static void case_old(void)
 		TU_OK(kr_pool_stat(pool, &st));
 		TU_ASSERT(st.features == 0xf, "features %#x", st.features);
 		for (int i = 0; i < 3; i++)
-			alloc_zeros(pool, BIG);
-		alloc_zeros(pool, 100);
+			tu_alloc_zeros(pool, BIG);
+		tu_alloc_zeros(pool, 100);
 		TU_DEEP_CHECK(pool, "old pool");
 		TU_OK(kr_pool_close(pool));
 		TU_ASSERT(!(header_of(path).ro_compat & KR_FEAT_RO_FRESH), "the old pool gained the bit");
@@ -198,7 +183,7 @@ static void case_scribble(void)
 {
 	char path[128], why[512];
 	kr_pool *pool = new_pool(path, "fresh-scribble");
-	alloc_zeros(pool, BIG);
+	tu_alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	struct kr_pool_hdr h = header_of(path);
 	/* Chunk 5 of zone 0, past the frontier (4), in the middle. */
@@ -246,15 +231,15 @@ static void case_images(void)
 	char path[128];
 	kr_oid a, b;
 	kr_pool *pool = new_pool(path, "fresh-images");
-	a = alloc_zeros(pool, BIG);
+	a = tu_alloc_zeros(pool, BIG);
 	TU_OK(kr_pool_close(pool));
 	struct crashsim_opts o;
 	crashsim_opts_init(&o);
 	o.random_images = 8;
 	TU_ASSERT(crashsim_start(&o, check_image, NULL) == 0, "crashsim busy");
 	TU_OK(tu_open(path, &pool));
-	b = alloc_zeros(pool, BIG);
-	alloc_zeros(pool, 100);
+	b = tu_alloc_zeros(pool, BIG);
+	tu_alloc_zeros(pool, 100);
 	kr_tx *tx;
 	uint8_t *buf;
 	/* a's chunks hold data when freed: a frontier that claimed them would be caught. */

@@ -237,6 +237,20 @@ int tu_open(const char *path, kr_pool **pool)
 	return kr_pool_open(path, KR_OPEN_FORCE_PMEM, pool);
 }
 
+kr_oid tu_alloc_zeros(kr_pool *pool, size_t size)
+{
+	kr_tx *tx;
+	kr_oid oid;
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_OK(kr_tx_alloc(tx, size, 7, &oid));
+	TU_OK(kr_tx_commit(tx));
+	const uint8_t *p = kr_get(pool, oid);
+	TU_ASSERT(p, "kr_get: %s", kr_errmsg());
+	for (size_t i = 0; i < size; i++)
+		TU_ASSERT(p[i] == 0, "a new %zu-byte object has %#x at byte %zu", size, p[i], i);
+	return oid;
+}
+
 /* ---- the deep check ---------------------------------------------------------------------- */
 
 static _Atomic unsigned deep_checks;

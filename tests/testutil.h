@@ -86,6 +86,9 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 	      kr_pool **pool);
 /* kr_pool_open with KR_OPEN_FORCE_PMEM. */
 int tu_open(const char *path, kr_pool **pool);
+/* One transaction allocating size bytes of type 7; fails the test unless the new object
+ * reads as zeros (free space that held data must not show through). */
+kr_oid tu_alloc_zeros(kr_pool *pool, size_t size);
 
 /* ---- the deep check ------------------------------------------------------------------
  * kr_pool_check_deep (the ordinary pass plus the allocator, space, log and replica
