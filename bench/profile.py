@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--cpu", default="1", help="CPU to pin to (taskset list)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--root", help="function whose samples count (default: by workload)")
+    ap.add_argument("--callers", metavar="FUNC",
+                    help="also the functions that called FUNC in those samples")
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     args = [x for x in a.bench_args if x != "--"]
@@ -98,6 +100,17 @@ def main():
     print("\ninclusive (below %s)" % root)
     for name, c in incl.most_common(a.top):
         print("  %5.1f %%  %s" % (100.0 * c / n, name))
+    if a.callers:
+        # The nearest frame above FUNC that is not FUNC's own inlined wrapper name.
+        callers = collections.Counter()
+        for s in sel:
+            if a.callers in s:
+                i = s.index(a.callers)
+                up = [f for f in s[i + 1:] if a.callers not in f and not f.startswith("__GI_")]
+                callers[up[0] if up else "?"] += 1
+        print("\ncallers of %s" % a.callers)
+        for name, c in callers.most_common(a.top):
+            print("  %5.1f %%  %s" % (100.0 * c / n, name))
     return 0
 
 
