@@ -11,6 +11,13 @@
  *     at the byte, and its checksum and parity patches leave the damage detectable and
  *     repairable: kr_pool_check reports the object, KR_CHECK_REPAIR gives back the byte,
  *     and the committed change survives.
+ * And the same object with a media error instead (emulated poison on the page of that
+ * byte: the page loses its content and faults when touched):
+ *   - media_in_range: the range that holds the byte reads the committed bytes, the page
+ *     rebuilt from parity by the fault (media_repairs + 1), and its blocks then verify
+ *     against the DRAM checksums (no checksum repair);
+ *   - media_elsewhere: a commit in another block leaves the page poisoned and untouched;
+ *     kr_pool_check reads it, which rebuilds it, and finds nothing wrong.
  * Full protection only (object checksums and parity).
  */
 #include <stdio.h>
@@ -31,6 +38,13 @@ static uint64_t csum_repairs(void)
 	struct kr_pool_stat st;
 	TU_OK(kr_pool_stat(g_pool, &st));
 	return st.csum_repairs;
+}
+
+static uint64_t media_repairs(void)
+{
+	struct kr_pool_stat st;
+	TU_OK(kr_pool_stat(g_pool, &st));
+	return st.media_repairs;
 }
 
 /* A fresh filled object, then opened once for writing (verified whole: block checksums). */
@@ -131,6 +145,47 @@ static void elsewhere(void)
 	expect_sound("elsewhere");
 }
 
+static void poison(kr_oid oid)
+{
+	TU_OK(kr_inject_poison(g_pool, (oid + AT) & ~(uint64_t)4095));
+}
+
+static void media_in_range(void)
+{
+	kr_oid oid = object(5);
+	poison(oid);
+	uint64_t m0 = media_repairs(), c0 = csum_repairs();
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(g_pool, &tx));
+	uint8_t *p = kr_tx_add(tx, oid, AT - 8, 16);
+	TU_ASSERT(p != NULL, "media_in_range: kr_tx_add: %s", kr_errmsg());
+	TU_ASSERT(memcmp(p, g_want + AT - 8, 16) == 0, "media_in_range: the range reads lost bytes");
+	p[0] ^= 1;
+	g_want[AT - 8] ^= 1;
+	TU_OK(kr_tx_commit(tx));
+	TU_ASSERT(media_repairs() == m0 + 1, "media_in_range: %llu pages repaired, want 1",
+		  (unsigned long long)(media_repairs() - m0));
+	TU_ASSERT(csum_repairs() == c0, "media_in_range: the rebuilt page failed its block "
+		  "checksums (%llu checksum repairs)", (unsigned long long)(csum_repairs() - c0));
+	expect_object(oid, "media_in_range");
+	expect_sound("media_in_range");
+}
+
+static void media_elsewhere(void)
+{
+	kr_oid oid = object(6);
+	poison(oid);
+	uint64_t m0 = media_repairs();
+	TU_OK(kr_update(g_pool, oid, 100, "ABCDEFGH", 8));
+	memcpy(g_want + 100, "ABCDEFGH", 8);
+	TU_ASSERT(media_repairs() == m0, "media_elsewhere: a commit in another block touched "
+		  "the poisoned page");
+	expect_sound("media_elsewhere");
+	TU_ASSERT(media_repairs() == m0 + 1, "media_elsewhere: kr_pool_check repaired %llu pages, "
+		  "want 1", (unsigned long long)(media_repairs() - m0));
+	expect_object(oid, "media_elsewhere");
+}
+
 int main(void)
 {
 	if (tu_protection() != KR_PROTECT_FULL) {
@@ -143,9 +198,11 @@ int main(void)
 	in_range();
 	whole_read();
 	elsewhere();
+	media_in_range();
+	media_elsewhere();
 	TU_DEEP_CHECK(g_pool, "end");
 	TU_OK(kr_pool_close(g_pool));
-	printf("verify: 3 cases passed\n");
+	printf("verify: 5 cases passed\n");
 	TU_END_CHECK_ALL("test_verify");
 	unlink(path);
 	return 0;
