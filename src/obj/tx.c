@@ -407,15 +407,21 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 	return KR_OK;
 }
 
+/* Frees a buffer header that holds no buffer, with what it kept. */
+static void mbuf_free(struct mbuf *m)
+{
+	free(m->spare);
+	free(m->ranges);
+	free(m);
+}
+
 /* Frees a transaction and everything it kept (tx_recycle). */
 static void tx_free_all(struct kr_tx *tx)
 {
 	while (tx->spares) {
 		struct mbuf *m = tx->spares;
 		tx->spares = m->next;
-		free(m->spare);
-		free(m->ranges);
-		free(m);
+		mbuf_free(m);
 	}
 	kr_img_free(&tx->img);
 	free(tx);
@@ -426,7 +432,7 @@ static void tx_free_all(struct kr_tx *tx)
  * headers with their buffers. A small transaction then calls malloc not at all, where it
  * called it four to six times (measured on a 64-byte allocation: malloc and free were 12 %
  * of the time). Debug mode's buffers are never kept: they stay behind as traps (debug.c). */
-static struct kr_tx *tx_recycle(struct kr_tx *tx)
+static void tx_recycle(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	struct mbuf *m = tx->mbufs;
@@ -445,9 +451,7 @@ static struct kr_tx *tx_recycle(struct kr_tx *tx)
 			tx->spares = m;
 			tx->nspares++;
 		} else {
-			free(m->spare);
-			free(m->ranges);
-			free(m);
+			mbuf_free(m);
 		}
 		m = next;
 	}
@@ -459,7 +463,6 @@ static struct kr_tx *tx_recycle(struct kr_tx *tx)
 	tx->err = 0;
 	tx->direct = 0;
 	tx->root_oid = tx->root_size = 0;
-	return tx;
 }
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
@@ -478,7 +481,8 @@ static void tx_end(struct kr_tx *tx, int committed)
 		pp = &(*pp)->next_open;
 	*pp = tx->next_open;
 	/* Before the release: the slot is the lane holder's. */
-	pool->tx_spare[lane->idx] = tx_recycle(tx);
+	tx_recycle(tx);
+	pool->tx_spare[lane->idx] = tx;
 	kr_log_lane_release(&pool->log, lane);
 }
 
