@@ -494,6 +494,34 @@ KR_API void kr_tx_abort(kr_tx *tx);
  * a transaction of its own. */
 KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len);
 
+/* In-place writes, for programs that store straight into the pool rather than into
+ * micro-buffers (libpmemobj's model: keratin-pmemobj is built on these two calls).
+ *
+ * kr_tx_add_in_place: makes [off, off+len) of the object writable IN PLACE for the rest of
+ * the transaction and returns its home address. The range's current bytes are logged first
+ * as an undo entry (one fence, like libpmemobj's snapshot), so the application may then
+ * store there directly and read its stores back from there. At commit the stores become
+ * durable with the object's checksum and parity following them (the ordinary commit: one
+ * fence); at abort, or after a crash before the commit, the old bytes come back. On an
+ * object allocated by the same transaction the whole object is written in place (an intent
+ * makes recovery recompute the parity of its block if the commit never happens). An object
+ * is written either in place or through micro-buffers within one transaction
+ * (KR_E_MISUSE_STATE otherwise); kr_tx_get returns its home bytes. A transaction's undo
+ * entries must fit one log lane (KR_E_NOSPACE_LOG). NULL on error, as kr_tx_add.
+ *
+ * kr_tx_add_stored: the application HAS stored into [off, off+len) of a live object,
+ * outside any transaction (libpmemobj's pmemobj_persist after direct stores): the bytes
+ * become durable at this transaction's commit with checksum and parity patched for them.
+ * old: what the range held before, if the caller kept it; NULL recovers it from the zone's
+ * parity (every commit of the pool waits meanwhile, for one parity read of the range). The
+ * object is not verified (other ranges may hold stores of their own not yet declared); the
+ * patch is exact for the declared range, so damage elsewhere stays detectable. A range
+ * already written in place by this transaction is left to its commit. Until the commit
+ * fence the declared bytes are unprotected: a crash may leave them new with the old
+ * checksum (docs/DESIGN.md, "the window"). */
+KR_API void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len);
+KR_API int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *old);
+
 /* Typed helpers. T is the C type stored in the object. */
 #define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))
 #define KR_TX_GET(tx, oid, T) ((const T *)kr_tx_get((tx), (oid)))

@@ -614,6 +614,8 @@ static void cb_store(void *ctx, const void *addr, size_t len)
 	pthread_mutex_unlock(&sim.lock);
 }
 
+void crashsim_note_store(const void *addr, size_t len) { cb_store(NULL, addr, len); }
+
 static void cb_flush(void *ctx, const void *addr, size_t len)
 {
 	pthread_mutex_lock(&sim.lock);

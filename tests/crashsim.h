@@ -107,6 +107,10 @@ struct crashsim_stats {
 int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, void *ctx);
 /* Temporarily stops (false) or resumes (true) taking crash images; tracking continues. */
 void crashsim_enable_checks(bool on);
+/* The application (not the library) stored len bytes at addr, straight into a pool
+ * mapping (in-place writes, libpmemobj's model): from now on the new bytes may reach the
+ * media by eviction, so random images persist them or not. Call after the stores. */
+void crashsim_note_store(const void *addr, size_t len);
 /* Waits for every checking child. */
 void crashsim_drain(void);
 void crashsim_get_stats(struct crashsim_stats *st);

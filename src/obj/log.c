@@ -48,6 +48,11 @@
  *      flight, so recovery always finds it and recomputes the parity of its ranges.
  *      (Adopting it early let another thread under log pressure trim an intent mid-write:
  *      stale parity after a SIGKILL.)
+ *   7. An undo entry (the old bytes of a range about to be written in place) stays pending
+ *      on its lane, unadoptable, until its transaction's final commit or abort: durable_seq
+ *      never passes it while the in-place stores it covers may still change, so recovery
+ *      replays it and the old bytes come back. Under log pressure it is not closed early
+ *      (as an intent is): the commit fails with KR_E_NOSPACE_LOG instead.
  *
  *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
  *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
@@ -640,7 +645,7 @@ static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 		 * thread's lane may be waiting on it while we wait on that thread's intent. By
 		 * now our direct writes are done (they precede the commit): fence them and close
 		 * the intent, one extra fence under log pressure (invariant 6). */
-		if (l->intent_open) {
+		if (l->intent_open == KR_HOLD_INTENT) {
 			int frc = kr_pm_fence(log->pm);
 			if (frc)
 				return frc;
@@ -655,6 +660,11 @@ static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 		lane_trim(log, l);
 		if (l->used + need <= log->lane_lines)
 			break;
+		/* Our own undo holds durable_seq below it until our transaction ends, so what
+		 * does not fit now never will: the transaction is too large for a lane. */
+		if (l->intent_open == KR_HOLD_UNDO)
+			return kr_err_set(KR_E_NOSPACE_LOG,
+					  "in-place transaction needs more than lane %u holds", l->idx);
 		if (spins > 1000000)
 			return kr_err_set(KR_E_NOSPACE_LOG, "lane %u cannot be trimmed", l->idx);
 		sched_yield(); /* another lane is mid-commit below us; it finishes on its own */
@@ -805,14 +815,36 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *i
 {
 	uint64_t seq = 0;
 	int rc = log_commit(log, l, img, KR_TXF_INTENT, &seq);
-	if (seq)
-		lane_set_pending(l, seq, 1);
+	if (seq && l->intent_open == KR_HOLD_UNDO) /* the older hold stays (invariant 7) */
+		lane_set_pending(l, atomic_load(&l->pending_seq), KR_HOLD_UNDO);
+	else if (seq)
+		lane_set_pending(l, seq, KR_HOLD_INTENT);
 	return rc;
 }
 
 void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 {
 	lane_set_pending(l, seq, 0);
+}
+
+/* An undo entry is an ordinary transaction (recovery replays it: the old bytes come back),
+ * committed before the application stores over those bytes in place. Its transaction's
+ * final commit replays after it and puts the new bytes back; an abort restores the old
+ * bytes itself. Until one of the two, the lane stays pending at the FIRST undo of the
+ * transaction, unadoptable, so durable_seq cannot pass any of them (invariant 7). With
+ * intent, the entry is an intent instead (new objects written in place: free space until
+ * the commit, so nothing to restore, only parity to recompute), held the same way. */
+int kr_log_commit_undo(struct kr_log *log, struct kr_lane *l, struct kr_img *img, int intent,
+		       uint64_t *first)
+{
+	uint64_t seq = 0;
+	int rc = log_commit(log, l, img, intent ? KR_TXF_INTENT : 0, &seq);
+	if (seq) {
+		if (!*first)
+			*first = seq;
+		lane_set_pending(l, *first, KR_HOLD_UNDO);
+	}
+	return rc;
 }
 
 /* ---------------------------------------------------------------------------------------

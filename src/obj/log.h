@@ -82,8 +82,10 @@ struct kr_lane {
 	uint32_t pending_first, pending_nlines;
 	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
 	 * it (and so let durable_seq pass it) before its own transaction's fence. */
-	uint8_t intent_open;
+	uint8_t intent_open; /* 0, KR_HOLD_INTENT or KR_HOLD_UNDO */
 };
+#define KR_HOLD_INTENT 1 /* an intent: closed early under log pressure (invariant 6) */
+#define KR_HOLD_UNDO 2   /* undo entries of an in-place transaction (invariant 7) */
 
 /* What the layer above adds to writing records home. The log calls these; it never knows
  * about parity or checksums itself. Any hook may be NULL.
@@ -174,6 +176,12 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, 
  * written outside the log. Recovery never applies an intent; it reports its ranges as
  * touched, whatever became of the transaction that followed it. Costs one fence. */
 int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
+/* Commits an undo entry: DATA records holding the bytes a range has now, before they are
+ * overwritten in place (recovery replays it like any commit), or with intent an intent
+ * (INTENT records only). The lane stays pending at *first (set to this entry's seq if 0)
+ * until kr_log_applied or the lane's release (invariant 7). */
+int kr_log_commit_undo(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, int intent,
+		       uint64_t *first);
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */

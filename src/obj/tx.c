@@ -53,6 +53,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "pool.h"
+#include "quiesce.h"
 
 #define CANARY 0x6b6572617469ee5aull /* "keratin" + tag: a byte pattern no zero-fill hits */
 
@@ -73,6 +74,9 @@ struct mbuf {
 	uint8_t freed;     /* freed by this transaction */
 	uint8_t over_zeros; /* fresh, never handed out, and its payload's home already zeros */
 	uint8_t by_block;  /* not verified whole: kr_tx_add verifies each range's blocks (vcache.h) */
+	uint8_t in_place;  /* written in place (kr_tx_add_in_place): home holds the new bytes of
+			    * the ranges, buf their old ones (a fresh object: its whole block's) */
+	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -95,6 +99,7 @@ struct kr_tx {
 	struct kr_img img;
 	uint8_t direct; /* fresh payloads were written home outside the log */
 	uint64_t root_oid, root_size; /* root to publish at commit, or 0 */
+	uint64_t undo_first; /* seq of the first undo entry (in-place writes), 0 if none */
 	struct kr_tx *next_open;
 	struct mbuf *spares; /* headers of ended buffers, for the next transaction (tx_recycle) */
 	uint32_t nspares;
@@ -251,8 +256,11 @@ static int object_verify_repair(kr_pool *pool, kr_oid oid, const struct kr_block
 	return KR_OK;
 }
 
-/* The transaction's buffer for oid, created (without data) for a live object. */
-static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
+/* The transaction's buffer for oid, created (without data) for a live object. verify: check
+ * the object's checksum on creation (every caller but kr_tx_add_stored's, whose object has
+ * the application's unlogged stores in it by definition: its patch is linear, so it keeps
+ * the checksum right for the bytes it covers and damage elsewhere stays detectable). */
+static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 {
 	struct mbuf *m = mbuf_find(tx, oid);
 	if (m) {
@@ -296,7 +304,7 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	 * object verified whole before has its blocks checked instead, as kr_tx_add hands
 	 * them out (range_verify). A whole verification reads every byte anyway: it fills the
 	 * buffer in the same pass. */
-	if (feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
+	if (verify && feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
 		int copied = 0;
 		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
 			m->by_block = 1;
@@ -308,6 +316,8 @@ static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid)
 	}
 	return m;
 }
+
+static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid) { return mbuf_get_ex(tx, oid, 1); }
 
 /* ---------------------------------------------------------------------------------------
  * Range sets: sorted, disjoint, non-adjacent [start, end) intervals
@@ -463,6 +473,233 @@ static void tx_recycle(struct kr_tx *tx)
 	tx->err = 0;
 	tx->direct = 0;
 	tx->root_oid = tx->root_size = 0;
+	tx->undo_first = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * In-place writes (kr_tx_add_in_place, kr_tx_add_stored)
+ *
+ *   A program written for libpmemobj stores straight into the pool after naming the range
+ *   (TX_ADD), and reads its own stores back from there. keratin keeps the commit path it
+ *   has for micro-buffers and meets such a program at both ends:
+ *     - when a range is named, its old bytes go to the micro-buffer and, in an undo entry,
+ *       to the log (one fence, as libpmemobj's snapshot costs); the application gets the
+ *       home address;
+ *     - at commit the two trade places (tx_swap_in_place): the old bytes go back home
+ *       (cached stores, not flushed) and the new ones into the buffer, and the ordinary
+ *       commit follows: checksum and parity patched from old to new, one commit fence,
+ *       the new bytes applied home;
+ *     - at abort the old bytes are written back home, flushed and fenced.
+ *   A crash before the commit fence finds the undo entries above durable_seq (log.c
+ *   invariant 7) and replays them: the old bytes come back, and recovery recomputes parity
+ *   over them. A new object written in place sits in a block that is free until the
+ *   commit: its intent makes recovery recompute that block's parity, and its buffer keeps
+ *   what the block held, for the parity patch.
+ * ------------------------------------------------------------------------------------- */
+
+/* Trades n bytes between home (new -> old) and buf (old -> new). Home through pm/. */
+static void swap_bytes(struct kr_pm *pm, uint8_t *home, uint8_t *buf, size_t n)
+{
+	uint8_t tmp[512];
+	while (n) {
+		size_t k = n < sizeof(tmp) ? n : sizeof(tmp);
+		memcpy(tmp, home, k);
+		kr_pm_copy(pm, home, buf, k);
+		memcpy(buf, tmp, k);
+		home += k;
+		buf += k;
+		n -= k;
+	}
+}
+
+static void tx_swap_in_place(struct kr_tx *tx)
+{
+	struct kr_pm *pm = &tx->pool->pm;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		if (!m->in_place || m->swapped || m->freed)
+			continue;
+		uint8_t *home = (uint8_t *)pm->base + m->oid;
+		if (m->fresh)
+			swap_bytes(pm, home, m->buf, m->size);
+		for (uint32_t i = 0; !m->fresh && i < m->nranges; i++)
+			swap_bytes(pm, home + m->ranges[i].start, m->buf + m->ranges[i].start,
+				   m->ranges[i].end - m->ranges[i].start);
+		m->swapped = 1;
+	}
+}
+
+static void restore_range(struct kr_pm *pm, uint8_t *home, const uint8_t *old, size_t n, int copy)
+{
+	if (copy)
+		kr_pm_copy(pm, home, old, n);
+	kr_pm_flush(pm, home, n);
+}
+
+/* The old bytes of an in-place buffer back home (swapped: they are there already), flushed,
+ * not fenced. Inside the commit gate: home bytes do not move under a repair. */
+static void mbuf_restore_home(struct kr_tx *tx, struct mbuf *m)
+{
+	struct kr_pm *pm = &tx->pool->pm;
+	uint8_t *home = (uint8_t *)pm->base + m->oid;
+	kr_log_enter(&tx->pool->log, tx->lane);
+	if (m->fresh)
+		restore_range(pm, home, m->buf, m->size, !m->swapped);
+	for (uint32_t i = 0; !m->fresh && i < m->nranges; i++) {
+		const struct range *r = &m->ranges[i];
+		restore_range(pm, home + r->start, m->buf + r->start, r->end - r->start, !m->swapped);
+	}
+	kr_log_exit(&tx->pool->log, tx->lane);
+	m->swapped = 1;
+}
+
+/* Abort: every in-place range gets its old bytes back, durably, before the lane lets its
+ * undo entries go (invariant 7 of log.c). */
+static void tx_undo_in_place(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (m->in_place && !m->freed)
+			mbuf_restore_home(tx, m);
+	int rc = kr_pm_fence(&pool->pm);
+	if (rc)
+		kr_pool_fail(pool, rc);
+}
+
+static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
+{
+	for (uint32_t i = 0; i < m->nranges; i++)
+		if (m->ranges[i].start <= s && e <= m->ranges[i].end)
+			return 1;
+	return 0;
+}
+
+/* One undo entry on the transaction's lane: DATA records of old bytes, or an intent. */
+static int tx_commit_undo(struct kr_tx *tx, int intent)
+{
+	kr_pool *pool = tx->pool;
+	kr_log_enter(&pool->log, tx->lane);
+	int rc = kr_log_commit_undo(&pool->log, tx->lane, &tx->img, intent, &tx->undo_first);
+	kr_log_exit(&pool->log, tx->lane);
+	kr_img_reset(&tx->img);
+	return rc;
+}
+
+void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
+{
+	if (tx_usable(tx))
+		return NULL;
+	struct mbuf *m = mbuf_get(tx, oid);
+	if (!m)
+		return NULL;
+	kr_pool *pool = tx->pool;
+	if (len == 0 || off > m->size || len > m->size - off) {
+		tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
+				       "range [%zu, +%zu) beyond object 0x%llx of %llu bytes", off,
+				       len, (unsigned long long)oid, (unsigned long long)m->size));
+		return NULL;
+	}
+	if (m->handed && !m->in_place) {
+		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
+				       "object 0x%llx has micro-buffered changes in this transaction",
+				       (unsigned long long)oid));
+		return NULL;
+	}
+	uint8_t *home = (uint8_t *)pool->pm.base + oid;
+	int rc = KR_OK;
+	kr_img_reset(&tx->img);
+	if (m->fresh && !m->in_place) {
+		/* What the free block holds now is what its parity was computed over. */
+		memcpy(m->buf, home, m->size);
+		if (feat(pool, KR_FEAT_RO_PARITY) && (rc = kr_img_intent(&tx->img, oid, m->size)) == KR_OK)
+			rc = tx_commit_undo(tx, 1);
+	} else if (!m->fresh && !range_covered(m, off, off + len)) {
+		if (!m->full) {
+			if (m->by_block && (rc = range_verify(pool, m, off, off + len))) {
+				tx_fail(tx, rc);
+				return NULL;
+			}
+			mbuf_fill_gaps(pool, m, off, off + len);
+		}
+		uint32_t crc = 0;
+		if ((rc = range_add(m, off, off + len)) == KR_OK &&
+		    (rc = kr_img_data_copy(&tx->img, oid + off, m->buf + off, (uint32_t)len, &crc)) == KR_OK)
+			rc = tx_commit_undo(tx, 0);
+	}
+	if (rc) {
+		tx_fail(tx, rc);
+		return NULL;
+	}
+	m->in_place = 1;
+	m->handed = 1;
+	return home + off;
+}
+
+/* Home [off, off+len) gets back the bytes parity says it held, page column by column: what
+ * its redundancy was computed over. Commits stand still meanwhile (a commit writes a data
+ * row and patches parity in two steps). */
+static void home_from_parity(kr_pool *pool, uint64_t off, size_t len)
+{
+	struct kr_quiesce q;
+	uint8_t was[KR_PAGE_SIZE];
+	kr_quiesce_hold(&q, &pool->log, 1);
+	while (len) {
+		size_t piece = KR_PAGE_SIZE - off % KR_PAGE_SIZE;
+		if (piece > len)
+			piece = len;
+		kr_parity_rebuild(&pool->redund.parity, off, piece, was);
+		kr_pm_copy(&pool->pm, pool->pm.base + off, was, piece);
+		off += piece;
+		len -= piece;
+	}
+	kr_quiesce_release(&q);
+}
+
+int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *old)
+{
+	int rc = tx_usable(tx);
+	if (rc)
+		return rc;
+	kr_pool *pool = tx->pool;
+	struct mbuf *m = mbuf_find(tx, oid);
+	if (m && m->in_place && (m->fresh || range_covered(m, off, off + len)))
+		return KR_OK; /* named in this transaction already: its commit takes them */
+	if (m)
+		return tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
+					      "object 0x%llx is open in this transaction: name the range "
+					      "with kr_tx_add_in_place before storing",
+					      (unsigned long long)oid));
+	struct kr_block b;
+	const struct kr_obj_hdr *hdr = NULL;
+	if ((rc = object_header(pool, oid, &b, &hdr)))
+		return tx_fail(tx, rc);
+	if (len == 0 || off > hdr->size || len > hdr->size - off)
+		return tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
+					      "range [%zu, +%zu) beyond object 0x%llx of %llu bytes",
+					      off, len, (unsigned long long)oid,
+					      (unsigned long long)hdr->size));
+	uint8_t *home = (uint8_t *)pool->pm.base + oid + off;
+	uint8_t *new = kr_malloc(len);
+	if (!new)
+		return tx_fail(tx, kr_err_set(KR_E_NOMEM, "%zu bytes stored in place", len));
+	memcpy(new, home, len);
+	/* Home must hold what checksum and parity were computed over before the object is
+	 * opened (which verifies it); without redundancy there is nothing to agree with. */
+	kr_log_enter(&pool->log, tx->lane);
+	if (old)
+		kr_pm_copy(&pool->pm, home, old, len);
+	kr_log_exit(&pool->log, tx->lane);
+	if (!old && feat(pool, KR_FEAT_RO_PARITY))
+		home_from_parity(pool, oid + off, len);
+	uint8_t *p = mbuf_get_ex(tx, oid, 0) ? kr_tx_add(tx, oid, off, len) : NULL;
+	if (p) {
+		memcpy(p, new, len);
+	} else { /* the object failed its check: the application's bytes stay where it put them */
+		kr_log_enter(&pool->log, tx->lane);
+		kr_pm_copy(&pool->pm, home, new, len);
+		kr_log_exit(&pool->log, tx->lane);
+	}
+	free(new);
+	return p ? KR_OK : tx->err;
 }
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
@@ -471,9 +708,11 @@ static void tx_end(struct kr_tx *tx, int committed)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_lane *lane = tx->lane;
+	if (!committed && tx->undo_first)
+		tx_undo_in_place(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
-			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct);
+			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct && !m->in_place);
 	if (__builtin_expect(pool->debug != NULL, 0))
 		kr_debug_release_all(pool, tx);
 	struct kr_tx **pp = &tx_open_list;
@@ -547,8 +786,12 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 		m->block = b;
 		m->size = hdr->size;
 	}
+	/* Stores made in place go back to what the block's parity was computed over: the
+	 * block is free space after the commit. */
+	if (m->in_place)
+		mbuf_restore_home(tx, m);
 	if (m->fresh) /* allocated and freed here: it never exists (nor was it written) */
-		kr_heap_unreserve(&tx->pool->heap, &m->block, 1);
+		kr_heap_unreserve(&tx->pool->heap, &m->block, !m->in_place);
 	m->freed = 1;
 	m->nranges = 0; /* nothing to log for an object that goes away */
 	return KR_OK;
@@ -565,6 +808,12 @@ void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 		tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
 				       "range [%zu, +%zu) beyond object 0x%llx of %llu bytes", off,
 				       len, (unsigned long long)oid, (unsigned long long)m->size));
+		return NULL;
+	}
+	if (m->in_place) {
+		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
+				       "object 0x%llx is written in place in this transaction",
+				       (unsigned long long)oid));
 		return NULL;
 	}
 	if (!m->full) {
@@ -596,6 +845,8 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 	if (tx_usable(tx))
 		return NULL;
 	struct mbuf *m = mbuf_find(tx, oid);
+	if (m && m->in_place && !m->freed) /* its bytes are at home */
+		return (const uint8_t *)tx->pool->pm.base + oid;
 	if (!m || (!m->buf && !m->fresh)) {
 		if (m && m->freed) {
 			kr_err_set(KR_E_MISUSE_FREED, "object 0x%llx was freed in this transaction",
@@ -825,6 +1076,7 @@ int kr_tx_commit(kr_tx *tx)
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	kr_log_enter(&pool->log, tx->lane);
+	tx_swap_in_place(tx);
 	fresh_mark_zeros(tx);
 	rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
