@@ -504,7 +504,8 @@ KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, siz
  * durable with the object's checksum and parity following them (the ordinary commit: one
  * fence); at abort, or after a crash before the commit, the old bytes come back. On an
  * object allocated by the same transaction the whole object is written in place (an intent
- * makes recovery recompute the parity of its block if the commit never happens). An object
+ * makes recovery recompute the parity of its block if the commit never happens), and reads
+ * zeros. An object
  * is written either in place or through micro-buffers within one transaction
  * (KR_E_MISUSE_STATE otherwise); kr_tx_get returns its home bytes. A transaction's undo
  * entries must fit one log lane (KR_E_NOSPACE_LOG). NULL on error, as kr_tx_add.
@@ -521,6 +522,13 @@ KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, siz
  * checksum (docs/DESIGN.md, "the window"). */
 KR_API void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len);
 KR_API int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *old);
+/* kr_tx_add_in_place, then len bytes of src (zeros if src is NULL) stored there by keratin:
+ * for libraries that write in-place ranges themselves (realloc's copy, strdup). */
+KR_API int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, size_t len);
+/* The object whose payload holds pool offset off, as the transaction sees the pool: its own
+ * new objects included (kr_pool_locate knows only live ones). *size is its size.
+ * KR_OID_NULL if none. */
+KR_API kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size);
 
 /* Typed helpers. T is the C type stored in the object. */
 #define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))

@@ -608,10 +608,16 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	int rc = KR_OK;
 	kr_img_reset(&tx->img);
 	if (m->fresh && !m->in_place) {
-		/* What the free block holds now is what its parity was computed over. */
+		/* What the free block holds now is what its parity was computed over; the
+		 * application finds zeros, as kr_tx_alloc promises, once the intent is durable. */
 		memcpy(m->buf, home, m->size);
 		if (feat(pool, KR_FEAT_RO_PARITY) && (rc = kr_img_intent(&tx->img, oid, m->size)) == KR_OK)
 			rc = tx_commit_undo(tx, 1);
+		if (rc == KR_OK && !kr_all_zero(home, m->size)) {
+			kr_log_enter(&pool->log, tx->lane);
+			kr_pm_set(&pool->pm, home, 0, m->size);
+			kr_log_exit(&pool->log, tx->lane);
+		}
 	} else if (!m->fresh && !range_covered(m, off, off + len)) {
 		if (!m->full) {
 			if (m->by_block && (rc = range_verify(pool, m, off, off + len))) {
@@ -632,6 +638,38 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	m->in_place = 1;
 	m->handed = 1;
 	return home + off;
+}
+
+kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size)
+{
+	if (tx_owned(tx))
+		return KR_OID_NULL;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (m->fresh && !m->freed && off >= m->oid && off < m->oid + m->size) {
+			*size = m->size;
+			return m->oid;
+		}
+	struct kr_location loc = KR_LOCATION_INIT;
+	if (kr_pool_locate(tx->pool, off, &loc) != KR_OK || !loc.object || off < loc.object ||
+	    off >= loc.object + loc.object_size)
+		return KR_OID_NULL;
+	*size = loc.object_size;
+	return loc.object;
+}
+
+int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, size_t len)
+{
+	uint8_t *p = kr_tx_add_in_place(tx, oid, off, len);
+	if (!p)
+		return tx->err ? tx->err : kr_errcode();
+	kr_pool *pool = tx->pool;
+	kr_log_enter(&pool->log, tx->lane);
+	if (src)
+		kr_pm_copy(&pool->pm, p, src, len);
+	else
+		kr_pm_set(&pool->pm, p, 0, len);
+	kr_log_exit(&pool->log, tx->lane);
+	return KR_OK;
 }
 
 /* Home [off, off+len) gets back the bytes parity says it held, page column by column: what

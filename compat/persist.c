@@ -1,0 +1,241 @@
+/*
+ * persist.c - keratin-pmemobj's persistence calls: pmemobj_persist, flush and drain after
+ * the application's own stores, and memcpy/memset/memmove that persist what they write.
+ *
+ * A libpmemobj program that stores into an object outside a transaction and then persists
+ * the range (hashmap_atomic, the constructors of the atomic API) changes checksummed,
+ * parity-covered bytes behind keratin's back. pmemobj_persist declares the range to
+ * keratin (kr_tx_add_stored): one transaction, one commit fence, after which checksum and
+ * parity agree with the new bytes. flush only notes the range; drain declares every noted
+ * range of the pool in one transaction. Inside a transaction of its own thread (which holds
+ * the thread's keratin transaction) a persist is noted too and declared when that
+ * transaction ends.
+ *
+ * The window: from the application's first store to the commit of its declaration, the
+ * range is unprotected: a crash there may leave new bytes with the old checksum, and a
+ * media error there cannot be repaired from parity. docs/DESIGN.md measures it.
+ *
+ * memcpy_persist and memset_persist write through a micro-buffer instead: keratin knows the
+ * old bytes, and nothing is unprotected at any moment.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+
+struct noted {
+	struct kp_pool *pool;
+	const char *addr;
+	size_t len;
+};
+
+static _Thread_local struct noted *notes;
+static _Thread_local size_t nnotes, cnotes;
+
+static void note(struct kp_pool *p, const void *addr, size_t len)
+{
+	/* A range that touches the last one joins it (a loop of flushes over an array). */
+	if (nnotes && notes[nnotes - 1].pool == p) {
+		struct noted *n = &notes[nnotes - 1];
+		const char *a = addr;
+		if (a >= n->addr && a <= n->addr + n->len) {
+			if (a + len > n->addr + n->len)
+				n->len = (size_t)(a + len - n->addr);
+			return;
+		}
+	}
+	if (nnotes == cnotes) {
+		size_t c = cnotes ? 2 * cnotes : 16;
+		struct noted *m = realloc(notes, c * sizeof(*m));
+		if (!m) { /* cannot remember it: declare it now, as a persist would */
+			kp_declare_stored(p, addr, len);
+			return;
+		}
+		notes = m;
+		cnotes = c;
+	}
+	notes[nnotes++] = (struct noted){p, addr, len};
+}
+
+/* Each object's piece of [addr, addr+len) declared in tx. Bytes outside live objects have
+ * no checksum to follow (and parity only in the library's own writes): nothing to do. */
+static int declare_in(struct kp_pool *p, kr_tx *tx, const char *a, size_t len)
+{
+	while (len) {
+		kr_oid oid;
+		size_t off, piece, osize;
+		if (kp_locate(p, tx, a, 1, &oid, &off, &osize) != KR_OK) {
+			piece = 1;
+		} else {
+			piece = osize - off;
+			if (piece > len)
+				piece = len;
+			int rc = kr_tx_add_stored(tx, oid, off, piece, NULL);
+			if (rc)
+				return rc;
+		}
+		a += piece;
+		len -= piece;
+	}
+	return KR_OK;
+}
+
+int kp_declare_stored(struct kp_pool *p, const void *addr, size_t len)
+{
+	kr_tx *tx;
+	int rc = kr_tx_begin(p->kr, &tx);
+	if (rc)
+		return kp_err_kr(rc, "pmemobj_persist");
+	rc = declare_in(p, tx, addr, len);
+	if (rc) {
+		kr_tx_abort(tx);
+		return kp_err_kr(rc, "pmemobj_persist");
+	}
+	rc = kr_tx_commit(tx);
+	return rc ? kp_err_kr(rc, "pmemobj_persist") : 0;
+}
+
+void kp_drain_pending(struct kp_pool *p)
+{
+	size_t mine = 0;
+	for (size_t i = 0; i < nnotes; i++)
+		mine += notes[i].pool == p;
+	if (!mine || kp_tx_current(p))
+		return;
+	kr_tx *tx = NULL;
+	int rc = kr_tx_begin(p->kr, &tx);
+	size_t kept = 0;
+	for (size_t i = 0; i < nnotes; i++) {
+		if (notes[i].pool != p) {
+			notes[kept++] = notes[i];
+			continue;
+		}
+		if (rc == KR_OK)
+			rc = declare_in(p, tx, notes[i].addr, notes[i].len);
+	}
+	nnotes = kept;
+	if (rc == KR_OK)
+		rc = kr_tx_commit(tx);
+	else if (tx)
+		kr_tx_abort(tx);
+	if (rc)
+		kp_err_kr(rc, "pmemobj_drain");
+}
+
+/* The pool that addr is in, if it is pop's; NULL for DRAM (a constructor's buffer). */
+static struct kp_pool *target(PMEMobjpool *pop, const void *addr)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (!p || (const char *)addr < p->base || (const char *)addr >= p->base + p->size)
+		return NULL;
+	return p;
+}
+
+PMEMOBJ_API void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len)
+{
+	struct kp_pool *p = target(pop, addr);
+	if (!p || !len)
+		return;
+	if (kp_tx_current(p))
+		note(p, addr, len);
+	else
+		kp_declare_stored(p, addr, len);
+}
+
+PMEMOBJ_API int pmemobj_xpersist(PMEMobjpool *pop, const void *addr, size_t len, unsigned flags)
+{
+	if (flags & ~PMEMOBJ_F_RELAXED)
+		return kp_err(EINVAL, "pmemobj_xpersist: unknown flags 0x%x", flags);
+	pmemobj_persist(pop, addr, len);
+	return 0;
+}
+
+PMEMOBJ_API void pmemobj_flush(PMEMobjpool *pop, const void *addr, size_t len)
+{
+	struct kp_pool *p = target(pop, addr);
+	if (p && len)
+		note(p, addr, len);
+}
+
+PMEMOBJ_API int pmemobj_xflush(PMEMobjpool *pop, const void *addr, size_t len, unsigned flags)
+{
+	if (flags & ~PMEMOBJ_F_RELAXED)
+		return kp_err(EINVAL, "pmemobj_xflush: unknown flags 0x%x", flags);
+	pmemobj_flush(pop, addr, len);
+	return 0;
+}
+
+PMEMOBJ_API void pmemobj_drain(PMEMobjpool *pop)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (p)
+		kp_drain_pending(p);
+}
+
+/* len bytes of src (zeros if NULL) at dest, durable on return. A destination outside the
+ * pool (or outside its live objects) is plain memory to keratin. */
+static void *write_persist(PMEMobjpool *pop, void *dest, const void *src, int c, size_t len)
+{
+	struct kp_pool *p = target(pop, dest);
+	kr_oid oid;
+	size_t off;
+	if (!p || !len || kp_locate(p, NULL, dest, len, &oid, &off, NULL) != KR_OK) {
+		if (src)
+			memmove(dest, src, len);
+		else
+			memset(dest, c, len);
+		if (p && len) /* inside the pool, not one object: declare what it touched */
+			pmemobj_persist(pop, dest, len);
+		return dest;
+	}
+	kr_tx *tx;
+	int own;
+	int rc = kp_atomic_begin(p, &tx, &own);
+	if (rc == KR_OK) {
+		uint8_t *fill = NULL;
+		if (!src && c && !(fill = malloc(len)))
+			rc = kr_error_set(KR_E_NOMEM, "memset of %zu bytes", len);
+		else if (fill)
+			memset(fill, c, len);
+		if (rc == KR_OK)
+			rc = kp_write(p, tx, own, dest, src ? src : fill, len);
+		free(fill);
+		rc = kp_atomic_end(tx, own, rc);
+	}
+	if (rc)
+		kp_err_kr(rc, "pmemobj_memcpy_persist");
+	return dest;
+}
+
+PMEMOBJ_API void *pmemobj_memcpy_persist(PMEMobjpool *pop, void *dest, const void *src, size_t len)
+{
+	return write_persist(pop, dest, src, 0, len);
+}
+
+PMEMOBJ_API void *pmemobj_memset_persist(PMEMobjpool *pop, void *dest, int c, size_t len)
+{
+	return write_persist(pop, dest, NULL, c, len);
+}
+
+/* The flags choose how libpmemobj writes (temporal or not, drain or not); keratin's writes
+ * are durable on return whatever they say. */
+PMEMOBJ_API void *pmemobj_memcpy(PMEMobjpool *pop, void *dest, const void *src, size_t len,
+				 unsigned flags)
+{
+	(void)flags;
+	return write_persist(pop, dest, src, 0, len);
+}
+
+PMEMOBJ_API void *pmemobj_memmove(PMEMobjpool *pop, void *dest, const void *src, size_t len,
+				  unsigned flags)
+{
+	(void)flags;
+	return write_persist(pop, dest, src, 0, len);
+}
+
+PMEMOBJ_API void *pmemobj_memset(PMEMobjpool *pop, void *dest, int c, size_t len, unsigned flags)
+{
+	(void)flags;
+	return write_persist(pop, dest, NULL, c, len);
+}

@@ -1,0 +1,569 @@
+/*
+ * pool.c - keratin-pmemobj's pools: create, open, close, check, the registry that turns a
+ * PMEMobjpool *, an address or an oid into the open pool, the root object, object queries,
+ * errors in libpmemobj's manner, and the ctl and version calls.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compat.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------- */
+static _Thread_local char errmsg[512];
+
+PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg; }
+
+int kp_err(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
+	va_end(ap);
+	errno = err;
+	return -1;
+}
+
+/* libpmemobj's errno for each class of keratin error. */
+int kp_errno_of(int krc)
+{
+	switch (KR_ERR_CLASS(krc)) {
+	case KR_E_MISUSE:
+		return krc == KR_E_MISUSE_OID || krc == KR_E_MISUSE_FREED ? EINVAL : EINVAL;
+	case KR_E_NOSPACE:
+		return ENOMEM;
+	case KR_E_IO:
+		if (krc == KR_E_IO_EXISTS)
+			return EEXIST;
+		if (krc == KR_E_IO_BUSY)
+			return EWOULDBLOCK;
+		return errno ? errno : EIO;
+	case KR_E_FORMAT:
+		return EINVAL;
+	case KR_E_CORRUPT:
+	case KR_E_MEDIA:
+		return EIO;
+	case KR_E_NOMEM:
+		return ENOMEM;
+	default:
+		return EIO;
+	}
+}
+
+int kp_err_kr(int krc, const char *what)
+{
+	int e = kp_errno_of(krc);
+	return kp_err(e, "%s: %s", what, kr_errmsg());
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The registry (invariant 1)
+ * ------------------------------------------------------------------------------------- */
+#define MAX_POOLS 64
+static struct kp_pool *pools[MAX_POOLS];
+static pthread_rwlock_t pools_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+PMEMOBJ_API __thread struct _pobj_pcache _pobj_cached_pool;
+PMEMOBJ_API int _pobj_cache_invalidate;
+
+static struct kp_pool *find(int (*match)(const struct kp_pool *, const void *), const void *key)
+{
+	struct kp_pool *found = NULL;
+	pthread_rwlock_rdlock(&pools_lock);
+	for (int i = 0; i < MAX_POOLS && !found; i++)
+		if (pools[i] && match(pools[i], key))
+			found = pools[i];
+	pthread_rwlock_unlock(&pools_lock);
+	return found;
+}
+
+static int match_base(const struct kp_pool *p, const void *key) { return p->base == key; }
+static int match_addr(const struct kp_pool *p, const void *key)
+{
+	return (const char *)key >= p->base && (const char *)key < p->base + p->size;
+}
+static int match_uuid(const struct kp_pool *p, const void *key)
+{
+	return p->uuid_lo == *(const uint64_t *)key;
+}
+
+struct kp_pool *kp_pool_of(PMEMobjpool *pop) { return pop ? find(match_base, pop) : NULL; }
+struct kp_pool *kp_pool_by_addr(const void *addr) { return find(match_addr, addr); }
+struct kp_pool *kp_pool_by_uuid(uint64_t uuid_lo) { return find(match_uuid, &uuid_lo); }
+
+static int registry_add(struct kp_pool *p)
+{
+	int rc = -1;
+	pthread_rwlock_wrlock(&pools_lock);
+	for (int i = 0; i < MAX_POOLS && rc; i++)
+		if (!pools[i]) {
+			pools[i] = p;
+			rc = 0;
+		}
+	pthread_rwlock_unlock(&pools_lock);
+	return rc;
+}
+
+static void registry_remove(struct kp_pool *p)
+{
+	pthread_rwlock_wrlock(&pools_lock);
+	for (int i = 0; i < MAX_POOLS; i++)
+		if (pools[i] == p)
+			pools[i] = NULL;
+	__atomic_add_fetch(&_pobj_cache_invalidate, 1, __ATOMIC_SEQ_CST);
+	pthread_rwlock_unlock(&pools_lock);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Objects
+ * ------------------------------------------------------------------------------------- */
+int kp_is_users(struct kp_pool *p, kr_oid oid)
+{
+	if (kr_type(p->kr, oid) >= KP_TYPE_FIRST)
+		return 0;
+	const struct kp_super *s = kr_get(p->kr, p->super);
+	return oid != s->root_oid && !kp_is_reserved(p, oid);
+}
+
+int kp_locate(struct kp_pool *p, kr_tx *tx, const void *addr, size_t len, kr_oid *oid, size_t *off,
+	      size_t *osize)
+{
+	uint64_t at = (uint64_t)((const char *)addr - p->base);
+	if (!tx)
+		tx = kp_tx_current(p);
+	size_t size = 0;
+	kr_oid o = KR_OID_NULL;
+	if (tx) {
+		o = kr_tx_owner(tx, at, &size);
+	} else {
+		struct kr_location loc = KR_LOCATION_INIT;
+		if (kr_pool_locate(p->kr, at, &loc) == KR_OK && loc.object && at >= loc.object) {
+			o = loc.object;
+			size = loc.object_size;
+		}
+	}
+	if (!o || at + len > o + size)
+		return kr_error_set(KR_E_MISUSE_RANGE,
+				    "[%p, +%zu) is not inside one live object of the pool", addr, len);
+	*oid = o;
+	*off = at - o;
+	if (osize)
+		*osize = size;
+	return KR_OK;
+}
+
+PMEMOBJ_API PMEMobjpool *pmemobj_pool_by_ptr(const void *addr)
+{
+	struct kp_pool *p = kp_pool_by_addr(addr);
+	return p ? (PMEMobjpool *)p->base : NULL;
+}
+
+PMEMOBJ_API PMEMobjpool *pmemobj_pool_by_oid(PMEMoid oid)
+{
+	struct kp_pool *p = oid.off ? kp_pool_by_uuid(oid.pool_uuid_lo) : NULL;
+	return p ? (PMEMobjpool *)p->base : NULL;
+}
+
+#undef pmemobj_direct
+PMEMOBJ_API void *pmemobj_direct(PMEMoid oid)
+{
+	PMEMobjpool *pop = pmemobj_pool_by_oid(oid);
+	return pop ? (char *)pop + oid.off : NULL;
+}
+
+PMEMOBJ_API PMEMoid pmemobj_oid(const void *addr)
+{
+	struct kp_pool *p = kp_pool_by_addr(addr);
+	kr_oid oid;
+	size_t off;
+	if (!p || kp_locate(p, NULL, addr, 1, &oid, &off, NULL) != KR_OK || off != 0)
+		return OID_NULL;
+	return kp_oid(p, oid);
+}
+
+/* Exact: keratin keeps the size asked for (libpmemobj rounds up to its block size). */
+PMEMOBJ_API size_t pmemobj_alloc_usable_size(PMEMoid oid)
+{
+	struct kp_pool *p = oid.off ? kp_pool_by_uuid(oid.pool_uuid_lo) : NULL;
+	return p ? kr_size(p->kr, oid.off) : 0;
+}
+
+PMEMOBJ_API uint64_t pmemobj_type_num(PMEMoid oid)
+{
+	struct kp_pool *p = oid.off ? kp_pool_by_uuid(oid.pool_uuid_lo) : NULL;
+	if (!p)
+		return 0;
+	const struct kp_super *s = kr_get(p->kr, p->super);
+	return oid.off == s->root_oid ? POBJ_ROOT_TYPE_NUM : kr_type(p->kr, oid.off);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Create, open, close, check
+ * ------------------------------------------------------------------------------------- */
+
+/* libpmemobj's pool files begin with this signature: a program pointed at one by mistake
+ * is told what it is. */
+static int is_libpmemobj_pool(const char *path)
+{
+	char sig[8] = {0};
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = pread(fd, sig, sizeof(sig), 0);
+	close(fd);
+	return n == (ssize_t)sizeof(sig) && memcmp(sig, "PMEMOBJ", 8) == 0;
+}
+
+/* Open flags from the environment: libpmemobj's own switch for memory that is not pmem
+ * (PMEM_IS_PMEM_FORCE=1) means keratin's emulated mode. */
+static unsigned env_flags(void)
+{
+	const char *f = getenv("PMEM_IS_PMEM_FORCE");
+	return f && *f == '1' ? KR_OPEN_FORCE_PMEM : 0;
+}
+
+static struct kp_pool *pool_attach(kr_pool *kr, const char *path)
+{
+	struct kp_pool *p = calloc(1, sizeof(*p));
+	struct kr_pool_stat st;
+	if (!p || kr_pool_stat(kr, &st) != KR_OK) {
+		free(p);
+		return NULL;
+	}
+	p->kr = kr;
+	p->base = kr_pool_base(kr);
+	p->size = kr_pool_mapped_size(kr);
+	memcpy(&p->uuid_lo, st.uuid, sizeof(p->uuid_lo));
+	if (p->uuid_lo == 0) /* 0 means "no pool" in an oid */
+		p->uuid_lo = 1;
+	pthread_mutex_init(&p->root_lock, NULL);
+	p->path = strdup(path);
+	return p;
+}
+
+static void pool_free(struct kp_pool *p)
+{
+	pthread_mutex_destroy(&p->root_lock);
+	free(p->path);
+	free(p);
+}
+
+PMEMOBJ_API PMEMobjpool *pmemobj_create(const char *path, const char *layout, size_t poolsize,
+					mode_t mode)
+{
+	if (!path)
+		return kp_err(EINVAL, "pmemobj_create: path is NULL"), NULL;
+	if (layout && strlen(layout) >= PMEMOBJ_MAX_LAYOUT)
+		return kp_err(EINVAL, "layout name longer than %d bytes", (int)PMEMOBJ_MAX_LAYOUT - 1), NULL;
+	struct stat sb;
+	int exists = stat(path, &sb) == 0;
+	if (poolsize == 0) {
+		/* libpmemobj: 0 means "the existing file, whole". keratin makes the file itself,
+		 * so an existing one of zeros (a freshly allocated file) is replaced. */
+		if (!exists)
+			return kp_err(ENOENT, "pool size 0 but \"%s\" does not exist", path), NULL;
+		poolsize = (size_t)sb.st_size;
+		if (is_libpmemobj_pool(path))
+			return kp_err(EEXIST, "file %s already exists (a libpmemobj pool)", path), NULL;
+		unlink(path);
+	} else if (exists) {
+		return kp_err(EEXIST, "file %s already exists", path), NULL;
+	}
+	if (poolsize < PMEMOBJ_MIN_POOL)
+		return kp_err(EINVAL, "size %zu smaller than %zu", poolsize, (size_t)PMEMOBJ_MIN_POOL), NULL;
+	struct kr_create_opts o = KR_CREATE_OPTS_INIT;
+	o.size = poolsize;
+	o.flags = env_flags();
+	/* A libpmemobj transaction's undo and redo entries share one lane until it commits
+	 * (in-place writes, log.c invariant 7), and libpmemobj programs make large ones (one
+	 * transaction inserting hundreds of keys): fewer, larger lanes than keratin's default,
+	 * a quarter of the pool in all (both copies), each 64 KiB to 1 MiB. */
+	o.nlanes = KP_LANES;
+	uint64_t kib = poolsize / 4 / (2 * KP_LANES) / 1024 / 4 * 4;
+	o.lane_kib = (uint32_t)(kib < 64 ? 64 : kib > 1024 ? 1024 : kib);
+	kr_pool *kr;
+	int rc = kr_pool_create(path, &o, &kr);
+	if (rc)
+		return kp_err_kr(rc, path), NULL;
+	chmod(path, mode);
+	kr_oid super;
+	rc = kr_root(kr, sizeof(struct kp_super), &super);
+	if (rc == KR_OK) {
+		kr_tx *tx;
+		struct kp_super *s = NULL;
+		if ((rc = kr_tx_begin(kr, &tx)) == KR_OK) {
+			s = kr_tx_open(tx, super);
+			if (s) {
+				memcpy(s->magic, KP_MAGIC, sizeof(KP_MAGIC));
+				snprintf(s->layout, sizeof(s->layout), "%s", layout ? layout : "");
+			}
+			rc = kr_tx_commit(tx);
+		}
+	}
+	struct kp_pool *p = rc == KR_OK ? pool_attach(kr, path) : NULL;
+	if (!p || registry_add(p)) {
+		int e = rc ? kp_errno_of(rc) : ENOMEM;
+		kp_err(e, "%s: %s", path, rc ? kr_errmsg() : "too many pools open");
+		kr_pool_close(kr);
+		unlink(path);
+		if (p)
+			pool_free(p);
+		errno = e;
+		return NULL;
+	}
+	p->super = super;
+	return (PMEMobjpool *)p->base;
+}
+
+PMEMOBJ_API PMEMobjpool *pmemobj_open(const char *path, const char *layout)
+{
+	if (!path)
+		return kp_err(EINVAL, "pmemobj_open: path is NULL"), NULL;
+	if (is_libpmemobj_pool(path))
+		return kp_err(EINVAL, "%s is a libpmemobj pool (PMDK's format); keratin-pmemobj opens "
+				      "pools made by keratin: copy its objects over with a program linked "
+				      "against libpmemobj", path), NULL;
+	kr_pool *kr;
+	int rc = kr_pool_open(path, env_flags(), &kr);
+	if (rc)
+		return kp_err_kr(rc, path), NULL;
+	kr_oid super = 0;
+	const struct kp_super *s = NULL;
+	struct kr_pool_stat st;
+	if (kr_pool_stat(kr, &st) == KR_OK && kr_root(kr, 0, &super) == KR_OK && super &&
+	    kr_size(kr, super) >= sizeof(*s))
+		s = kr_get(kr, super);
+	if (!s || memcmp(s->magic, KP_MAGIC, sizeof(KP_MAGIC)) != 0) {
+		kr_pool_close(kr);
+		return kp_err(EINVAL, "%s is a keratin pool not made by pmemobj_create", path), NULL;
+	}
+	if (layout && strncmp(layout, s->layout, PMEMOBJ_MAX_LAYOUT) != 0) {
+		kp_err(EINVAL, "wrong layout (\"%s\"), pool created with layout \"%s\"", layout,
+		       s->layout);
+		kr_pool_close(kr);
+		errno = EINVAL;
+		return NULL;
+	}
+	struct kp_pool *p = pool_attach(kr, path);
+	if (!p || registry_add(p)) {
+		kr_pool_close(kr);
+		if (p)
+			pool_free(p);
+		return kp_err(ENOMEM, "%s: too many pools open", path), NULL;
+	}
+	p->super = super;
+	if (kp_reservations_recover(p)) {
+		int e = errno;
+		pmemobj_close((PMEMobjpool *)p->base);
+		errno = e;
+		return NULL;
+	}
+	return (PMEMobjpool *)p->base;
+}
+
+PMEMOBJ_API void pmemobj_close(PMEMobjpool *pop)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (!p) {
+		kp_err(EINVAL, "pmemobj_close: %p is not an open pool", (void *)pop);
+		return;
+	}
+	kp_drain_pending(p);
+	registry_remove(p);
+	kp_locks_forget(p->base, p->size);
+	kp_reservations_forget(p);
+	int rc = kr_pool_close(p->kr);
+	if (rc)
+		fprintf(stderr, "keratin-pmemobj: closing %s: %s\n", p->path, kr_errmsg());
+	pool_free(p);
+}
+
+/* 1: consistent, 0: not, -1: could not be checked. Reads only. */
+PMEMOBJ_API int pmemobj_check(const char *path, const char *layout)
+{
+	if (!path)
+		return kp_err(EINVAL, "pmemobj_check: path is NULL");
+	if (is_libpmemobj_pool(path))
+		return kp_err(EINVAL, "%s is a libpmemobj pool (PMDK's format)", path);
+	kr_pool *kr;
+	int rc = kr_pool_open(path, KR_OPEN_READONLY | env_flags(), &kr);
+	if (rc)
+		return kp_err_kr(rc, path);
+	kr_oid super = 0;
+	int ok = kr_root(kr, 0, &super) == KR_OK && super;
+	const struct kp_super *s = ok ? kr_get(kr, super) : NULL;
+	if (!s || memcmp(s->magic, KP_MAGIC, sizeof(KP_MAGIC)) != 0) {
+		kr_pool_close(kr);
+		return kp_err(EINVAL, "%s is a keratin pool not made by pmemobj_create", path);
+	}
+	if (layout && strncmp(layout, s->layout, PMEMOBJ_MAX_LAYOUT) != 0) {
+		kp_err(EINVAL, "wrong layout (\"%s\"), pool created with layout \"%s\"", layout,
+		       s->layout);
+		kr_pool_close(kr);
+		return -1;
+	}
+	struct kr_deep_report rep = KR_DEEP_REPORT_INIT;
+	rc = kr_pool_check_deep(kr, &rep);
+	kr_pool_close(kr);
+	if (rc == KR_OK)
+		return 1;
+	if (KR_ERR_CLASS(rc) == KR_E_CORRUPT)
+		return kp_err(EINVAL, "%s: %s", path, rep.first_problem[0] ? rep.first_problem
+							 : "damage found"), 0;
+	return kp_err_kr(rc, path);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Root
+ * ------------------------------------------------------------------------------------- */
+
+/* The root object of at least size bytes, made (zeroed, then constructed) or grown (the
+ * new bytes zeroed; it may move) in one transaction, with the superblock's note of it. */
+static PMEMoid root_get(struct kp_pool *p, size_t size, pmemobj_constr constr, void *arg)
+{
+	pthread_mutex_lock(&p->root_lock);
+	const struct kp_super *s = kr_get(p->kr, p->super);
+	kr_oid root = s->root_oid;
+	if (size == 0 && !root) {
+		pthread_mutex_unlock(&p->root_lock);
+		return kp_err(EINVAL, "the root object does not exist and size is 0"), OID_NULL;
+	}
+	if (size > PMEMOBJ_MAX_ALLOC_SIZE) {
+		pthread_mutex_unlock(&p->root_lock);
+		return kp_err(EINVAL, "root size %zu too large", size), OID_NULL;
+	}
+	if (size <= s->root_size && root) {
+		pthread_mutex_unlock(&p->root_lock);
+		return kp_oid(p, root);
+	}
+	kr_tx *tx;
+	int rc = kr_tx_begin(p->kr, &tx);
+	kr_oid n = 0;
+	if (rc == KR_OK && (rc = kr_tx_alloc(tx, size, POBJ_ROOT_TYPE_NUM, &n)) == KR_OK) {
+		uint8_t *buf = kr_tx_open(tx, n);
+		struct kp_super *ws = kr_tx_open(tx, p->super);
+		if (buf && ws) {
+			if (root)
+				memcpy(buf, kr_get(p->kr, root), ws->root_size);
+			if (root)
+				kr_tx_free(tx, root);
+			ws->root_oid = n;
+			ws->root_size = size;
+			if (constr && constr((PMEMobjpool *)p->base, buf, arg) != 0)
+				rc = kr_error_set(KR_E_MISUSE, "the root constructor failed");
+		}
+		if (rc) {
+			kr_tx_abort(tx);
+			tx = NULL;
+		}
+	}
+	if (tx)
+		rc = kr_tx_commit(tx);
+	pthread_mutex_unlock(&p->root_lock);
+	if (rc)
+		return kp_err(rc == KR_E_MISUSE ? ECANCELED : kp_errno_of(rc), "root: %s",
+			      kr_errmsg()), OID_NULL;
+	return kp_oid(p, n);
+}
+
+PMEMOBJ_API PMEMoid pmemobj_root(PMEMobjpool *pop, size_t size)
+{
+	return pmemobj_root_construct(pop, size, NULL, NULL);
+}
+
+PMEMOBJ_API PMEMoid pmemobj_root_construct(PMEMobjpool *pop, size_t size, pmemobj_constr constr,
+					   void *arg)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (!p)
+		return kp_err(EINVAL, "%p is not an open pool", (void *)pop), OID_NULL;
+	return root_get(p, size, constr, arg);
+}
+
+PMEMOBJ_API size_t pmemobj_root_size(PMEMobjpool *pop)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (!p)
+		return 0;
+	const struct kp_super *s = kr_get(p->kr, p->super);
+	return s->root_oid ? s->root_size : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Odds and ends
+ * ------------------------------------------------------------------------------------- */
+PMEMOBJ_API void pmemobj_set_user_data(PMEMobjpool *pop, void *data)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	if (p)
+		p->user_data = data;
+}
+
+PMEMOBJ_API void *pmemobj_get_user_data(PMEMobjpool *pop)
+{
+	struct kp_pool *p = kp_pool_of(pop);
+	return p ? p->user_data : NULL;
+}
+
+PMEMOBJ_API const char *pmemobj_check_version(unsigned major_required, unsigned minor_required)
+{
+	if (major_required != PMEMOBJ_MAJOR_VERSION) {
+		snprintf(errmsg, sizeof(errmsg),
+			 "libpmemobj major version mismatch (need %u, found %u)", major_required,
+			 PMEMOBJ_MAJOR_VERSION);
+		return errmsg;
+	}
+	if (minor_required > PMEMOBJ_MINOR_VERSION) {
+		snprintf(errmsg, sizeof(errmsg),
+			 "libpmemobj minor version mismatch (need %u, found %u)", minor_required,
+			 PMEMOBJ_MINOR_VERSION);
+		return errmsg;
+	}
+	return NULL;
+}
+
+/* keratin allocates its DRAM itself; the hooks are accepted and not used. */
+PMEMOBJ_API void pmemobj_set_funcs(void *(*malloc_func)(size_t size), void (*free_func)(void *ptr),
+				   void *(*realloc_func)(void *ptr, size_t size),
+				   char *(*strdup_func)(const char *s))
+{
+	(void)malloc_func, (void)free_func, (void)realloc_func, (void)strdup_func;
+}
+
+PMEMOBJ_API void _pobj_debug_notice(const char *func_name, const char *file, int line)
+{
+	(void)func_name, (void)file, (void)line;
+}
+
+/* Defragmentation moves objects; keratin's oids are offsets that do not move. Nothing is
+ * relocated, which pmemobj_defrag's contract allows (result says so). */
+PMEMOBJ_API int pmemobj_defrag(PMEMobjpool *pop, PMEMoid **oidv, size_t oidcnt,
+			       struct pobj_defrag_result *result)
+{
+	(void)oidv;
+	if (!kp_pool_of(pop))
+		return kp_err(EINVAL, "%p is not an open pool", (void *)pop);
+	if (result) {
+		result->total = oidcnt;
+		result->relocated = 0;
+	}
+	return 0;
+}
+
+/* Volatile state inside persistent objects would change checksummed bytes without a
+ * transaction: not supported (docs/COMPAT.md). */
+PMEMOBJ_API void *pmemobj_volatile(PMEMobjpool *pop, struct pmemvlt *vlt, void *ptr, size_t size,
+				   int (*constr)(void *ptr, void *arg), void *arg)
+{
+	(void)pop, (void)vlt, (void)ptr, (void)size, (void)constr, (void)arg;
+	kp_err(ENOTSUP, "pmemobj_volatile is not supported by keratin-pmemobj");
+	return NULL;
+}
