@@ -48,9 +48,9 @@
 /* Log lanes of a pool made by pmemobj_create: transactions of this many threads at once
  * (others wait for a lane). */
 #define KP_LANES 4
-/* Type numbers at or above this are the library's: its superblock and reservations. */
+/* Type numbers at or above this are the library's (the superblock is keratin's root object,
+ * of keratin's root type): the records of reservations. */
 #define KP_TYPE_FIRST 0xfffffff0u
-#define KP_TYPE_SUPER 0xfffffff0u
 #define KP_TYPE_RESERVED 0xfffffff1u
 
 /* The keratin root object of a pool made by pmemobj_create. */

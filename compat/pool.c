@@ -127,7 +127,7 @@ static void registry_remove(struct kp_pool *p)
  * ------------------------------------------------------------------------------------- */
 int kp_is_users(struct kp_pool *p, kr_oid oid)
 {
-	if (kr_type(p->kr, oid) >= KP_TYPE_FIRST)
+	if (oid == p->super || kr_type(p->kr, oid) >= KP_TYPE_FIRST)
 		return 0;
 	const struct kp_super *s = kr_get(p->kr, p->super);
 	return oid != s->root_oid && !kp_is_reserved(p, oid);
