@@ -77,6 +77,7 @@ struct mbuf {
 	uint8_t in_place;  /* written in place (kr_tx_add_in_place): home holds the new bytes of
 			    * the ranges, buf their old ones (a fresh object: its whole block's) */
 	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
+	uint8_t stored;    /* in place by kr_tx_add_stored: the stores came first, no undo */
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -553,16 +554,26 @@ static void mbuf_restore_home(struct kr_tx *tx, struct mbuf *m)
 }
 
 /* Abort: every in-place range gets its old bytes back, durably, before the lane lets its
- * undo entries go (invariant 7 of log.c). */
+ * undo entries go (invariant 7 of log.c). A declared range keeps the application's bytes
+ * (they were never the transaction's to take back): traded already, they go home again. */
 static void tx_undo_in_place(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
-	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (m->in_place && !m->freed)
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		if (!m->in_place || m->freed)
+			continue;
+		if (!m->stored) {
 			mbuf_restore_home(tx, m);
-	int rc = kr_pm_fence(&pool->pm);
-	if (rc)
-		kr_pool_fail(pool, rc);
+		} else if (m->swapped) {
+			m->swapped = 0;
+			mbuf_restore_home(tx, m);
+		}
+	}
+	if (tx->undo_first) {
+		int rc = kr_pm_fence(&pool->pm);
+		if (rc)
+			kr_pool_fail(pool, rc);
+	}
 }
 
 static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
@@ -598,10 +609,10 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				       len, (unsigned long long)oid, (unsigned long long)m->size));
 		return NULL;
 	}
-	if (m->handed && !m->in_place) {
+	if ((m->handed && !m->in_place) || m->stored) {
 		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
-				       "object 0x%llx has micro-buffered changes in this transaction",
-				       (unsigned long long)oid));
+				       "object 0x%llx has %s changes in this transaction",
+				       (unsigned long long)oid, m->stored ? "declared" : "micro-buffered"));
 		return NULL;
 	}
 	uint8_t *home = (uint8_t *)pool->pm.base + oid;
@@ -672,26 +683,29 @@ int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, siz
 	return KR_OK;
 }
 
-/* Home [off, off+len) gets back the bytes parity says it held, page column by column: what
- * its redundancy was computed over. Commits stand still meanwhile (a commit writes a data
+/* The bytes [off, off+len) as the zone's parity says they were, page column by column:
+ * what redundancy was computed over. Commits stand still meanwhile (a commit writes a data
  * row and patches parity in two steps). */
-static void home_from_parity(kr_pool *pool, uint64_t off, size_t len)
+static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *out)
 {
 	struct kr_quiesce q;
-	uint8_t was[KR_PAGE_SIZE];
 	kr_quiesce_hold(&q, &pool->log, 1);
 	while (len) {
 		size_t piece = KR_PAGE_SIZE - off % KR_PAGE_SIZE;
 		if (piece > len)
 			piece = len;
-		kr_parity_rebuild(&pool->redund.parity, off, piece, was);
-		kr_pm_copy(&pool->pm, pool->pm.base + off, was, piece);
+		kr_parity_rebuild(&pool->redund.parity, off, piece, out);
 		off += piece;
+		out += piece;
 		len -= piece;
 	}
 	kr_quiesce_release(&q);
 }
 
+/* A declared range is an in-place range whose stores came before it was named: the buffer
+ * gets the old bytes (the caller's, or parity's) where it has none yet, home keeps the
+ * application's, and the commit trades them as for any in-place range. No undo entry:
+ * nothing promised the application atomicity for stores it had not declared. */
 int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *old)
 {
 	int rc = tx_usable(tx);
@@ -699,45 +713,45 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 		return rc;
 	kr_pool *pool = tx->pool;
 	struct mbuf *m = mbuf_find(tx, oid);
-	if (m && m->in_place && (m->fresh || range_covered(m, off, off + len)))
+	if (m && m->in_place && !m->stored && (m->fresh || range_covered(m, off, off + len)))
 		return KR_OK; /* named in this transaction already: its commit takes them */
-	if (m)
+	if (m && (!m->in_place || !m->stored) && !m->freed)
 		return tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
 					      "object 0x%llx is open in this transaction: name the range "
 					      "with kr_tx_add_in_place before storing",
 					      (unsigned long long)oid));
-	struct kr_block b;
-	const struct kr_obj_hdr *hdr = NULL;
-	if ((rc = object_header(pool, oid, &b, &hdr)))
-		return tx_fail(tx, rc);
-	if (len == 0 || off > hdr->size || len > hdr->size - off)
+	if (!(m = mbuf_get_ex(tx, oid, 0)))
+		return tx->err;
+	if (len == 0 || off > m->size || len > m->size - off)
 		return tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
 					      "range [%zu, +%zu) beyond object 0x%llx of %llu bytes",
 					      off, len, (unsigned long long)oid,
-					      (unsigned long long)hdr->size));
-	uint8_t *home = (uint8_t *)pool->pm.base + oid + off;
-	uint8_t *new = kr_malloc(len);
-	if (!new)
-		return tx_fail(tx, kr_err_set(KR_E_NOMEM, "%zu bytes stored in place", len));
-	memcpy(new, home, len);
-	/* Home must hold what checksum and parity were computed over before the object is
-	 * opened (which verifies it); without redundancy there is nothing to agree with. */
-	kr_log_enter(&pool->log, tx->lane);
-	if (old)
-		kr_pm_copy(&pool->pm, home, old, len);
-	kr_log_exit(&pool->log, tx->lane);
-	if (!old && feat(pool, KR_FEAT_RO_PARITY))
-		home_from_parity(pool, oid + off, len);
-	uint8_t *p = mbuf_get_ex(tx, oid, 0) ? kr_tx_add(tx, oid, off, len) : NULL;
-	if (p) {
-		memcpy(p, new, len);
-	} else { /* the object failed its check: the application's bytes stay where it put them */
-		kr_log_enter(&pool->log, tx->lane);
-		kr_pm_copy(&pool->pm, home, new, len);
-		kr_log_exit(&pool->log, tx->lane);
+					      (unsigned long long)m->size));
+	/* The old bytes of the parts not declared before (those keep their oldest bytes). */
+	uint8_t *was = NULL;
+	if (!old && feat(pool, KR_FEAT_RO_PARITY)) {
+		if (!(was = kr_malloc(len)))
+			return tx_fail(tx, kr_err_set(KR_E_NOMEM, "%zu bytes stored in place", len));
+		old_from_parity(pool, oid + off, len, was);
+		old = was;
 	}
-	free(new);
-	return p ? KR_OK : tx->err;
+	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
+	uint64_t pos = off, e = off + len;
+	for (uint32_t i = 0; i <= m->nranges && pos < e; i++) {
+		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
+		if (gap_end > e)
+			gap_end = e;
+		if (gap_end > pos) /* without redundancy, what is home now will do */
+			memcpy(m->buf + pos, old ? (const uint8_t *)old + (pos - off) : home + pos,
+			       gap_end - pos);
+		if (i < m->nranges && m->ranges[i].end > pos)
+			pos = m->ranges[i].end;
+	}
+	free(was);
+	if ((rc = range_add(m, off, off + len)))
+		return tx_fail(tx, rc);
+	m->in_place = m->stored = m->handed = 1;
+	return KR_OK;
 }
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
@@ -746,7 +760,7 @@ static void tx_end(struct kr_tx *tx, int committed)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_lane *lane = tx->lane;
-	if (!committed && tx->undo_first)
+	if (!committed)
 		tx_undo_in_place(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
