@@ -323,6 +323,28 @@ PMEMOBJ_API PMEMobjpool *pmemobj_create(const char *path, const char *layout, si
 	return (PMEMobjpool *)p->base;
 }
 
+/* A libpmemobj program reads objects through plain pointers, which keratin cannot verify
+ * as they are read. So a pool is checked whole when it is opened, and what a stray write
+ * or a lost page damaged is repaired before the program sees it (media errors the platform
+ * listed were repaired by the open itself). Damage that cannot be repaired fails the open
+ * with EIO rather than let the program read wrong bytes. KERATIN_PMEMOBJ_SCRUB=0 skips the
+ * check (docs/COMPAT.md gives its cost). */
+static int scrub_at_open(kr_pool *kr, const char *path)
+{
+	const char *e = getenv("KERATIN_PMEMOBJ_SCRUB");
+	if (e && strcmp(e, "0") == 0)
+		return 0;
+	struct kr_check_report rep = {0};
+	int rc = kr_pool_check(kr, KR_CHECK_REPAIR, &rep);
+	if (rc == KR_OK)
+		return 0;
+	if (KR_ERR_CLASS(rc) == KR_E_CORRUPT)
+		return kp_err(EIO, "%s: damaged beyond repair (%llu items, first at pool offset 0x%llx); "
+				   "`keratin check` says more", path,
+			      (unsigned long long)rep.unrepairable, (unsigned long long)rep.first_bad_off);
+	return kp_err_kr(rc, path);
+}
+
 PMEMOBJ_API PMEMobjpool *pmemobj_open(const char *path, const char *layout)
 {
 	if (!path)
@@ -350,6 +372,12 @@ PMEMOBJ_API PMEMobjpool *pmemobj_open(const char *path, const char *layout)
 		       s->layout);
 		kr_pool_close(kr);
 		errno = EINVAL;
+		return NULL;
+	}
+	if (scrub_at_open(kr, path)) {
+		int e = errno;
+		kr_pool_close(kr);
+		errno = e;
 		return NULL;
 	}
 	struct kp_pool *p = pool_attach(kr, path);
