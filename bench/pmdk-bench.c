@@ -365,13 +365,30 @@ struct loop_clock {
 	struct pmem_count pc0;
 };
 
-/* bench/pmem-count.so's counters, when it is preloaded (run.py's counting runs). */
+/* keratin's counters (keratin.h's struct kr_counters begins with these three), which
+ * libkeratin-pmemobj exports: the same driver linked against keratin-pmemobj counts what
+ * keratin writes back, as pmem-count.so counts libpmem's. */
+struct kr_counters_head {
+	uint64_t fences, flushed_lines, bytes_written, rest[3];
+};
+static void (*kr_counters_fn)(struct kr_counters_head *);
+static void kr_count_get(struct pmem_count *out)
+{
+	struct kr_counters_head c;
+	kr_counters_fn(&c);
+	*out = (struct pmem_count){c.fences, c.flushed_lines, c.bytes_written};
+}
+
+/* bench/pmem-count.so's counters, when it is preloaded (run.py's counting runs), or
+ * keratin's when this driver runs on keratin-pmemobj. */
 static pmem_count_get_fn pmem_counter(void)
 {
 	static pmem_count_get_fn fn;
 	static int looked;
 	if (!looked) {
 		fn = (pmem_count_get_fn)dlsym(RTLD_DEFAULT, "pmem_count_get");
+		if (!fn && (kr_counters_fn = dlsym(RTLD_DEFAULT, "kr_counters_get")))
+			fn = kr_count_get;
 		looked = 1;
 	}
 	return fn;

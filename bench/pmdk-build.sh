@@ -88,17 +88,19 @@ static inline int find_last_set_64(uint64_t val) { return 63 - __builtin_clzll(v
 #endif
 EOF
 
-# compile REL: compile one example source into $out/obj; on failure print why, return 1.
+# compile REL [OBJDIR [FLAGS...]]: compile one example source into OBJDIR (default
+# $out/obj) with FLAGS first; on failure print why, return 1.
 compile() {
-	local rel=$1 src obj log
+	local rel=$1 dir=${2:-$out/obj} src obj log
+	shift $(($# < 2 ? $# : 2))
 	if ! src=$(locate "$rel"); then
 		echo "$rel: not in $ex"
 		return 1
 	fi
-	obj=$out/obj/$(basename "$rel" .c).o
-	log=$out/obj/$(basename "$rel" .c).log
+	obj=$dir/$(basename "$rel" .c).o
+	log=$dir/$(basename "$rel" .c).log
 	# -w: the examples are PMDK's code, built as shipped; their warnings are not ours.
-	if ! "$cc" "${cflags[@]}" -w "${incs[@]}" -c "$src" -o "$obj" 2>"$log"; then
+	if ! "$cc" "${cflags[@]}" -w "$@" "${incs[@]}" -c "$src" -o "$obj" 2>"$log"; then
 		echo "$rel: $(grep -m1 -i 'error' "$log" || head -n1 "$log")"
 		return 1
 	fi
@@ -163,6 +165,37 @@ fi
 # fences, written-back lines and bytes are counted as keratin counts its own.
 "$cc" "${cflags[@]}" -Wall -Wextra -fPIC -shared -I"$here" -o "$out/pmem-count.so" \
 	"$here/pmem-count.c" -ldl
+
+# pmdk-bench-kp: the same driver and the same example sources, built against keratin's
+# libpmemobj-compatible library (include/keratin-pmemobj, build/compat) when it is built
+# next door: the benchmark of keratin-pmemobj against libpmemobj (bench/compat-bench.py).
+kp_lib=$(dirname "$out")/compat/libkeratin-pmemobj.so
+rm -f "$out/pmdk-bench-kp"
+if [[ -f $kp_lib ]]; then
+	mkdir -p "$out/obj-kp"
+	kp_objs=()
+	kp_flags=(-I"$repo/include/keratin-pmemobj")
+	for o in "${objs[@]}"; do
+		base=$(basename "$o" .o)
+		rel=$(cd "$ex" && find map tree_map list_map hashmap -name "$base.c" -print -quit 2>/dev/null)
+		[[ -n $rel ]] || rel=$(cd "$out/src" && find . -name "$base.c" -print -quit | sed 's|^\./||')
+		if w=$(compile "$rel" "$out/obj-kp" "${kp_flags[@]}"); then
+			kp_objs+=("$out/obj-kp/$base.o")
+		else
+			say "pmdk-bench-kp: $w"
+		fi
+	done
+	if [[ ${#kp_objs[@]} -eq ${#objs[@]} ]] &&
+		"$cc" "${cflags[@]}" -Wall -Wextra "${defs[@]}" "${kp_flags[@]}" "${incs[@]}" -I"$here" \
+			-o "$out/pmdk-bench-kp" "$here/pmdk-bench.c" "${kp_objs[@]}" \
+			-L"$(dirname "$kp_lib")" -lkeratin-pmemobj \
+			-Wl,-rpath,"$(cd "$(dirname "$kp_lib")" && pwd)" \
+			-ldl -lpthread 2>"$out/obj-kp/link.log"; then
+		echo "pmdk-build: built $out/pmdk-bench-kp (the same sources on keratin-pmemobj)"
+	else
+		say "pmdk-bench-kp not built (see $out/obj-kp/*.log)"
+	fi
+fi
 
 ver=$(dpkg-query -W -f='${Version}' libpmemobj-dev 2>/dev/null || echo unknown)
 echo "pmdk-build: built $out/pmdk-bench (libpmemobj-dev $ver, $cc ${cflags[*]}," \

@@ -136,6 +136,9 @@ int kp_lock_rwlock_write(struct kp_pool *p, PMEMrwlock *l);
 int kp_unlock_rwlock(struct kp_pool *p, PMEMrwlock *l);
 void kp_locks_forget(const char *base, size_t size);
 
+/* ctl.c's prefault.at_create and prefault.at_open (process-wide, as in libpmemobj). */
+extern int kp_prefault_at_create, kp_prefault_at_open;
+
 /* Reservations (action.c): made live at once, hidden from the application until published,
  * freed at the next open if never published (a crash, or an exit without publish). */
 int kp_reservations_recover(struct kp_pool *p);

@@ -1,7 +1,9 @@
 /*
- * ctl.c - keratin-pmemobj's CTL namespace (pmemobj_ctl_get, _set, _exec): the knobs that
- * programs commonly set are accepted, the statistics read keratin's, and any other name is
- * refused with EINVAL and a message naming it (docs/COMPAT.md lists each).
+ * ctl.c - keratin-pmemobj's CTL namespace (pmemobj_ctl_get, _set, _exec): prefault.at_create
+ * and prefault.at_open map the pool at create or open with every page touched
+ * (KR_OPEN_PREFAULT); other knobs that programs commonly set are accepted; the statistics
+ * read keratin's; any other name is refused with EINVAL and a message naming it
+ * (docs/COMPAT.md lists each).
  *
  * Allocation classes: keratin's allocator has its own size classes, so a class an
  * application registers (heap.alloc_class.new.desc) is given an id and otherwise ignored;
@@ -15,11 +17,20 @@
 
 static unsigned next_class = 128; /* the ids libpmemobj hands out for new classes */
 static int stats_enabled;
+int kp_prefault_at_create, kp_prefault_at_open; /* KR_OPEN_PREFAULT for create / open */
+
+/* Knobs keratin acts on: an int each. */
+static int *knob(const char *name)
+{
+	if (strcmp(name, "prefault.at_create") == 0)
+		return &kp_prefault_at_create;
+	if (strcmp(name, "prefault.at_open") == 0)
+		return &kp_prefault_at_open;
+	return NULL;
+}
 
 /* Knobs whose value keratin has no use for: set takes any value, get reads 0. */
 static const char *const accepted[] = {
-	"prefault.at_create",
-	"prefault.at_open",
 	"sds.at_create",
 	"tx.debug.skip_expensive_checks",
 	"tx.debug.verify_user_buffers",
@@ -49,6 +60,10 @@ PMEMOBJ_API int pmemobj_ctl_get(PMEMobjpool *pop, const char *name, void *arg)
 {
 	if (!name || !arg)
 		return unsupported("get", name);
+	if (knob(name)) {
+		*(int *)arg = *knob(name);
+		return 0;
+	}
 	if (is_accepted(name)) {
 		*(int *)arg = 0;
 		return 0;
@@ -78,6 +93,10 @@ PMEMOBJ_API int pmemobj_ctl_set(PMEMobjpool *pop, const char *name, void *arg)
 	(void)pop;
 	if (!name)
 		return unsupported("set", name);
+	if (knob(name) && arg) {
+		*knob(name) = *(int *)arg != 0;
+		return 0;
+	}
 	if (is_accepted(name))
 		return 0;
 	if (strcmp(name, "stats.enabled") == 0 && arg) {

@@ -281,7 +281,7 @@ PMEMOBJ_API PMEMobjpool *pmemobj_create(const char *path, const char *layout, si
 		return kp_err(EINVAL, "size %zu smaller than %zu", poolsize, (size_t)PMEMOBJ_MIN_POOL), NULL;
 	struct kr_create_opts o = KR_CREATE_OPTS_INIT;
 	o.size = poolsize;
-	o.flags = env_flags();
+	o.flags = env_flags() | (kp_prefault_at_create ? KR_OPEN_PREFAULT : 0);
 	/* A libpmemobj transaction's undo and redo entries share one lane until it commits
 	 * (in-place writes, log.c invariant 7), and libpmemobj programs make large ones (one
 	 * transaction inserting hundreds of keys): fewer, larger lanes than keratin's default,
@@ -354,7 +354,7 @@ PMEMOBJ_API PMEMobjpool *pmemobj_open(const char *path, const char *layout)
 				      "pools made by keratin: copy its objects over with a program linked "
 				      "against libpmemobj", path), NULL;
 	kr_pool *kr;
-	int rc = kr_pool_open(path, env_flags(), &kr);
+	int rc = kr_pool_open(path, env_flags() | (kp_prefault_at_open ? KR_OPEN_PREFAULT : 0), &kr);
 	if (rc)
 		return kp_err_kr(rc, path), NULL;
 	kr_oid super = 0;

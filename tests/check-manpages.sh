@@ -1,6 +1,7 @@
 #!/bin/sh
 # check-manpages.sh KERATIN MANDIR - every command that `keratin --help` lists has a manual
-# page whose synopsis shows it, and every page formats without a groff warning.
+# page whose synopsis shows it, and every page (commands' and keratin-pmemobj(7)) formats
+# without a groff warning.
 set -eu
 keratin=$1 mandir=$2
 status=0
@@ -13,7 +14,7 @@ for c in $cmds; do
 		status=1
 	fi
 done
-for page in "$mandir"/*.1; do
+for page in "$mandir"/*.1 "$mandir"/*.7; do
 	warnings=$(groff -t -man -ww -z "$page" 2>&1)
 	if [ -n "$warnings" ]; then
 		echo "FAIL: $page: $warnings"

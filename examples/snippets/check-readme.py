@@ -62,7 +62,8 @@ def main():
     judge = {"bank": ["keratin", "check", "bank.pool"],
              "maps": ["keratin", "check", "maps.pool"],
              "hmap": ["keratin", "region", "check", "sessions.map"],
-             "region": ["keratin", "region", "check", "store.dat"]}
+             "region": ["keratin", "region", "check", "store.dat"],
+             "counter": ["keratin", "check", "counter.pool"]}
     for f in sorted(files):
         name = f[:-2]
         exe = os.path.join(built, "snippet-" + name)
@@ -74,6 +75,8 @@ def main():
             if name == "bank" and (first.strip() != "balances: 900 100" or
                                    second.strip() != "balances: 800 200"):
                 sys.exit("FAIL: bank.c printed %r then %r" % (first, second))
+            if name == "counter" and second.strip() != "runs: 2, last note: written by run 2":
+                sys.exit("FAIL: counter.c printed %r then %r" % (first, second))
     print("PASS: %d C blocks verbatim from %s, each run twice and checked; %d keratin "
           "command block(s) run, %d shell block(s) shown only" % (len(files), snipdir, shell_run,
                                                                  shell_shown))
