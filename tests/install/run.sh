@@ -41,6 +41,24 @@ cc $cflags -o "$tmp/consumer-pc" "$here/consumer.c" $($pc --cflags --libs kerati
 	-Wl,-rpath,"$libdir" || fail "build with pkg-config"
 "$tmp/consumer-pc" "$pooldir/pkg-install-pc.pool" || fail "consumer built with pkg-config"
 
+# 1b. keratin-pmemobj: a libpmemobj program (the README's counter.c) built with pkg-config
+# keratin-pmemobj, run twice, its pool checked; the drop-in directory for LD_LIBRARY_PATH.
+for f in include/keratin-pmemobj/libpmemobj.h include/keratin-pmemobj/libpmemobj/tx.h \
+	share/man/man7/keratin-pmemobj.7; do
+	[ -e "$prefix/$f" ] || fail "$f not installed"
+done
+[ -e "$libdir/keratin-pmemobj/libpmemobj.so.1" ] || fail "the drop-in libpmemobj.so.1 is not installed"
+# shellcheck disable=SC2046,SC2086
+cc $cflags -o "$tmp/counter" "$here/../../examples/snippets/counter.c" \
+	$($pc --cflags --libs keratin-pmemobj) -Wl,-rpath,"$libdir" || fail "build with pkg-config keratin-pmemobj"
+kp_pool=$pooldir/pkg-install-kp.pool
+rm -f "$kp_pool"
+PMEM_IS_PMEM_FORCE=1 "$tmp/counter" "$kp_pool" >/dev/null &&
+	[ "$(PMEM_IS_PMEM_FORCE=1 "$tmp/counter" "$kp_pool")" = "runs: 2, last note: written by run 2" ] ||
+	fail "counter.c built with pkg-config keratin-pmemobj"
+"$prefix/bin/keratin" check "$kp_pool" --force-pmem >/dev/null || fail "keratin check of counter.c's pool"
+rm -f "$kp_pool"
+
 # 2. find_package(keratin) in a CMake project of its own.
 cmake -S "$here" -B "$tmp/cm" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_FLAGS="$cflags" \
 	-DCMAKE_BUILD_RPATH="$libdir" >"$tmp/cm.log" 2>&1 &&
