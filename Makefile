@@ -1,6 +1,7 @@
 # keratin - top-level entry points. Every target installs what it needs (scripts/deps.sh).
 #
-#   make demo     build, then run the crash-and-recover demo and the file-system demo
+#   make demo     build, then run the crash-and-recover demo, the file-system demo and a
+#                 libpmemobj program on keratin surviving a media error and a scribble
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
 #                 keratin-fs (bench/fs-bench): docs/BENCHMARKS-FS.md
@@ -39,6 +40,7 @@ build: deps
 demo: build
 	@build/examples/keratin-demo
 	@bash examples/fs-demo.sh build/tools/keratin $(CURDIR) || [ $$? -eq 77 ]
+	@bash examples/pmemobj-demo.sh build || [ $$? -eq 77 ]
 
 check-fast: build
 	@cd build && ctest --output-on-failure -j $(JOBS)
