@@ -97,11 +97,11 @@ typedef struct kr_region kr_region;
 enum workload {
 	W_ALLOC, W_OVERWRITE, W_FREE, W_MT_OVERWRITE,
 	W_INSERT, W_REMOVE, W_LOOKUP, W_MAP,
-	W_CREATE, W_TX_ALLOC, W_TX_FREE,
+	W_CREATE, W_TX_ALLOC, W_TX_FREE, W_PERSIST,
 };
 static const char *const workload_names[] = {"alloc",  "overwrite", "free",   "mt_overwrite",
 					     "insert", "remove",    "lookup", "map",
-					     "create", "tx_alloc",  "tx_free"};
+					     "create", "tx_alloc",  "tx_free", "persist"};
 #define N_WORKLOADS (sizeof(workload_names) / sizeof(workload_names[0]))
 
 static int is_map_workload(enum workload w) { return w >= W_INSERT && w <= W_MAP; }
@@ -709,6 +709,30 @@ static void run_overwrite(const struct opts *o, PMEMobjpool *pop, PMEMoid *slots
 		free(w[t].lat);
 }
 
+/* persist: plain stores into an object, then pmemobj_persist of what they wrote: the way
+ * libpmemobj programs write outside transactions (hashmap_atomic, constructors). */
+static void run_persist(const struct opts *o, PMEMobjpool *pop, PMEMoid *slots, struct result *res)
+{
+	alloc_objects(pop, slots, o->ops, o->size);
+	uint64_t *lat = xmalloc(o->ops * sizeof(uint64_t));
+	uint64_t rng = OBJ_SEED;
+	struct loop_clock clock;
+	loop_begin(&clock);
+	for (uint64_t j = 0; j < o->ops; j++) {
+		unsigned char *p = pmemobj_direct(slots[splitmix64_next(&rng) % o->ops]);
+		uint64_t t0 = now_ns();
+		memset(p, (unsigned char)(j + 1), o->size);
+		pmemobj_persist(pop, p, o->size);
+		lat[j] = now_ns() - t0;
+	}
+	res->seconds = loop_end(o, &clock);
+	loop_counts(&clock, o->ops, res);
+	res->ops = o->ops;
+	summarize(lat, o->ops, res);
+	report_tail(o, lat, o->ops);
+	free(lat);
+}
+
 static void run_objects(const struct opts *o, PMEMobjpool *pop)
 {
 	struct result r = {0}, *res = &r;
@@ -723,6 +747,11 @@ static void run_objects(const struct opts *o, PMEMobjpool *pop)
 
 	if (is_overwrite(o->wl)) {
 		run_overwrite(o, pop, slots, res);
+		print_row(o, workload_names[o->wl], res);
+		return;
+	}
+	if (o->wl == W_PERSIST) {
+		run_persist(o, pop, slots, res);
 		print_row(o, workload_names[o->wl], res);
 		return;
 	}
@@ -1096,7 +1125,9 @@ static void usage(FILE *f)
 		"keys after inserting them untimed; map - insert, lookup, remove on one map,\n"
 		"three rows; create - pool creation, ns per GiB; tx_alloc, tx_free - pmembench's\n"
 		"obj_tx_alloc and obj_tx_free (libpmemobj's own pattern): each op one transaction\n"
-		"allocating (not zeroed) or freeing one SIZE object, oids in DRAM only. Keys:\n"
+		"allocating (not zeroed) or freeing one SIZE object, oids in DRAM only;\n"
+		"persist - each op stores SIZE bytes into a random one of N objects with plain\n"
+		"stores and makes them durable with pmemobj_persist (hashmap_atomic's way). Keys:\n"
 		"SplitMix64 seeded with 42 (see the source).\n"
 		"Exit status: 0 ok, 1 failure, 2 bad arguments, 3 structure not built.\n");
 }

@@ -279,6 +279,28 @@ void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out)
 	memcpy(out, acc + off % P, len);
 }
 
+void kr_parity_rebuild_bytes(struct kr_parity *p, uint64_t off, size_t len, void *out)
+{
+	uint32_t row = kr_geom_row(&p->g, off);
+	uint8_t *o = out;
+	memcpy(o, p->pm->base + kr_geom_parity_of(&p->g, off), len);
+	for (uint32_t r = 0; r < p->g.rows; r++) {
+		if (r == row)
+			continue;
+		const uint8_t *src = (const uint8_t *)p->pm->base + kr_geom_in_stripe(&p->g, off, r);
+		size_t i = 0;
+		for (; i + 8 <= len; i += 8) {
+			uint64_t a, b;
+			memcpy(&a, o + i, 8);
+			memcpy(&b, src + i, 8);
+			a ^= b;
+			memcpy(o + i, &a, 8);
+		}
+		for (; i < len; i++)
+			o[i] ^= src[i];
+	}
+}
+
 int kr_parity_column_ok(struct kr_parity *p, uint64_t off)
 {
 	void *v[KR_MAX_ROWS + 1];

@@ -70,6 +70,10 @@ void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff);
  * rows (one page column at most). */
 void kr_parity_rebuild(struct kr_parity *p, uint64_t off, size_t len, void *out);
 
+/* The same for a few bytes (within one page): only those bytes of each row are read. No
+ * locks: for a caller that holds commits still (kr_quiesce). */
+void kr_parity_rebuild_bytes(struct kr_parity *p, uint64_t off, size_t len, void *out);
+
 /* 1 if the parity page of the column holding pool offset off equals the XOR of its rows. */
 int kr_parity_column_ok(struct kr_parity *p, uint64_t off);
 

@@ -166,6 +166,7 @@ static void pool_free(kr_pool *pool)
 	if (pool->pm.fd >= 0)
 		close(pool->pm.fd);
 	kr_vcache_fini(&pool->vcache);
+	kr_shadow_fini(&pool->shadow);
 	pthread_mutex_destroy(&pool->root_lock);
 	pthread_mutex_destroy(&pool->scrub_lock);
 	pthread_cond_destroy(&pool->scrub_cond);
@@ -258,6 +259,7 @@ static kr_pool *pool_alloc(const char *path)
 	}
 	pool->pm.fd = -1;
 	kr_vcache_init(&pool->vcache);
+	kr_shadow_init(&pool->shadow);
 	pthread_mutex_init(&pool->root_lock, NULL);
 	pthread_mutex_init(&pool->scrub_lock, NULL);
 	pthread_cond_init(&pool->scrub_cond, NULL);

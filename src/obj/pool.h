@@ -15,6 +15,7 @@
 #include "log.h"
 #include "pmem.h"
 #include "redund.h"
+#include "shadow.h"
 #include "vcache.h"
 
 struct kr_pool {
@@ -25,6 +26,7 @@ struct kr_pool {
 	struct kr_heap heap;
 	struct kr_redund redund;
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing (tx.c) */
+	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
 	struct kr_root_line *root[2]; /* root lines of the two control pages */
 	/* Per lane, the last ended transaction with the DRAM it kept, or NULL (tx.c); a slot
 	 * belongs to whoever holds its lane. */

@@ -60,6 +60,8 @@
 struct range {
 	uint64_t start, end;
 };
+/* shadow.h takes a buffer's ranges as (start, end) pairs of words. */
+_Static_assert(sizeof(struct range) == 2 * sizeof(uint64_t), "struct range is two words");
 
 struct mbuf {
 	kr_oid oid;
@@ -78,6 +80,7 @@ struct mbuf {
 			    * the ranges, buf their old ones (a fresh object: its whole block's) */
 	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
 	uint8_t stored;    /* in place by kr_tx_add_stored: the stores came first, no undo */
+	uint32_t stored_crc; /* stored: the header CRC the old bytes go with (shadow.h) */
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -694,7 +697,10 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 		size_t piece = KR_PAGE_SIZE - off % KR_PAGE_SIZE;
 		if (piece > len)
 			piece = len;
-		kr_parity_rebuild(&pool->redund.parity, off, piece, out);
+		if (piece < 1024) /* rows x piece bytes, not rows x a page */
+			kr_parity_rebuild_bytes(&pool->redund.parity, off, piece, out);
+		else
+			kr_parity_rebuild(&pool->redund.parity, off, piece, out);
 		off += piece;
 		out += piece;
 		len -= piece;
@@ -727,12 +733,18 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 					      "range [%zu, +%zu) beyond object 0x%llx of %llu bytes",
 					      off, len, (unsigned long long)oid,
 					      (unsigned long long)m->size));
-	/* The old bytes of the parts not declared before (those keep their oldest bytes). */
+	/* The old bytes of the parts not declared before (those keep their oldest bytes): the
+	 * caller's, the object's DRAM copy (shadow.h), or parity's. */
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
+	if (!m->stored)
+		m->stored_crc = hdr->crc;
 	uint8_t *was = NULL;
 	if (!old && feat(pool, KR_FEAT_RO_PARITY)) {
 		if (!(was = kr_malloc(len)))
 			return tx_fail(tx, kr_err_set(KR_E_NOMEM, "%zu bytes stored in place", len));
-		old_from_parity(pool, oid + off, len, was);
+		if (!feat(pool, KR_FEAT_RO_OBJ_CSUM) ||
+		    !kr_shadow_old(&pool->shadow, oid, m->size, m->stored_crc, off, len, was))
+			old_from_parity(pool, oid + off, len, was);
 		old = was;
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
@@ -1105,6 +1117,25 @@ static void vcache_follow(kr_pool *pool, const struct mbuf *m)
 				 m->ranges[i].start, m->ranges[i].end);
 }
 
+struct crc_ctx {
+	const struct kr_obj_hdr *hdr;
+	const uint8_t *payload;
+};
+static uint32_t payload_crc(void *ctx)
+{
+	const struct crc_ctx *c = ctx;
+	return kr_obj_crc(c->hdr, c->payload);
+}
+
+/* After the apply: the object's DRAM copy follows a declaration (shadow.h). */
+static void shadow_follow(kr_pool *pool, const struct mbuf *m)
+{
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
+	struct crc_ctx c = {hdr, (const uint8_t *)pool->pm.base + m->oid};
+	kr_shadow_follow(&pool->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
+			 (const uint64_t *)m->ranges, m->nranges, c.payload, payload_crc, &c);
+}
+
 int kr_tx_commit(kr_tx *tx)
 {
 	int rc = tx_owned(tx);
@@ -1173,9 +1204,13 @@ int kr_tx_commit(kr_tx *tx)
 			if (__builtin_expect(pool->debug != NULL, 0))
 				kr_debug_freed(pool, &m->block, m->oid, m->size);
 			kr_vcache_drop(&pool->vcache, m->oid, m->size);
+			kr_shadow_drop(&pool->shadow, m->oid);
 			kr_heap_commit_free(&pool->heap, &m->block, seq);
-		} else if (m->nranges)
+		} else if (m->nranges) {
 			vcache_follow(pool, m);
+			if (m->stored && feat(pool, KR_FEAT_RO_OBJ_CSUM))
+				shadow_follow(pool, m);
+		}
 	}
 	kr_heap_release(&pool->heap);
 	tx_end(tx, 1);
