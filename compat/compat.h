@@ -30,8 +30,12 @@
  *      resolves an oid through a closed pool's address.
  *   2. The library writes pool memory only through keratin's calls (transactions, in-place
  *      ranges): the persistence layer sees every library write.
- *   3. A thread's transaction (struct kp_tx) holds a keratin transaction exactly while its
- *      stage is TX_STAGE_WORK of its outermost level, or while it commits.
+ *   3. A thread's transaction (struct kp_tx) holds a keratin transaction exactly while it
+ *      has begun and has neither aborted nor committed its outermost level (nested levels
+ *      share that one transaction).
+ * A debug build (KR_DEBUG_INVARIANTS) checks 1 at every close and 3 at every entry point of
+ * tx.c; test_pmemobj_crash checks 2 (the crash simulator sees every line the library
+ * changes: no line changes without a store it was told of).
  */
 #ifndef KP_COMPAT_H
 #define KP_COMPAT_H
@@ -43,6 +47,18 @@
 
 #include "keratin.h"
 #include "libpmemobj.h"
+
+#ifdef KR_DEBUG_INVARIANTS
+#include <stdio.h>
+#include <stdlib.h>
+#define KP_INVARIANT(n, cond)                                                               \
+	((cond) ? (void)0                                                                   \
+		: (fprintf(stderr, "keratin-pmemobj: invariant %d broken: %s (at %s:%d)\n", (n), \
+			   #cond, __FILE__, __LINE__),                                         \
+		   abort()))
+#else
+#define KP_INVARIANT(n, cond) ((void)0)
+#endif
 
 #define KP_MAGIC "keratin-pmemobj"
 /* Log lanes of a pool made by pmemobj_create: transactions of this many threads at once

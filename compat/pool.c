@@ -405,7 +405,10 @@ PMEMOBJ_API void pmemobj_close(PMEMobjpool *pop)
 		return;
 	}
 	kp_drain_pending(p);
+	int was = __atomic_load_n(&_pobj_cache_invalidate, __ATOMIC_SEQ_CST);
+	(void)was; /* read by the check of a debug build */
 	registry_remove(p);
+	KP_INVARIANT(1, !kp_pool_of(pop) && _pobj_cache_invalidate != was);
 	kp_locks_forget(p->base, p->size);
 	kp_reservations_forget(p);
 	int rc = kr_pool_close(p->kr);

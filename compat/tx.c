@@ -28,6 +28,7 @@ struct kp_tx {
 	enum pobj_tx_stage stage; /* of the innermost level */
 	int depth;                /* levels begun and not ended */
 	int aborted;              /* the transaction (all levels) aborted */
+	int committed;            /* its outermost level committed */
 	int errnum;               /* pmemobj_tx_errno */
 	struct kp_pool *pool;
 	kr_tx *ktx;
@@ -42,6 +43,9 @@ struct kp_tx {
 };
 
 static _Thread_local struct kp_tx T;
+
+/* Invariant 3 of compat.h, at every entry point. */
+#define CHECK_TX() KP_INVARIANT(3, (T.ktx != NULL) == (T.depth > 0 && !T.aborted && !T.committed))
 
 enum pobj_tx_stage kp_tx_stage(void) { return T.stage; }
 PMEMOBJ_API enum pobj_tx_stage pmemobj_tx_stage(void) { return T.stage; }
@@ -146,6 +150,7 @@ PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 		T.envs = e;
 		T.cap = cap;
 	}
+	CHECK_TX();
 	T.envs[T.depth++] = env;
 	struct kp_pool *p = kp_pool_of(pop);
 	if (was != TX_STAGE_NONE && was != TX_STAGE_WORK) {
@@ -159,6 +164,7 @@ PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 	if (was == TX_STAGE_NONE) {
 		T.pool = p;
 		T.aborted = 0;
+		T.committed = 0;
 		T.errnum = 0;
 		T.cb = NULL;
 		T.behavior = POBJ_TX_FAILURE_ABORT;
@@ -210,6 +216,7 @@ static void commit(void)
 	run_cb(TX_STAGE_WORK);
 	int rc = T.ktx ? kr_tx_commit(T.ktx) : KR_OK;
 	T.ktx = NULL;
+	T.committed = rc == KR_OK;
 	if (rc) {
 		kp_err_kr(rc, "commit");
 		T.aborted = 1;
@@ -224,6 +231,7 @@ static void commit(void)
 
 PMEMOBJ_API void pmemobj_tx_commit(void)
 {
+	CHECK_TX();
 	if (T.stage != TX_STAGE_WORK) {
 		kp_err(EINVAL, "pmemobj_tx_commit outside the work stage");
 		return;
@@ -233,6 +241,7 @@ PMEMOBJ_API void pmemobj_tx_commit(void)
 
 PMEMOBJ_API void pmemobj_tx_abort(int errnum)
 {
+	CHECK_TX();
 	if (T.stage != TX_STAGE_WORK) {
 		kp_err(EINVAL, "pmemobj_tx_abort outside the work stage");
 		return;
@@ -242,6 +251,7 @@ PMEMOBJ_API void pmemobj_tx_abort(int errnum)
 
 PMEMOBJ_API void pmemobj_tx_process(void)
 {
+	CHECK_TX();
 	switch (T.stage) {
 	case TX_STAGE_WORK:
 		commit();
@@ -261,6 +271,7 @@ PMEMOBJ_API void pmemobj_tx_process(void)
 
 PMEMOBJ_API int pmemobj_tx_end(void)
 {
+	CHECK_TX();
 	if (T.depth == 0) {
 		kp_err(EINVAL, "pmemobj_tx_end without a transaction");
 		return EINVAL;
@@ -325,6 +336,7 @@ PMEMOBJ_API int pmemobj_tx_lock(enum pobj_tx_param type, void *lockp)
 /* In the work stage, on this transaction's pool: 0, else the failure's errnum. */
 static int in_work(const char *what, uint64_t oid_uuid, int check_pool)
 {
+	CHECK_TX();
 	if (T.stage != TX_STAGE_WORK || !T.ktx)
 		return kp_err(EINVAL, "%s outside a transaction's work stage", what), EINVAL;
 	if (check_pool && oid_uuid != T.pool->uuid_lo)
