@@ -209,17 +209,11 @@ PMEMOBJ_API uint64_t pmemobj_type_num(PMEMoid oid)
  * Create, open, close, check
  * ------------------------------------------------------------------------------------- */
 
-/* libpmemobj's pool files begin with this signature: a program pointed at one by mistake
- * is told what it is. */
+/* A libpmemobj pool opened by mistake is told apart (kr_file_kind knows every magic). */
 static int is_libpmemobj_pool(const char *path)
 {
-	char sig[8] = {0};
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = pread(fd, sig, sizeof(sig), 0);
-	close(fd);
-	return n == (ssize_t)sizeof(sig) && memcmp(sig, "PMEMOBJ", 8) == 0;
+	enum kr_file_kind kind;
+	return kr_file_kind(path, &kind) == KR_OK && kind == KR_FILE_LIBPMEMOBJ;
 }
 
 /* Open flags from the environment: libpmemobj's own switch for memory that is not pmem

@@ -214,6 +214,8 @@ enum kr_file_kind {
 	KR_FILE_HMAP,        /* a single-trip hash map (kr_hmap_create, keratin_hmap.h) */
 	KR_FILE_SIDECAR,     /* a protected region's sidecar (keratin_region.h) */
 	KR_FILE_REGION,      /* another file whose sidecar path + ".krs" exists: a region */
+	KR_FILE_LIBPMEMOBJ,  /* not keratin's: a pool of PMDK's libpmemobj, named so that a
+			      * program pointed at one by mistake can say what it is */
 };
 /* Says which kind path is without opening it as any (nothing is recovered or changed).
  * KR_OK with KR_FILE_UNKNOWN for a file of no keratin kind; KR_E_IO_* if it cannot be read. */

@@ -385,7 +385,8 @@ static void print_info_json(const char *path, const struct kr_pool_stat *st)
 static int by_kind(const char *verb, const char *path, unsigned flags, int json)
 {
 	enum kr_file_kind kind;
-	if (kr_file_kind(path, &kind) != KR_OK || kind == KR_FILE_POOL || kind == KR_FILE_UNKNOWN)
+	if (kr_file_kind(path, &kind) != KR_OK || kind == KR_FILE_POOL || kind == KR_FILE_UNKNOWN ||
+	    kind == KR_FILE_LIBPMEMOBJ)
 		return PROCEED; /* the pool path reports unreadable and foreign files */
 	char data[4096], side[4200];
 	snprintf(data, sizeof(data), "%s", path);

@@ -360,6 +360,11 @@ int util_lib_error(const char *prog, const char *what, int rc)
 	const char *msg = kr_errcode() == rc ? kr_errmsg() : kr_strerror(rc);
 	const char *hint = error_hint(rc);
 	size_t n = strlen(what);
+	enum kr_file_kind kind;
+	if (rc == KR_E_FORMAT_NOT_POOL && kr_file_kind(what, &kind) == KR_OK &&
+	    kind == KR_FILE_LIBPMEMOBJ)
+		hint = "it is a libpmemobj (PMDK) pool, whose format keratin does not read; "
+		       "programs built against keratin-pmemobj make keratin pools";
 
 	/* The library's messages often begin with the file they are about; say it once. */
 	if (strncmp(msg, what, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')

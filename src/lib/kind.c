@@ -57,6 +57,8 @@ int kr_file_kind(const char *path, enum kr_file_kind *kind)
 			*kind = KR_FILE_HMAP;
 		else if (magic == KR_SIDE_MAGIC)
 			*kind = KR_FILE_SIDECAR;
+		else if (memcmp(&magic, "PMEMOBJ", 8) == 0) /* PMDK's pool header signature */
+			*kind = KR_FILE_LIBPMEMOBJ;
 	}
 	if (*kind != KR_FILE_UNKNOWN)
 		return KR_OK;

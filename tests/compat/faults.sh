@@ -11,6 +11,9 @@
 # nonzero exit. Never other keys. After a trial whose program ran, `keratin check` must
 # find the pool sound: the repair was written back.
 #
+# Then: keratin check, repair and scrub on a program's pool; two lost pages in one page
+# column (beyond repair: a clean error); a libpmemobj pool given by mistake (named as one).
+#
 # For contrast each scribble trial also runs with the open-time check off
 # (KERATIN_PMEMOBJ_SCRUB=0), where the program reads the damage as libpmemobj's would:
 # counted, not judged.
@@ -113,6 +116,23 @@ for type in btree rbtree hashmap_tx; do
 			fail=$((fail + 1))
 		fi
 	done
+	# keratin's own commands on the program's pool: a scribble repaired offline by
+	# `keratin repair`, then `keratin scrub` finds nothing; the program (with its own
+	# check off) reads the reference.
+	read -r ooff osize _ <<<"${objs[0]}"
+	cp "$pool" "$victim"
+	rm -f "$victim.badblocks"
+	if "$keratin" inject "$victim" scribble --offset "$((ooff + osize / 2))" --length 8 --seed 3 \
+		--force-pmem >/dev/null 2>&1 && ! "$keratin" check "$victim" --force-pmem >/dev/null 2>&1 &&
+		"$keratin" repair "$victim" --force-pmem >/dev/null 2>&1 &&
+		"$keratin" scrub "$victim" --force-pmem >/dev/null 2>&1 &&
+		KERATIN_PMEMOBJ_SCRUB=0 print_map "$type" "$victim" >"$tmp/got" && cmp -s "$tmp/got" "$tmp/ref"; then
+		echo "ok   $type: keratin check, repair and scrub on the program's pool"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $type: keratin check/repair/scrub on the program's pool"
+		fail=$((fail + 1))
+	fi
 	# Beyond repair: two lost pages in one page column (the object's, and the same column
 	# one row down), so parity cannot rebuild either. The program must fail cleanly.
 	info=$("$keratin" info "$pool" --json --force-pmem | tr ',' '\n')
@@ -136,6 +156,27 @@ for type in btree rbtree hashmap_tx; do
 	fi
 	echo "ok   $type: $trials trials done"
 done
+# A libpmemobj pool (made by Debian's libpmemobj) given to the program by mistake: a clean
+# error that names it, from the program and from the keratin command; the file unchanged.
+printf '%s\n' '#include <libpmemobj.h>' 'int main(int c, char **v) {' \
+	'PMEMobjpool *p = pmemobj_create(v[1], "x", PMEMOBJ_MIN_POOL, 0600);' \
+	'if (p) pmemobj_close(p); return p == NULL; }' >"$tmp/mkpool.c"
+if cc -w "$tmp/mkpool.c" -o "$tmp/mkpool" -lpmemobj -lpmem 2>/dev/null && "$tmp/mkpool" "$tmp/pmdk.pool"; then
+	sum=$(md5sum <"$tmp/pmdk.pool")
+	printf 'p\nq\n' | "$out/mapcli" btree "$tmp/pmdk.pool" 1 >/dev/null 2>"$tmp/err"
+	rc=$?
+	"$keratin" info "$tmp/pmdk.pool" >/dev/null 2>"$tmp/err2"
+	if [[ $rc -ne 0 ]] && grep -q "libpmemobj pool" "$tmp/err" && grep -q "libpmemobj (PMDK) pool" "$tmp/err2" &&
+		[[ $(md5sum <"$tmp/pmdk.pool") == "$sum" ]]; then
+		echo "ok   a libpmemobj pool: $(head -n1 "$tmp/err")"
+		pass=$((pass + 1))
+	else
+		echo "FAIL a libpmemobj pool: exit $rc: '$(head -n1 "$tmp/err")' / '$(head -n1 "$tmp/err2")'"
+		fail=$((fail + 1))
+	fi
+else
+	echo "SKIP a libpmemobj pool: cannot make one with Debian's libpmemobj"
+fi
 echo "faults: $repaired repaired before the program read them, $unharmed left nothing a check finds" \
 	"(bytes that happened to be rewritten as they were), $clean_errors clean errors, 0 wrong reads allowed;" \
 	"with the open-time check off, $wrong_unchecked of the scribble trials read wrong keys"
