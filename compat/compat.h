@@ -85,6 +85,7 @@ struct kp_pool {
 	uint64_t uuid_lo;
 	kr_oid super;    /* keratin's root: struct kp_super */
 	void *user_data; /* pmemobj_set_user_data */
+	size_t declare_max; /* bytes of declared stores per transaction (persist.c) */
 	pthread_mutex_t root_lock;
 	char *path;
 };

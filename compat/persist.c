@@ -58,69 +58,89 @@ static void note(struct kp_pool *p, const void *addr, size_t len)
 	notes[nnotes++] = (struct noted){p, addr, len};
 }
 
-/* Each object's piece of [addr, addr+len) declared in tx. Bytes outside live objects have
- * no checksum to follow (and parity only in the library's own writes): nothing to do. */
-static int declare_in(struct kp_pool *p, kr_tx *tx, const char *a, size_t len)
+/* A declaration in progress: ranges go into one keratin transaction until it has a quarter
+ * of a lane's bytes (kp_pool.declare_max), which then commits and a new one begins. A
+ * transaction's log must fit one lane (with a line header per 56 bytes, a record header per
+ * range, and room for other transactions' entries not yet trimmed), and a persist is not atomic in
+ * libpmemobj either: a crash may leave any of its lines old or new, so declaring a large
+ * range in pieces promises nothing less. (One transaction for everything was how a 1 MiB
+ * persist of hashmap_rp's rebuilt table failed, and the next check took the table back to
+ * what its checksum said: the keys were lost.) */
+struct decl {
+	struct kp_pool *p;
+	kr_tx *tx;
+	size_t bytes;
+	int rc;
+};
+
+static void decl_flush(struct decl *d)
 {
-	while (len) {
+	if (d->tx) {
+		int rc = d->rc ? (kr_tx_abort(d->tx), d->rc) : kr_tx_commit(d->tx);
+		d->rc = d->rc ? d->rc : rc;
+		d->tx = NULL;
+	}
+	d->bytes = 0;
+}
+
+static void decl_piece(struct decl *d, kr_oid oid, size_t off, size_t len)
+{
+	if (d->tx && d->bytes + len > d->p->declare_max)
+		decl_flush(d);
+	if (!d->rc && !d->tx)
+		d->rc = kr_tx_begin(d->p->kr, &d->tx);
+	if (!d->rc)
+		d->rc = kr_tx_add_stored(d->tx, oid, off, len, NULL);
+	d->bytes += len;
+}
+
+/* Each object's piece of [addr, addr+len), at most declare_max bytes at a time. Bytes
+ * outside live objects have no checksum to follow (and parity only in the library's own
+ * writes): nothing to do. */
+static void declare(struct decl *d, const char *a, size_t len)
+{
+	while (len && !d->rc) {
 		kr_oid oid;
 		size_t off, piece, osize;
-		if (kp_locate(p, tx, a, 1, &oid, &off, &osize) != KR_OK) {
+		if (kp_locate(d->p, d->tx, a, 1, &oid, &off, &osize) != KR_OK) {
 			piece = 1;
 		} else {
 			piece = osize - off;
 			if (piece > len)
 				piece = len;
-			int rc = kr_tx_add_stored(tx, oid, off, piece, NULL);
-			if (rc)
-				return rc;
+			if (piece > d->p->declare_max)
+				piece = d->p->declare_max;
+			decl_piece(d, oid, off, piece);
 		}
 		a += piece;
 		len -= piece;
 	}
-	return KR_OK;
 }
 
 int kp_declare_stored(struct kp_pool *p, const void *addr, size_t len)
 {
-	kr_tx *tx;
-	int rc = kr_tx_begin(p->kr, &tx);
-	if (rc)
-		return kp_err_kr(rc, "pmemobj_persist");
-	rc = declare_in(p, tx, addr, len);
-	if (rc) {
-		kr_tx_abort(tx);
-		return kp_err_kr(rc, "pmemobj_persist");
-	}
-	rc = kr_tx_commit(tx);
-	return rc ? kp_err_kr(rc, "pmemobj_persist") : 0;
+	struct decl d = {p, NULL, 0, 0};
+	declare(&d, addr, len);
+	decl_flush(&d);
+	return d.rc ? kp_err_kr(d.rc, "pmemobj_persist") : 0;
 }
 
 void kp_drain_pending(struct kp_pool *p)
 {
-	size_t mine = 0;
-	for (size_t i = 0; i < nnotes; i++)
-		mine += notes[i].pool == p;
-	if (!mine || kp_tx_current(p))
+	if (kp_tx_current(p))
 		return;
-	kr_tx *tx = NULL;
-	int rc = kr_tx_begin(p->kr, &tx);
+	struct decl d = {p, NULL, 0, 0};
 	size_t kept = 0;
 	for (size_t i = 0; i < nnotes; i++) {
-		if (notes[i].pool != p) {
+		if (notes[i].pool == p)
+			declare(&d, notes[i].addr, notes[i].len);
+		else
 			notes[kept++] = notes[i];
-			continue;
-		}
-		if (rc == KR_OK)
-			rc = declare_in(p, tx, notes[i].addr, notes[i].len);
 	}
 	nnotes = kept;
-	if (rc == KR_OK)
-		rc = kr_tx_commit(tx);
-	else if (tx)
-		kr_tx_abort(tx);
-	if (rc)
-		kp_err_kr(rc, "pmemobj_drain");
+	decl_flush(&d);
+	if (d.rc)
+		kp_err_kr(d.rc, "pmemobj_drain");
 }
 
 /* The pool that addr is in, if it is pop's; NULL for DRAM (a constructor's buffer). */

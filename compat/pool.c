@@ -236,6 +236,7 @@ static struct kp_pool *pool_attach(kr_pool *kr, const char *path)
 	p->base = kr_pool_base(kr);
 	p->size = kr_pool_mapped_size(kr);
 	memcpy(&p->uuid_lo, st.uuid, sizeof(p->uuid_lo));
+	p->declare_max = st.lane_size / 4;
 	if (p->uuid_lo == 0) /* 0 means "no pool" in an oid */
 		p->uuid_lo = 1;
 	pthread_mutex_init(&p->root_lock, NULL);

@@ -80,7 +80,10 @@ struct mbuf {
 			    * the ranges, buf their old ones (a fresh object: its whole block's) */
 	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
 	uint8_t stored;    /* in place by kr_tx_add_stored: the stores came first, no undo */
-	uint32_t stored_crc; /* stored: the header CRC the old bytes go with (shadow.h) */
+	uint32_t stored_crc; /* stored: the header CRC when the object was first declared */
+	uint32_t crc_delta;  /* stored, crc_own: the checksum's patch for the declared ranges */
+	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
+	uint8_t crc_own;     /* stored: the checksum is not patched from buf (kr_tx_add_stored) */
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -708,10 +711,26 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 	kr_quiesce_release(&q);
 }
 
-/* A declared range is an in-place range whose stores came before it was named: the buffer
- * gets the old bytes (the caller's, or parity's) where it has none yet, home keeps the
- * application's, and the commit trades them as for any in-place range. No undo entry:
- * nothing promised the application atomicity for stores it had not declared. */
+/* A declared range is an in-place range whose stores came before it was named: the
+ * buffer gets old bytes where it has none yet, home keeps the application's, and the
+ * commit trades them as for any in-place range. No undo entry: nothing promised the
+ * application atomicity for stores it had not declared.
+ *
+ * Which old bytes. Parity and the checksum need different ones, because undeclared stores
+ * of other objects (or of this object, in other rows) may sit in the same page columns:
+ *   - parity: the bytes parity says the range holds, reconstructed from parity and the
+ *     other rows as they are now, with commits held still. Patching with them makes the
+ *     range's parity the XOR of the rows as they are, the same result a recomputation
+ *     gives; as a delta it commutes with other commits' patches. (Bytes of other rows not
+ *     declared yet are then in parity already; their own declaration, reconstructing
+ *     again, keeps it so. A commit's patch uses the bytes at home, which agrees.)
+ *   - the checksum: the bytes it was computed over. The object's DRAM copy (shadow.h),
+ *     taken when the checksum had its present value, has them: the checksum is patched
+ *     for the declared range alone. Without a copy, the commit recomputes the checksum
+ *     over the object's bytes as they are (every store of the object's is then declared).
+ * A reconstruction is not the checksum's old bytes when another row of the column holds an
+ * undeclared store: using it for the checksum lost the keys of hashmap_rp's rebuilt table
+ * (a 1 MiB object spanning rows). old, when the caller gives it, serves both. */
 int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *old)
 {
 	int rc = tx_usable(tx);
@@ -733,19 +752,21 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 					      "range [%zu, +%zu) beyond object 0x%llx of %llu bytes",
 					      off, len, (unsigned long long)oid,
 					      (unsigned long long)m->size));
-	/* The old bytes of the parts not declared before (those keep their oldest bytes): the
-	 * caller's, the object's DRAM copy (shadow.h), or parity's. */
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
-	if (!m->stored)
+	if (!m->stored) {
 		m->stored_crc = hdr->crc;
-	uint8_t *was = NULL;
+		m->crc_delta = 0;
+		m->crc_whole = 0;
+	}
+	uint8_t *par = NULL, *sum = NULL;
 	if (!old && feat(pool, KR_FEAT_RO_PARITY)) {
-		if (!(was = kr_malloc(len)))
+		if (!(par = kr_malloc(2 * len)))
 			return tx_fail(tx, kr_err_set(KR_E_NOMEM, "%zu bytes stored in place", len));
-		if (!feat(pool, KR_FEAT_RO_OBJ_CSUM) ||
-		    !kr_shadow_old(&pool->shadow, oid, m->size, m->stored_crc, off, len, was))
-			old_from_parity(pool, oid + off, len, was);
-		old = was;
+		old_from_parity(pool, oid + off, len, par);
+		sum = par + len;
+		if (!feat(pool, KR_FEAT_RO_OBJ_CSUM) || m->crc_whole ||
+		    !kr_shadow_old(&pool->shadow, oid, m->size, m->stored_crc, off, len, sum))
+			m->crc_whole = 1;
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
 	uint64_t pos = off, e = off + len;
@@ -753,16 +774,21 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
 		if (gap_end > e)
 			gap_end = e;
-		if (gap_end > pos) /* without redundancy, what is home now will do */
-			memcpy(m->buf + pos, old ? (const uint8_t *)old + (pos - off) : home + pos,
-			       gap_end - pos);
+		if (gap_end > pos) { /* without redundancy, what is home now will do */
+			const uint8_t *was = old ? (const uint8_t *)old : par;
+			memcpy(m->buf + pos, was ? was + (pos - off) : home + pos, gap_end - pos);
+			if (sum && !m->crc_whole) /* the checksum's old bytes differ: patch now */
+				m->crc_delta ^= kr_crc32c_delta2(sum + (pos - off), home + pos,
+								 gap_end - pos, m->size - gap_end);
+		}
 		if (i < m->nranges && m->ranges[i].end > pos)
 			pos = m->ranges[i].end;
 	}
-	free(was);
+	free(par);
 	if ((rc = range_add(m, off, off + len)))
 		return tx_fail(tx, rc);
 	m->in_place = m->stored = m->handed = 1;
+	m->crc_own = sum != NULL; /* the commit writes stored_crc ^ crc_delta, or recomputes */
 	return KR_OK;
 }
 
@@ -1057,6 +1083,33 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
 	return KR_OK;
 }
 
+/* The checksum of an object with declared stores (kr_tx_add_stored): patched for them from
+ * the DRAM copy's old bytes, or recomputed over the object as it will be (home, which holds
+ * the old bytes of the declared ranges since the swap, and the buffer their new ones). */
+static int tx_add_stored_crc(struct kr_tx *tx, struct mbuf *m)
+{
+	kr_pool *pool = tx->pool;
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	uint32_t crc = m->stored_crc ^ m->crc_delta;
+	if (m->crc_whole) {
+		crc = kr_obj_crc_start(hdr);
+		uint64_t pos = 0;
+		for (uint32_t i = 0; i < m->nranges; i++) {
+			const struct range *r = &m->ranges[i];
+			crc = kr_crc32c_extend(crc, home + pos, r->start - pos);
+			crc = kr_crc32c_extend(crc, m->buf + r->start, r->end - r->start);
+			pos = r->end;
+		}
+		crc = kr_crc32c_extend(crc, home + pos, m->size - pos);
+	}
+	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
+	if (!d)
+		return kr_errcode();
+	*d = crc;
+	return KR_OK;
+}
+
 static int tx_build_image(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -1083,7 +1136,7 @@ static int tx_build_image(struct kr_tx *tx)
 					      (uint32_t)(r->end - r->start), &crc);
 		}
 		if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			rc = tx_add_object_crc(tx, m, crc);
+			rc = m->crc_own ? tx_add_stored_crc(tx, m) : tx_add_object_crc(tx, m, crc);
 	}
 	if (rc == KR_OK && tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
@@ -1127,11 +1180,14 @@ static uint32_t payload_crc(void *ctx)
 	return kr_obj_crc(c->hdr, c->payload);
 }
 
-/* After the apply: the object's DRAM copy follows a declaration (shadow.h). */
+/* After the apply: the object's DRAM copy follows a declaration (shadow.h). A recomputed
+ * checksum covers every byte at home, so only a copy of them all may go with it. */
 static void shadow_follow(kr_pool *pool, const struct mbuf *m)
 {
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	struct crc_ctx c = {hdr, (const uint8_t *)pool->pm.base + m->oid};
+	if (m->crc_whole)
+		kr_shadow_drop(&pool->shadow, m->oid);
 	kr_shadow_follow(&pool->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
 			 (const uint64_t *)m->ranges, m->nranges, c.payload, payload_crc, &c);
 }
