@@ -43,6 +43,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "keratin.h"
@@ -76,6 +77,9 @@ struct kp_super {
 	uint64_t root_oid;                  /* the application's root object, 0 if none */
 	uint64_t root_size;                 /* the size it was asked for */
 };
+/* root_get (pool.c) writes the two root fields with one store. */
+_Static_assert(offsetof(struct kp_super, root_size) == offsetof(struct kp_super, root_oid) + 8,
+	       "root_size follows root_oid");
 
 /* An open pool. */
 struct kp_pool {

@@ -142,7 +142,7 @@ int kp_locate(struct kp_pool *p, kr_tx *tx, const void *addr, size_t len, kr_oid
 	size_t size = 0;
 	kr_oid o = KR_OID_NULL;
 	if (tx) {
-		o = kr_tx_owner(tx, at, &size);
+		o = kr_tx_owner(tx, at, &size, NULL);
 	} else {
 		struct kr_location loc = KR_LOCATION_INIT;
 		if (kr_pool_locate(p->kr, at, &loc) == KR_OK && loc.object && at >= loc.object) {
@@ -189,20 +189,38 @@ PMEMOBJ_API PMEMoid pmemobj_oid(const void *addr)
 	return kp_oid(p, oid);
 }
 
-/* Exact: keratin keeps the size asked for (libpmemobj rounds up to its block size). */
-PMEMOBJ_API size_t pmemobj_alloc_usable_size(PMEMoid oid)
-{
-	struct kp_pool *p = oid.off ? kp_pool_by_uuid(oid.pool_uuid_lo) : NULL;
-	return p ? kr_size(p->kr, oid.off) : 0;
-}
-
-PMEMOBJ_API uint64_t pmemobj_type_num(PMEMoid oid)
+/* Size and type of an object, as the thread sees the pool: an object its open transaction
+ * allocated counts (libpmemobj's programs test OID_INSTANCEOF on one before the commit). */
+static int object_info(PMEMoid oid, size_t *size, uint32_t *type)
 {
 	struct kp_pool *p = oid.off ? kp_pool_by_uuid(oid.pool_uuid_lo) : NULL;
 	if (!p)
 		return 0;
+	kr_tx *tx = kp_tx_current(p);
+	if (tx)
+		return kr_tx_owner(tx, oid.off, size, type) == oid.off;
+	*size = kr_size(p->kr, oid.off);
+	*type = kr_type(p->kr, oid.off);
+	return *size != 0;
+}
+
+/* Exact: keratin keeps the size asked for (libpmemobj rounds up to its block size). */
+PMEMOBJ_API size_t pmemobj_alloc_usable_size(PMEMoid oid)
+{
+	size_t size;
+	uint32_t type;
+	return object_info(oid, &size, &type) ? size : 0;
+}
+
+PMEMOBJ_API uint64_t pmemobj_type_num(PMEMoid oid)
+{
+	size_t size;
+	uint32_t type;
+	if (!object_info(oid, &size, &type))
+		return 0;
+	struct kp_pool *p = kp_pool_by_uuid(oid.pool_uuid_lo);
 	const struct kp_super *s = kr_get(p->kr, p->super);
-	return oid.off == s->root_oid ? POBJ_ROOT_TYPE_NUM : kr_type(p->kr, oid.off);
+	return oid.off == s->root_oid ? POBJ_ROOT_TYPE_NUM : type;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -470,29 +488,36 @@ static PMEMoid root_get(struct kp_pool *p, size_t size, pmemobj_constr constr, v
 		pthread_mutex_unlock(&p->root_lock);
 		return kp_oid(p, root);
 	}
-	kr_tx *tx;
-	int rc = kr_tx_begin(p->kr, &tx);
+	/* One transaction: the thread's open one if it has one on the pool (the root is made
+	 * in place there), else one of its own. */
+	kr_tx *tx = NULL;
+	int own;
+	int rc = kp_atomic_begin(p, &tx, &own);
+	if (rc)
+		tx = NULL;
 	kr_oid n = 0;
-	if (rc == KR_OK && (rc = kr_tx_alloc(tx, size, POBJ_ROOT_TYPE_NUM, &n)) == KR_OK) {
-		uint8_t *buf = kr_tx_open(tx, n);
-		struct kp_super *ws = kr_tx_open(tx, p->super);
-		if (buf && ws) {
-			if (root)
-				memcpy(buf, kr_get(p->kr, root), ws->root_size);
-			if (root)
-				kr_tx_free(tx, root);
-			ws->root_oid = n;
-			ws->root_size = size;
-			if (constr && constr((PMEMobjpool *)p->base, buf, arg) != 0)
-				rc = kr_error_set(KR_E_MISUSE, "the root constructor failed");
-		}
-		if (rc) {
-			kr_tx_abort(tx);
-			tx = NULL;
-		}
+	if (rc == KR_OK)
+		rc = kp_new_object(p, tx, own, size, POBJ_ROOT_TYPE_NUM, NULL, NULL, &n);
+	if (rc == KR_OK) {
+		uint64_t old_size = s->root_size;
+		uint8_t *buf = own ? kr_tx_open(tx, n) : kr_tx_add_in_place(tx, n, 0, size);
+		if (!buf)
+			rc = kr_errcode();
+		else if (root && own)
+			memcpy(buf, kr_get(p->kr, root), old_size);
+		else if (root)
+			rc = kr_tx_write_in_place(tx, n, 0, kr_get(p->kr, root), old_size);
+		if (rc == KR_OK && root)
+			rc = kr_tx_free(tx, root);
+		uint64_t note[2] = {n, size};
+		if (rc == KR_OK)
+			rc = kp_write(p, tx, own, p->base + p->super + offsetof(struct kp_super, root_oid),
+				      note, sizeof(note));
+		if (rc == KR_OK && constr && constr((PMEMobjpool *)p->base, buf, arg) != 0)
+			rc = kr_error_set(KR_E_MISUSE, "the root constructor failed");
 	}
-	if (tx)
-		rc = kr_tx_commit(tx);
+	if (tx) /* begun */
+		rc = kp_atomic_end(tx, own, rc);
 	pthread_mutex_unlock(&p->root_lock);
 	if (rc)
 		return kp_err(rc == KR_E_MISUSE ? ECANCELED : kp_errno_of(rc), "root: %s",

@@ -470,7 +470,7 @@ static PMEMoid tx_realloc(PMEMoid oid, size_t size, uint64_t type_num, const cha
 		return OID_NULL;
 	}
 	size_t old = 0; /* the object may be new in this transaction */
-	if (kr_tx_owner(T.ktx, oid.off, &old) != oid.off)
+	if (kr_tx_owner(T.ktx, oid.off, &old, NULL) != oid.off)
 		return kr_failed(kr_error_set(KR_E_MISUSE_OID, "0x%llx is not a live object",
 					      (unsigned long long)oid.off), what, 0), OID_NULL;
 	PMEMoid n = tx_new(size, type_num, 0, what);

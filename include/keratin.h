@@ -528,9 +528,9 @@ KR_API int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const
  * for libraries that write in-place ranges themselves (realloc's copy, strdup). */
 KR_API int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, size_t len);
 /* The object whose payload holds pool offset off, as the transaction sees the pool: its own
- * new objects included (kr_pool_locate knows only live ones). *size is its size.
- * KR_OID_NULL if none. */
-KR_API kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size);
+ * new objects included (kr_pool_locate knows only live ones). *size is its size and *type
+ * (if type is not NULL) its type number. KR_OID_NULL if none. */
+KR_API kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type);
 
 /* Typed helpers. T is the C type stored in the object. */
 #define KR_GET(pool, oid, T) ((const T *)kr_get((pool), (oid)))

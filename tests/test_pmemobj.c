@@ -138,6 +138,26 @@ static void test_pools(void)
 
 static void test_root(void)
 {
+	/* Made inside a transaction (libart does): the transaction's, and valid in it. */
+	char other[128];
+	tu_pool_path(other, sizeof(other), "pmemobj-root-tx");
+	PMEMobjpool *tp = pmemobj_create(other, LAYOUT, PMEMOBJ_MIN_POOL, 0600);
+	TU_ASSERT(tp, "create: %s", pmemobj_errormsg());
+	PMEMoid in_tx = OID_NULL;
+	TX_BEGIN(tp) {
+		in_tx = pmemobj_root(tp, 32);
+		TU_ASSERT(!OID_IS_NULL(in_tx), "root inside a transaction: %s", pmemobj_errormsg());
+		TX_ADD_DIRECT((uint64_t *)pmemobj_direct(in_tx));
+		*(uint64_t *)pmemobj_direct(in_tx) = 99;
+	} TX_ONABORT {
+		TU_FAIL("transaction with a new root aborted: %s", pmemobj_errormsg());
+	} TX_END
+	TU_ASSERT(OID_EQUALS(pmemobj_root(tp, 32), in_tx) &&
+			  *(uint64_t *)pmemobj_direct(in_tx) == 99,
+		  "the root made in a transaction");
+	pmemobj_close(tp);
+	TU_DEEP_CHECK_FILE(other, "root made in a transaction");
+
 	PMEMobjpool *pop = reopen(NULL);
 	errno = 0;
 	TU_ASSERT(OID_IS_NULL(pmemobj_root(pop, 0)) && errno == EINVAL, "root of size 0 first");
@@ -279,6 +299,12 @@ static void test_tx(void)
 	PMEMoid s = OID_NULL;
 	TX_BEGIN(pop) {
 		it = TX_NEW(struct item);
+		/* Known by type and size before the commit (ctree tests OID_INSTANCEOF). */
+		TU_ASSERT(pmemobj_type_num(it.oid) == TOID_TYPE_NUM(struct item) &&
+				  pmemobj_alloc_usable_size(it.oid) >= sizeof(struct item),
+			  "an object new in the transaction: type %llu, size %zu",
+			  (unsigned long long)pmemobj_type_num(it.oid),
+			  pmemobj_alloc_usable_size(it.oid));
 		for (size_t i = 0; i < sizeof(struct item); i++)
 			TU_ASSERT(((const uint8_t *)D_RO(it))[i] == 0, "TX_NEW reads zeros");
 		D_RW(it)->key = 5;

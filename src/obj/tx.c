@@ -657,13 +657,15 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	return home + off;
 }
 
-kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size)
+kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 {
 	if (tx_owned(tx))
 		return KR_OID_NULL;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !m->freed && off >= m->oid && off < m->oid + m->size) {
 			*size = m->size;
+			if (type)
+				*type = m->type;
 			return m->oid;
 		}
 	struct kr_location loc = KR_LOCATION_INIT;
@@ -671,6 +673,8 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size)
 	    off >= loc.object + loc.object_size)
 		return KR_OID_NULL;
 	*size = loc.object_size;
+	if (type)
+		*type = kr_type(tx->pool, loc.object);
 	return loc.object;
 }
 
