@@ -94,7 +94,7 @@ int kp_reservations_recover(struct kp_pool *p)
 	for (kr_oid o = kr_first(p->kr); o && rc == KR_OK; o = kr_next(p->kr, o)) {
 		if (kr_type(p->kr, o) != KP_TYPE_RESERVED)
 			continue;
-		if (!tx && (rc = kr_tx_begin(p->kr, &tx)))
+		if (!tx && (rc = kp_tx_begin(p, &tx)))
 			break;
 		const kr_oid *target = kr_get(p->kr, o);
 		rc = kr_tx_free(tx, o);

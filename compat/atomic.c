@@ -17,13 +17,21 @@
 
 #include "compat.h"
 
+int kp_tx_begin(struct kp_pool *p, kr_tx **tx)
+{
+	int rc = kr_tx_begin(p->kr, tx);
+	if (rc == KR_OK)
+		kr_tx_trust(*tx);
+	return rc;
+}
+
 int kp_atomic_begin(struct kp_pool *p, kr_tx **tx, int *own)
 {
 	*tx = kp_tx_current(p);
 	*own = *tx == NULL;
 	if (*tx)
 		return KR_OK;
-	return kr_tx_begin(p->kr, tx);
+	return kp_tx_begin(p, tx);
 }
 
 int kp_atomic_end(kr_tx *tx, int own, int rc)

@@ -119,6 +119,11 @@ int kp_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int kp_err_kr(int krc, const char *what);
 int kp_errno_of(int krc);
 
+/* kr_tx_begin and kr_tx_trust: every keratin transaction of this library opens objects
+ * without verifying them, since another thread may be storing into them in place, its
+ * stores not declared yet (atomic.c). */
+int kp_tx_begin(struct kp_pool *p, kr_tx **tx);
+
 /* The thread's transaction (tx.c). */
 enum pobj_tx_stage kp_tx_stage(void);
 /* The keratin transaction the thread has open on p for its libpmemobj transaction, if

@@ -88,7 +88,7 @@ static void decl_piece(struct decl *d, kr_oid oid, size_t off, size_t len)
 	if (d->tx && d->bytes + len > d->p->declare_max)
 		decl_flush(d);
 	if (!d->rc && !d->tx)
-		d->rc = kr_tx_begin(d->p->kr, &d->tx);
+		d->rc = kp_tx_begin(d->p, &d->tx);
 	if (!d->rc)
 		d->rc = kr_tx_add_stored(d->tx, oid, off, len, NULL);
 	d->bytes += len;

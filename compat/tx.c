@@ -168,7 +168,7 @@ PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 		T.errnum = 0;
 		T.cb = NULL;
 		T.behavior = POBJ_TX_FAILURE_ABORT;
-		int rc = kr_tx_begin(p->kr, &T.ktx);
+		int rc = kp_tx_begin(p, &T.ktx);
 		if (rc) {
 			T.ktx = NULL;
 			kp_err_kr(rc, "pmemobj_tx_begin");

@@ -527,6 +527,12 @@ KR_API int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const
 /* kr_tx_add_in_place, then len bytes of src (zeros if src is NULL) stored there by keratin:
  * for libraries that write in-place ranges themselves (realloc's copy, strdup). */
 KR_API int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, size_t len);
+/* The transaction opens objects without verifying their checksums first. For programs whose
+ * threads store into objects in place and declare the stores later (libpmemobj's
+ * pmemobj_persist): another thread's store, not declared yet, would fail the check, and the
+ * repair that follows would undo it. Checksum patches stay exact either way (they cover the
+ * ranges changed); damage is then found by kr_pool_check and the scrubber instead. */
+KR_API void kr_tx_trust(kr_tx *tx);
 /* The object whose payload holds pool offset off, as the transaction sees the pool: its own
  * new objects included (kr_pool_locate knows only live ones). *size is its size and *type
  * (if type is not NULL) its type number. KR_OID_NULL if none. */

@@ -168,6 +168,9 @@ static void pool_free(kr_pool *pool)
 	kr_vcache_fini(&pool->vcache);
 	kr_shadow_fini(&pool->shadow);
 	pthread_mutex_destroy(&pool->root_lock);
+	pthread_mutex_destroy(&pool->inflight_lock);
+	for (int i = 0; i < KR_CRC_LOCKS; i++)
+		pthread_mutex_destroy(&pool->crc_locks[i]);
 	pthread_mutex_destroy(&pool->scrub_lock);
 	pthread_cond_destroy(&pool->scrub_cond);
 	free(pool->path);
@@ -261,6 +264,9 @@ static kr_pool *pool_alloc(const char *path)
 	kr_vcache_init(&pool->vcache);
 	kr_shadow_init(&pool->shadow);
 	pthread_mutex_init(&pool->root_lock, NULL);
+	pthread_mutex_init(&pool->inflight_lock, NULL);
+	for (int i = 0; i < KR_CRC_LOCKS; i++)
+		pthread_mutex_init(&pool->crc_locks[i], NULL);
 	pthread_mutex_init(&pool->scrub_lock, NULL);
 	pthread_cond_init(&pool->scrub_cond, NULL);
 	return pool;

@@ -18,6 +18,9 @@
 #include "shadow.h"
 #include "vcache.h"
 
+#define KR_CRC_LOCKS 64
+struct mbuf;
+
 struct kr_pool {
 	struct kr_pm pm;
 	struct kr_pool_hdr hdr; /* the validated header */
@@ -32,6 +35,12 @@ struct kr_pool {
 	 * belongs to whoever holds its lane. */
 	struct kr_tx **tx_spare;
 	pthread_mutex_t root_lock;
+	/* In-place writes (tx.c): every transaction's in-place buffers not yet committed, with
+	 * the bytes parity still reflects for them; and the stripes that serialise the
+	 * checksum updates of one object by several transactions. */
+	pthread_mutex_t inflight_lock;
+	struct mbuf *inflight;
+	pthread_mutex_t crc_locks[KR_CRC_LOCKS];
 	_Atomic int failed;   /* sticky error state (see keratin.h) */
 	struct kr_log_recovery recovery;
 	int recovered;

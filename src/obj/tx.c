@@ -84,6 +84,9 @@ struct mbuf {
 	uint32_t crc_delta;  /* stored, crc_own: the checksum's patch for the declared ranges */
 	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
 	uint8_t crc_own;     /* stored: the checksum is not patched from buf (kr_tx_add_stored) */
+	uint32_t crc_base;   /* stored, crc_own: the header CRC the commit patched */
+	uint8_t inflight;    /* in_place and on the pool's in-flight list (inext/iprev) */
+	struct mbuf *inext, *iprev;
 	uint32_t type;
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
@@ -107,6 +110,7 @@ struct kr_tx {
 	uint8_t direct; /* fresh payloads were written home outside the log */
 	uint64_t root_oid, root_size; /* root to publish at commit, or 0 */
 	uint64_t undo_first; /* seq of the first undo entry (in-place writes), 0 if none */
+	uint8_t trusting;    /* kr_tx_trust: objects opened are not verified first */
 	struct kr_tx *next_open;
 	struct mbuf *spares; /* headers of ended buffers, for the next transaction (tx_recycle) */
 	uint32_t nspares;
@@ -311,7 +315,7 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 	 * object verified whole before has its blocks checked instead, as kr_tx_add hands
 	 * them out (range_verify). A whole verification reads every byte anyway: it fills the
 	 * buffer in the same pass. */
-	if (verify && feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
+	if (verify && !tx->trusting && feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
 		int copied = 0;
 		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
 			m->by_block = 1;
@@ -481,6 +485,7 @@ static void tx_recycle(struct kr_tx *tx)
 	tx->direct = 0;
 	tx->root_oid = tx->root_size = 0;
 	tx->undo_first = 0;
+	tx->trusting = 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -582,6 +587,111 @@ static void tx_undo_in_place(struct kr_tx *tx)
 	}
 }
 
+/* The pool's in-flight in-place buffers (kr_pool.inflight, under inflight_lock). A
+ * reconstruction from parity must not take another transaction's in-place stores, not yet
+ * in parity, for bytes parity reflects: it reads their buffers' old bytes instead. A buffer
+ * joins when it first becomes in place and leaves inside the commit gate, before home and
+ * parity agree again (so a reconstruction, which holds commits still, never sees one half
+ * done). Changes to a listed buffer's ranges and bytes are made under the lock. */
+static void inflight_join(kr_pool *pool, struct mbuf *m)
+{
+	if (m->inflight)
+		return;
+	m->iprev = NULL;
+	m->inext = pool->inflight;
+	if (pool->inflight)
+		pool->inflight->iprev = m;
+	pool->inflight = m;
+	m->inflight = 1;
+}
+
+static void inflight_leave_all(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	pthread_mutex_lock(&pool->inflight_lock);
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		if (!m->inflight)
+			continue;
+		if (m->iprev)
+			m->iprev->inext = m->inext;
+		else
+			pool->inflight = m->inext;
+		if (m->inext)
+			m->inext->iprev = m->iprev;
+		m->inflight = 0;
+	}
+	pthread_mutex_unlock(&pool->inflight_lock);
+}
+
+/* Calls fn for each in-flight byte range of m (pool offsets [a, b)): its ranges, or the
+ * whole object for a new one. */
+static void inflight_ranges(const struct mbuf *m, void (*fn)(void *ctx, const struct mbuf *m,
+							   uint64_t a, uint64_t b),
+			    void *ctx)
+{
+	if (m->fresh) {
+		fn(ctx, m, m->oid, m->oid + m->size);
+		return;
+	}
+	for (uint32_t i = 0; i < m->nranges; i++)
+		fn(ctx, m, m->oid + m->ranges[i].start, m->oid + m->ranges[i].end);
+}
+
+/* A reconstruction of [off, off+len) of one row, being corrected. */
+struct recon {
+	kr_pool *pool;
+	uint64_t off;
+	size_t len;
+	uint8_t *out;
+};
+
+/* For the part of [a, b) in the same zone and page column as the reconstructed bytes but
+ * another row, the reconstruction took home's bytes: trade them for the buffer's. */
+static void recon_correct(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
+{
+	struct recon *r = ctx;
+	const struct kr_geom *g = &r->pool->g;
+	const uint8_t *base = (const uint8_t *)r->pool->pm.base;
+	uint32_t zone = kr_geom_zone(g, r->off), row = kr_geom_row(g, r->off);
+	uint64_t x0 = kr_geom_in_row(g, r->off), x1 = x0 + r->len;
+	while (a < b) {
+		uint64_t in_row = kr_geom_in_row(g, a);
+		uint64_t end = a + (g->row_size - in_row) < b ? a + (g->row_size - in_row) : b;
+		if (kr_geom_in_data(g, a) && kr_geom_zone(g, a) == zone && kr_geom_row(g, a) != row) {
+			uint64_t lo = in_row > x0 ? in_row : x0;
+			uint64_t hi = in_row + (end - a) < x1 ? in_row + (end - a) : x1;
+			for (uint64_t y = lo; y < hi; y++) {
+				uint64_t at = a + (y - in_row);
+				r->out[y - x0] ^= base[at] ^ m->buf[at - m->oid];
+			}
+		}
+		a = end;
+	}
+}
+
+static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
+{
+	for (int i = n - 1; i >= 0; i--)
+		pthread_mutex_unlock(&pool->crc_locks[stripes[i]]);
+}
+
+/* The stripes of the checksum locks of a transaction's changed objects, ascending, each
+ * once; their count. Two transactions that change one object (disjoint ranges, which
+ * libpmemobj allows) each patch its checksum from the value they read: the second must
+ * read the first's (build to apply, under the object's stripe). */
+static int crc_stripes(struct kr_tx *tx, uint8_t *stripes)
+{
+	uint64_t seen = 0;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (!m->fresh && !m->freed && m->nranges)
+			seen |= 1ull << ((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> 58);
+	int n = 0;
+	for (int i = 0; i < KR_CRC_LOCKS; i++)
+		if (seen >> i & 1)
+			stripes[n++] = (uint8_t)i;
+	return n;
+}
+
 static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
 {
 	for (uint32_t i = 0; i < m->nranges; i++)
@@ -627,7 +737,11 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	if (m->fresh && !m->in_place) {
 		/* What the free block holds now is what its parity was computed over; the
 		 * application finds zeros, as kr_tx_alloc promises, once the intent is durable. */
+		pthread_mutex_lock(&pool->inflight_lock);
 		memcpy(m->buf, home, m->size);
+		m->in_place = 1;
+		inflight_join(pool, m);
+		pthread_mutex_unlock(&pool->inflight_lock);
 		if (feat(pool, KR_FEAT_RO_PARITY) && (rc = kr_img_intent(&tx->img, oid, m->size)) == KR_OK)
 			rc = tx_commit_undo(tx, 1);
 		if (rc == KR_OK && !kr_all_zero(home, m->size)) {
@@ -641,10 +755,17 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				tx_fail(tx, rc);
 				return NULL;
 			}
+			pthread_mutex_lock(&pool->inflight_lock);
 			mbuf_fill_gaps(pool, m, off, off + len);
+			pthread_mutex_unlock(&pool->inflight_lock);
 		}
 		uint32_t crc = 0;
-		if ((rc = range_add(m, off, off + len)) == KR_OK &&
+		pthread_mutex_lock(&pool->inflight_lock);
+		rc = range_add(m, off, off + len);
+		m->in_place = 1;
+		inflight_join(pool, m);
+		pthread_mutex_unlock(&pool->inflight_lock);
+		if (rc == KR_OK &&
 		    (rc = kr_img_data_copy(&tx->img, oid + off, m->buf + off, (uint32_t)len, &crc)) == KR_OK)
 			rc = tx_commit_undo(tx, 0);
 	}
@@ -678,6 +799,12 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 	return loc.object;
 }
 
+void kr_tx_trust(kr_tx *tx)
+{
+	if (tx_owned(tx) == KR_OK)
+		tx->trusting = 1;
+}
+
 int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, size_t len)
 {
 	uint8_t *p = kr_tx_add_in_place(tx, oid, off, len);
@@ -708,6 +835,11 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 			kr_parity_rebuild_bytes(&pool->redund.parity, off, piece, out);
 		else
 			kr_parity_rebuild(&pool->redund.parity, off, piece, out);
+		struct recon r = {pool, off, piece, out};
+		pthread_mutex_lock(&pool->inflight_lock);
+		for (const struct mbuf *m = pool->inflight; m; m = m->inext)
+			inflight_ranges(m, recon_correct, &r);
+		pthread_mutex_unlock(&pool->inflight_lock);
 		off += piece;
 		out += piece;
 		len -= piece;
@@ -774,6 +906,7 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
 	uint64_t pos = off, e = off + len;
+	pthread_mutex_lock(&pool->inflight_lock);
 	for (uint32_t i = 0; i <= m->nranges && pos < e; i++) {
 		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
 		if (gap_end > e)
@@ -788,10 +921,13 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 		if (i < m->nranges && m->ranges[i].end > pos)
 			pos = m->ranges[i].end;
 	}
-	free(par);
-	if ((rc = range_add(m, off, off + len)))
-		return tx_fail(tx, rc);
+	rc = range_add(m, off, off + len);
 	m->in_place = m->stored = m->handed = 1;
+	inflight_join(pool, m);
+	pthread_mutex_unlock(&pool->inflight_lock);
+	free(par);
+	if (rc)
+		return tx_fail(tx, rc);
 	m->crc_own = sum != NULL; /* the commit writes stored_crc ^ crc_delta, or recomputes */
 	return KR_OK;
 }
@@ -804,6 +940,7 @@ static void tx_end(struct kr_tx *tx, int committed)
 	struct kr_lane *lane = tx->lane;
 	if (!committed)
 		tx_undo_in_place(tx);
+	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
 			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct && !m->in_place);
@@ -1095,17 +1232,30 @@ static int tx_add_stored_crc(struct kr_tx *tx, struct mbuf *m)
 	kr_pool *pool = tx->pool;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
-	uint32_t crc = m->stored_crc ^ m->crc_delta;
+	/* The header's CRC now, not at the declaration: other transactions may have patched it
+	 * for their ranges since (under the object's stripe, which this commit holds now). */
+	m->crc_base = hdr->crc;
+	uint32_t crc = m->crc_base ^ m->crc_delta;
 	if (m->crc_whole) {
-		crc = kr_obj_crc_start(hdr);
-		uint64_t pos = 0;
-		for (uint32_t i = 0; i < m->nranges; i++) {
-			const struct range *r = &m->ranges[i];
-			crc = kr_crc32c_extend(crc, home + pos, r->start - pos);
-			crc = kr_crc32c_extend(crc, m->buf + r->start, r->end - r->start);
-			pos = r->end;
-		}
-		crc = kr_crc32c_extend(crc, home + pos, m->size - pos);
+		/* The object as it will be: home, this buffer's new bytes, and for ranges other
+		 * transactions have in flight on it, their old bytes (their commits patch the
+		 * checksum for their own changes, after this one: crc_stripes). */
+		uint8_t *img = kr_malloc(m->size);
+		if (!img)
+			return kr_err_set(KR_E_NOMEM, "checksum of a %llu-byte object",
+					  (unsigned long long)m->size);
+		memcpy(img, home, m->size);
+		for (uint32_t i = 0; i < m->nranges; i++)
+			memcpy(img + m->ranges[i].start, m->buf + m->ranges[i].start,
+			       m->ranges[i].end - m->ranges[i].start);
+		pthread_mutex_lock(&pool->inflight_lock);
+		for (const struct mbuf *o = pool->inflight; o; o = o->inext)
+			for (uint32_t i = 0; o != m && o->oid == m->oid && !o->swapped && i < o->nranges; i++)
+				memcpy(img + o->ranges[i].start, o->buf + o->ranges[i].start,
+				       o->ranges[i].end - o->ranges[i].start);
+		pthread_mutex_unlock(&pool->inflight_lock);
+		crc = kr_obj_crc(hdr, img);
+		free(img);
 	}
 	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
 	if (!d)
@@ -1190,7 +1340,7 @@ static void shadow_follow(kr_pool *pool, const struct mbuf *m)
 {
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	struct crc_ctx c = {hdr, (const uint8_t *)pool->pm.base + m->oid};
-	if (m->crc_whole)
+	if (m->crc_whole || m->crc_base != m->stored_crc) /* the copy misses others' changes */
 		kr_shadow_drop(&pool->shadow, m->oid);
 	kr_shadow_follow(&pool->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
 			 (const uint64_t *)m->ranges, m->nranges, c.payload, payload_crc, &c);
@@ -1218,6 +1368,10 @@ int kr_tx_commit(kr_tx *tx)
 
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
+	uint8_t stripes[KR_CRC_LOCKS];
+	int nstripes = crc_stripes(tx, stripes);
+	for (int i = 0; i < nstripes; i++)
+		pthread_mutex_lock(&pool->crc_locks[stripes[i]]);
 	kr_log_enter(&pool->log, tx->lane);
 	tx_swap_in_place(tx);
 	fresh_mark_zeros(tx);
@@ -1226,6 +1380,7 @@ int kr_tx_commit(kr_tx *tx)
 		rc = tx_build_image(tx);
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
+		crc_unlock(pool, stripes, nstripes);
 		tx_end(tx, 1); /* read-only: nothing to make durable */
 		return KR_OK;
 	}
@@ -1244,6 +1399,7 @@ int kr_tx_commit(kr_tx *tx)
 				kr_pool_fail(pool, frc);
 		}
 		kr_log_exit(&pool->log, tx->lane);
+		crc_unlock(pool, stripes, nstripes);
 		tx_end(tx, 0);
 		return rc;
 	}
@@ -1272,6 +1428,7 @@ int kr_tx_commit(kr_tx *tx)
 				shadow_follow(pool, m);
 		}
 	}
+	crc_unlock(pool, stripes, nstripes);
 	kr_heap_release(&pool->heap);
 	tx_end(tx, 1);
 	return rc;
