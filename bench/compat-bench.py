@@ -40,6 +40,7 @@ LABEL = {("kp", "plain"): "keratin-pmemobj", ("pmdk", "plain"): "libpmemobj",
          ("pmdk", "replica"): "libpmemobj-R"}
 # The goals: keratin-pmemobj (full protection) over libpmemobj, and over libpmemobj-R.
 GOAL_PLAIN, GOAL_REPLICA = 1.0, 0.5
+FAILED = {}  # (lib, config, param) -> why its run failed
 FIELDS = ["lib", "config", "workload", "param", "threads", "ops", "seconds", "median_ns",
           "p99_ns", "ops_per_s", "fences", "flushed_lines", "logged_bytes", "written_bytes"]
 
@@ -71,9 +72,12 @@ def run(args, lib, cfg, wl, param, ops, count=False):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode == 3:
         return []  # a structure pmdk-build.sh could not build
-    if p.returncode != 0:
-        sys.exit("compat-bench: %s failed (%d): %s" % (" ".join(cmd), p.returncode,
-                                                     (p.stderr or p.stdout).strip()[-400:]))
+    if p.returncode != 0:  # a failure is a result too: reported in the table, not fatal
+        why = (p.stderr or p.stdout).strip().splitlines()
+        FAILED[(lib, cfg, str(param))] = why[-1][:160] if why else "exit %d" % p.returncode
+        print("compat-bench: %s failed (%d): %s" % (" ".join(cmd), p.returncode,
+                                                   FAILED[(lib, cfg, str(param))]), file=sys.stderr)
+        return []
     rows = [dict(zip(FIELDS, line.split(","))) for line in p.stdout.splitlines()
             if line and not line.startswith("lib,")]
     for r in rows:
@@ -186,6 +190,10 @@ def main():
             k, p, pr = (med("kp", "plain", op, param), med("pmdk", "plain", op, param),
                         med("pmdk", "replica", op, param))
             if k is None or p is None:
+                why = FAILED.get(("kp", "plain", str(param))) or FAILED.get(("pmdk", "plain", str(param)))
+                if why and op == (MAP_OPS[0] if wl == "map" else wl):
+                    w("| %s %s | failed: %s | | | ✗ | ✗ | | |" % (op, param, why))
+                    total += 2
                 continue
             r1 = k / p
             r2 = k / pr if pr else None

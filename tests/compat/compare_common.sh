@@ -155,7 +155,16 @@ wl_case() {
 		what="${what:+$what, }output differs"
 	fi
 	[[ -s $tmp/problems ]] && what="${what:+$what, }$(wc -l <"$tmp/problems") check(s) failed"
-	if [[ -z $what ]]; then
+	if [[ -n ${KNOWN_DIFF[$label]:-} ]]; then
+		# A difference docs/COMPAT.md documents: shown as such, never as passing; a case
+		# that stops differing fails until it leaves the list.
+		if [[ -z $what ]]; then
+			cmp_fail "$label" "listed as a known difference but no longer differs: remove it"
+		else
+			echo "KNOWN $label: $what, as documented: ${KNOWN_DIFF[$label]}"
+			known=$((known + 1))
+		fi
+	elif [[ -z $what ]]; then
 		cmp_ok "$label"
 	else
 		cmp_fail "$label" "$what" "$(cat "$tmp/problems"
@@ -188,8 +197,15 @@ cmp_build_failed() {
 	cmp_fail "build $1" "$(grep -m1 -E 'error|undefined' "$2.log")"
 }
 
+# Cases whose difference docs/COMPAT.md documents (label -> the reason).
+declare -A KNOWN_DIFF=(
+	["pmemobjfs mount"]="pmemobjfs snapshots one byte of a block (TX_ADD of a TOID(char)) and writes the whole block; keratin-pmemobj keeps a transaction's snapshotted ranges, so the check at the next open repairs the rest of the block back (COMPAT.md, transactions)"
+)
+known=0
+
 cmp_run() {
 	pmdk_workloads more
+	echo "$known known difference(s), each documented in docs/COMPAT.md"
 	echo "$passed passed, $failed failed, $skipped skipped"
 	((failed == 0))
 }
