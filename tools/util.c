@@ -357,7 +357,9 @@ static const char *error_hint(int rc)
 
 int util_lib_error(const char *prog, const char *what, int rc)
 {
-	const char *msg = kr_errcode() == rc ? kr_errmsg() : kr_strerror(rc);
+	char saved[512]; /* kr_file_kind below sets the thread's error of its own */
+	snprintf(saved, sizeof(saved), "%s", kr_errcode() == rc ? kr_errmsg() : kr_strerror(rc));
+	const char *msg = saved;
 	const char *hint = error_hint(rc);
 	size_t n = strlen(what);
 	enum kr_file_kind kind;
