@@ -10,8 +10,8 @@
 #                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)
 #   make bench-fuse  only the FUSE benchmark: docs/bench/fuse.md, docs/BENCHMARKS-FS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
-#   make torture  the full single-page fault sweep; a mounted directory of 100,000 entries;
-#                 100,000 fsx operations
+#   make torture  the full single-page fault sweep; every libpmemobj example as a binary
+#                 drop-in; a mounted directory of 100,000 entries; 100,000 fsx operations
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
 #                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
 #                 pkg-config files and the CMake package (find_package(keratin))
@@ -84,6 +84,7 @@ bench-fuse: build
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
+	@bash tests/compat/dropin.sh build build/tests/compat-dropin-all || [ $$? -eq 77 ]
 	@FUSE_BIGDIR=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests posix $(CURDIR)
 	@FSX_OPS=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests fsx $(CURDIR)
 

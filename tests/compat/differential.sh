@@ -52,6 +52,7 @@ needed() {
 # need libkeratin-pmemobj.so.1 and not libpmemobj.so.1.
 wl_build() {
 	local name=$1 n
+	cmp_selected "$1" || return 1
 	shift
 	if ! cmp_compile "$out/libpmemobj/$name" sys_cflags sys_libs "$@"; then
 		cmp_build_failed "$name (libpmemobj)" "$out/libpmemobj/$name"

@@ -40,6 +40,7 @@ wl_prog() { echo "$out/bin/$1"; }
 # libpmemobj.so.1, the loader must find the drop-in's under LD_LIBRARY_PATH.
 wl_build() {
 	local name=$1 prog=$out/bin/$1 line
+	cmp_selected "$1" || return 1
 	shift
 	if ! cmp_compile "$prog" sys_cflags sys_libs "$@"; then
 		cmp_build_failed "$name" "$prog"
