@@ -4,6 +4,7 @@
 #                 libpmemobj program on keratin surviving a media error and a scribble
 #   make check    all tests: normal build, ASan+UBSan build, TSan build, fuzz run (CI)
 #   make bench    keratin vs libpmemobj (plain, replicated), regions: docs/BENCHMARKS.md;
+#                 keratin-pmemobj vs libpmemobj on the same program (bench/compat-bench.py);
 #                 keratin-fs (bench/fs-bench): docs/BENCHMARKS-FS.md
 #                 then the persistence checkers' costs: pmsan's slowdown on the map
 #                 benchmarks, keratin-pmscan's analysis time per PMDK example file
@@ -66,6 +67,7 @@ bench: build
 	@scripts/deps.sh --bench
 	@bench/pmdk-build.sh build/pmdk
 	@python3 bench/run.py --build build $(BENCH_ARGS)
+	@python3 bench/compat-bench.py --build build $(COMPAT_BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-checkers
 	@$(MAKE) --no-print-directory bench-fuse
 

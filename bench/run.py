@@ -788,6 +788,7 @@ def report(args, summ, outdir, plots, notes):
           "checksum) of a %d MiB pool half full of 4 KiB objects: %.2f GB/s." % (
               args.create_mib, s["ops_per_s"] / 1e9))
     w("")
+    compat_section(w, outdir)
     regions_section(w, outdir, summ)
     hmap_section(w, outdir)
     pmsan_section(w, outdir)
@@ -1034,6 +1035,24 @@ def measure_hmap(args, exes):
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return rows
+
+
+def compat_section(w, outdir):
+    """keratin-pmemobj against libpmemobj on the same program, as bench/compat-bench.py
+    last wrote it (make bench runs it after this report, so it is the previous run's)."""
+    path = os.path.join(outdir, "compat.md")
+    if not os.path.exists(path):
+        return
+    w("## libpmemobj programs: keratin-pmemobj against libpmemobj\n")
+    w("From the last `bench/compat-bench.py` (`make bench`), written %s; raw rows "
+      "`docs/bench/compat.csv`. One driver (`bench/pmdk-bench.c` with PMDK's example maps, "
+      "compiled from libpmemobj-dev's copy) built against keratin-pmemobj (full protection) "
+      "and against libpmemobj, with and without a replica; what keratin-pmemobj does per "
+      "operation is in `docs/DESIGN.md` (libpmemobj programs on keratin). A failed cell says "
+      "why the run stopped. Fences and lines per operation: keratin's counters and "
+      "`bench/pmem-count.so` for libpmemobj (k / p / pR).\n" %
+      datetime.date.fromtimestamp(os.path.getmtime(path)).isoformat())
+    w(open(path).read().strip() + "\n")
 
 
 def pmsan_section(w, outdir):
