@@ -95,6 +95,19 @@ int kp_new_object(struct kp_pool *p, kr_tx *tx, int own, size_t size, uint64_t t
 	return KR_OK;
 }
 
+/* The atomic calls' start: a transaction and a new object in it. *tx is NULL if no
+ * transaction could begin (the error is that one: nothing to end). */
+static int begin_new(struct kp_pool *p, kr_tx **tx, int *own, size_t size, uint64_t type_num,
+		     pmemobj_constr constr, void *arg, kr_oid *n)
+{
+	int rc = kp_atomic_begin(p, tx, own);
+	if (rc) {
+		*tx = NULL;
+		return rc;
+	}
+	return kp_new_object(p, *tx, *own, size, type_num, constr, arg, n);
+}
+
 /* The atomic calls' errors: a failed constructor is ECANCELED, as documented. */
 static int failed(int rc, const char *what)
 {
@@ -113,11 +126,10 @@ static int alloc_common(PMEMobjpool *pop, PMEMoid *oidp, size_t size, uint64_t t
 		return kp_err(EINVAL, "%s: size 0", what);
 	kr_tx *tx;
 	int own;
-	int rc = kp_atomic_begin(p, &tx, &own);
-	if (rc)
-		return kp_err_kr(rc, what);
 	kr_oid n = 0;
-	rc = kp_new_object(p, tx, own, size, type_num, constr, arg, &n);
+	int rc = begin_new(p, &tx, &own, size, type_num, constr, arg, &n);
+	if (!tx)
+		return kp_err_kr(rc, what);
 	if (rc == KR_OK && oidp && kp_pool_by_addr(oidp) == p)
 		rc = kp_store_oid(p, tx, oidp, kp_oid(p, n));
 	rc = kp_atomic_end(tx, own, rc);
@@ -200,11 +212,10 @@ static int realloc_common(PMEMobjpool *pop, PMEMoid *oidp, size_t size, uint64_t
 	struct dup_arg d = {src, old_size < size ? old_size : size};
 	kr_tx *tx;
 	int own;
-	int rc = kp_atomic_begin(p, &tx, &own);
-	if (rc)
-		return kp_err_kr(rc, what);
 	kr_oid n = 0;
-	rc = kp_new_object(p, tx, own, size, type_num, dup_constr, &d, &n);
+	int rc = begin_new(p, &tx, &own, size, type_num, dup_constr, &d, &n);
+	if (!tx)
+		return kp_err_kr(rc, what);
 	if (rc == KR_OK)
 		rc = kr_tx_free(tx, old);
 	if (rc == KR_OK && kp_pool_by_addr(oidp) == p)

@@ -330,6 +330,20 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 
 static struct mbuf *mbuf_get(struct kr_tx *tx, kr_oid oid) { return mbuf_get_ex(tx, oid, 1); }
 
+/* The buffer of an object the transaction opens for [off, off+len), which must lie inside
+ * it (KR_E_MISUSE_RANGE, sticky, otherwise). */
+static struct mbuf *mbuf_get_range(struct kr_tx *tx, kr_oid oid, size_t off, size_t len, int verify)
+{
+	struct mbuf *m = mbuf_get_ex(tx, oid, verify);
+	if (m && (len == 0 || off > m->size || len > m->size - off)) {
+		tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
+				       "range [%zu, +%zu) beyond object 0x%llx of %llu bytes", off,
+				       len, (unsigned long long)oid, (unsigned long long)m->size));
+		return NULL;
+	}
+	return m;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Range sets: sorted, disjoint, non-adjacent [start, end) intervals
  * ------------------------------------------------------------------------------------- */
@@ -715,16 +729,10 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 {
 	if (tx_usable(tx))
 		return NULL;
-	struct mbuf *m = mbuf_get(tx, oid);
+	struct mbuf *m = mbuf_get_range(tx, oid, off, len, 1);
 	if (!m)
 		return NULL;
 	kr_pool *pool = tx->pool;
-	if (len == 0 || off > m->size || len > m->size - off) {
-		tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
-				       "range [%zu, +%zu) beyond object 0x%llx of %llu bytes", off,
-				       len, (unsigned long long)oid, (unsigned long long)m->size));
-		return NULL;
-	}
 	if ((m->handed && !m->in_place) || m->stored) {
 		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
 				       "object 0x%llx has %s changes in this transaction",
@@ -881,13 +889,8 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 					      "object 0x%llx is open in this transaction: name the range "
 					      "with kr_tx_add_in_place before storing",
 					      (unsigned long long)oid));
-	if (!(m = mbuf_get_ex(tx, oid, 0)))
+	if (!(m = mbuf_get_range(tx, oid, off, len, 0)))
 		return tx->err;
-	if (len == 0 || off > m->size || len > m->size - off)
-		return tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
-					      "range [%zu, +%zu) beyond object 0x%llx of %llu bytes",
-					      off, len, (unsigned long long)oid,
-					      (unsigned long long)m->size));
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	if (!m->stored) {
 		m->stored_crc = hdr->crc;
@@ -1032,15 +1035,9 @@ void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 {
 	if (tx_usable(tx))
 		return NULL;
-	struct mbuf *m = mbuf_get(tx, oid);
+	struct mbuf *m = mbuf_get_range(tx, oid, off, len, 1);
 	if (!m)
 		return NULL;
-	if (len == 0 || off > m->size || len > m->size - off) {
-		tx_fail(tx, kr_err_set(KR_E_MISUSE_RANGE,
-				       "range [%zu, +%zu) beyond object 0x%llx of %llu bytes", off,
-				       len, (unsigned long long)oid, (unsigned long long)m->size));
-		return NULL;
-	}
 	if (m->in_place) {
 		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
 				       "object 0x%llx is written in place in this transaction",
