@@ -36,6 +36,10 @@ struct kp_tx {
 	int cap;
 	struct lock_ref *locks;
 	int nlocks, lcap;
+	/* Where envs and locks start: a thread's transactions need no malloc (and a thread
+	 * that exits leaves nothing behind) unless they nest or lock deeper than these. */
+	struct __jmp_buf_tag *envs_inline[16];
+	struct lock_ref locks_inline[8];
 	pmemobj_tx_callback cb;
 	void *cb_arg;
 	void *user_data;
@@ -80,13 +84,20 @@ static int add_lock(int rwlock, void *lock)
 	int rc = rwlock ? kp_lock_rwlock_write(T.pool, lock) : kp_lock_mutex(T.pool, lock);
 	if (rc)
 		return rc;
+	if (!T.locks) {
+		T.locks = T.locks_inline;
+		T.lcap = (int)(sizeof(T.locks_inline) / sizeof(T.locks_inline[0]));
+	}
 	if (T.nlocks == T.lcap) {
-		int cap = T.lcap ? 2 * T.lcap : 8;
-		struct lock_ref *l = realloc(T.locks, (size_t)cap * sizeof(*l));
+		int cap = 2 * T.lcap;
+		struct lock_ref *l = T.locks == T.locks_inline ? malloc((size_t)cap * sizeof(*l))
+							       : realloc(T.locks, (size_t)cap * sizeof(*l));
 		if (!l) {
 			rwlock ? kp_unlock_rwlock(T.pool, lock) : kp_unlock_mutex(T.pool, lock);
 			return ENOMEM;
 		}
+		if (T.locks == T.locks_inline)
+			memcpy(l, T.locks_inline, sizeof(T.locks_inline));
 		T.locks = l;
 		T.lcap = cap;
 	}
@@ -142,11 +153,18 @@ static int begin_failed(int errnum)
 PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 {
 	enum pobj_tx_stage was = T.stage;
+	if (!T.envs) {
+		T.envs = T.envs_inline;
+		T.cap = (int)(sizeof(T.envs_inline) / sizeof(T.envs_inline[0]));
+	}
 	if (T.depth == T.cap) {
-		int cap = T.cap ? 2 * T.cap : 8;
-		struct __jmp_buf_tag **e = realloc(T.envs, (size_t)cap * sizeof(*e));
+		int cap = 2 * T.cap;
+		struct __jmp_buf_tag **e = T.envs == T.envs_inline ? malloc((size_t)cap * sizeof(*e))
+								   : realloc(T.envs, (size_t)cap * sizeof(*e));
 		if (!e)
 			return kp_err(ENOMEM, "transaction nesting"), ENOMEM;
+		if (T.envs == T.envs_inline)
+			memcpy(e, T.envs_inline, sizeof(T.envs_inline));
 		T.envs = e;
 		T.cap = cap;
 	}
@@ -295,6 +313,14 @@ PMEMOBJ_API int pmemobj_tx_end(void)
 	}
 	struct kp_pool *p = T.pool;
 	release_locks();
+	if (T.envs != T.envs_inline) { /* grown by deep nesting: back to the inline ones */
+		free(T.envs);
+		T.envs = NULL;
+	}
+	if (T.locks != T.locks_inline) {
+		free(T.locks);
+		T.locks = NULL;
+	}
 	if (T.cb) {
 		T.depth = 1; /* run_cb's outermost test */
 		run_cb(TX_STAGE_NONE);
