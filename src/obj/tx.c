@@ -538,6 +538,14 @@ static void swap_bytes(struct kr_pm *pm, uint8_t *home, uint8_t *buf, size_t n)
 	}
 }
 
+/* swapped is read by other transactions under inflight_lock (tx_add_stored_crc): set there. */
+static void set_swapped(kr_pool *pool, struct mbuf *m, uint8_t v)
+{
+	pthread_mutex_lock(&pool->inflight_lock);
+	m->swapped = v;
+	pthread_mutex_unlock(&pool->inflight_lock);
+}
+
 static void tx_swap_in_place(struct kr_tx *tx)
 {
 	struct kr_pm *pm = &tx->pool->pm;
@@ -550,7 +558,7 @@ static void tx_swap_in_place(struct kr_tx *tx)
 		for (uint32_t i = 0; !m->fresh && i < m->nranges; i++)
 			swap_bytes(pm, home + m->ranges[i].start, m->buf + m->ranges[i].start,
 				   m->ranges[i].end - m->ranges[i].start);
-		m->swapped = 1;
+		set_swapped(tx->pool, m, 1);
 	}
 }
 
@@ -575,7 +583,7 @@ static void mbuf_restore_home(struct kr_tx *tx, struct mbuf *m)
 		restore_range(pm, home + r->start, m->buf + r->start, r->end - r->start, !m->swapped);
 	}
 	kr_log_exit(&tx->pool->log, tx->lane);
-	m->swapped = 1;
+	set_swapped(tx->pool, m, 1);
 }
 
 /* Abort: every in-place range gets its old bytes back, durably, before the lane lets its
@@ -590,7 +598,7 @@ static void tx_undo_in_place(struct kr_tx *tx)
 		if (!m->stored) {
 			mbuf_restore_home(tx, m);
 		} else if (m->swapped) {
-			m->swapped = 0;
+			set_swapped(pool, m, 0);
 			mbuf_restore_home(tx, m);
 		}
 	}
