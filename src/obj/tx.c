@@ -630,6 +630,11 @@ static void inflight_join(kr_pool *pool, struct mbuf *m)
 static void inflight_leave_all(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
+	struct mbuf *in = tx->mbufs;
+	while (in && !in->inflight) /* only this thread sets it: most transactions have none */
+		in = in->next;
+	if (!in)
+		return;
 	pthread_mutex_lock(&pool->inflight_lock);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->inflight)
