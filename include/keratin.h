@@ -67,8 +67,12 @@
 extern "C" {
 #endif
 
+/* The release version, the one source of every version string (the CLI's, keratin.pc's,
+ * the CMake package's). The library's file is named by the ABI number alone
+ * (libkeratin.so.1): docs/ABI.md. */
 #define KERATIN_VERSION_MAJOR 0
 #define KERATIN_VERSION_MINOR 1
+#define KERATIN_VERSION_PATCH 0
 
 /* Marks what the shared library exports. It is built with -fvisibility=hidden, so the
  * functions declared with KR_API in the public headers are its whole ABI (a test compares
