@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh - install the Debian packages keratin needs to build, test and demo, if missing.
 # Idempotent and quiet when everything is present; needs root (or sudo) only to install.
+# DEPS=no (e.g. `make demo DEPS=no`) installs nothing, for those who install by hand; it
+# still names what is missing. DEPS_LOCK_WAIT: seconds to wait for apt's lock (600).
 set -euo pipefail
 
 # build + tests: compiler toolchain, CMake, ISA-L (CRC-32C, XOR), cmocka, pkg-config;
@@ -29,9 +31,19 @@ for p in "${pkgs[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
+if [ "${DEPS:-yes}" = "no" ]; then
+	echo "deps: DEPS=no, so not installing: ${missing[*]} (the build may fail without them)" >&2
+	exit 0
+fi
 echo "deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq </dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
+# Another apt or dpkg (an unattended upgrade, a second terminal) may hold the package
+# locks: wait for them, up to DEPS_LOCK_WAIT seconds (default 600), rather than fail.
+lock=(-o "DPkg::Lock::Timeout=${DEPS_LOCK_WAIT:-600}")
+if command -v fuser >/dev/null && fuser /var/lib/dpkg/lock-frontend /var/lib/apt/lists/lock >/dev/null 2>&1; then
+	echo "deps: another package manager holds the lock; waiting up to ${DEPS_LOCK_WAIT:-600} s"
+fi
+$SUDO apt-get "${lock[@]}" update -qq </dev/null
+$SUDO apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" </dev/null >/dev/null
