@@ -172,6 +172,14 @@ KR_API int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opt
  * durability call failed. */
 KR_API int kr_fs_unmount(kr_fs *fs);
 
+/* How the pool file's last session ended, read from its superblock without mounting it
+ * (no lock taken, no byte written): *clean is 1 if it ended with kr_fs_unmount, 0 if the
+ * pool is mounted now or its last session crashed (the next mount recovers it); in
+ * *mount_count (may be NULL) the mounts since mkfs. `keratin fs umount` uses it to tell a
+ * daemon that unmounted from one that died. KR_OK, or kr_fs_mount's errors for the file
+ * (KR_E_IO_OPEN, KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_VERSION, KR_E_CORRUPT_HEADER). */
+KR_API int kr_fs_last_session(const char *path, uint32_t *clean, uint64_t *mount_count);
+
 /* ---------------------------------------------------------------------------------------
  * Attributes
  * ------------------------------------------------------------------------------------- */

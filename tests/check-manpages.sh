@@ -21,5 +21,33 @@ for page in "$mandir"/*.1 "$mandir"/*.7; do
 		status=1
 	fi
 done
-[ $status -eq 0 ] && echo "PASS: $(echo $cmds | wc -w) commands, each in a manual page; pages format cleanly"
+# keratin(1)'s table of commands has each command with what it accepts, as --help says.
+"$keratin" --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 && $1 != "Commands:" && $1 != "command"' |
+	while read -r name rest; do
+		accepts=$(echo "$rest" | sed 's/  .*//')
+		if ! grep -q "^$name	$(echo "$accepts" | sed 's/-/\\\\-/g')	" "$mandir/keratin.1"; then
+			echo "FAIL: keratin(1)'s table does not list '$name' as accepting '$accepts'"
+			exit 1
+		fi
+	done || status=1
+# Every page names the release that --version names ("keratin X.Y.Z" in its .TH line).
+version=$("$keratin" --version | awk '{ print $2 }')
+for page in "$mandir"/*.1 "$mandir"/*.7; do
+	if ! grep -q "^\.TH .* \"keratin $version\"" "$page"; then
+		echo "FAIL: $page does not name release $version in its .TH line"
+		status=1
+	fi
+done
+# Every KERATIN_* environment variable the sources read is documented in a page.
+srcdir=$(dirname "$0")/..
+vars=$(grep -rhoE 'getenv\("KERATIN_[A-Z0-9_]+"\)' "$srcdir/src" "$srcdir/tools" "$srcdir/compat" |
+	sed 's/getenv("\(.*\)")/\1/' | sort -u)
+[ -n "$vars" ] || { echo "FAIL: no KERATIN_ variable found in the sources"; exit 1; }
+for v in $vars; do
+	if ! grep -q "$(echo "$v" | sed 's/_/\\\\*_/g')" "$mandir"/*.1 "$mandir"/*.7; then
+		echo "FAIL: $v is read by keratin but no manual page documents it"
+		status=1
+	fi
+done
+[ $status -eq 0 ] && echo "PASS: $(echo $cmds | wc -w) commands, each in a manual page; $(echo $vars | wc -w) environment variables documented; pages format cleanly"
 exit $status

@@ -18,7 +18,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -905,6 +907,20 @@ static int cmd_inject(const struct command *cmd, int argc, char **argv)
 		fprintf(stderr, "keratin: %s: %s\n", path, strerror(errno));
 		return 1;
 	}
+	/* Pools and file-system pools honour the bad-block list (PATH.badblocks); any other
+	 * file would only be scribbled on, which is not what the command promises. */
+	enum kr_file_kind kind;
+	if ((rc = kr_file_kind(path, &kind)) != KR_OK)
+		return util_lib_error("keratin", path, rc);
+	if (kind != KR_FILE_POOL && kind != KR_FILE_FS) {
+		fprintf(stderr, "keratin: %s: not a keratin pool or file-system pool; inject damages only "
+			"those\n", path);
+		return 1;
+	}
+	if (kind == KR_FILE_FS && (!t.have_off || !t.have_len))
+		return util_usage_error(prog_name(cmd), "a file-system pool needs --offset%s (keratin fs "
+					"locate POOL PATH OFFSET names a file's bytes)",
+					fault == FAULT_SCRIBBLE ? " and --length" : "");
 	uint64_t size = (uint64_t)sb.st_size, rng = seed;
 	if ((!t.have_off || !t.have_len) && (rc = choose_target(path, flags, fault, &rng, &t)))
 		return rc;
@@ -937,6 +953,71 @@ static int cmd_inject(const struct command *cmd, int argc, char **argv)
 	if (fault == FAULT_MEDIA)
 		printf("  reported as a bad block: the next open of the pool repairs it\n");
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * keratin rm
+ * ------------------------------------------------------------------------------------- */
+
+/* Removes a keratin file and the side files keratin keeps beside it: PATH.badblocks (the
+ * emulated bad-block list) and PATH.krs (a region's or protected map's sidecar). Only
+ * keratin's own kinds, and only while no process holds the file's lock (an open pool, a
+ * mount): removing a file in use would leave its user writing to a deleted inode. */
+static int cmd_rm(const struct command *cmd, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"force", no_argument, NULL, 'F'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, force = 0;
+	while ((c = util_getopt(prog_name(cmd), argc, argv, longopts)) != -1) {
+		switch (c) {
+		case 'F': force = 1; break;
+		case 'h': return show_help(cmd);
+		default: return UTIL_EXIT_USAGE;
+		}
+	}
+	const char *path;
+	int rc = want_path(cmd, argc, argv, &path);
+	if (rc)
+		return rc;
+	if (force && access(path, F_OK) != 0 && errno == ENOENT)
+		return 0;
+	enum kr_file_kind kind;
+	if ((rc = kr_file_kind(path, &kind)) != KR_OK)
+		return util_lib_error("keratin", path, rc);
+	if (kind == KR_FILE_UNKNOWN || kind == KR_FILE_LIBPMEMOBJ || kind == KR_FILE_SIDECAR) {
+		fprintf(stderr, "keratin: %s: %s; rm removes keratin pools, file systems, maps and "
+			"regions (give the data file, not its sidecar)\n", path,
+			kind == KR_FILE_SIDECAR ? "a sidecar" : "not a keratin file");
+		return 1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		fprintf(stderr, "keratin: %s: %s\n", path,
+			fd < 0 ? strerror(errno) : "in use (open in a program, or mounted): close it first");
+		if (fd >= 0)
+			close(fd);
+		return 1;
+	}
+	char side[2][PATH_MAX];
+	snprintf(side[0], sizeof(side[0]), "%s.badblocks", path);
+	snprintf(side[1], sizeof(side[1]), "%s.krs", path);
+	/* The data file last: until it goes, a failed rm can be run again. */
+	const char *files[] = {side[0], side[1], path};
+	int status = 0;
+	for (int i = 0; i < 3; i++) {
+		if (unlink(files[i]) == 0)
+			printf("removed %s\n", files[i]);
+		else if (errno != ENOENT || i == 2) {
+			fprintf(stderr, "keratin: %s: %s\n", files[i], strerror(errno));
+			status = 1;
+			break;
+		}
+	}
+	close(fd);
+	return status;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1198,12 +1279,14 @@ static const struct command commands[] = {
 	 "  --quiet        no progress bar (drawn on a terminal only)\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_scrub},
-	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]", "pool",
+	{"inject", "PATH media|scribble [--offset N] [--length N] [--seed S] [--force-pmem]", "pool, fs",
 	 "damage a pool on purpose, to test repairs",
-	 "Damages the pool file at PATH the way faults do, for testing check and repair: the\n"
-	 "bytes are written with pwrite(), behind the library's back. The pool is opened\n"
-	 "briefly only to choose what the options leave open; as an open repairs the bad\n"
-	 "blocks reported so far, give --offset (and --length) to stack several faults.\n"
+	 "Damages the pool or file-system pool at PATH the way faults do, for testing check\n"
+	 "and repair: the bytes are written with pwrite(), behind the library's back. A pool\n"
+	 "is opened briefly only to choose what the options leave open; as an open repairs\n"
+	 "the bad blocks reported so far, give --offset (and --length) to stack several\n"
+	 "faults. A file-system pool is never opened: give --offset (and --length for a\n"
+	 "scribble); 'keratin fs locate' names where a file's bytes are.\n"
 	 "\n"
 	 "  media      a media error: the 4 KiB page holding --offset is overwritten with\n"
 	 "             random bytes and reported as a bad block (kr_badblocks_add), so that\n"
@@ -1247,9 +1330,18 @@ static const struct command commands[] = {
 	 "  --svg FILE     also write the picture as an SVG file\n"
 	 "  --force-pmem   treat the file as persistent memory (tmpfs, testing)\n",
 	 cmd_map},
+	{"rm", "PATH [--force]", "any kind", "remove a keratin file and its side files",
+	 "Removes the keratin file at PATH (a pool, a file-system pool, a single-trip map or\n"
+	 "a protected region's data file) together with the files keratin keeps beside it:\n"
+	 "PATH.badblocks (the bad-block list) and PATH.krs (a region's or map's sidecar).\n"
+	 "Each removed file is printed. A file in use (a pool open in a program, a mounted\n"
+	 "file system) is refused, as is any file that is not keratin's.\n"
+	 "\n"
+	 "  --force        a missing PATH is not an error\n",
+	 cmd_rm},
 	{"region", region_synopsis, "region", "protected regions (plain-store files): status, check, repair",
 	 region_details, cmd_region},
-	{"fs", fs_synopsis, "fs pool", "keratin-fs pools: mkfs, info, check, repair, ls, cat, put", fs_details,
+	{"fs", fs_synopsis, "fs", "keratin-fs: make, mount, check and browse file-system pools", fs_details,
 	 cmd_fs},
 	{"help", "[COMMAND]", "-", "show this overview or a command's options",
 	 "Prints the list of commands, or the options of COMMAND.\n", cmd_help},
@@ -1290,7 +1382,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0) {
-		printf("keratin %d.%d\n", KERATIN_VERSION_MAJOR, KERATIN_VERSION_MINOR);
+		printf("keratin %d.%d.%d (libkeratin.so.%d)\n", KERATIN_VERSION_MAJOR,
+		       KERATIN_VERSION_MINOR, KERATIN_VERSION_PATCH, KR_ABI);
 		return 0;
 	}
 	if (argv[1][0] == '-')

@@ -314,6 +314,11 @@ static int do_locate(kr_fs *fs, const char *path, const char *offset)
 	int rc = kr_fs_resolve(fs, path, 1, &a);
 	if (rc == 0)
 		rc = kr_fs_locate(fs, a.ino, off, &loc);
+	if (rc == -ENXIO) { /* strerror's "No such device or address" says neither */
+		fprintf(stderr, "%s: %s: offset %" PRIu64 " is %s\n", prog, path, off,
+			off >= a.size ? "past the end of the file" : "in a hole: no data page holds it");
+		return 1;
+	}
 	if (rc)
 		return op_error(path, rc);
 	util_field("data page", "0x%" PRIx64, loc.page_off);
@@ -321,6 +326,21 @@ static int do_locate(kr_fs *fs, const char *path, const char *offset)
 	util_field("strip crcs", "0x%" PRIx64 " 0x%" PRIx64 " (4 bytes each)", loc.csum_off[0], loc.csum_off[1]);
 	util_field("parity", "0x%" PRIx64 " (512 bytes)", loc.parity_off);
 	return 0;
+}
+
+/* What a DIR-or-POOL operand names: 1 a directory (a mount's, for the daemon), 0 anything
+ * else (a pool, opened directly), -1 a mount whose daemon has died, after saying so: stat
+ * then fails with ENOTCONN, and opening the path as a pool would only say "Is a directory". */
+static int mount_dir(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0)
+		return S_ISDIR(st.st_mode);
+	if (errno != ENOTCONN)
+		return 0;
+	fprintf(stderr, "%s: %s: the keratin-fs daemon serving this mount has died; "
+		"'keratin fs umount %s' removes the mount, then mount the pool again\n", prog, path, path);
+	return -1;
 }
 
 /* keratin fs snapshot create|list|delete DIR|POOL [NAME]: on a mount through its daemon,
@@ -334,8 +354,10 @@ static int do_snapshot(int argc, char **argv, unsigned flags)
 	if (argc != (named ? 3 : 2))
 		return util_usage_error(prog, "snapshot %s takes DIR or POOL%s", op, named ? " and a NAME" : "");
 	const char *target = argv[1], *name = named ? argv[2] : NULL;
-	struct stat st;
-	if (stat(target, &st) == 0 && S_ISDIR(st.st_mode))
+	int is_mount = mount_dir(target);
+	if (is_mount < 0)
+		return 1;
+	if (is_mount)
 		return named ? fs_control_set(target, !strcmp(op, "create") ? "snapshot-create" : "snapshot-delete", name)
 			     : fs_control(target, "snapshots");
 	kr_fs *fs;
@@ -366,11 +388,6 @@ static const struct verb {
 	{"locate", 3, "POOL, a PATH and a file OFFSET"}, {"requests", 1, "DIR (a mount)"},
 };
 
-static bool is_dir(const char *path)
-{
-	struct stat st;
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 int fs_command(int argc, char **argv)
 {
@@ -458,8 +475,11 @@ int fs_command(int argc, char **argv)
 		return fs_mount(pool, argv[optind + 2], foreground, mount_opts, flags);
 	if (!strcmp(verb, "umount"))
 		return fs_umount(pool);
-	if ((!strcmp(verb, "info") || !strcmp(verb, "scrub") || !strcmp(verb, "requests")) && is_dir(pool))
-		return fs_control(pool, verb);
+	if (!strcmp(verb, "info") || !strcmp(verb, "scrub") || !strcmp(verb, "requests")) {
+		int is_mount = mount_dir(pool);
+		if (is_mount)
+			return is_mount < 0 ? 1 : fs_control(pool, verb);
+	}
 	if (!strcmp(verb, "requests"))
 		return util_usage_error(prog, "requests takes the DIR of a mount");
 	if (!strcmp(verb, "fsck") && !json)

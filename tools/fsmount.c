@@ -307,6 +307,8 @@ out_fs:
 }
 
 static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
+static int find_mount(const char *dir, const char *pool, char *out, size_t cap);
+static bool pool_held(const char *pool);
 
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
 {
@@ -336,6 +338,16 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	}
 	if (!realpath(dir, dir_abs)) {
 		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
+		return 1;
+	}
+	/* The library would say only that another process holds the pool: name the mount. */
+	char where[PATH_MAX];
+	if (pool_held(pool_abs)) {
+		if (find_mount(NULL, pool_abs, where, sizeof(where)) == 0)
+			fprintf(stderr, "%s: %s: already mounted at %s\n", prog, pool, where);
+		else
+			fprintf(stderr, "%s: %s: in use by another process (a mount in another mount "
+				"namespace, or a keratin command)\n", prog, pool);
 		return 1;
 	}
 	if (foreground)
@@ -389,8 +401,10 @@ static void unescape(char *s)
 	*w = '\0';
 }
 
-/* The pool behind the keratin-fs mount at dir (absolute): 0, or -ENOENT if dir is not one. */
-static int find_mount(const char *dir, char *pool, size_t cap)
+/* The keratin-fs mount of /proc/self/mountinfo whose directory is dir (then the pool it
+ * serves goes to out), or whose pool is pool (then its directory goes to out); both paths
+ * absolute. 0, or -ENOENT if there is none. */
+static int find_mount(const char *dir, const char *pool, char *out, size_t cap)
 {
 	FILE *mi = fopen("/proc/self/mountinfo", "r");
 	if (!mi)
@@ -412,14 +426,25 @@ static int find_mount(const char *dir, char *pool, size_t cap)
 		if (!fstype || !source || strcmp(fstype, "fuse.keratin") != 0)
 			continue;
 		unescape(f[4]);
-		if (strcmp(f[4], dir) != 0)
-			continue;
 		unescape(source);
-		snprintf(pool, cap, "%s", source);
+		if (dir ? strcmp(f[4], dir) != 0 : strcmp(source, pool) != 0)
+			continue;
+		snprintf(out, cap, "%s", dir ? source : f[4]);
 		rc = 0; /* the last match is the one on top */
 	}
 	fclose(mi);
 	return rc;
+}
+
+/* Whether a daemon holds the pool's lock: a live daemon holds it from mount to unmount. */
+static bool pool_held(const char *pool)
+{
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd); /* drops the shared lock taken if it was free */
+	return held;
 }
 
 /* Waits until the pool's lock is free (the daemon has unmounted it): 0, or -ETIMEDOUT. */
@@ -447,10 +472,14 @@ int fs_umount(const char *dir)
 		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
 		return 1;
 	}
-	if (find_mount(abs, pool, sizeof(pool)) != 0) {
+	if (find_mount(abs, NULL, pool, sizeof(pool)) != 0) {
 		fprintf(stderr, "%s: %s: not a keratin-fs mount\n", prog, dir);
 		return 1;
 	}
+	/* A daemon that died left the mount behind ("Transport endpoint is not connected") and
+	 * released the pool's lock: the mount is still removed, but the exit says the session
+	 * did not end cleanly (the promise is that umount returns once the pool is closed). */
+	bool died_before = !pool_held(pool);
 	if (umount2(abs, 0) != 0) {
 		if (errno == EBUSY) {
 			fprintf(stderr, "%s: %s: busy (a process uses it); close it first\n", prog, dir);
@@ -472,6 +501,16 @@ int fs_umount(const char *dir)
 	}
 	if (wait_pool_released(pool, 60) != 0) {
 		fprintf(stderr, "%s: %s: unmounted, but the daemon has not released %s after 60 s\n", prog, dir, pool);
+		return 1;
+	}
+	uint32_t clean = 0;
+	int rc = kr_fs_last_session(pool, &clean, NULL);
+	if (rc != KR_OK)
+		return util_lib_error(prog, pool, rc);
+	if (!clean) {
+		fprintf(stderr, "%s: %s: unmounted, but its daemon had died %s: %s was not closed "
+			"cleanly (the next mount recovers it; 'keratin fs fsck' checks it)\n", prog, dir,
+			died_before ? "before" : "during the unmount", pool);
 		return 1;
 	}
 	return 0;

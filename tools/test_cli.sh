@@ -185,6 +185,21 @@ fs-damage)
 	has out "0 problems$"
 	expect 0 "$KR" fs cat "$P" /f --force-pmem
 	has out "^data$"
+	# inject takes a file-system pool at a given offset: a media error in /f's data page
+	# is rebuilt from zone parity at the next mount (page parity covers one strip of a
+	# page, not a whole lost page: that gives EIO for the page, tested by fs_media).
+	usage_error inject "$P" media
+	P=$DIR/zone.pool
+	expect 0 "$KR" fs mkfs "$P" --size 16M --parity zone:8 --force-pmem
+	expect 0 "$KR" fs put "$P" "$DIR/in.txt" /f --force-pmem
+	expect 0 "$KR" fs locate "$P" /f 0 --force-pmem
+	page=$(sed -n 's/^data page: *\(0x[0-9a-f]*\)$/\1/p' "$DIR/out")
+	[ -n "$page" ] || fail "fs locate printed no data page: $(cat "$DIR/out")"
+	expect 0 "$KR" inject "$P" media --offset "$page" --force-pmem
+	dd if="$P" bs=4096 skip=$((page / 4096)) count=1 status=none | grep -q '^data$' &&
+		fail "inject media left /f's page readable"
+	expect 0 "$KR" fs cat "$P" /f --force-pmem
+	has out "^data$"
 	;;
 kinds)
 	# info and check take every kind of file keratin makes and say which one they found;
@@ -338,6 +353,14 @@ create-info)
 	done
 
 	lib_error "$P" create "$P" --size 16M # the file exists
+
+	# --json is valid JSON for any path bytes: a name that is not UTF-8 (bytes 0xff, 0xc3
+	# without its continuation, an overlong '/'), a quote and a tab come back byte for byte.
+	Q=$(printf '%s/n\377\303x\300\257"\tq\303\251.pool' "$DIR")
+	expect 0 "$KR" create "$Q" --size 16M --force-pmem
+	expect 0 "$KR" info --json "$Q" --force-pmem
+	python3 -c 'import json,os,sys; d=json.load(open(sys.argv[1], encoding="utf-8")); assert os.fsencode(sys.argv[2]) == d["file"].encode("utf-8", "surrogateescape"), d["file"]' "$DIR/out" "$Q" ||
+		fail "info --json of a non-UTF-8 path: $(cat "$DIR/out")"
 	;;
 usage)
 	P=$DIR/u.pool
@@ -396,9 +419,9 @@ usage)
 	has out "^accepts: new pool$"
 	# The overview says which kind of file each command takes.
 	expect 0 "$KR" --help
-	for c in inject map; do
-		has out "^  $c  *pool  "
-	done
+	has out "^  map  *pool  "
+	has out "^  inject  *pool, fs  "
+	has out "^  fs  *fs  "
 	for c in info check repair scrub; do
 		has out "^  $c  *any kind  "
 	done
@@ -419,6 +442,48 @@ messages)
 	echo "hello, I am not a pool" >"$DIR/text"
 	lib_error "$DIR/text" info "$DIR/text"
 	has err "; pools are made by 'keratin create'"
+	# A pool that lost its end is a pool: the message says so, not how pools are made.
+	new_pool t
+	truncate -s 8M "$P"
+	lib_error "$P" info "$P" --force-pmem
+	has err "file has 8388608 bytes, pool needs 16777216; the file lost its end"
+	grep -q "pools are made by" "$DIR/err" && fail "a truncated pool told how pools are made: $(cat "$DIR/err")"
+	;;
+rm)
+	# keratin rm: the file and its side files; nothing else, nothing in use.
+	new_pool r
+	expect 0 "$KR" inject "$P" media --offset 0x10000 --force-pmem
+	[ -e "$P.badblocks" ] || fail "inject made no bad-block list"
+	expect 0 "$KR" rm "$P"
+	has out "^removed $P.badblocks$"
+	has out "^removed $P$"
+	[ -e "$P" ] || [ -e "$P.badblocks" ] && fail "rm left files behind"
+	lib_error "$P" rm "$P"
+	expect 0 "$KR" rm --force "$P"
+	lines out 0
+	# A protected region's data file goes with its sidecar; the sidecar alone is refused.
+	head -c 1M /dev/urandom >"$DIR/reg"
+	expect 0 "$KR" region protect "$DIR/reg"
+	lib_error "$DIR/reg.krs" rm "$DIR/reg.krs"
+	expect 0 "$KR" rm "$DIR/reg"
+	has out "^removed $DIR/reg.krs$"
+	[ -e "$DIR/reg" ] || [ -e "$DIR/reg.krs" ] && fail "rm left a region's files behind"
+	# Not keratin's: refused, kept.
+	echo "hello, I am not a pool" >"$DIR/text"
+	lib_error "$DIR/text" rm "$DIR/text"
+	has err "not a keratin file"
+	[ -e "$DIR/text" ] || fail "rm removed a file that is not keratin's"
+	# In use: a file-system pool held by an inspection of it is refused.
+	expect 0 "$KR" fs mkfs "$DIR/fs.pool" --size 16M --force-pmem
+	flock -s "$DIR/fs.pool" sleep 3 &
+	sleep 0.5
+	lib_error "$DIR/fs.pool" rm "$DIR/fs.pool"
+	has err "in use"
+	wait
+	expect 0 "$KR" rm "$DIR/fs.pool"
+	usage_error rm
+	usage_error rm "$DIR/a" "$DIR/b"
+	usage_error rm --bogus "$DIR/a"
 	;;
 not-a-pool)
 	echo "hello, I am not a pool" >"$DIR/text"
@@ -435,6 +500,13 @@ not-a-pool)
 	lib_error "$DIR/zeros" map "$DIR/zeros"
 	lib_error "$DIR/zeros" inject "$DIR/zeros" media
 	lib_error "$DIR/missing" inject "$DIR/missing" media --offset 0
+	# Only pools and file-system pools take faults: the file is left alone, with no
+	# bad-block list made for it.
+	cp "$DIR/text" "$DIR/text.before"
+	lib_error "$DIR/text" inject "$DIR/text" media --offset 0
+	has err "not a keratin pool or file-system pool"
+	cmp -s "$DIR/text" "$DIR/text.before" && [ ! -e "$DIR/text.badblocks" ] ||
+		fail "inject changed a file that is not a pool"
 	;;
 check-repair)
 	new_pool c

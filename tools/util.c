@@ -336,8 +336,10 @@ static const char *error_hint(int rc)
 	switch (rc) {
 	case KR_E_IO_EXISTS: return "remove it or choose another path";
 	case KR_E_IO_BUSY: return "another process has it open; close that first";
+	case KR_E_FORMAT_TRUNCATED: /* the header is a pool's: only its end is missing */
+		return "the file lost its end (a copy cut short, a full disk?): the missing pages "
+		       "cannot be rebuilt; restore the whole file";
 	case KR_E_FORMAT_NOT_POOL:
-	case KR_E_FORMAT_TRUNCATED:
 		return "pools are made by 'keratin create', file systems by 'keratin fs mkfs'; files "
 		       "protected as regions are checked with 'keratin region'";
 	case KR_E_FORMAT_VERSION: return "open it with the (newer) keratin that made it";
@@ -425,16 +427,39 @@ void util_field_to(FILE *out, const char *key, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 if the bytes there are not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+		 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	for (size_t i = 1; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
+			return 0;
+	if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) || /* overlong, surrogate */
+	    (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))   /* overlong, > U+10FFFF */
+		return 0;
+	return n;
+}
+
+/* Paths are bytes, JSON strings are Unicode: a byte that is not part of well-formed UTF-8
+ * is written as the escape \udcXX (a lone low surrogate, Python's "surrogateescape"), so
+ * the output is valid JSON for any name and the bytes can be recovered from it. */
 void util_json_str(const char *s)
 {
 	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		size_t n = utf8_len(p);
 		if (*p == '"' || *p == '\\')
 			printf("\\%c", *p);
-		else if (*p < 0x20)
+		else if (*p < 0x20 || *p == 0x7f)
 			printf("\\u%04x", *p);
+		else if (n == 0)
+			printf("\\udc%02x", *p);
 		else
-			putchar(*p);
+			fwrite(p, 1, n, stdout);
+		p += n ? n : 1;
 	}
 	putchar('"');
 }

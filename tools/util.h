@@ -114,7 +114,8 @@ int util_scratch_dir(const char *prefix, char *dir, size_t dirlen, int *tmpfs);
 /* Whether path lies on a tmpfs file system (0 if it cannot tell). */
 int util_is_tmpfs(const char *path);
 
-/* Prints s as a JSON string literal (quotes, backslashes and control characters escaped). */
+/* Prints s as a JSON string literal: quotes, backslashes and control characters escaped,
+ * bytes outside well-formed UTF-8 as \\udcXX (valid JSON for any path). */
 void util_json_str(const char *s);
 
 #endif

@@ -131,6 +131,36 @@ static enum sb_verdict sb_check(const struct krfs_super *sb)
 	return SB_GOOD;
 }
 
+int kr_fs_last_session(const char *path, uint32_t *clean, uint64_t *mount_count)
+{
+	if (!path || !clean)
+		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_last_session: path and clean are required");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kr_err_errno(KR_E_IO_OPEN, "%s: open", path);
+	/* Copy A, else copy B at the end of the file (invariant 2: one of them is whole). */
+	struct krfs_super sb[2];
+	struct stat st;
+	enum sb_verdict v[2] = {SB_NOT_POOL, SB_NOT_POOL};
+	if (pread(fd, &sb[0], sizeof(sb[0]), 0) == (ssize_t)sizeof(sb[0]))
+		v[0] = sb_check(&sb[0]);
+	if (v[0] != SB_GOOD && fstat(fd, &st) == 0 && st.st_size >= 2 * (off_t)P &&
+	    pread(fd, &sb[1], sizeof(sb[1]), (st.st_size & ~(off_t)(P - 1)) - P) == (ssize_t)sizeof(sb[1]))
+		v[1] = sb_check(&sb[1]);
+	close(fd);
+	int good = v[0] == SB_GOOD ? 0 : v[1] == SB_GOOD ? 1 : -1;
+	if (good < 0)
+		return v[0] == SB_TOO_NEW || v[1] == SB_TOO_NEW
+			       ? kr_err_set(KR_E_FORMAT_VERSION, "%s: made by a newer keratin-fs", path)
+		       : v[0] == SB_NOT_POOL && v[1] == SB_NOT_POOL
+			       ? kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin-fs pool", path)
+			       : kr_err_set(KR_E_CORRUPT_HEADER, "%s: both superblocks are damaged", path);
+	*clean = sb[good].state == KRFS_STATE_CLEAN;
+	if (mount_count)
+		*mount_count = sb[good].mount_count;
+	return KR_OK;
+}
+
 /* Loads the superblock through the tick-tock rules and checks the geometry. */
 static int sb_load(struct kr_fs *fs, uint64_t file_size)
 {
@@ -412,7 +442,7 @@ int kr_fs_mount_opts(const char *path, const struct kr_fs_mount_opts *opts, kr_f
 	if (fs->file_fd < 0)
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s: open", path);
 	else if (flock(fs->file_fd, (fs->check_mount ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
-		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: mounted by another user", path)
+		rc = errno == EWOULDBLOCK ? kr_err_set(KR_E_IO_BUSY, "%s: in use by another process (mounted, or open in a keratin command)", path)
 					  : kr_err_errno(KR_E_IO_OPEN, "%s: flock", path);
 	else if (fstat(fs->file_fd, &st) != 0)
 		rc = kr_err_errno(KR_E_IO_OPEN, "%s: fstat", path);
