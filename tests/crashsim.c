@@ -98,7 +98,7 @@ void crashsim_opts_init(struct crashsim_opts *o)
 		.seed = 1,
 		.jobs = 2,
 		.open_flags = KR_OPEN_FORCE_PMEM,
-		.dir = "/dev/shm",
+		.dir = tu_pool_dir(),
 		.keep_failed = keep && *keep && *keep != '0',
 		.child_timeout = 120,
 		.max_reports = 20,
@@ -691,7 +691,7 @@ int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, vo
 	if (!sim.o.jobs)
 		sim.o.jobs = 1;
 	if (!sim.o.dir)
-		sim.o.dir = "/dev/shm";
+		sim.o.dir = tu_pool_dir();
 	if (!sim.o.child_timeout)
 		sim.o.child_timeout = 120;
 	sim.check = check;

@@ -115,6 +115,7 @@ static void test_create_open_close(void **state)
 	assert_true(a.meta_bytes + a.parity_bytes < a.pool_size);
 	assert_true(a.meta_bytes >= a.pool_size - a.heap_size - a.parity_bytes);
 	assert_int_equal(a.recovered, 0);
+	assert_true(tu_fully_allocated(f->path)); /* checks invariant pool.c 3 */
 	assert_non_null(kr_pool_base(f->pool));
 	assert_true(kr_pool_mapped_size(f->pool) >= a.pool_size);
 

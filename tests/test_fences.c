@@ -117,7 +117,7 @@ int main(void)
 			for (unsigned i = 0; i < n; i++) {
 				overwrite(pool, target, sizes[s], &rng, upd, &c);
 				check_sane(r->what, sizes[s], i, &c);
-				if (sizes[s] <= 1024)
+				if (sizes[s] <= 1024) /* checks invariant log.c 5 */
 					TU_ASSERT(c.fences == 1,
 						  "%s of %zu bytes, transaction %u of %u: %llu fences "
 						  "(the commit must cost exactly one)",

@@ -191,6 +191,7 @@ static void case_scribble(void)
 	static const uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 	tu_pwrite(path, junk, sizeof(junk), off);
 	TU_OK(tu_open(path, &pool));
+	/* checks invariant heap.c 5: bytes past the frontier are found */
 	TU_ASSERT(tu_deep_check(pool, why, sizeof(why)) == 1, "the deep check missed bytes in fresh space");
 	TU_ASSERT(strstr(why, "fresh"), "the deep check's finding does not name fresh space: %s", why);
 	TU_OK(kr_pool_close(pool));

@@ -76,6 +76,8 @@ static void mkfs_at(const char *path, uint64_t size, uint32_t ninodes, uint64_t 
 				    .meta_bytes = meta_bytes, .open_flags = KR_OPEN_FORCE_PMEM,
 				    .unprotect = fm_unprotect_from_env(), .parity = fm_parity_from_env()};
 	TU_OK(kr_fs_mkfs(path, &o));
+	/* checks invariant fs_super.c 3 */
+	TU_ASSERT(tu_fully_allocated(path), "%s: mkfs left the file sparse", path);
 }
 
 static kr_fs *mount_at(const char *path)

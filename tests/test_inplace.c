@@ -15,6 +15,8 @@
  * (crashsim_note_store) so that random images may hold them, as eviction would. Every image
  * must recover to the state before the scenario or (once the commit was called) after it,
  * object by object, and pass the deep check: no lost or garbled data, no false damage.
+ * An image with the new bytes stored in place but the commit not reached recovers the old
+ * bytes only because the undo entry stayed pending (this checks invariant log.c 7).
  */
 #define _GNU_SOURCE
 #include <stdio.h>

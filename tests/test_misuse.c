@@ -338,6 +338,7 @@ static void test_tx_state(void **state)
 	struct fixture *f = *state;
 	kr_tx *tx, *tx2;
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	/* checks invariant tx.c 3: one open transaction per thread and pool */
 	EXPECT_ERR(kr_tx_begin(f->pool, &tx2), KR_E_MISUSE_STATE);
 	/* the first transaction is not disturbed by the refused second one */
 	uint8_t *p = kr_tx_add(tx, f->a, 0, 4);
@@ -562,6 +563,8 @@ static void test_sticky_error(void **state)
 	kr_oid fresh;
 	warm_up_classes(f, 777);
 	take_snap(f, &before);
+	size_t len0, len1;
+	uint8_t *file0 = tu_read_file(f->path, &len0);
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	uint8_t *p = kr_tx_add(tx, f->a, 10, 20);
 	assert_non_null(p);
@@ -570,13 +573,21 @@ static void test_sticky_error(void **state)
 	ASSERT_OK(kr_tx_free(tx, f->big));
 	/* the error */
 	EXPECT_NULL(kr_tx_add(tx, f->a + 1, 0, 1), KR_E_MISUSE_OID);
-	/* every later operation of the transaction fails with the same code */
+	/* checks invariant tx.c 4: every later operation of the transaction fails with the
+	 * same code, and commit aborts */
 	EXPECT_NULL(kr_tx_add(tx, f->a, 0, 1), KR_E_MISUSE_OID);
 	kr_oid o;
 	EXPECT_ERR(kr_tx_alloc(tx, 10, 1, &o), KR_E_MISUSE_OID);
 	EXPECT_ERR(kr_tx_free(tx, f->root), KR_E_MISUSE_OID);
 	EXPECT_ERR(kr_tx_commit(tx), KR_E_MISUSE_OID);
 	assert_unchanged(f, &before);
+	/* checks invariant tx.c 1: nothing of an aborted transaction reached the pool, not
+	 * even its log lanes: the file is byte-for-byte what it was before kr_tx_begin. */
+	uint8_t *file1 = tu_read_file(f->path, &len1);
+	assert_int_equal(len0, len1);
+	assert_memory_equal(file0, file1, len0);
+	free(file0);
+	free(file1);
 	EXPECT_FAILV(kr_get(f->pool, fresh), NULL, KR_E_MISUSE_OID, KR_E_MISUSE_FREED);
 	/* and nothing of it comes back after a reopen (recovery) */
 	ASSERT_OK(kr_pool_close(f->pool));

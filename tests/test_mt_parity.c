@@ -107,6 +107,7 @@ static void run_mechanism(void)
 	pthread_join(b, NULL);
 	pthread_barrier_destroy(&start);
 	TU_ASSERT(*(uint64_t *)(pool->pm.base + bit_off) == saved, "the bit word did not return");
+	/* checks invariant parity.c 3: the bit path's XOR respects the range lock */
 	TU_ASSERT(kr_parity_column_ok(&pool->redund.parity, m.data_off),
 		  "parity of the column of 0x%llx is stale after %u SIMD patch pairs racing %u bit "
 		  "records", (unsigned long long)m.data_off, m.rounds, 4 * m.rounds);
@@ -335,6 +336,8 @@ static void keep_image(const char *path, unsigned k)
 	free(buf);
 }
 
+/* checks invariant log.c 6: an intent adopted before its direct writes were fenced let
+ * another thread trim it mid-write, and the reopen after a SIGKILL found stale parity. */
 static void run_kill(unsigned nthreads)
 {
 	char path[128];
@@ -397,6 +400,9 @@ static int crashcheck_main(const char *image)
 
 static int no_prepare(void *ctx, const struct crashsim_image *img) { return 0; }
 
+/* checks invariant log.c 3: the simulator makes a fence durable only for its own thread's
+ * flushes, so a lane passed between threads keeps its acknowledged transactions in the
+ * images only if the new thread adopted (re-flushed) the pending one. */
 static void run_crash(unsigned nthreads)
 {
 	char path[128];

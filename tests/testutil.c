@@ -188,10 +188,16 @@ void tu_cleanup_paths(void)
 	pthread_mutex_unlock(&tu_paths_lock);
 }
 
+const char *tu_pool_dir(void)
+{
+	const char *d = getenv("KR_TEST_DIR");
+	return d && *d ? d : "/dev/shm";
+}
+
 void tu_pool_path(char *buf, size_t n, const char *tag)
 {
 	pthread_mutex_lock(&tu_paths_lock);
-	snprintf(buf, n, "/dev/shm/kr-%s-%d-%u.pool", tag, (int)getpid(), tu_path_seq++);
+	snprintf(buf, n, "%s/kr-%s-%d-%u.pool", tu_pool_dir(), tag, (int)getpid(), tu_path_seq++);
 	unlink(buf);
 	if (!tu_atexit_done) {
 		atexit(tu_cleanup_paths);
@@ -435,6 +441,12 @@ void tu_hdr_fix_crc(void *hdr)
 {
 	uint32_t crc = tu_crc32c(hdr, 252);
 	memcpy((uint8_t *)hdr + 252, &crc, 4);
+}
+
+bool tu_fully_allocated(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && (uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size;
 }
 
 void *tu_read_file(const char *path, size_t *len)

@@ -70,7 +70,13 @@ void tu_fill(void *buf, size_t len, uint64_t seed);
 
 /* ---- pool files ---------------------------------------------------------------------- */
 
-/* Writes "/dev/shm/kr-<tag>-<pid>-<n>.pool" into buf (>= 128 bytes), removes any stale
+/* Where test pools and crash images go: $KR_TEST_DIR, else /dev/shm. ctest points it at
+ * a tmpfs with huge pages where it can mount one (tests/test-dir.sh): in a virtual
+ * machine each first touch of a 4 KiB tmpfs page can cost tens of microseconds, and the
+ * crash tests touch every page of thousands of fresh images. */
+const char *tu_pool_dir(void);
+/* Writes "DIR/kr-<tag>-<pid>-<n>.pool" (DIR: tu_pool_dir) into buf (>= 128 bytes; paths
+ * are cut to fit), removes any stale
  * file of that name and registers the path to be unlinked when this process exits
  * normally (forked children that _exit() leave it alone), with PATH.krs (the sidecar a
  * protected region gets by default). */
@@ -131,6 +137,9 @@ uint32_t tu_crc32c(const void *buf, size_t len);
 void tu_hdr_fix_crc(void *hdr);
 /* Whole-file helpers; they fail the test on I/O errors. Returned buffers are malloc'd. */
 void *tu_read_file(const char *path, size_t *len);
+/* Whether every byte of the file has storage allocated (st_blocks covers st_size): a
+ * store to a mapping of it can then never fault for lack of space. */
+bool tu_fully_allocated(const char *path);
 void tu_write_file(const char *path, const void *buf, size_t len);
 void tu_pread(const char *path, void *buf, size_t len, uint64_t off);
 void tu_pwrite(const char *path, const void *buf, size_t len, uint64_t off);
