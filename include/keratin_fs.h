@@ -19,8 +19,9 @@
  * cache; kr_fs_fsync exists for symmetry and does nothing). After a crash, mount finds the
  * state after some prefix of the operations, including every one that returned.
  *
- * Threads: a kr_fs may be used from several threads; operations are serialised by one lock
- * per mounted file system.
+ * Threads: a kr_fs may be used from several threads. Reads and writes of different files run
+ * in parallel (a reader-writer lock taken shared, and a lock per inode); operations that
+ * change the namespace, snapshots or the superblock run alone (the lock taken exclusive).
  *
  * Errors. Two conventions, by what can fail:
  *   - pool lifecycle (kr_fs_mkfs, kr_fs_mount, kr_fs_unmount, kr_fs_check) returns keratin

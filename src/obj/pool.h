@@ -1,6 +1,8 @@
 /*
- * pool.h - the in-DRAM state of an open pool, shared by pool.c (open, close, recovery,
- * geometry) and tx.c (transactions). Nothing below the object layer sees it.
+ * pool.h - the in-DRAM state of an open pool (struct kr_pool), and the functions of obj/'s
+ * files that work on a whole pool: pool.c (open, close, recovery, geometry), tx.c
+ * (transactions), scrub.c, repair.c, query.c, deep.c and debug.c include it. Nothing
+ * below the object layer sees it.
  */
 #ifndef KR_POOL_H
 #define KR_POOL_H

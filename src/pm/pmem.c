@@ -4,7 +4,8 @@
  *
  * Design
  *
- *   Every write to a pool passes through here (rule 6 of the house). The functions are small
+ *   Every write to persistent memory passes through here, the file system's too, so that the
+ *   counters, the crash simulator and a port to new hardware see all of it. The functions are small
  *   and do three things in a fixed order: perform the store, count it, and report it to the
  *   recorder if one is installed. The recorder check is one predictable branch on a global
  *   pointer, so the production path pays nothing measurable for it.
