@@ -117,6 +117,12 @@ static void test_create_open_close(void **state)
 	assert_int_equal(a.recovered, 0);
 	assert_true(tu_fully_allocated(f->path)); /* checks invariant pool.c 3 */
 	assert_non_null(kr_pool_base(f->pool));
+	/* The header copies as created: checks invariant pool.c 2 below, with
+	 * test_create_crash for the crash during creation. */
+	struct kr_pool_hdr hdr_a, hdr_b;
+	memcpy(&hdr_a, kr_pool_base(f->pool), sizeof(hdr_a));
+	memcpy(&hdr_b, (const char *)kr_pool_base(f->pool) + a.pool_size - KR_PAGE_SIZE, sizeof(hdr_b));
+	assert_memory_equal(&hdr_a, &hdr_b, sizeof(hdr_a));
 	assert_true(kr_pool_mapped_size(f->pool) >= a.pool_size);
 
 	reopen(f);
@@ -136,6 +142,16 @@ static void test_create_open_close(void **state)
 	ASSERT_OK(kr_pool_open(f->path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &f->pool));
 	ASSERT_OK(kr_pool_stat(f->pool, &b));
 	assert_memory_equal(a.uuid, b.uuid, 16);
+	/* Sessions, transactions and closes leave both header copies as they were made. */
+	kr_oid o;
+	kr_tx *tx;
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	ASSERT_OK(kr_tx_alloc(tx, 5000, 1, &o));
+	ASSERT_OK(kr_tx_commit(tx));
+	reopen(f);
+	assert_memory_equal(kr_pool_base(f->pool), &hdr_a, sizeof(hdr_a));
+	assert_memory_equal((const char *)kr_pool_base(f->pool) + a.pool_size - KR_PAGE_SIZE, &hdr_b,
+			    sizeof(hdr_b));
 
 	/* A second pool has another uuid. */
 	char other[128];

@@ -19,8 +19,8 @@
  *      covers them all (kr_log_mark_clean); it is cleared, durably, before the first
  *      transaction of a session can write anything (kr_log_mark_open).
  *   2. Both header copies are identical and never change after creation; the header is
- *      written last at creation, so a crash while creating leaves a file that is refused
- *      as "not a pool", never a half-made pool.
+ *      written last at creation, its magic number last of all, so a crash while creating
+ *      leaves a file that is refused as "not a pool", never a half-made pool.
  *   3. The file is fully allocated at creation (posix_fallocate), so a store to the mapping
  *      can never fault for lack of space later.
  */
@@ -431,12 +431,28 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	struct kr_log_line *ctl[2] = {(struct kr_log_line *)(base + h.ctl_off) + KR_CTL_LOG_LINE,
 				      (struct kr_log_line *)(base + h.ctl_replica_off) + KR_CTL_LOG_LINE};
 	kr_log_format(&pool->pm, ctl, (h.ro_compat & KR_FEAT_RO_FRESH) ? 1 : 0); /* every chunk fresh */
-	kr_pm_copy(&pool->pm, base + h.pool_size - P, &h, sizeof(h));
-	kr_pm_flush(&pool->pm, base + h.pool_size - P, sizeof(h));
-	kr_pm_copy(&pool->pm, base, &h, sizeof(h));
-	kr_pm_flush(&pool->pm, base, sizeof(h));
+	/* The header's magic number is the commit point: both copies are written whole without
+	 * it and fenced with everything before them, then the replica's magic and the
+	 * primary's, one 8-byte store and a fence each. A crash before a magic is durable
+	 * leaves a file refused as "not a pool" (a header torn across lines with its magic
+	 * would be refused as damaged instead); once one is durable, its copy is whole. */
+	struct kr_pool_hdr unsealed = h;
+	memset(unsealed.magic, 0, sizeof(unsealed.magic));
+	uint64_t magic;
+	memcpy(&magic, h.magic, sizeof(magic));
+	char *copy[2] = {base + h.pool_size - P, base}; /* the replica's magic first */
+	for (int i = 0; i < 2; i++) {
+		kr_pm_copy(&pool->pm, copy[i], &unsealed, sizeof(h));
+		kr_pm_flush(&pool->pm, copy[i], sizeof(h));
+	}
 	if ((rc = kr_pm_fence(&pool->pm)))
 		goto fail;
+	for (int i = 0; i < 2; i++) {
+		kr_pm_store64(&pool->pm, (uint64_t *)(void *)copy[i], magic);
+		kr_pm_flush(&pool->pm, copy[i], sizeof(magic));
+		if ((rc = kr_pm_fence(&pool->pm)))
+			goto fail;
+	}
 	if (fsync(pool->pm.fd) != 0) {
 		rc = kr_err_errno(KR_E_IO_SYNC, "%s: fsync", path);
 		goto fail;
