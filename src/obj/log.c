@@ -720,6 +720,8 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 		      uint64_t *seq_out)
 {
 	uint32_t nlines = kr_img_lines(img);
+	/* A session's transactions write only after the clean flag is durably cleared. */
+	KR_INVARIANT("pool.c", 1, log->ctl[0]->clean != KR_CLEAN_MAGIC);
 	if (nlines > log->lane_lines || nlines > KR_TX_MAX_LINES)
 		return kr_err_set(KR_E_NOSPACE_LOG,
 				  "transaction needs %u log lines; a lane holds %u", nlines,
@@ -938,6 +940,8 @@ int kr_log_mark_clean(struct kr_log *log, uint64_t fresh_word)
 	if (rc)
 		return rc;
 	uint64_t d = atomic_load(&log->next_seq) - 1;
+	/* Every transaction is durable: no lane holds one in flight or pending. */
+	KR_INVARIANT("pool.c", 1, log_compute_durable(log) == d);
 	ctl_store(log, d, KR_CLEAN_MAGIC, fresh_word);
 	log->d_written = d;
 	return kr_pm_fence(log->pm);
