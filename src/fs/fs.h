@@ -284,6 +284,10 @@ void krfs_locks_init(struct kr_fs *fs);
 void krfs_locks_fini(struct kr_fs *fs);
 /* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
 int krfs_sb_write(struct kr_fs *fs);
+/* The superblock's first write, at mkfs: both copies whole without the magic number (a
+ * fence), then the primary's magic and the replica's, one 8-byte store and a fence each,
+ * so that a crash leaves a file refused as "not a keratin-fs pool" or one whole copy. */
+int krfs_sb_create(struct kr_fs *fs);
 /* Sets an incompat feature bit in the superblock (both copies) before its first use. */
 int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit);
 

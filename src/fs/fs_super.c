@@ -20,8 +20,11 @@
  *   last session ended cleanly, for the checker and for a later fast mount.
  *
  *   Invariants
- *   1. mkfs writes the superblock last (primary, fence, replica, fence): a crash during mkfs
- *      leaves a file that is refused as "not a keratin-fs pool", never a half-made one.
+ *   1. mkfs writes the superblock last, its magic number last of all (both copies without
+ *      it, fence, then the primary's magic, fence, the replica's, fence: krfs_sb_create): a
+ *      crash during mkfs leaves a file that is refused as "not a keratin-fs pool", never
+ *      a half-made one (a superblock torn across lines with its magic was refused as
+ *      damaged).
  *   2. The superblock is updated tick-tock: primary, fence, replica, fence; mount takes the
  *      primary if it checks (repairing the replica from it), else the replica.
  *   3. The file is fully allocated at mkfs (posix_fallocate), so a store to the mapping never
@@ -390,7 +393,7 @@ int kr_fs_mkfs(const char *path, const struct kr_fs_mkfs_opts *o)
 		rc = format(fs);
 	if (rc == KR_OK && krfs_fence(fs) != 0)
 		rc = KR_E_IO_SYNC;
-	if (rc == KR_OK && krfs_sb_write(fs) != KR_OK)
+	if (rc == KR_OK && krfs_sb_create(fs) != KR_OK)
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: writing the superblock", path);
 	if (rc == KR_OK)
 		krfs_progress(fs, size + sb.ninodes, size + sb.ninodes);
