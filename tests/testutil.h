@@ -44,7 +44,8 @@ bool tu_sanitized(void);
 /* Runs fn(arg) in a forked child that then exits 0; its stderr goes into err (cap bytes,
  * NUL-terminated). Returns the child's wait status. For tests of what dies or reports. */
 int tu_run_child(void (*fn)(void *), void *arg, char *err, size_t cap);
-/* base * KR_TEST_SCALE (default 1.0), halved in sanitizer builds, never below min. */
+/* base * KR_TEST_SCALE (default 1.0), times 0.25 in an ASan build and 0.5 in a TSan one,
+ * never below min. */
 unsigned tu_scaled(unsigned base, unsigned min);
 /* KR_TEST_SEED from the environment, else dflt; printed so a failure can be replayed. */
 uint64_t tu_seed(const char *test, uint64_t dflt);
