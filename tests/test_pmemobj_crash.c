@@ -263,7 +263,7 @@ static PMEMobjpool *make_pool(const char *path)
 {
 	PMEMobjpool *pop = pmemobj_create(path, "crash", PMEMOBJ_MIN_POOL, 0600);
 	TU_ASSERT(pop, "create: %s", pmemobj_errormsg());
-	POBJ_ROOT(pop, struct root);
+	TU_ASSERT(!TOID_IS_NULL(POBJ_ROOT(pop, struct root)), "root: %s", pmemobj_errormsg());
 	return pop;
 }
 
