@@ -1,7 +1,7 @@
 /*
- * test_create_crash.c - a crash at any fence of kr_pool_create (test_create_crash pool) or
- * kr_fs_mkfs (test_create_crash fs) leaves a file that is refused as "not a pool", or a
- * whole, empty pool; never a half-made one.
+ * test_create_crash.c - a crash at any fence of kr_pool_create (test_create_crash pool),
+ * kr_fs_mkfs (fs) or kr_hmap_create (hmap) leaves a file that is refused as "not a pool",
+ * or a whole, empty one; never a half-made one.
  *
  * The crash simulator runs across kr_pool_create (the file's zeroing, the control pages,
  * the log lanes and their replicas, the zone metadata, the two header copies, written
@@ -12,7 +12,8 @@
  * before it. This checks invariant pool.c 2 (with test_basic's pin that the header copies
  * never change after creation). For kr_fs_mkfs (inode table, logs, journals, allocator
  * state, the superblock's two copies last) an image must be refused, or mount and pass
- * kr_fs_check with an empty root directory: this checks invariant fs_super.c 1.
+ * kr_fs_check with an empty root directory: this checks invariant fs_super.c 1. A map
+ * must be refused, or open with no entry.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 
 #include "crashsim.h"
 #include "keratin_fs.h"
+#include "keratin_hmap.h"
 #include "testutil.h"
 
 /* Outcomes seen by the checking children, counted in shared memory. */
@@ -91,10 +93,30 @@ static int check_fs_image(void *ctx, const struct crashsim_image *img)
 	return 0;
 }
 
+static int check_hmap_image(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	kr_hmap *h;
+	int rc = kr_hmap_open(img->path, KR_OPEN_FORCE_PMEM, &h);
+	if (rc == KR_E_FORMAT_NOT_POOL) {
+		atomic_fetch_add(g_refused, 1);
+		return 0;
+	}
+	struct kr_hmap_stats hs;
+	if (rc != KR_OK || kr_hmap_stats(h, &hs) != KR_OK || hs.live != 0) {
+		fprintf(stderr, "fence %llu: a half-made map: open gave %d (%s)\n",
+			(unsigned long long)img->fence, rc, kr_errmsg());
+		return 1;
+	}
+	atomic_fetch_add(g_whole, 1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	bool fs = argc > 1 && !strcmp(argv[1], "fs");
-	TU_ASSERT(argc == 2 && (fs || !strcmp(argv[1], "pool")), "usage: test_create_crash pool|fs");
+	const char *what = argc == 2 ? argv[1] : "";
+	bool fs = !strcmp(what, "fs"), hmap = !strcmp(what, "hmap");
+	TU_ASSERT(fs || hmap || !strcmp(what, "pool"), "usage: test_create_crash pool|fs|hmap");
 	_Atomic uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	TU_ASSERT(shared != MAP_FAILED, "mmap");
 	g_refused = &shared[0];
@@ -103,11 +125,17 @@ int main(int argc, char **argv)
 	tu_pool_path(path, sizeof(path), "create-crash");
 	struct crashsim_opts o;
 	crashsim_opts_init(&o);
-	o.check_path = fs ? check_fs_image : check_image;
+	o.check_path = fs ? check_fs_image : hmap ? check_hmap_image : check_image;
 	o.random_images = 4;
 	o.seed = tu_seed("test_create_crash", 5);
 	TU_ASSERT(crashsim_start(&o, NULL, NULL) == 0, "crashsim_start");
-	if (fs) {
+	if (hmap) {
+		struct kr_hmap_opts ho = {.struct_size = sizeof(ho), .size = 64 << 10, .entry_lines = 4,
+					  .flags = KR_OPEN_FORCE_PMEM};
+		kr_hmap *h;
+		TU_OK(kr_hmap_create(path, &ho, &h));
+		TU_OK(kr_hmap_close(h));
+	} else if (fs) {
 		struct kr_fs_mkfs_opts mo = {.struct_size = sizeof(mo), .size = 8ull << 20,
 					     .open_flags = KR_OPEN_FORCE_PMEM};
 		TU_OK(kr_fs_mkfs(path, &mo));
