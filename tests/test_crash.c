@@ -58,9 +58,9 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 			why_k, why_k1);
 		return 1;
 	}
-	/* The deep check of every recovered image checks invariants parity.c 1, parity.c 2
-	 * (recovery recomputed, not re-applied, the parity its replays touched), redund.c 1,
-	 * redund.c 2, heap.c 1 and heap.c 4. */
+	/* The deep check of every recovered image (parity.c 2: recovery recomputed, not
+	 * re-applied, the parity its replays touched):
+	 * checks invariants parity.c 1, parity.c 2, redund.c 1, redund.c 2, heap.c 1, heap.c 4 */
 	if (check_live_set(pool, root, why, sizeof(why)) != 0 ||
 	    tu_deep_check(pool, why, sizeof(why)) != 0) {
 		fprintf(stderr, "crash image fence %llu kind %d#%u (K=%llu): %s\n",
