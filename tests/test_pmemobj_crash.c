@@ -306,7 +306,7 @@ int main(void)
 	TU_ASSERT(st.failures == 0, "%llu of %llu crash images failed", (unsigned long long)st.failures,
 		  (unsigned long long)st.images);
 	TU_ASSERT(st.images > 0, "no crash image was checked");
-	/* compat.h invariant 2: every line the library changed, it changed through keratin. */
+	/* checks invariant compat.h 2: every line the library changed, it changed through keratin */
 	TU_ASSERT(st.unrecorded_lines == 0, "%llu lines changed without a store the simulator saw",
 		  (unsigned long long)st.unrecorded_lines);
 	printf("pass 2: %llu crash images at %llu fences over %d operations: every one recovered to "
