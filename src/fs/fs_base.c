@@ -146,20 +146,8 @@ int krfs_sb_write(struct kr_fs *fs)
 int krfs_sb_create(struct kr_fs *fs)
 {
 	sb_seal(&fs->sb);
-	struct krfs_super unsealed = fs->sb;
-	unsealed.magic = 0;
-	char *copy[2] = {fs->pm.base, krfs_ptr(fs, fs->sb.pool_size - P)};
-	for (int i = 0; i < 2; i++) {
-		kr_pm_copy(&fs->pm, copy[i], &unsealed, sizeof(unsealed));
-		kr_pm_flush(&fs->pm, copy[i], sizeof(unsealed));
-	}
-	int rc = kr_pm_fence(&fs->pm);
-	for (int i = 0; i < 2 && rc == KR_OK; i++) {
-		kr_pm_store64(&fs->pm, (uint64_t *)(void *)copy[i], fs->sb.magic);
-		kr_pm_flush(&fs->pm, copy[i], sizeof(fs->sb.magic));
-		rc = kr_pm_fence(&fs->pm);
-	}
-	return rc;
+	void *copy[2] = {fs->pm.base, krfs_ptr(fs, fs->sb.pool_size - P)};
+	return kr_pm_write_header(&fs->pm, copy, 2, &fs->sb, sizeof(fs->sb));
 }
 
 int krfs_mark_incompat(struct kr_fs *fs, uint32_t bit)

@@ -219,24 +219,12 @@ int kr_hmap_create(const char *path, const struct kr_hmap_opts *o, kr_hmap **out
 					.entry_lines = L,
 					.flags = o->flags & KR_HMAP_PROTECT ? KR_HMAP_HDR_PROTECTED : 0};
 		h.crc = hdr_crc(&h);
-		/* The magic number last: a header torn across lines with it would be refused as
-		 * damaged, not as "not a map". Both copies without it, fenced with the
-		 * watermark (a zeroed file: every slot never used), then each copy's magic, an
-		 * 8-byte store and a fence. */
-		struct kr_hmap_hdr unsealed = h;
-		unsealed.magic = 0;
-		for (int c = 0; c < 2; c++) {
-			kr_pm_copy(&m->pm, m->pm.base + (size_t)c * P, &unsealed, sizeof(h));
-			kr_pm_flush(&m->pm, m->pm.base + (size_t)c * P, sizeof(h));
-		}
+		/* The watermark (a zeroed file: every slot never used), then the header, its
+		 * magic number last (the first fence makes both durable). */
 		hmap_watermark_store(m, 0);
 		hmap_watermark_flush(m);
-		rc = kr_pm_fence(&m->pm);
-		for (int c = 0; c < 2 && rc == KR_OK; c++) {
-			kr_pm_store64(&m->pm, (uint64_t *)(void *)(m->pm.base + (size_t)c * P), h.magic);
-			kr_pm_flush(&m->pm, m->pm.base + (size_t)c * P, sizeof(h.magic));
-			rc = kr_pm_fence(&m->pm);
-		}
+		void *copy[2] = {m->pm.base, m->pm.base + P};
+		rc = kr_pm_write_header(&m->pm, copy, 2, &h, sizeof(h));
 		for (uint64_t s = m->nslots; s-- > 0;)
 			m->pool[m->npool++] = s;
 		m->npool_seen = m->npool;

@@ -431,28 +431,11 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	struct kr_log_line *ctl[2] = {(struct kr_log_line *)(base + h.ctl_off) + KR_CTL_LOG_LINE,
 				      (struct kr_log_line *)(base + h.ctl_replica_off) + KR_CTL_LOG_LINE};
 	kr_log_format(&pool->pm, ctl, (h.ro_compat & KR_FEAT_RO_FRESH) ? 1 : 0); /* every chunk fresh */
-	/* The header's magic number is the commit point: both copies are written whole without
-	 * it and fenced with everything before them, then the replica's magic and the
-	 * primary's, one 8-byte store and a fence each. A crash before a magic is durable
-	 * leaves a file refused as "not a pool" (a header torn across lines with its magic
-	 * would be refused as damaged instead); once one is durable, its copy is whole. */
-	struct kr_pool_hdr unsealed = h;
-	memset(unsealed.magic, 0, sizeof(unsealed.magic));
-	uint64_t magic;
-	memcpy(&magic, h.magic, sizeof(magic));
-	char *copy[2] = {base + h.pool_size - P, base}; /* the replica's magic first */
-	for (int i = 0; i < 2; i++) {
-		kr_pm_copy(&pool->pm, copy[i], &unsealed, sizeof(h));
-		kr_pm_flush(&pool->pm, copy[i], sizeof(h));
-	}
-	if ((rc = kr_pm_fence(&pool->pm)))
+	/* The header's magic number is the commit point: a crash before a magic is durable
+	 * leaves a file refused as "not a pool"; once one is, its copy is whole. */
+	void *copy[2] = {base + h.pool_size - P, base}; /* the replica's magic first */
+	if ((rc = kr_pm_write_header(&pool->pm, copy, 2, &h, sizeof(h))))
 		goto fail;
-	for (int i = 0; i < 2; i++) {
-		kr_pm_store64(&pool->pm, (uint64_t *)(void *)copy[i], magic);
-		kr_pm_flush(&pool->pm, copy[i], sizeof(magic));
-		if ((rc = kr_pm_fence(&pool->pm)))
-			goto fail;
-	}
 	if (fsync(pool->pm.fd) != 0) {
 		rc = kr_err_errno(KR_E_IO_SYNC, "%s: fsync", path);
 		goto fail;

@@ -553,6 +553,24 @@ int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n)
 	return kr_pm_fence(pm);
 }
 
+int kr_pm_write_header(struct kr_pm *pm, void *const *copies, int n, const void *hdr, size_t len)
+{
+	uint64_t magic, zero = 0;
+	memcpy(&magic, hdr, sizeof(magic));
+	for (int i = 0; i < n; i++) {
+		kr_pm_copy(pm, copies[i], &zero, sizeof(zero));
+		kr_pm_copy(pm, (char *)copies[i] + sizeof(zero), (const char *)hdr + sizeof(zero),
+			   len - sizeof(zero));
+		kr_pm_flush(pm, copies[i], len);
+	}
+	int rc = kr_pm_fence(pm);
+	for (int i = 0; i < n && rc == KR_OK; i++) {
+		kr_pm_store64(pm, copies[i], magic);
+		rc = kr_pm_persist(pm, copies[i], sizeof(magic));
+	}
+	return rc;
+}
+
 int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n)
 {
 	/* Neither the deferred list nor the msync list: the interrupted code may be updating

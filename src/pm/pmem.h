@@ -76,6 +76,12 @@ void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n);
 int kr_pm_fence(struct kr_pm *pm);
 /* kr_pm_flush + kr_pm_fence. */
 int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
+/* Writes a new file's header, whose first 8 bytes are the magic number that makes the file
+ * what it is, to the n copies (8-byte aligned) so that a crash leaves each copy without its
+ * magic or whole: every copy with the magic zeroed, a fence (which also makes durable what
+ * the caller flushed before), then each copy's magic in the given order, an 8-byte store
+ * and a fence each. A header torn across lines with its magic would be taken for damage. */
+int kr_pm_write_header(struct kr_pm *pm, void *const *copies, int n, const void *hdr, size_t len);
 
 /* kr_pm_persist for a signal handler, which may interrupt the thread in the middle of any
  * of these calls: ignores the thread's deferred-flush list and page-cache bookkeeping, and
