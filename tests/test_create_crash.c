@@ -30,31 +30,33 @@
 /* Outcomes seen by the checking children, counted in shared memory. */
 static _Atomic uint64_t *g_refused, *g_whole;
 
-static int check_image(void *ctx, const struct crashsim_image *img)
+/* One image's verdict: refused as not a pool (rc), half-made (why says how; printed), or
+ * whole (why empty). */
+static int verdict(const struct crashsim_image *img, int rc, const char *why)
 {
-	(void)ctx;
-	kr_pool *pool;
-	int rc = kr_pool_open(img->path, KR_OPEN_FORCE_PMEM, &pool);
 	if (rc == KR_E_FORMAT_NOT_POOL) {
 		atomic_fetch_add(g_refused, 1);
 		return 0;
 	}
-	if (rc != KR_OK) {
-		fprintf(stderr, "fence %llu: a half-made pool: open failed with %d (%s)\n",
-			(unsigned long long)img->fence, rc, kr_errmsg());
-		return 1;
-	}
-	char why[512];
-	if (tu_deep_check(pool, why, sizeof(why)) != 0) {
-		fprintf(stderr, "fence %llu: the pool opens but %s\n", (unsigned long long)img->fence, why);
-		return 1;
-	}
-	if (kr_first(pool) != 0) {
-		fprintf(stderr, "fence %llu: a new pool holds an object\n", (unsigned long long)img->fence);
+	if (why[0]) {
+		fprintf(stderr, "fence %llu: half-made: %s\n", (unsigned long long)img->fence, why);
 		return 1;
 	}
 	atomic_fetch_add(g_whole, 1);
 	return 0;
+}
+
+static int check_image(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	kr_pool *pool;
+	char why[512] = "";
+	int rc = kr_pool_open(img->path, KR_OPEN_FORCE_PMEM, &pool);
+	if (rc != KR_OK && rc != KR_E_FORMAT_NOT_POOL)
+		snprintf(why, sizeof(why), "open failed with %d (%s)", rc, kr_errmsg());
+	else if (rc == KR_OK && tu_deep_check(pool, why, sizeof(why)) == 0 && kr_first(pool) != 0)
+		snprintf(why, sizeof(why), "a new pool holds an object");
+	return verdict(img, rc, why);
 }
 
 static int count_entry(void *ctx, const char *name, size_t len, uint64_t ino, uint32_t type,
@@ -70,46 +72,32 @@ static int check_fs_image(void *ctx, const struct crashsim_image *img)
 {
 	(void)ctx;
 	kr_fs *fs;
+	char why[512] = "";
 	/* A writing mount: it may repair a replica the crash left unwritten, in the image. */
 	int rc = kr_fs_mount(img->path, KR_OPEN_FORCE_PMEM, &fs);
-	if (rc == KR_E_FORMAT_NOT_POOL) {
-		atomic_fetch_add(g_refused, 1);
-		return 0;
-	}
-	if (rc != KR_OK) {
-		fprintf(stderr, "fence %llu: a half-made file system: mount failed with %d (%s)\n",
-			(unsigned long long)img->fence, rc, kr_errmsg());
-		return 1;
-	}
 	struct kr_fs_check_report rep;
 	unsigned entries = 0;
-	if (kr_fs_check(fs, NULL, &rep) != KR_OK || rep.problems != 0 || kr_fs_readdir(fs, KR_FS_ROOT_INO, 0, count_entry, &entries) < 0 ||
-	    entries != 0) {
-		fprintf(stderr, "fence %llu: the file system mounts but does not check clean and empty "
-			"(%u entries): %s\n", (unsigned long long)img->fence, entries, kr_errmsg());
-		return 1;
-	}
-	atomic_fetch_add(g_whole, 1);
-	return 0;
+	if (rc != KR_OK && rc != KR_E_FORMAT_NOT_POOL)
+		snprintf(why, sizeof(why), "mount failed with %d (%s)", rc, kr_errmsg());
+	else if (rc == KR_OK && (kr_fs_check(fs, NULL, &rep) != KR_OK || rep.problems != 0 ||
+				 kr_fs_readdir(fs, KR_FS_ROOT_INO, 0, count_entry, &entries) < 0 || entries != 0))
+		snprintf(why, sizeof(why), "mounts but does not check clean and empty (%u entries): %s",
+			 entries, kr_errmsg());
+	return verdict(img, rc, why);
 }
 
 static int check_hmap_image(void *ctx, const struct crashsim_image *img)
 {
 	(void)ctx;
 	kr_hmap *h;
+	char why[512] = "";
 	int rc = kr_hmap_open(img->path, KR_OPEN_FORCE_PMEM, &h);
-	if (rc == KR_E_FORMAT_NOT_POOL) {
-		atomic_fetch_add(g_refused, 1);
-		return 0;
-	}
 	struct kr_hmap_stats hs;
-	if (rc != KR_OK || kr_hmap_stats(h, &hs) != KR_OK || hs.live != 0) {
-		fprintf(stderr, "fence %llu: a half-made map: open gave %d (%s)\n",
-			(unsigned long long)img->fence, rc, kr_errmsg());
-		return 1;
-	}
-	atomic_fetch_add(g_whole, 1);
-	return 0;
+	if (rc != KR_OK && rc != KR_E_FORMAT_NOT_POOL)
+		snprintf(why, sizeof(why), "open failed with %d (%s)", rc, kr_errmsg());
+	else if (rc == KR_OK && (kr_hmap_stats(h, &hs) != KR_OK || hs.live != 0))
+		snprintf(why, sizeof(why), "a new map holds entries");
+	return verdict(img, rc, why);
 }
 
 int main(int argc, char **argv)
