@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
+#include "region_layout.h"
 #include "regionutil.h"
 #include "testutil.h"
 

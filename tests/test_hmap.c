@@ -42,7 +42,9 @@
 #include <unistd.h>
 
 #include "crashsim.h"
+#include "hmap_layout.h"
 #include "layout.h"
+#include "region_layout.h"
 #include "stps.h"
 #include "testutil.h"
 

@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "layout.h"
+#include "region_layout.h"
 #include "regionutil.h"
 #include "testutil.h"
 

@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layout.h"
+#include "region_layout.h"
 #include "region.h"
 #include "regionutil.h"
 #include "testutil.h"

@@ -6,8 +6,7 @@
  *
  * The idea
  *
- *   The only durable state is a log of fixed-size entries (layout.h, "Single-trip
- *   persistent hash map"). An update writes a whole new entry into a free or dead slot,
+ *   The only durable state is a log of fixed-size entries (hmap_layout.h). An update writes a whole new entry into a free or dead slot,
  *   flushes its lines and fences once; nothing else is written durably. The index (key ->
  *   slot) is in DRAM. At open, the log is scanned and the newest complete version of each
  *   key wins, so an entry needs no link and no "live" flag: validity bits say whether an

@@ -14,10 +14,10 @@
 #include <stdint.h>
 
 #include "keratin.h"
-#include "layout.h"
+#include "hmap_layout.h"
 #include "pmem.h"
 
-#define P KR_PAGE_SIZE
+#define P 4096u /* the map file's page: headers sit at 0 and P, entries from 2P (hmap_layout.h) */
 #define LINE 64u
 
 struct ixent {

@@ -14,8 +14,10 @@
 
 #include "err.h"
 #include "fs_layout.h"
+#include "hmap_layout.h"
 #include "keratin.h"
 #include "layout.h"
+#include "region_layout.h"
 
 /* The first 8 bytes of path into *magic: 1 if the file has them, 0 if it is shorter,
  * or an error code. */

@@ -5,7 +5,7 @@
  * The job
  *
  *   Keep a CRC-32C of every 4 KiB page and an XOR parity page per stripe of W consecutive
- *   pages, in a sidecar file (sidecar.c writes it; layout.h, "Sidecar", says its bytes), up
+ *   pages, in a sidecar file (sidecar.c writes it; region_layout.h says its bytes), up
  *   to date without touching the store path: the tracker (track.c) reports which pages
  *   were written, and a background pass recomputes redundancy for those once per period
  *   (Vilamb's Algorithm 1 with one harvest call per batch). Damage found in a page outside
@@ -74,14 +74,14 @@
 #include "csum.h"
 #include "err.h"
 #include "fault.h"
-#include "layout.h"
+#include "region_layout.h"
 #include "media.h"
 #include "pmem.h"
 #include "region.h"
 #include "sidecar.h"
 #include "track.h"
 
-#define P KR_PAGE_SIZE
+#define P KR_SIDE_PAGE
 #define MAX_POISON 16
 #define SEAL_AFTER_IDLE 2 /* passes without writes before a hot segment is sealed again */
 

@@ -1,6 +1,6 @@
 /*
  * sidecar.c - the sidecar file of a protected region: geometry, superblock copies, areas,
- * the hot-segment bitmap (see sidecar.h; the format is in layout.h and docs/FORMAT.md).
+ * the hot-segment bitmap (see sidecar.h; the format is in region_layout.h and docs/FORMAT.md).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include "fault.h"
 #include "sidecar.h"
 
-#define P KR_PAGE_SIZE
+#define P KR_SIDE_PAGE
 
 static uint64_t pages_for(uint64_t bytes) { return (bytes + P - 1) / P; }
 

@@ -1,6 +1,6 @@
 /*
  * sidecar.h - the sidecar file of a protected region: geometry, superblock, the areas and
- * the hot-segment bitmap (format: layout.h, "Sidecar"; docs/FORMAT.md).
+ * the hot-segment bitmap (format: region_layout.h; docs/FORMAT.md).
  *
  * This is the on-media half of protected regions: how each piece is laid out, validated
  * and written (always through pmem.c). When each piece is written, and why that order is
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "layout.h"
+#include "region_layout.h"
 #include "pmem.h"
 
 struct kr_sidecar {
