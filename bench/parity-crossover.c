@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "pool_state.h"
 
 #define RUNS 5
 #define ITERS 20000

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "crashsim.h"
-#include "pool.h"
+#include "pool_state.h"
 #include "testutil.h"
 
 #define MAX_THREADS 8

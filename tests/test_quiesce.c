@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "parity.h"
-#include "pool.h"
+#include "pool_state.h"
 #include "quiesce.h"
 #include "testutil.h"
 

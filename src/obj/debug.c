@@ -54,7 +54,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "media.h"
-#include "pool.h"
+#include "pool_state.h"
 
 #define PAGE 4096u
 #define FREED_RING 256

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "err.h"
-#include "pool.h"
+#include "pool_state.h"
 
 #define P KR_PAGE_SIZE
 

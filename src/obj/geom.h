@@ -35,7 +35,7 @@ struct kr_geom {
 };
 
 /* The size of a zone of `rows` data rows of row_pages pages, its parity row included
- * (kr_layout_compute chooses the numbers; the deep check audits a header against this). */
+ * (pool.c's layout_compute chooses the numbers; the deep check audits a header against this). */
 static inline uint64_t kr_geom_zone_size(uint32_t rows, uint64_t row_pages)
 {
 	return ((uint64_t)rows + 1) * row_pages * KR_PAGE_SIZE;

@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "debug.h"
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
@@ -643,7 +642,7 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 				block_of_extent(h, p.gid, c->n, &b);
 			else
 				block_of_run(h, p.gid, p.index, &b);
-			kr_debug_unfreed(h->pm->view, b.off, b.bytes);
+			h->released(h->pm->view, b.off, b.bytes);
 		}
 		if (p.index == UINT32_MAX) {
 			for (uint32_t k = 0; k < c->n; k++)

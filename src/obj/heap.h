@@ -62,9 +62,11 @@ struct kr_heap {
 
 	uint64_t used_bytes, free_bytes, nobjects;
 	/* Debug mode (debug.c): the last `quarantine` deferred frees stay unreleased, so a
-	 * stale oid keeps naming a freed object; their view pages are made readable again when
-	 * they are released. 0 otherwise. */
+	 * stale oid keeps naming a freed object; as each is released, released(view, off,
+	 * bytes) makes its view pages readable again. 0 and NULL otherwise (set by whoever
+	 * turns the mode on, so the allocator knows nothing of it). */
 	uint32_t quarantine;
+	void (*released)(char *view, uint64_t off, uint64_t bytes);
 };
 #define KR_HEAP_QUARANTINE 64
 

@@ -334,7 +334,7 @@ static const uint32_t kr_size_classes[KR_NCLASSES] = {
 };
 
 /* ---------------------------------------------------------------------------------------
- * Geometry limits (enforced by kr_layout_compute()).
+ * Geometry limits (enforced by pool.c's layout_compute()).
  * ------------------------------------------------------------------------------------- */
 #define KR_MIN_POOL_SIZE (8ull << 20)
 #define KR_MAX_POOL_SIZE (1ull << 46) /* 64 TiB */

@@ -4,7 +4,7 @@
  * Design
  *
  *   A pool's geometry is a pure function of four numbers: pool_size, rows, nlanes and
- *   lane_pages (kr_layout_compute). The header stores the derived fields too, so a reader
+ *   lane_pages (layout_compute). The header stores the derived fields too, so a reader
  *   can check them: open recomputes the geometry and refuses a header whose derived fields
  *   disagree, which keeps a damaged or forged header from steering any pointer arithmetic.
  *
@@ -40,14 +40,17 @@
 #include "debug.h"
 #include "err.h"
 #include "fault.h"
-#include "pool.h"
+#include "pool_state.h"
+#include "repair.h"
+#include "scrub.h"
+#include "tx.h"
 
 #define P KR_PAGE_SIZE
 
 /* ---------------------------------------------------------------------------------------
  * Geometry
  * ------------------------------------------------------------------------------------- */
-int kr_layout_compute(struct kr_pool_hdr *h)
+static int layout_compute(struct kr_pool_hdr *h)
 {
 	if (h->pool_size < KR_MIN_POOL_SIZE || h->pool_size > KR_MAX_POOL_SIZE || h->pool_size % P)
 		return kr_err_set(KR_E_FORMAT_GEOMETRY,
@@ -137,7 +140,7 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
 	want.rows = h->rows;
 	want.nlanes = h->nlanes;
 	want.lane_pages = h->lane_pages;
-	int rc = kr_layout_compute(&want);
+	int rc = layout_compute(&want);
 	if (rc)
 		return rc;
 	if (h->page_size != want.page_size || h->lanes_off != want.lanes_off ||
@@ -155,24 +158,17 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
  * ------------------------------------------------------------------------------------- */
 static void pool_free(kr_pool *pool)
 {
-	kr_scrub_stop(pool);
+	kr_scrubber_free(pool);
 	kr_pool_media_detach(pool);
-	kr_tx_spares_free(pool);
+	kr_tx_shared_free(pool);
 	kr_heap_fini(&pool->heap);
 	kr_log_fini(&pool->log);
 	kr_redund_fini(&pool->redund);
 	kr_pm_unmap(&pool->pm);
 	kr_debug_free(pool->debug);
+	kr_poison_free(pool);
 	if (pool->pm.fd >= 0)
 		close(pool->pm.fd);
-	kr_vcache_fini(&pool->vcache);
-	kr_shadow_fini(&pool->shadow);
-	pthread_mutex_destroy(&pool->root_lock);
-	pthread_mutex_destroy(&pool->inflight_lock);
-	for (int i = 0; i < KR_CRC_LOCKS; i++)
-		pthread_mutex_destroy(&pool->crc_locks[i]);
-	pthread_mutex_destroy(&pool->scrub_lock);
-	pthread_cond_destroy(&pool->scrub_cond);
 	free(pool->path);
 	free(pool);
 }
@@ -203,8 +199,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	kr_redund_init(&pool->redund, &pool->pm, h);
 	if ((rc = kr_log_init(&pool->log, &pool->pm, &g)))
 		return rc;
-	if (!(pool->tx_spare = kr_calloc(pool->log.nlanes, sizeof(*pool->tx_spare))))
-		return kr_err_set(KR_E_NOMEM, "%u transaction slots", pool->log.nlanes);
+	if ((rc = kr_tx_shared_new(pool)))
+		return rc;
 	kr_redund_hooks(&pool->redund, &pool->log.hooks);
 	pool->redund.parity.wait_begin = kr_log_suspend;
 	pool->redund.parity.wait_end = kr_log_unsuspend;
@@ -214,6 +210,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		if ((rc = kr_debug_new(&pool->debug)) != KR_OK)
 			return rc;
 		pool->heap.quarantine = KR_HEAP_QUARANTINE;
+		pool->heap.released = kr_debug_unfreed;
 	}
 	/* The fresh frontier a clean close left; cleared by kr_log_mark_open, so a crash in
 	 * this session leaves none to trust. A read-only pool allocates nothing. */
@@ -261,14 +258,10 @@ static kr_pool *pool_alloc(const char *path)
 		return NULL;
 	}
 	pool->pm.fd = -1;
-	kr_vcache_init(&pool->vcache);
-	kr_shadow_init(&pool->shadow);
-	pthread_mutex_init(&pool->root_lock, NULL);
-	pthread_mutex_init(&pool->inflight_lock, NULL);
-	for (int i = 0; i < KR_CRC_LOCKS; i++)
-		pthread_mutex_init(&pool->crc_locks[i], NULL);
-	pthread_mutex_init(&pool->scrub_lock, NULL);
-	pthread_cond_init(&pool->scrub_cond, NULL);
+	if (kr_scrubber_new(pool) != KR_OK || kr_poison_new(pool) != KR_OK) {
+		pool_free(pool);
+		return NULL;
+	}
 	return pool;
 }
 
@@ -385,7 +378,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 		h.lane_pages = (uint32_t)(lp < KR_MIN_LANE_PAGES ? KR_MIN_LANE_PAGES
 				 : lp > KR_DEFAULT_LANE_PAGES ? KR_DEFAULT_LANE_PAGES : lp);
 	}
-	int rc = kr_layout_compute(&h);
+	int rc = layout_compute(&h);
 	if (rc)
 		return kr_err_recode(KR_E_MISUSE_ARG); /* a bad request, not a bad file */
 	memcpy(h.magic, KR_MAGIC, sizeof(h.magic));

@@ -8,7 +8,7 @@
 
 #include "err.h"
 #include "geom.h"
-#include "pool.h"
+#include "query.h"
 
 #define P KR_PAGE_SIZE
 

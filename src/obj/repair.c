@@ -38,6 +38,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -45,10 +46,12 @@
 
 #include "debug.h"
 #include "err.h"
+#include "fault.h"
 #include "geom.h"
 #include "media.h"
-#include "pool.h"
+#include "query.h"
 #include "quiesce.h"
+#include "repair.h"
 
 #define P KR_PAGE_SIZE
 #define MAX_POISON 64
@@ -149,10 +152,28 @@ int kr_pool_repair_listed(kr_pool *pool)
 /* ---------------------------------------------------------------------------------------
  * Emulated poison and the resolvers
  * ------------------------------------------------------------------------------------- */
+/* pool->poison: the pages kr_inject_poison has lost, offset + 1 each (0 = free slot). */
+struct kr_poison {
+	_Atomic uint64_t slot[MAX_POISON];
+};
+
+int kr_poison_new(kr_pool *pool)
+{
+	if (!(pool->poison = kr_calloc(1, sizeof(*pool->poison))))
+		return kr_err_set(KR_E_NOMEM, "poison list");
+	return KR_OK;
+}
+
+void kr_poison_free(kr_pool *pool)
+{
+	free(pool->poison);
+	pool->poison = NULL;
+}
+
 static int poisoned_find(kr_pool *pool, uint64_t off)
 {
 	for (int i = 0; i < MAX_POISON; i++)
-		if (atomic_load(&pool->poison[i]) == off + 1)
+		if (atomic_load(&pool->poison->slot[i]) == off + 1)
 			return i;
 	return -1;
 }
@@ -165,7 +186,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	if (rc)
 		return rc;
 	off &= ~(uint64_t)(P - 1);
-	int slot = kr_media_claim_slot(pool->poison, MAX_POISON, off + 1);
+	int slot = kr_media_claim_slot(pool->poison->slot, MAX_POISON, off + 1);
 	if (slot < 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "too many poisoned pages at once");
 	/* The platform knows the page is bad before it is: if the pool closes first, open
@@ -174,7 +195,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	 * what it holds.) */
 	rc = kr_badblocks_add(pool->path, off);
 	if (rc != KR_OK) {
-		atomic_store(&pool->poison[slot], 0);
+		atomic_store(&pool->poison->slot[slot], 0);
 		return rc;
 	}
 	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
@@ -185,7 +206,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
 	kr_quiesce_end(&q);
 	if (!hidden) /* nothing happened: the slot is free again */
-		atomic_store(&pool->poison[slot], 0);
+		atomic_store(&pool->poison->slot[slot], 0);
 	return rc;
 }
 
@@ -253,7 +274,7 @@ static bool pool_fault(void *ctx, int sig, const siginfo_t *si, const void *ucon
 		if (q.token)
 			kr_log_note_fault(off); /* its own commit straddles the repair: fix at exit */
 		if (slot >= 0)
-			atomic_store(&pool->poison[slot], 0);
+			atomic_store(&pool->poison->slot[slot], 0);
 		pool->last_repair_ns = now_ns() - t0;
 		if (!ok) {
 			kr_quiesce_abandon(&q);

@@ -35,8 +35,9 @@
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
-#include "pool.h"
+#include "query.h"
 #include "quiesce.h"
+#include "scrub.h"
 
 #define P KR_PAGE_SIZE
 
@@ -745,6 +746,47 @@ int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
 /* ---------------------------------------------------------------------------------------
  * Read policies and the background scrubber
  * ------------------------------------------------------------------------------------- */
+/* pool->scrubber: the read policy, and the background scrubber's thread and schedule. */
+struct kr_scrubber {
+	_Atomic int read_policy; /* enum kr_read_policy */
+	pthread_mutex_t lock;    /* the fields below */
+	pthread_cond_t cond;
+	pthread_t thread;
+	int run;
+	uint64_t txs;           /* a pass after this many commits (0: time only) */
+	double seconds;         /* or after this long */
+	struct timespec last;   /* when the last pass ended */
+};
+
+int kr_scrubber_new(kr_pool *pool)
+{
+	struct kr_scrubber *sc = kr_calloc(1, sizeof(*sc));
+	if (!sc)
+		return kr_err_set(KR_E_NOMEM, "scrubber");
+	atomic_init(&sc->read_policy, KR_READ_DEFAULT);
+	pthread_mutex_init(&sc->lock, NULL);
+	pthread_cond_init(&sc->cond, NULL);
+	pool->scrubber = sc;
+	return KR_OK;
+}
+
+void kr_scrubber_free(kr_pool *pool)
+{
+	struct kr_scrubber *sc = pool->scrubber;
+	if (!sc)
+		return;
+	kr_scrub_stop(pool);
+	pthread_mutex_destroy(&sc->lock);
+	pthread_cond_destroy(&sc->cond);
+	free(sc);
+	pool->scrubber = NULL;
+}
+
+int kr_scrub_read_policy(const kr_pool *pool)
+{
+	return atomic_load_explicit(&pool->scrubber->read_policy, memory_order_relaxed);
+}
+
 static uint64_t commits_so_far(kr_pool *pool)
 {
 	uint64_t n = 0;
@@ -756,27 +798,28 @@ static uint64_t commits_so_far(kr_pool *pool)
 static void *scrubber(void *arg)
 {
 	kr_pool *pool = arg;
+	struct kr_scrubber *sc = pool->scrubber;
 	uint64_t last = commits_so_far(pool);
-	pthread_mutex_lock(&pool->scrub_lock);
-	while (pool->scrub_run) {
+	pthread_mutex_lock(&sc->lock);
+	while (sc->run) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		/* Wake up often enough to notice the commit count, at most every 100 ms. */
-		double wait = pool->scrub_seconds < 0.1 ? pool->scrub_seconds : 0.1;
+		double wait = sc->seconds < 0.1 ? sc->seconds : 0.1;
 		until.tv_nsec += (long)(wait * 1e9);
 		until.tv_sec += until.tv_nsec / 1000000000;
 		until.tv_nsec %= 1000000000;
-		pthread_cond_timedwait(&pool->scrub_cond, &pool->scrub_lock, &until);
-		if (!pool->scrub_run)
+		pthread_cond_timedwait(&sc->cond, &sc->lock, &until);
+		if (!sc->run)
 			break;
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		double elapsed = (double)(now.tv_sec - pool->scrub_last.tv_sec) +
-				 (double)(now.tv_nsec - pool->scrub_last.tv_nsec) / 1e9;
+		double elapsed = (double)(now.tv_sec - sc->last.tv_sec) +
+				 (double)(now.tv_nsec - sc->last.tv_nsec) / 1e9;
 		uint64_t c = commits_so_far(pool);
-		if (elapsed < pool->scrub_seconds && (pool->scrub_txs == 0 || c - last < pool->scrub_txs))
+		if (elapsed < sc->seconds && (sc->txs == 0 || c - last < sc->txs))
 			continue;
-		pthread_mutex_unlock(&pool->scrub_lock);
+		pthread_mutex_unlock(&sc->lock);
 		/* A pass holds commits back for its duration (a whole-pool pass; scrubbing in
 		 * slices is the next step for large pools). */
 		struct kr_check_report rep = {0};
@@ -785,24 +828,25 @@ static void *scrubber(void *arg)
 		if (kr_log_sync(&pool->log, NULL) == KR_OK)
 			scrub_run(pool, KR_CHECK_REPAIR, &rep);
 		kr_quiesce_release(&q);
-		pthread_mutex_lock(&pool->scrub_lock);
+		pthread_mutex_lock(&sc->lock);
 		pool->scrub_passes++;
 		last = c;
-		clock_gettime(CLOCK_MONOTONIC, &pool->scrub_last);
+		clock_gettime(CLOCK_MONOTONIC, &sc->last);
 	}
-	pthread_mutex_unlock(&pool->scrub_lock);
+	pthread_mutex_unlock(&sc->lock);
 	return NULL;
 }
 
 void kr_scrub_stop(kr_pool *pool)
 {
-	pthread_mutex_lock(&pool->scrub_lock);
-	int running = pool->scrub_run;
-	pool->scrub_run = 0;
-	pthread_cond_signal(&pool->scrub_cond);
-	pthread_mutex_unlock(&pool->scrub_lock);
+	struct kr_scrubber *sc = pool->scrubber;
+	pthread_mutex_lock(&sc->lock);
+	int running = sc->run;
+	sc->run = 0;
+	pthread_cond_signal(&sc->cond);
+	pthread_mutex_unlock(&sc->lock);
 	if (running)
-		pthread_join(pool->scrub_thread, NULL);
+		pthread_join(sc->thread, NULL);
 }
 
 int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t scrub_txs,
@@ -811,18 +855,19 @@ int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t 
 	if (!pool || policy > KR_READ_CONSERVATIVE || scrub_seconds < 0)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_set_read_policy: bad argument");
 	kr_scrub_stop(pool);
-	atomic_store(&pool->read_policy, policy);
+	struct kr_scrubber *sc = pool->scrubber;
+	atomic_store(&sc->read_policy, policy);
 	if (policy != KR_READ_SCRUB)
 		return KR_OK;
-	pthread_mutex_lock(&pool->scrub_lock);
-	pool->scrub_txs = scrub_txs;
-	pool->scrub_seconds = scrub_seconds > 0 ? scrub_seconds : 60;
-	clock_gettime(CLOCK_MONOTONIC, &pool->scrub_last);
-	pool->scrub_run = 1;
-	int e = pthread_create(&pool->scrub_thread, NULL, scrubber, pool);
+	pthread_mutex_lock(&sc->lock);
+	sc->txs = scrub_txs;
+	sc->seconds = scrub_seconds > 0 ? scrub_seconds : 60;
+	clock_gettime(CLOCK_MONOTONIC, &sc->last);
+	sc->run = 1;
+	int e = pthread_create(&sc->thread, NULL, scrubber, pool);
 	if (e)
-		pool->scrub_run = 0;
-	pthread_mutex_unlock(&pool->scrub_lock);
+		sc->run = 0;
+	pthread_mutex_unlock(&sc->lock);
 	return e ? kr_err_set(KR_E_NOMEM, "cannot start the scrubber thread") : KR_OK;
 }
 

@@ -52,8 +52,12 @@
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
-#include "pool.h"
+#include "query.h"
 #include "quiesce.h"
+#include "scrub.h"
+#include "shadow.h"
+#include "tx.h"
+#include "vcache.h"
 
 #define CANARY 0x6b6572617469ee5aull /* "keratin" + tag: a byte pattern no zero-fill hits */
 
@@ -114,6 +118,25 @@ struct kr_tx {
 	struct kr_tx *next_open;
 	struct mbuf *spares; /* headers of ended buffers, for the next transaction (tx_recycle) */
 	uint32_t nspares;
+};
+
+#define CRC_LOCKS 64
+
+/* What the transactions of one pool share (pool->tx), made at open by kr_tx_shared_new. */
+struct kr_tx_shared {
+	/* Per lane, the last ended transaction with the DRAM it kept, or NULL; a slot belongs
+	 * to whoever holds its lane. */
+	struct kr_tx **spare;
+	uint32_t nlanes;
+	pthread_mutex_t root_lock; /* a commit that publishes a root */
+	/* In-place writes: every transaction's in-place buffers not yet committed, with the
+	 * bytes parity still reflects for them; and the stripes that serialise the checksum
+	 * updates of one object by several transactions. */
+	pthread_mutex_t inflight_lock;
+	struct mbuf *inflight;
+	pthread_mutex_t crc_locks[CRC_LOCKS];
+	struct kr_vcache vcache; /* block checksums of large objects opened for writing */
+	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
 };
 
 /* What an ended transaction keeps for the next one on its lane: a few buffer headers, each
@@ -245,7 +268,7 @@ static int feat(const kr_pool *pool, unsigned f);
  * unless copy is NULL. */
 static int object_verify(kr_pool *pool, kr_oid oid, const struct kr_obj_hdr *hdr, uint8_t *copy)
 {
-	uint32_t got = kr_vcache_object_crc(&pool->vcache, oid, hdr, (const uint8_t *)pool->pm.base + oid, copy);
+	uint32_t got = kr_vcache_object_crc(&pool->tx->vcache, oid, hdr, (const uint8_t *)pool->pm.base + oid, copy);
 	if (got == hdr->crc)
 		return KR_OK;
 	return KR_CORRUPT(KR_E_CORRUPT_OBJECT, oid, "object of %llu bytes: checksum 0x%08x, header says 0x%08x",
@@ -317,7 +340,7 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 	 * buffer in the same pass. */
 	if (verify && !tx->trusting && feat(tx->pool, KR_FEAT_RO_OBJ_CSUM)) {
 		int copied = 0;
-		if (kr_vcache_has(&tx->pool->vcache, oid, m->size))
+		if (kr_vcache_has(&tx->pool->tx->vcache, oid, m->size))
 			m->by_block = 1;
 		else if ((rc = object_verify_repair(tx->pool, oid, &b, m->buf, &copied))) {
 			tx_fail(tx, rc);
@@ -398,7 +421,7 @@ static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
  * state may be what is wrong): it is verified whole, and repaired if it can be. */
 static int range_verify(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e)
 {
-	if (kr_vcache_verify(&pool->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid, s, e))
+	if (kr_vcache_verify(&pool->tx->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid, s, e))
 		return KR_OK;
 	m->by_block = 0;
 	return object_verify_repair(pool, m->oid, &m->block, NULL, NULL);
@@ -425,9 +448,9 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 		return rc;
 	/* The lane's last transaction, if it left itself behind (tx_end): only the lane's
 	 * holder touches its slot. */
-	struct kr_tx *tx = pool->tx_spare[lane->idx];
+	struct kr_tx *tx = pool->tx->spare[lane->idx];
 	if (tx) {
-		pool->tx_spare[lane->idx] = NULL;
+		pool->tx->spare[lane->idx] = NULL;
 	} else if ((tx = kr_calloc(1, sizeof(*tx)))) {
 		kr_img_init(&tx->img);
 	} else {
@@ -541,9 +564,9 @@ static void swap_bytes(struct kr_pm *pm, uint8_t *home, uint8_t *buf, size_t n)
 /* swapped is read by other transactions under inflight_lock (tx_add_stored_crc): set there. */
 static void set_swapped(kr_pool *pool, struct mbuf *m, uint8_t v)
 {
-	pthread_mutex_lock(&pool->inflight_lock);
+	pthread_mutex_lock(&pool->tx->inflight_lock);
 	m->swapped = v;
-	pthread_mutex_unlock(&pool->inflight_lock);
+	pthread_mutex_unlock(&pool->tx->inflight_lock);
 }
 
 static void tx_swap_in_place(struct kr_tx *tx)
@@ -620,10 +643,10 @@ static void inflight_join(kr_pool *pool, struct mbuf *m)
 	if (m->inflight)
 		return;
 	m->iprev = NULL;
-	m->inext = pool->inflight;
-	if (pool->inflight)
-		pool->inflight->iprev = m;
-	pool->inflight = m;
+	m->inext = pool->tx->inflight;
+	if (pool->tx->inflight)
+		pool->tx->inflight->iprev = m;
+	pool->tx->inflight = m;
 	m->inflight = 1;
 }
 
@@ -635,19 +658,19 @@ static void inflight_leave_all(struct kr_tx *tx)
 		in = in->next;
 	if (!in)
 		return;
-	pthread_mutex_lock(&pool->inflight_lock);
+	pthread_mutex_lock(&pool->tx->inflight_lock);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->inflight)
 			continue;
 		if (m->iprev)
 			m->iprev->inext = m->inext;
 		else
-			pool->inflight = m->inext;
+			pool->tx->inflight = m->inext;
 		if (m->inext)
 			m->inext->iprev = m->iprev;
 		m->inflight = 0;
 	}
-	pthread_mutex_unlock(&pool->inflight_lock);
+	pthread_mutex_unlock(&pool->tx->inflight_lock);
 }
 
 /* Calls fn for each in-flight byte range of m (pool offsets [a, b)): its ranges, or the
@@ -699,7 +722,7 @@ static void recon_correct(void *ctx, const struct mbuf *m, uint64_t a, uint64_t 
 static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
 {
 	for (int i = n - 1; i >= 0; i--)
-		pthread_mutex_unlock(&pool->crc_locks[stripes[i]]);
+		pthread_mutex_unlock(&pool->tx->crc_locks[stripes[i]]);
 }
 
 /* The stripes of the checksum locks of a transaction's changed objects, ascending, each
@@ -713,7 +736,7 @@ static int crc_stripes(struct kr_tx *tx, uint8_t *stripes)
 		if (!m->fresh && !m->freed && m->nranges)
 			seen |= 1ull << ((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> 58);
 	int n = 0;
-	for (int i = 0; i < KR_CRC_LOCKS; i++)
+	for (int i = 0; i < CRC_LOCKS; i++)
 		if (seen >> i & 1)
 			stripes[n++] = (uint8_t)i;
 	return n;
@@ -758,11 +781,11 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	if (m->fresh && !m->in_place) {
 		/* What the free block holds now is what its parity was computed over; the
 		 * application finds zeros, as kr_tx_alloc promises, once the intent is durable. */
-		pthread_mutex_lock(&pool->inflight_lock);
+		pthread_mutex_lock(&pool->tx->inflight_lock);
 		memcpy(m->buf, home, m->size);
 		m->in_place = 1;
 		inflight_join(pool, m);
-		pthread_mutex_unlock(&pool->inflight_lock);
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
 		if (feat(pool, KR_FEAT_RO_PARITY) && (rc = kr_img_intent(&tx->img, oid, m->size)) == KR_OK)
 			rc = tx_commit_undo(tx, 1);
 		if (rc == KR_OK && !kr_all_zero(home, m->size)) {
@@ -776,16 +799,16 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				tx_fail(tx, rc);
 				return NULL;
 			}
-			pthread_mutex_lock(&pool->inflight_lock);
+			pthread_mutex_lock(&pool->tx->inflight_lock);
 			mbuf_fill_gaps(pool, m, off, off + len);
-			pthread_mutex_unlock(&pool->inflight_lock);
+			pthread_mutex_unlock(&pool->tx->inflight_lock);
 		}
 		uint32_t crc = 0;
-		pthread_mutex_lock(&pool->inflight_lock);
+		pthread_mutex_lock(&pool->tx->inflight_lock);
 		rc = range_add(m, off, off + len);
 		m->in_place = 1;
 		inflight_join(pool, m);
-		pthread_mutex_unlock(&pool->inflight_lock);
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
 		if (rc == KR_OK &&
 		    (rc = kr_img_data_copy(&tx->img, oid + off, m->buf + off, (uint32_t)len, &crc)) == KR_OK)
 			rc = tx_commit_undo(tx, 0);
@@ -857,10 +880,10 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 		else
 			kr_parity_rebuild(&pool->redund.parity, off, piece, out);
 		struct recon r = {pool, off, piece, out};
-		pthread_mutex_lock(&pool->inflight_lock);
-		for (const struct mbuf *m = pool->inflight; m; m = m->inext)
+		pthread_mutex_lock(&pool->tx->inflight_lock);
+		for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext)
 			inflight_ranges(m, recon_correct, &r);
-		pthread_mutex_unlock(&pool->inflight_lock);
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
 		off += piece;
 		out += piece;
 		len -= piece;
@@ -917,12 +940,12 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 		old_from_parity(pool, oid + off, len, par);
 		sum = par + len;
 		if (!feat(pool, KR_FEAT_RO_OBJ_CSUM) || m->crc_whole ||
-		    !kr_shadow_old(&pool->shadow, oid, m->size, m->stored_crc, off, len, sum))
+		    !kr_shadow_old(&pool->tx->shadow, oid, m->size, m->stored_crc, off, len, sum))
 			m->crc_whole = 1;
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
 	uint64_t pos = off, e = off + len;
-	pthread_mutex_lock(&pool->inflight_lock);
+	pthread_mutex_lock(&pool->tx->inflight_lock);
 	for (uint32_t i = 0; i <= m->nranges && pos < e; i++) {
 		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
 		if (gap_end > e)
@@ -940,7 +963,7 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	rc = range_add(m, off, off + len);
 	m->in_place = m->stored = m->handed = 1;
 	inflight_join(pool, m);
-	pthread_mutex_unlock(&pool->inflight_lock);
+	pthread_mutex_unlock(&pool->tx->inflight_lock);
 	free(par);
 	if (rc)
 		return tx_fail(tx, rc);
@@ -968,20 +991,46 @@ static void tx_end(struct kr_tx *tx, int committed)
 	*pp = tx->next_open;
 	/* Before the release: the slot is the lane holder's. */
 	tx_recycle(tx);
-	pool->tx_spare[lane->idx] = tx;
+	pool->tx->spare[lane->idx] = tx;
 	kr_log_lane_release(&pool->log, lane);
 }
 
-/* Pool close: every lane is free, so every slot is still. */
-void kr_tx_spares_free(kr_pool *pool)
+int kr_tx_shared_new(kr_pool *pool)
 {
-	if (!pool->tx_spare)
+	struct kr_tx_shared *t = kr_calloc(1, sizeof(*t));
+	if (!t || !(t->spare = kr_calloc(pool->log.nlanes, sizeof(*t->spare)))) {
+		free(t);
+		return kr_err_set(KR_E_NOMEM, "%u transaction slots", pool->log.nlanes);
+	}
+	t->nlanes = pool->log.nlanes;
+	pthread_mutex_init(&t->root_lock, NULL);
+	pthread_mutex_init(&t->inflight_lock, NULL);
+	for (int i = 0; i < CRC_LOCKS; i++)
+		pthread_mutex_init(&t->crc_locks[i], NULL);
+	kr_vcache_init(&t->vcache);
+	kr_shadow_init(&t->shadow);
+	pool->tx = t;
+	return KR_OK;
+}
+
+/* Pool close: every lane is free, so every slot is still. */
+void kr_tx_shared_free(kr_pool *pool)
+{
+	struct kr_tx_shared *t = pool->tx;
+	if (!t)
 		return;
-	for (uint32_t i = 0; i < pool->log.nlanes; i++)
-		if (pool->tx_spare[i])
-			tx_free_all(pool->tx_spare[i]);
-	free(pool->tx_spare);
-	pool->tx_spare = NULL;
+	for (uint32_t i = 0; i < t->nlanes; i++)
+		if (t->spare[i])
+			tx_free_all(t->spare[i]);
+	free(t->spare);
+	kr_vcache_fini(&t->vcache);
+	kr_shadow_fini(&t->shadow);
+	pthread_mutex_destroy(&t->root_lock);
+	pthread_mutex_destroy(&t->inflight_lock);
+	for (int i = 0; i < CRC_LOCKS; i++)
+		pthread_mutex_destroy(&t->crc_locks[i]);
+	free(t);
+	pool->tx = NULL;
 }
 
 int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
@@ -1258,12 +1307,12 @@ static int tx_add_stored_crc(struct kr_tx *tx, struct mbuf *m)
 		for (uint32_t i = 0; i < m->nranges; i++)
 			memcpy(img + m->ranges[i].start, m->buf + m->ranges[i].start,
 			       m->ranges[i].end - m->ranges[i].start);
-		pthread_mutex_lock(&pool->inflight_lock);
-		for (const struct mbuf *o = pool->inflight; o; o = o->inext)
+		pthread_mutex_lock(&pool->tx->inflight_lock);
+		for (const struct mbuf *o = pool->tx->inflight; o; o = o->inext)
 			for (uint32_t i = 0; o != m && o->oid == m->oid && !o->swapped && i < o->nranges; i++)
 				memcpy(img + o->ranges[i].start, o->buf + o->ranges[i].start,
 				       o->ranges[i].end - o->ranges[i].start);
-		pthread_mutex_unlock(&pool->inflight_lock);
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
 		crc = kr_obj_crc(hdr, img);
 		free(img);
 	}
@@ -1326,11 +1375,11 @@ static void vcache_follow(kr_pool *pool, const struct mbuf *m)
 	for (uint32_t i = 0; i < m->nranges; i++)
 		written += m->ranges[i].end - m->ranges[i].start;
 	if (written > m->size / 2) {
-		kr_vcache_drop(&pool->vcache, m->oid, m->size);
+		kr_vcache_drop(&pool->tx->vcache, m->oid, m->size);
 		return;
 	}
 	for (uint32_t i = 0; i < m->nranges; i++)
-		kr_vcache_update(&pool->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid,
+		kr_vcache_update(&pool->tx->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid,
 				 m->ranges[i].start, m->ranges[i].end);
 }
 
@@ -1351,8 +1400,8 @@ static void shadow_follow(kr_pool *pool, const struct mbuf *m)
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	struct crc_ctx c = {hdr, (const uint8_t *)pool->pm.base + m->oid};
 	if (m->crc_whole || m->crc_base != m->stored_crc) /* the copy misses others' changes */
-		kr_shadow_drop(&pool->shadow, m->oid);
-	kr_shadow_follow(&pool->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
+		kr_shadow_drop(&pool->tx->shadow, m->oid);
+	kr_shadow_follow(&pool->tx->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
 			 (const uint64_t *)m->ranges, m->nranges, c.payload, payload_crc, &c);
 }
 
@@ -1378,10 +1427,10 @@ int kr_tx_commit(kr_tx *tx)
 
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
-	uint8_t stripes[KR_CRC_LOCKS];
+	uint8_t stripes[CRC_LOCKS];
 	int nstripes = crc_stripes(tx, stripes);
 	for (int i = 0; i < nstripes; i++)
-		pthread_mutex_lock(&pool->crc_locks[stripes[i]]);
+		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]]);
 	kr_log_enter(&pool->log, tx->lane);
 	tx_swap_in_place(tx);
 	fresh_mark_zeros(tx);
@@ -1429,8 +1478,8 @@ int kr_tx_commit(kr_tx *tx)
 			/* Debug mode: the trap is set before the block can be released. */
 			if (__builtin_expect(pool->debug != NULL, 0))
 				kr_debug_freed(pool, &m->block, m->oid, m->size);
-			kr_vcache_drop(&pool->vcache, m->oid, m->size);
-			kr_shadow_drop(&pool->shadow, m->oid);
+			kr_vcache_drop(&pool->tx->vcache, m->oid, m->size);
+			kr_shadow_drop(&pool->tx->shadow, m->oid);
 			kr_heap_commit_free(&pool->heap, &m->block, seq);
 		} else if (m->nranges) {
 			vcache_follow(pool, m);
@@ -1471,11 +1520,11 @@ int kr_root(kr_pool *pool, size_t size, kr_oid *oid)
 	int rc = kr_pool_usable(pool);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&pool->root_lock);
+	pthread_mutex_lock(&pool->tx->root_lock);
 	uint64_t cur = pool->root[0]->root_oid;
 	if (cur) {
 		uint64_t cur_size = pool->root[0]->root_size;
-		pthread_mutex_unlock(&pool->root_lock);
+		pthread_mutex_unlock(&pool->tx->root_lock);
 		if (size > cur_size)
 			return kr_err_set(KR_E_MISUSE_ARG, "root object is %llu bytes; %zu requested",
 					  (unsigned long long)cur_size, size);
@@ -1494,7 +1543,7 @@ int kr_root(kr_pool *pool, size_t size, kr_oid *oid)
 		if (rc == KR_OK)
 			*oid = r;
 	}
-	pthread_mutex_unlock(&pool->root_lock);
+	pthread_mutex_unlock(&pool->tx->root_lock);
 	return rc;
 }
 
@@ -1513,7 +1562,7 @@ static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 	if (object_header(pool, oid, &b, &hdr) != KR_OK)
 		return NULL;
 	/* Conservative policy: every read verifies (and repairs) first. */
-	if (atomic_load_explicit(&pool->read_policy, memory_order_relaxed) == KR_READ_CONSERVATIVE &&
+	if (kr_scrub_read_policy(pool) == KR_READ_CONSERVATIVE &&
 	    feat(pool, KR_FEAT_RO_OBJ_CSUM) && object_verify_repair(pool, oid, &b, NULL, NULL) != KR_OK)
 		return NULL;
 	return hdr;
