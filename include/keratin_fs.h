@@ -46,7 +46,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "keratin.h"
+#include "keratin_common.h"
 
 #ifdef __cplusplus
 extern "C" {

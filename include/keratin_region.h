@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "keratin.h" /* errors (enum kr_err, kr_errmsg), KR_API, KR_OPEN_* flags */
+#include "keratin_common.h" /* errors (enum kr_err, kr_errmsg), KR_API, KR_OPEN_* flags */
 
 #ifdef __cplusplus
 extern "C" {
