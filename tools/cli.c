@@ -28,6 +28,7 @@
 #include "keratin_hmap.h"
 #include "map.h"
 #include "fscmd.h"
+#include "mounthelper.h"
 #include "regioncmd.h"
 #include "util.h"
 
@@ -1375,6 +1376,8 @@ static void print_overview(FILE *out)
 
 int main(int argc, char **argv)
 {
+	if (argc > 0 && mount_helper_called(argv[0]))
+		return mount_helper(argc, argv);
 	if (argc < 2)
 		return util_usage_error("keratin", "missing COMMAND");
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -52,7 +52,10 @@ int fs_print_info(FILE *out, kr_fs *fs, const char *pool)
 							 : ", page parity: 1 parity strip per 4 KiB page");
 	int nsnap = kr_fs_snapshot_list(fs, NULL, 0);
 	util_field_to(out, "snapshots", "%d%s", nsnap < 0 ? 0 : nsnap, nsnap > 0 ? " (keratin fs snapshot list)" : "");
-	util_field_to(out, "dead zone", "%s between metadata copies", util_human(st.dead_zone, a));
+	/* The copies are kept apart so that one scribble or lost range cannot hit both; the
+	 * space between them holds file data like the rest, so it is named as a distance. */
+	util_field_to(out, "metadata copies", "at least %s apart (file data lies between them)",
+		      util_human(st.dead_zone, a));
 	util_field_to(out, "last session", "%s (mount %" PRIu64 ")", st.was_clean ? "unmounted cleanly" : "did not unmount (crash)",
 		   st.mount_count);
 	util_field_to(out, "repairs", "%" PRIu64 " since mount (by the mount, reads and scrubs)", st.repairs);

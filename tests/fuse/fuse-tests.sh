@@ -14,6 +14,10 @@
 #   cli       mount and umount refusing what they must, with one line and exit 1 or 2
 #   requests  the FUSE requests that writes, creations and removals cost, as the daemon
 #             counts them
+#   mount8    mount(8) with the helper mount.fuse.keratin: mount -t fuse.keratin, an fstab
+#             line (mount --fstab), plain umount(8) closing the pool cleanly, a bad pool
+#             refused; run in a mount namespace of its own whose /sbin holds only the helper
+#             (so nothing of the machine's is touched); needs root and unshare(1)
 #   uring     posix, fsx (fewer operations) and real again over FUSE's io_uring transport
 #             (-o uring; the ring must serve nearly every request), SIGTERM ending such a
 #             mount, and -o uring refused with one line while the kernel's switch is off.
@@ -527,6 +531,61 @@ case_uring() {
 	case_real
 }
 
+# The pool's last session as `keratin fs info` says it.
+last_session() {
+	"$KR" fs info "$POOL" --force-pmem 2>&1 | sed -n 's/^last session: *//p'
+}
+
+case_mount8() {
+	if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null; then
+		echo "SKIP: mount(8)'s helpers are run for root, in a private mount namespace (unshare)"
+		exit 77
+	fi
+	local sbin
+	sbin=$(readlink -f /sbin)
+	mkdir "$WORK/sbin"
+	ln -s "$KR" "$WORK/sbin/mount.fuse.keratin"
+	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || fail "mkfs"
+	printf '%s %s fuse.keratin force_pmem,noauto,nofail,x-keratin.test=1 0 0\n' "$POOL" "$MNT" >"$WORK/fstab"
+	# Each step in the namespace prints one word the checks below look for.
+	unshare -m sh -c '
+		set -u
+		mount --make-rprivate / && mount --bind "$1" "$2" || { echo "namespace-failed"; exit 1; }
+		pool=$3 mnt=$4 fstab=$5 kr=$6
+		wait_closed() { # umount(8) returns before the daemon has closed the pool
+			i=0
+			while [ $i -lt 100 ] && ! "$kr" fs info "$pool" --force-pmem >/dev/null 2>&1; do
+				sleep 0.1; i=$((i + 1))
+			done
+		}
+		if mount -t fuse.keratin -o force_pmem "$pool" "$mnt"; then
+			grep -q "^$pool $mnt fuse.keratin " /proc/self/mounts && echo "typed-mounted"
+			echo kept >"$mnt/file" && sync "$mnt/file" && echo "typed-wrote"
+			umount "$mnt" && echo "typed-unmounted"
+			wait_closed
+		fi
+		if mount --fstab "$fstab" "$mnt"; then
+			[ "$(cat "$mnt/file")" = kept ] && echo "fstab-read"
+			umount "$mnt" && echo "fstab-unmounted"
+			wait_closed
+		fi
+		mount -t fuse.keratin -o force_pmem "$pool.missing" "$mnt" 2>"$pool.err" || echo "missing-refused"
+		mount -t fuse.keratin -o force_pmem,no_such_option "$pool" "$mnt" 2>>"$pool.err" || echo "option-refused"
+		grep -q " $mnt " /proc/self/mounts && umount "$mnt"
+		wait_closed
+	' sh "$WORK/sbin" "$sbin" "$POOL" "$MNT" "$WORK/fstab" "$KR" >"$WORK/steps" 2>"$WORK/err"
+	for step in typed-mounted typed-wrote typed-unmounted fstab-read fstab-unmounted missing-refused option-refused; do
+		grep -qx "$step" "$WORK/steps" || fail "mount(8): step $step did not happen ($(tr '\n' ' ' <"$WORK/err"))"
+	done
+	grep -q "$POOL.missing" "$POOL.err" || fail "mount(8) of a missing pool: the message does not name it: $(cat "$POOL.err")"
+	case "$(last_session)" in
+	"unmounted cleanly"*) ;;
+	*) fail "after umount(8) the last session is: $(last_session)" ;;
+	esac
+	"$KR" fs fsck "$POOL" --force-pmem >/dev/null || fail "fsck after mount(8)"
+	rm -f "$POOL.err"
+}
+
 skip_unless_fuse
 case "$CASE" in
 requests) case_requests ;;
@@ -538,6 +597,7 @@ cli) case_cli ;;
 snapshots) case_snapshots ;;
 faults) case_faults ;;
 uring) case_uring ;;
+mount8) case_mount8 ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac
 [ $status -eq 0 ] && echo "PASS: fuse $CASE"
