@@ -25,68 +25,6 @@ enum { ACT_RESERVE = 1, ACT_FREE = 2, ACT_SET = 3 };
 #define SET_ADDR data2[0]
 #define SET_VALUE data2[1]
 
-/* The unpublished reservations of every open pool (few at a time: a linear set). */
-static struct {
-	struct kp_pool *pool;
-	kr_oid oid;
-} *held;
-static size_t nheld, cheld;
-static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int hold(struct kp_pool *p, kr_oid oid)
-{
-	int rc = 0;
-	pthread_mutex_lock(&held_lock);
-	if (nheld == cheld) {
-		size_t c = cheld ? 2 * cheld : 64;
-		void *n = realloc(held, c * sizeof(*held));
-		if (n) {
-			held = n;
-			cheld = c;
-		} else {
-			rc = -1;
-		}
-	}
-	if (!rc) {
-		held[nheld].pool = p;
-		held[nheld++].oid = oid;
-	}
-	pthread_mutex_unlock(&held_lock);
-	return rc;
-}
-
-static void unhold(struct kp_pool *p, kr_oid oid)
-{
-	pthread_mutex_lock(&held_lock);
-	for (size_t i = 0; i < nheld; i++)
-		if (held[i].pool == p && held[i].oid == oid) {
-			held[i] = held[--nheld];
-			break;
-		}
-	pthread_mutex_unlock(&held_lock);
-}
-
-int kp_is_reserved(struct kp_pool *p, kr_oid oid)
-{
-	int found = 0;
-	pthread_mutex_lock(&held_lock);
-	for (size_t i = 0; i < nheld && !found; i++)
-		found = held[i].pool == p && held[i].oid == oid;
-	pthread_mutex_unlock(&held_lock);
-	return found;
-}
-
-void kp_reservations_forget(struct kp_pool *p)
-{
-	pthread_mutex_lock(&held_lock);
-	for (size_t i = 0; i < nheld;)
-		if (held[i].pool == p)
-			held[i] = held[--nheld];
-		else
-			i++;
-	pthread_mutex_unlock(&held_lock);
-}
-
 int kp_reservations_recover(struct kp_pool *p)
 {
 	kr_tx *tx = NULL;
@@ -131,7 +69,7 @@ PMEMOBJ_API PMEMoid pmemobj_xreserve(PMEMobjpool *pop, struct pobj_action *act, 
 			rc = kr_tx_write_in_place(tx, rec, 0, &n, sizeof(n));
 	}
 	rc = kp_atomic_end(tx, own, rc);
-	if (rc == KR_OK && hold(p, n))
+	if (rc == KR_OK && kp_reservation_hold(p, n))
 		rc = kr_error_set(KR_E_NOMEM, "reservation table");
 	if (rc)
 		return kp_err_kr(rc, "pmemobj_reserve"), OID_NULL;
@@ -193,7 +131,7 @@ static void unhold_all(struct kp_pool *p, struct pobj_action *actv, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		if (actv[i].data[0] == ACT_RESERVE)
-			unhold(p, actv[i].heap.offset);
+			kp_reservation_drop(p, actv[i].heap.offset);
 }
 
 PMEMOBJ_API int pmemobj_publish(PMEMobjpool *pop, struct pobj_action *actv, size_t actvcnt)

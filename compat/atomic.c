@@ -17,14 +17,6 @@
 
 #include "compat.h"
 
-int kp_tx_begin(struct kp_pool *p, kr_tx **tx)
-{
-	int rc = kr_tx_begin(p->kr, tx);
-	if (rc == KR_OK)
-		kr_tx_trust(*tx);
-	return rc;
-}
-
 int kp_atomic_begin(struct kp_pool *p, kr_tx **tx, int *own)
 {
 	*tx = kp_tx_current(p);
@@ -109,7 +101,7 @@ static int begin_new(struct kp_pool *p, kr_tx **tx, int *own, size_t size, uint6
 }
 
 /* The atomic calls' errors: a failed constructor is ECANCELED, as documented. */
-static int failed(int rc, const char *what)
+static int atomic_error(int rc, const char *what)
 {
 	if (rc == KR_E_MISUSE)
 		return kp_err(ECANCELED, "%s: %s", what, kr_errmsg());
@@ -134,7 +126,7 @@ static int alloc_common(PMEMobjpool *pop, PMEMoid *oidp, size_t size, uint64_t t
 		rc = kp_store_oid(p, tx, oidp, kp_oid(p, n));
 	rc = kp_atomic_end(tx, own, rc);
 	if (rc)
-		return failed(rc, what);
+		return atomic_error(rc, what);
 	if (oidp && kp_pool_by_addr(oidp) != p)
 		*oidp = kp_oid(p, n);
 	return 0;
@@ -222,7 +214,7 @@ static int realloc_common(PMEMobjpool *pop, PMEMoid *oidp, size_t size, uint64_t
 		rc = kp_store_oid(p, tx, oidp, kp_oid(p, n));
 	rc = kp_atomic_end(tx, own, rc);
 	if (rc)
-		return failed(rc, what);
+		return atomic_error(rc, what);
 	if (kp_pool_by_addr(oidp) != p)
 		*oidp = kp_oid(p, n);
 	return 0;

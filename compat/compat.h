@@ -94,7 +94,10 @@ struct kp_pool {
 	char *path;
 };
 
-/* The registry (pool.c). */
+/* The registry (registry.c, as everything below up to "The thread's transaction"). A pool is
+ * added at the end of its open and removed at the start of its close (invariant 1). */
+int kp_registry_add(struct kp_pool *p); /* -1 if MAX_POOLS are open */
+void kp_registry_remove(struct kp_pool *p);
 struct kp_pool *kp_pool_of(PMEMobjpool *pop);         /* NULL unless open */
 struct kp_pool *kp_pool_by_addr(const void *addr);    /* the pool holding addr, or NULL */
 struct kp_pool *kp_pool_by_uuid(uint64_t uuid_lo);
@@ -113,7 +116,7 @@ int kp_locate(struct kp_pool *p, kr_tx *tx, const void *addr, size_t len, kr_oid
  * unpublished reservation. */
 int kp_is_users(struct kp_pool *p, kr_oid oid);
 
-/* Errors (pool.c): the thread's message for pmemobj_errormsg, errno set, returns -1. The
+/* Errors: the thread's message for pmemobj_errormsg, errno set, returns -1. The
  * keratin form takes its code's errno and its message. */
 int kp_err(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int kp_err_kr(int krc, const char *what);
@@ -121,16 +124,38 @@ int kp_errno_of(int krc);
 
 /* kr_tx_begin and kr_tx_trust: every keratin transaction of this library opens objects
  * without verifying them, since another thread may be storing into them in place, its
- * stores not declared yet (atomic.c). */
+ * stores not declared yet. */
 int kp_tx_begin(struct kp_pool *p, kr_tx **tx);
 
-/* The thread's transaction (tx.c). */
-enum pobj_tx_stage kp_tx_stage(void);
+/* The unpublished reservations of every open pool (action.c makes and publishes them):
+ * hold records one (-1 if out of memory), drop forgets it, forget drops a pool's. */
+int kp_reservation_hold(struct kp_pool *p, kr_oid oid);
+void kp_reservation_drop(struct kp_pool *p, kr_oid oid);
+int kp_is_reserved(struct kp_pool *p, kr_oid oid);
+void kp_reservations_forget(struct kp_pool *p);
+
+/* The thread's libpmemobj transaction as the other files see it: written by tx.c only,
+ * read everywhere through the two functions below. */
+struct kp_thread_tx {
+	struct kp_pool *pool;     /* the pool of its outermost level */
+	kr_tx *ktx;               /* the keratin transaction it holds (invariant 3), or NULL */
+	enum pobj_tx_stage stage; /* of its innermost level */
+};
+extern _Thread_local struct kp_thread_tx kp_thread;
 /* The keratin transaction the thread has open on p for its libpmemobj transaction, if
- * any: the atomic calls then join it, since a thread has one keratin transaction per pool. */
-kr_tx *kp_tx_current(struct kp_pool *p);
+ * any: the atomic calls then join it, since a thread has one keratin transaction per pool.
+ * (ktx is NULL whenever no level is open: invariant 3.) */
+static inline kr_tx *kp_tx_current(struct kp_pool *p)
+{
+	return kp_thread.pool == p ? kp_thread.ktx : NULL;
+}
 /* The pool of the thread's transaction while it works, else NULL. */
-struct kp_pool *kp_tx_pool(void);
+static inline struct kp_pool *kp_tx_pool(void)
+{
+	return kp_thread.stage == TX_STAGE_WORK && kp_thread.ktx ? kp_thread.pool : NULL;
+}
+
+/* The thread's transaction (tx.c). */
 /* A failure inside the thread's transaction: aborts it (or, with POBJ_FLAG_TX_NO_ABORT
  * or failure behaviour RETURN, only records errnum); returns errnum. */
 int kp_tx_fail(int errnum, uint64_t flags);
@@ -168,7 +193,5 @@ extern int kp_prefault_at_create, kp_prefault_at_open;
 /* Reservations (action.c): made live at once, hidden from the application until published,
  * freed at the next open if never published (a crash, or an exit without publish). */
 int kp_reservations_recover(struct kp_pool *p);
-int kp_is_reserved(struct kp_pool *p, kr_oid oid);
-void kp_reservations_forget(struct kp_pool *p);
 
 #endif

@@ -96,7 +96,7 @@ static void unlink_one(struct op *o, size_t pe, void *head, PMEMoid e)
 
 static PMEMmutex *head_lock(void *head) { return (PMEMmutex *)((char *)head + sizeof(PMEMoid)); }
 
-static int begin(struct op *o, PMEMobjpool *pop, void *head, const char *what)
+static int op_begin(struct op *o, PMEMobjpool *pop, void *head, const char *what)
 {
 	o->p = kp_pool_of(pop);
 	o->rc = 0;
@@ -109,7 +109,7 @@ static int begin(struct op *o, PMEMobjpool *pop, void *head, const char *what)
 	return 0;
 }
 
-static int end(struct op *o, void *head, const char *what)
+static int op_end(struct op *o, void *head, const char *what)
 {
 	int rc = kp_atomic_end(o->tx, o->own, o->rc);
 	kp_unlock_mutex(o->p, head_lock(head));
@@ -129,11 +129,11 @@ PMEMOBJ_API int pmemobj_list_insert(PMEMobjpool *pop, size_t pe_offset, void *he
 				    int before, PMEMoid oid)
 {
 	struct op o;
-	if (begin(&o, pop, head, "pmemobj_list_insert"))
+	if (op_begin(&o, pop, head, "pmemobj_list_insert"))
 		return -1;
 	if (mine(&o, oid) && (OID_IS_NULL(dest) || mine(&o, dest)))
 		insert(&o, pe_offset, head, dest, before, oid);
-	return end(&o, head, "pmemobj_list_insert");
+	return op_end(&o, head, "pmemobj_list_insert");
 }
 
 PMEMOBJ_API PMEMoid pmemobj_list_insert_new(PMEMobjpool *pop, size_t pe_offset, void *head,
@@ -141,28 +141,28 @@ PMEMOBJ_API PMEMoid pmemobj_list_insert_new(PMEMobjpool *pop, size_t pe_offset, 
 					    uint64_t type_num, pmemobj_constr constructor, void *arg)
 {
 	struct op o;
-	if (begin(&o, pop, head, "pmemobj_list_insert_new"))
+	if (op_begin(&o, pop, head, "pmemobj_list_insert_new"))
 		return OID_NULL;
 	kr_oid n = 0;
 	if (OID_IS_NULL(dest) || mine(&o, dest))
 		o.rc = kp_new_object(o.p, o.tx, o.own, size, type_num, constructor, arg, &n);
 	if (!o.rc)
 		insert(&o, pe_offset, head, dest, before, kp_oid(o.p, n));
-	return end(&o, head, "pmemobj_list_insert_new") ? OID_NULL : kp_oid(o.p, n);
+	return op_end(&o, head, "pmemobj_list_insert_new") ? OID_NULL : kp_oid(o.p, n);
 }
 
 PMEMOBJ_API int pmemobj_list_remove(PMEMobjpool *pop, size_t pe_offset, void *head, PMEMoid oid,
 				    int free_it)
 {
 	struct op o;
-	if (begin(&o, pop, head, "pmemobj_list_remove"))
+	if (op_begin(&o, pop, head, "pmemobj_list_remove"))
 		return -1;
 	if (mine(&o, oid)) {
 		unlink_one(&o, pe_offset, head, oid);
 		if (!o.rc && free_it)
 			o.rc = kr_tx_free(o.tx, oid.off);
 	}
-	return end(&o, head, "pmemobj_list_remove");
+	return op_end(&o, head, "pmemobj_list_remove");
 }
 
 PMEMOBJ_API int pmemobj_list_move(PMEMobjpool *pop, size_t pe_old_offset, void *head_old,
@@ -170,7 +170,7 @@ PMEMOBJ_API int pmemobj_list_move(PMEMobjpool *pop, size_t pe_old_offset, void *
 				  PMEMoid oid)
 {
 	struct op o;
-	if (begin(&o, pop, head_old, "pmemobj_list_move"))
+	if (op_begin(&o, pop, head_old, "pmemobj_list_move"))
 		return -1;
 	int two = head_new != head_old;
 	if (two && kp_pool_by_addr(head_new) != o.p)
@@ -183,5 +183,5 @@ PMEMOBJ_API int pmemobj_list_move(PMEMobjpool *pop, size_t pe_old_offset, void *
 	}
 	if (two && kp_pool_by_addr(head_new) == o.p)
 		kp_unlock_mutex(o.p, head_lock(head_new));
-	return end(&o, head_old, "pmemobj_list_move");
+	return op_end(&o, head_old, "pmemobj_list_move");
 }

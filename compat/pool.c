@@ -1,7 +1,6 @@
 /*
- * pool.c - keratin-pmemobj's pools: create, open, close, check, the registry that turns a
- * PMEMobjpool *, an address or an oid into the open pool, the root object, object queries,
- * errors in libpmemobj's manner, and the ctl and version calls.
+ * pool.c - keratin-pmemobj's pools: create, open, close, check, the root object, object
+ * queries, and the version calls. The registry of open pools is registry.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,151 +13,6 @@
 #include <unistd.h>
 
 #include "compat.h"
-
-/* ---------------------------------------------------------------------------------------
- * Errors
- * ------------------------------------------------------------------------------------- */
-static _Thread_local char errmsg[512];
-
-PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg; }
-
-int kp_err(int err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
-	va_end(ap);
-	errno = err;
-	return -1;
-}
-
-/* libpmemobj's errno for each class of keratin error. */
-int kp_errno_of(int krc)
-{
-	switch (KR_ERR_CLASS(krc)) {
-	case KR_E_MISUSE:
-		return krc == KR_E_MISUSE_OID || krc == KR_E_MISUSE_FREED ? EINVAL : EINVAL;
-	case KR_E_NOSPACE:
-		return ENOMEM;
-	case KR_E_IO:
-		if (krc == KR_E_IO_EXISTS)
-			return EEXIST;
-		if (krc == KR_E_IO_BUSY)
-			return EWOULDBLOCK;
-		return errno ? errno : EIO;
-	case KR_E_FORMAT:
-		return EINVAL;
-	case KR_E_CORRUPT:
-	case KR_E_MEDIA:
-		return EIO;
-	case KR_E_NOMEM:
-		return ENOMEM;
-	default:
-		return EIO;
-	}
-}
-
-int kp_err_kr(int krc, const char *what)
-{
-	int e = kp_errno_of(krc);
-	return kp_err(e, "%s: %s", what, kr_errmsg());
-}
-
-/* ---------------------------------------------------------------------------------------
- * The registry (invariant 1)
- * ------------------------------------------------------------------------------------- */
-#define MAX_POOLS 64
-static struct kp_pool *pools[MAX_POOLS];
-static pthread_rwlock_t pools_lock = PTHREAD_RWLOCK_INITIALIZER;
-
-PMEMOBJ_API __thread struct _pobj_pcache _pobj_cached_pool;
-PMEMOBJ_API int _pobj_cache_invalidate;
-
-static struct kp_pool *find(int (*match)(const struct kp_pool *, const void *), const void *key)
-{
-	struct kp_pool *found = NULL;
-	pthread_rwlock_rdlock(&pools_lock);
-	for (int i = 0; i < MAX_POOLS && !found; i++)
-		if (pools[i] && match(pools[i], key))
-			found = pools[i];
-	pthread_rwlock_unlock(&pools_lock);
-	return found;
-}
-
-static int match_base(const struct kp_pool *p, const void *key) { return p->base == key; }
-static int match_addr(const struct kp_pool *p, const void *key)
-{
-	return (const char *)key >= p->base && (const char *)key < p->base + p->size;
-}
-static int match_uuid(const struct kp_pool *p, const void *key)
-{
-	return p->uuid_lo == *(const uint64_t *)key;
-}
-
-struct kp_pool *kp_pool_of(PMEMobjpool *pop) { return pop ? find(match_base, pop) : NULL; }
-struct kp_pool *kp_pool_by_addr(const void *addr) { return find(match_addr, addr); }
-struct kp_pool *kp_pool_by_uuid(uint64_t uuid_lo) { return find(match_uuid, &uuid_lo); }
-
-static int registry_add(struct kp_pool *p)
-{
-	int rc = -1;
-	pthread_rwlock_wrlock(&pools_lock);
-	for (int i = 0; i < MAX_POOLS && rc; i++)
-		if (!pools[i]) {
-			pools[i] = p;
-			rc = 0;
-		}
-	pthread_rwlock_unlock(&pools_lock);
-	return rc;
-}
-
-static void registry_remove(struct kp_pool *p)
-{
-	pthread_rwlock_wrlock(&pools_lock);
-	for (int i = 0; i < MAX_POOLS; i++)
-		if (pools[i] == p)
-			pools[i] = NULL;
-	__atomic_add_fetch(&_pobj_cache_invalidate, 1, __ATOMIC_SEQ_CST);
-	pthread_rwlock_unlock(&pools_lock);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Objects
- * ------------------------------------------------------------------------------------- */
-int kp_is_users(struct kp_pool *p, kr_oid oid)
-{
-	if (oid == p->super || kr_type(p->kr, oid) >= KP_TYPE_FIRST)
-		return 0;
-	const struct kp_super *s = kr_get(p->kr, p->super);
-	return oid != s->root_oid && !kp_is_reserved(p, oid);
-}
-
-int kp_locate(struct kp_pool *p, kr_tx *tx, const void *addr, size_t len, kr_oid *oid, size_t *off,
-	      size_t *osize)
-{
-	uint64_t at = (uint64_t)((const char *)addr - p->base);
-	if (!tx)
-		tx = kp_tx_current(p);
-	size_t size = 0;
-	kr_oid o = KR_OID_NULL;
-	if (tx) {
-		o = kr_tx_owner(tx, at, &size, NULL);
-	} else {
-		struct kr_location loc = KR_LOCATION_INIT;
-		if (kr_pool_locate(p->kr, at, &loc) == KR_OK && loc.object && at >= loc.object) {
-			o = loc.object;
-			size = loc.object_size;
-		}
-	}
-	if (!o || at + len > o + size)
-		return kr_error_set(KR_E_MISUSE_RANGE,
-				    "[%p, +%zu) is not inside one live object of the pool", addr, len);
-	*oid = o;
-	*off = at - o;
-	if (osize)
-		*osize = size;
-	return KR_OK;
-}
 
 PMEMOBJ_API PMEMobjpool *pmemobj_pool_by_ptr(const void *addr)
 {
@@ -322,7 +176,7 @@ PMEMOBJ_API PMEMobjpool *pmemobj_create(const char *path, const char *layout, si
 		}
 	}
 	struct kp_pool *p = rc == KR_OK ? pool_attach(kr, path) : NULL;
-	if (!p || registry_add(p)) {
+	if (!p || kp_registry_add(p)) {
 		int e = rc ? kp_errno_of(rc) : ENOMEM;
 		kp_err(e, "%s: %s", path, rc ? kr_errmsg() : "too many pools open");
 		kr_pool_close(kr);
@@ -394,7 +248,7 @@ PMEMOBJ_API PMEMobjpool *pmemobj_open(const char *path, const char *layout)
 		return NULL;
 	}
 	struct kp_pool *p = pool_attach(kr, path);
-	if (!p || registry_add(p)) {
+	if (!p || kp_registry_add(p)) {
 		kr_pool_close(kr);
 		if (p)
 			pool_free(p);
@@ -420,7 +274,7 @@ PMEMOBJ_API void pmemobj_close(PMEMobjpool *pop)
 	kp_drain_pending(p);
 	int was = __atomic_load_n(&_pobj_cache_invalidate, __ATOMIC_SEQ_CST);
 	(void)was; /* read by the check of a debug build */
-	registry_remove(p);
+	kp_registry_remove(p);
 	KP_INVARIANT(1, !kp_pool_of(pop) && _pobj_cache_invalidate != was);
 	kp_locks_forget(p->base, p->size);
 	kp_reservations_forget(p);
@@ -566,17 +420,16 @@ PMEMOBJ_API void *pmemobj_get_user_data(PMEMobjpool *pop)
 
 PMEMOBJ_API const char *pmemobj_check_version(unsigned major_required, unsigned minor_required)
 {
+	/* The message is the thread's error message; errno stays as it was. */
 	if (major_required != PMEMOBJ_MAJOR_VERSION) {
-		snprintf(errmsg, sizeof(errmsg),
-			 "libpmemobj major version mismatch (need %u, found %u)", major_required,
-			 PMEMOBJ_MAJOR_VERSION);
-		return errmsg;
+		kp_err(errno, "libpmemobj major version mismatch (need %u, found %u)", major_required,
+		       PMEMOBJ_MAJOR_VERSION);
+		return pmemobj_errormsg();
 	}
 	if (minor_required > PMEMOBJ_MINOR_VERSION) {
-		snprintf(errmsg, sizeof(errmsg),
-			 "libpmemobj minor version mismatch (need %u, found %u)", minor_required,
-			 PMEMOBJ_MINOR_VERSION);
-		return errmsg;
+		kp_err(errno, "libpmemobj minor version mismatch (need %u, found %u)", minor_required,
+		       PMEMOBJ_MINOR_VERSION);
+		return pmemobj_errormsg();
 	}
 	return NULL;
 }

@@ -24,14 +24,13 @@ struct lock_ref {
 	void *lock;
 };
 
+/* The thread's transaction. Its pool, keratin transaction and stage are in kp_thread
+ * (registry.c), where the other files look for them; the rest is tx.c's alone. */
 struct kp_tx {
-	enum pobj_tx_stage stage; /* of the innermost level */
 	int depth;                /* levels begun and not ended */
 	int aborted;              /* the transaction (all levels) aborted */
 	int committed;            /* its outermost level committed */
 	int errnum;               /* pmemobj_tx_errno */
-	struct kp_pool *pool;
-	kr_tx *ktx;
 	struct __jmp_buf_tag **envs; /* per level, NULL where the caller gave none */
 	int cap;
 	struct lock_ref *locks;
@@ -49,39 +48,31 @@ struct kp_tx {
 static _Thread_local struct kp_tx T;
 
 /* Invariant 3 of compat.h, at every entry point. */
-#define CHECK_TX() KP_INVARIANT(3, (T.ktx != NULL) == (T.depth > 0 && !T.aborted && !T.committed))
+#define CHECK_TX() KP_INVARIANT(3, (kp_thread.ktx != NULL) == (T.depth > 0 && !T.aborted && !T.committed))
 
-enum pobj_tx_stage kp_tx_stage(void) { return T.stage; }
-PMEMOBJ_API enum pobj_tx_stage pmemobj_tx_stage(void) { return T.stage; }
+PMEMOBJ_API enum pobj_tx_stage pmemobj_tx_stage(void) { return kp_thread.stage; }
 PMEMOBJ_API int pmemobj_tx_errno(void) { return T.errnum; }
-
-kr_tx *kp_tx_current(struct kp_pool *p)
-{
-	return T.depth && T.pool == p ? T.ktx : NULL;
-}
-
-struct kp_pool *kp_tx_pool(void) { return T.stage == TX_STAGE_WORK && T.ktx ? T.pool : NULL; }
 
 static void run_cb(enum pobj_tx_stage stage)
 {
 	if (T.cb && T.depth == 1)
-		T.cb((PMEMobjpool *)T.pool->base, stage, T.cb_arg);
+		T.cb((PMEMobjpool *)kp_thread.pool->base, stage, T.cb_arg);
 }
 
 static void release_locks(void)
 {
 	for (int i = T.nlocks - 1; i >= 0; i--) {
 		if (T.locks[i].rwlock)
-			kp_unlock_rwlock(T.pool, T.locks[i].lock);
+			kp_unlock_rwlock(kp_thread.pool, T.locks[i].lock);
 		else
-			kp_unlock_mutex(T.pool, T.locks[i].lock);
+			kp_unlock_mutex(kp_thread.pool, T.locks[i].lock);
 	}
 	T.nlocks = 0;
 }
 
 static int add_lock(int rwlock, void *lock)
 {
-	int rc = rwlock ? kp_lock_rwlock_write(T.pool, lock) : kp_lock_mutex(T.pool, lock);
+	int rc = rwlock ? kp_lock_rwlock_write(kp_thread.pool, lock) : kp_lock_mutex(kp_thread.pool, lock);
 	if (rc)
 		return rc;
 	if (!T.locks) {
@@ -93,7 +84,7 @@ static int add_lock(int rwlock, void *lock)
 		struct lock_ref *l = T.locks == T.locks_inline ? malloc((size_t)cap * sizeof(*l))
 							       : realloc(T.locks, (size_t)cap * sizeof(*l));
 		if (!l) {
-			rwlock ? kp_unlock_rwlock(T.pool, lock) : kp_unlock_mutex(T.pool, lock);
+			rwlock ? kp_unlock_rwlock(kp_thread.pool, lock) : kp_unlock_mutex(kp_thread.pool, lock);
 			return ENOMEM;
 		}
 		if (T.locks == T.locks_inline)
@@ -108,9 +99,9 @@ static int add_lock(int rwlock, void *lock)
 /* The keratin transaction goes away, restoring every in-place range. */
 static void abort_keratin(void)
 {
-	if (T.ktx) {
-		kr_tx_abort(T.ktx);
-		T.ktx = NULL;
+	if (kp_thread.ktx) {
+		kr_tx_abort(kp_thread.ktx);
+		kp_thread.ktx = NULL;
 	}
 }
 
@@ -120,7 +111,7 @@ static void tx_abort(int errnum, int jump)
 	abort_keratin();
 	T.aborted = 1;
 	T.errnum = errnum ? errnum : ECANCELED;
-	T.stage = TX_STAGE_ONABORT;
+	kp_thread.stage = TX_STAGE_ONABORT;
 	run_cb(TX_STAGE_ONABORT);
 	errno = T.errnum;
 	if (jump && T.envs[T.depth - 1])
@@ -129,7 +120,7 @@ static void tx_abort(int errnum, int jump)
 
 int kp_tx_fail(int errnum, uint64_t flags)
 {
-	if (T.stage != TX_STAGE_WORK)
+	if (kp_thread.stage != TX_STAGE_WORK)
 		return errnum;
 	if ((flags & POBJ_FLAG_TX_NO_ABORT) || T.behavior == POBJ_TX_FAILURE_RETURN) {
 		errno = errnum;
@@ -145,14 +136,14 @@ static int begin_failed(int errnum)
 	abort_keratin();
 	T.aborted = 1;
 	T.errnum = errnum;
-	T.stage = TX_STAGE_ONABORT;
+	kp_thread.stage = TX_STAGE_ONABORT;
 	errno = errnum;
 	return errnum;
 }
 
 PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 {
-	enum pobj_tx_stage was = T.stage;
+	enum pobj_tx_stage was = kp_thread.stage;
 	if (!T.envs) {
 		T.envs = T.envs_inline;
 		T.cap = (int)(sizeof(T.envs_inline) / sizeof(T.envs_inline[0]));
@@ -180,24 +171,24 @@ PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 		return begin_failed(EINVAL);
 	}
 	if (was == TX_STAGE_NONE) {
-		T.pool = p;
+		kp_thread.pool = p;
 		T.aborted = 0;
 		T.committed = 0;
 		T.errnum = 0;
 		T.cb = NULL;
 		T.behavior = POBJ_TX_FAILURE_ABORT;
-		int rc = kp_tx_begin(p, &T.ktx);
+		int rc = kp_tx_begin(p, &kp_thread.ktx);
 		if (rc) {
-			T.ktx = NULL;
+			kp_thread.ktx = NULL;
 			kp_err_kr(rc, "pmemobj_tx_begin");
 			return begin_failed(kp_errno_of(rc));
 		}
-	} else if (T.pool != p) {
+	} else if (kp_thread.pool != p) {
 		kp_err(EINVAL, "nested transaction on another pool");
 		tx_abort(EINVAL, 0);
 		return EINVAL;
 	}
-	T.stage = TX_STAGE_WORK;
+	kp_thread.stage = TX_STAGE_WORK;
 
 	va_list ap;
 	va_start(ap, env);
@@ -225,42 +216,42 @@ PMEMOBJ_API int pmemobj_tx_begin(PMEMobjpool *pop, jmp_buf env, ...)
 	return 0;
 }
 
-static void commit(void)
+static void tx_commit(void)
 {
 	if (T.depth > 1) { /* flattened: the outermost level commits */
-		T.stage = TX_STAGE_ONCOMMIT;
+		kp_thread.stage = TX_STAGE_ONCOMMIT;
 		return;
 	}
 	run_cb(TX_STAGE_WORK);
-	int rc = T.ktx ? kr_tx_commit(T.ktx) : KR_OK;
-	T.ktx = NULL;
+	int rc = kp_thread.ktx ? kr_tx_commit(kp_thread.ktx) : KR_OK;
+	kp_thread.ktx = NULL;
 	T.committed = rc == KR_OK;
 	if (rc) {
 		kp_err_kr(rc, "commit");
 		T.aborted = 1;
 		T.errnum = kp_errno_of(rc);
-		T.stage = TX_STAGE_ONABORT;
+		kp_thread.stage = TX_STAGE_ONABORT;
 		run_cb(TX_STAGE_ONABORT);
 		return;
 	}
-	T.stage = TX_STAGE_ONCOMMIT;
+	kp_thread.stage = TX_STAGE_ONCOMMIT;
 	run_cb(TX_STAGE_ONCOMMIT);
 }
 
 PMEMOBJ_API void pmemobj_tx_commit(void)
 {
 	CHECK_TX();
-	if (T.stage != TX_STAGE_WORK) {
+	if (kp_thread.stage != TX_STAGE_WORK) {
 		kp_err(EINVAL, "pmemobj_tx_commit outside the work stage");
 		return;
 	}
-	commit();
+	tx_commit();
 }
 
 PMEMOBJ_API void pmemobj_tx_abort(int errnum)
 {
 	CHECK_TX();
-	if (T.stage != TX_STAGE_WORK) {
+	if (kp_thread.stage != TX_STAGE_WORK) {
 		kp_err(EINVAL, "pmemobj_tx_abort outside the work stage");
 		return;
 	}
@@ -270,17 +261,17 @@ PMEMOBJ_API void pmemobj_tx_abort(int errnum)
 PMEMOBJ_API void pmemobj_tx_process(void)
 {
 	CHECK_TX();
-	switch (T.stage) {
+	switch (kp_thread.stage) {
 	case TX_STAGE_WORK:
-		commit();
+		tx_commit();
 		break;
 	case TX_STAGE_ONCOMMIT:
 	case TX_STAGE_ONABORT:
-		T.stage = TX_STAGE_FINALLY;
+		kp_thread.stage = TX_STAGE_FINALLY;
 		run_cb(TX_STAGE_FINALLY);
 		break;
 	case TX_STAGE_FINALLY:
-		T.stage = TX_STAGE_NONE;
+		kp_thread.stage = TX_STAGE_NONE;
 		break;
 	default:
 		break;
@@ -294,7 +285,7 @@ PMEMOBJ_API int pmemobj_tx_end(void)
 		kp_err(EINVAL, "pmemobj_tx_end without a transaction");
 		return EINVAL;
 	}
-	if (T.stage == TX_STAGE_WORK) { /* misuse: end without commit means abort */
+	if (kp_thread.stage == TX_STAGE_WORK) { /* misuse: end without commit means abort */
 		kp_err(EINVAL, "pmemobj_tx_end in the work stage: the transaction is aborted");
 		tx_abort(ECANCELED, 0);
 	}
@@ -303,15 +294,15 @@ PMEMOBJ_API int pmemobj_tx_end(void)
 		/* Back to the outer level, still working unless the transaction aborted: then the
 		 * outer level's work stage is abandoned too, at its own setjmp. */
 		if (T.aborted) {
-			T.stage = TX_STAGE_ONABORT;
+			kp_thread.stage = TX_STAGE_ONABORT;
 			if (T.envs[T.depth - 1])
 				longjmp(T.envs[T.depth - 1], errnum);
 		} else {
-			T.stage = TX_STAGE_WORK;
+			kp_thread.stage = TX_STAGE_WORK;
 		}
 		return errnum;
 	}
-	struct kp_pool *p = T.pool;
+	struct kp_pool *p = kp_thread.pool;
 	release_locks();
 	if (T.envs != T.envs_inline) { /* grown by deep nesting: back to the inline ones */
 		free(T.envs);
@@ -326,7 +317,7 @@ PMEMOBJ_API int pmemobj_tx_end(void)
 		run_cb(TX_STAGE_NONE);
 		T.depth = 0;
 	}
-	T.stage = TX_STAGE_NONE;
+	kp_thread.stage = TX_STAGE_NONE;
 	T.user_data = NULL;
 	T.cb = NULL;
 	/* Persists asked for during the transaction, now that the thread has no keratin
@@ -340,7 +331,7 @@ PMEMOBJ_API int pmemobj_tx_end(void)
 
 PMEMOBJ_API int pmemobj_tx_xlock(enum pobj_tx_param type, void *lockp, uint64_t flags)
 {
-	if (T.stage != TX_STAGE_WORK)
+	if (kp_thread.stage != TX_STAGE_WORK)
 		return kp_err(EINVAL, "pmemobj_tx_lock outside the work stage"), EINVAL;
 	if (flags & ~POBJ_XLOCK_VALID_FLAGS)
 		return kp_tx_fail(EINVAL, flags);
@@ -363,9 +354,9 @@ PMEMOBJ_API int pmemobj_tx_lock(enum pobj_tx_param type, void *lockp)
 static int in_work(const char *what, uint64_t oid_uuid, int check_pool)
 {
 	CHECK_TX();
-	if (T.stage != TX_STAGE_WORK || !T.ktx)
+	if (kp_thread.stage != TX_STAGE_WORK || !kp_thread.ktx)
 		return kp_err(EINVAL, "%s outside a transaction's work stage", what), EINVAL;
-	if (check_pool && oid_uuid != T.pool->uuid_lo)
+	if (check_pool && oid_uuid != kp_thread.pool->uuid_lo)
 		return kp_err(EINVAL, "%s: the object is not in the transaction's pool", what), EINVAL;
 	return 0;
 }
@@ -387,7 +378,7 @@ PMEMOBJ_API int pmemobj_tx_xadd_range(PMEMoid oid, uint64_t off, size_t size, ui
 		       kp_tx_fail(EINVAL, flags);
 	if (size == 0)
 		return 0;
-	if (!kr_tx_add_in_place(T.ktx, oid.off, off, size))
+	if (!kr_tx_add_in_place(kp_thread.ktx, oid.off, off, size))
 		return kr_failed(kr_errcode(), "pmemobj_tx_add_range", flags);
 	return 0;
 }
@@ -410,12 +401,12 @@ PMEMOBJ_API int pmemobj_tx_xadd_range_direct(const void *ptr, size_t size, uint6
 	while (size) {
 		kr_oid oid;
 		size_t off, osize;
-		if (kp_locate(T.pool, T.ktx, a, 1, &oid, &off, &osize) != KR_OK)
+		if (kp_locate(kp_thread.pool, kp_thread.ktx, a, 1, &oid, &off, &osize) != KR_OK)
 			return kr_failed(KR_E_MISUSE_RANGE, "pmemobj_tx_add_range_direct", flags);
 		size_t piece = osize - off;
 		if (piece > size)
 			piece = size;
-		if (!kr_tx_add_in_place(T.ktx, oid, off, piece))
+		if (!kr_tx_add_in_place(kp_thread.ktx, oid, off, piece))
 			return kr_failed(kr_errcode(), "pmemobj_tx_add_range_direct", flags);
 		a += piece;
 		size -= piece;
@@ -443,12 +434,12 @@ static PMEMoid tx_new(size_t size, uint64_t type_num, uint64_t flags, const char
 			      (unsigned long long)type_num),
 		       kp_tx_fail(EINVAL, flags), OID_NULL;
 	kr_oid n;
-	int rc = kr_tx_alloc(T.ktx, size, (uint32_t)type_num, &n);
-	if (rc == KR_OK && !kr_tx_add_in_place(T.ktx, n, 0, size))
+	int rc = kr_tx_alloc(kp_thread.ktx, size, (uint32_t)type_num, &n);
+	if (rc == KR_OK && !kr_tx_add_in_place(kp_thread.ktx, n, 0, size))
 		rc = kr_errcode();
 	if (rc)
 		return kr_failed(rc, what, flags), OID_NULL;
-	return kp_oid(T.pool, n);
+	return kp_oid(kp_thread.pool, n);
 }
 
 PMEMOBJ_API PMEMoid pmemobj_tx_xalloc(size_t size, uint64_t type_num, uint64_t flags)
@@ -475,10 +466,10 @@ PMEMOBJ_API int pmemobj_tx_xfree(PMEMoid oid, uint64_t flags)
 		return kp_err(EINVAL, "unknown flags"), kp_tx_fail(EINVAL, flags);
 	if (OID_IS_NULL(oid))
 		return 0;
-	if (oid.pool_uuid_lo != T.pool->uuid_lo)
+	if (oid.pool_uuid_lo != kp_thread.pool->uuid_lo)
 		return kp_err(EINVAL, "pmemobj_tx_free: the object is not in the transaction's pool"),
 		       kp_tx_fail(EINVAL, flags);
-	if ((rc = kr_tx_free(T.ktx, oid.off)))
+	if ((rc = kr_tx_free(kp_thread.ktx, oid.off)))
 		return kr_failed(rc, "pmemobj_tx_free", flags);
 	return 0;
 }
@@ -496,16 +487,16 @@ static PMEMoid tx_realloc(PMEMoid oid, size_t size, uint64_t type_num, const cha
 		return OID_NULL;
 	}
 	size_t old = 0; /* the object may be new in this transaction */
-	if (kr_tx_owner(T.ktx, oid.off, &old, NULL) != oid.off)
+	if (kr_tx_owner(kp_thread.ktx, oid.off, &old, NULL) != oid.off)
 		return kr_failed(kr_error_set(KR_E_MISUSE_OID, "0x%llx is not a live object",
 					      (unsigned long long)oid.off), what, 0), OID_NULL;
 	PMEMoid n = tx_new(size, type_num, 0, what);
 	if (OID_IS_NULL(n))
 		return OID_NULL;
-	const void *src = kr_tx_get(T.ktx, oid.off);
-	int rc = src ? kr_tx_write_in_place(T.ktx, n.off, 0, src, old < size ? old : size) : kr_errcode();
+	const void *src = kr_tx_get(kp_thread.ktx, oid.off);
+	int rc = src ? kr_tx_write_in_place(kp_thread.ktx, n.off, 0, src, old < size ? old : size) : kr_errcode();
 	if (rc == KR_OK)
-		rc = kr_tx_free(T.ktx, oid.off);
+		rc = kr_tx_free(kp_thread.ktx, oid.off);
 	if (rc)
 		return kr_failed(rc, what, 0), OID_NULL;
 	return n;
@@ -529,7 +520,7 @@ static PMEMoid tx_dup(const void *s, size_t bytes, uint64_t type_num, uint64_t f
 	PMEMoid n = tx_new(bytes, type_num, flags, what);
 	if (OID_IS_NULL(n))
 		return OID_NULL;
-	int rc = kr_tx_write_in_place(T.ktx, n.off, 0, s, bytes);
+	int rc = kr_tx_write_in_place(kp_thread.ktx, n.off, 0, s, bytes);
 	return rc ? (kr_failed(rc, what, flags), OID_NULL) : n;
 }
 
