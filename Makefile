@@ -11,8 +11,10 @@
 #                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)
 #   make bench-fuse  only the FUSE benchmark: docs/bench/fuse.md, docs/BENCHMARKS-FS.md
 #   make fuzz     a longer libFuzzer run of the pool opener
-#   make torture  the full single-page fault sweep; every libpmemobj example as a binary
-#                 drop-in; a mounted directory of 100,000 entries; 100,000 fsx operations
+#   make torture  the full single-page fault sweep; the crash sweeps at full size (2 x 2000
+#                 transactions, the map's two writers, keratin-fs); every libpmemobj example
+#                 as a binary drop-in; a mounted directory of 100,000 entries; 100,000 fsx
+#                 operations
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
 #                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
 #                 pkg-config files and the CMake package (find_package(keratin))
@@ -86,6 +88,8 @@ bench-fuse: build
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
+	@KR_TEST_SEED=20240601 build/tests/test_crash && KR_TEST_SEED=20261128 build/tests/test_crash
+	@build/tests/test_hmap crashthreads && build/tests/test_fs_crash
 	@bash tests/compat/dropin.sh build build/tests/compat-dropin-all || [ $$? -eq 77 ]
 	@FUSE_BIGDIR=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests posix $(CURDIR)
 	@FSX_OPS=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests fsx $(CURDIR)
