@@ -1326,6 +1326,9 @@ static void case_threads(unsigned nthreads)
 			if (fm_compare(fs, &w[i].m, why, sizeof(why)) != 0)
 				TU_FAIL("thread %u's directory differs from its model%s: %s", i, round ? " after remount" : "", why);
 		}
+		/* Each allocator's free count is its clear bits, shard by shard, and every page has
+		 * one owner, after threads of different inodes took and gave back at once (TSan
+		 * runs this too): checks invariants fs_alloc.c 1, fs_alloc.c 2, fs_op.c 6 */
 		struct kr_fs_check_report rep;
 		if (kr_fs_check(fs, stderr, &rep) != KR_OK)
 			TU_FAIL("kr_fs_check after the threads: %llu problems", (unsigned long long)rep.problems);

@@ -42,7 +42,15 @@ static const char *kind_name(enum crashsim_kind k)
 	return k == CRASHSIM_NONE ? "none" : k == CRASHSIM_ALL ? "all" : "random";
 }
 
-/* Runs in a forked child on each crash image. */
+/* Runs in a forked child on each crash image. The image must hold the K or K+1 operations
+ * and pass kr_fs_check; a broken rule of the commit, journal, log, data, zone parity,
+ * replica, compaction, snapshot, in-place or superblock protocol shows as an image that
+ * does neither. So this
+ * checks invariants fs_op.c 1, fs_op.c 2, fs_journal.c 1, fs_journal.c 2, fs_log.c 1
+ * checks invariants fs_data.c 1, fs_zone.c 1, fs_meta.c 1, fs_super.c 2
+ * checks invariants fs_gc.c 1, fs_gc.c 2, fs_gc.c 4, fs_snap.c 1, fs_snap.c 2
+ * checks invariants fs_inplace.c 1, fs_inplace.c 2
+ * (zone parity in the fs_crash.zone variants, in-place writes in the relaxed ones). */
 static int check_image(void *ctx, const struct crashsim_image *img)
 {
 	(void)ctx;

@@ -208,7 +208,10 @@ static void record(const char *structure, const char *fault, const char *seed, e
 	g_results[g_nresults++] = (struct result){structure, fault, seed, want, got};
 }
 
-/* One copy of a metadata structure scribbled (n bytes at off), then the other copy. */
+/* One copy of a metadata structure scribbled (n bytes at off), then the other copy: each
+ * copy is judged by its own check and the bad one rewritten from the good (both bad: the
+ * cases below), log entries and page tails included; this
+ * checks invariants fs_meta.c 2, fs_meta.c 3, fs_log.c 3 */
 static void meta_case(const char *structure, uint64_t off, size_t n)
 {
 	fresh();

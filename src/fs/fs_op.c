@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "fs.h"
+#include "invariant.h"
 #include "grow.h"
 
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs)
@@ -141,6 +142,10 @@ int krfs_op_append(struct krfs_op *op, struct krfs_inode *ip, struct krfs_entry_
 		if (rc)
 			return rc;
 	}
+	/* An entry's feature bit is durable before the entry (fs_xattr.c invariant 3), and one
+	 * operation's entries carry its id unless they rewrite old names (invariant 4). */
+	KR_INVARIANT("fs_xattr.c", 3, e->type != KRFS_E_XATTR || (fs->sb.incompat & KRFS_INCOMPAT_XATTR));
+	KR_INVARIANT("fs_op.c", 4, e->trans == op->trans || op->compaction || l->detached);
 	krfs_meta_write(fs, l->pos, e, e->size);
 	l->pos += e->size;
 	return 0;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fs.h"
+#include "invariant.h"
 
 /* ---- the DRAM list ------------------------------------------------------------------------- */
 struct krfs_xattr **krfs_xattr_find(struct krfs_inode *ip, const char *name, size_t len)
@@ -32,6 +33,17 @@ struct krfs_xattr **krfs_xattr_find(struct krfs_inode *ip, const char *name, siz
 			return pp;
 	return pp;
 }
+
+#ifdef KR_DEBUG_INVARIANTS
+/* Invariant 2: the log bytes the live pairs take, counted afresh. */
+static uint64_t xattr_bytes_counted(const struct krfs_inode *ip)
+{
+	uint64_t n = 0;
+	for (const struct krfs_xattr *x = ip->xattrs; x; x = x->next)
+		n += krfs_xattr_size(x->name_len, x->value_len);
+	return n;
+}
+#endif
 
 static int list_set(struct krfs_inode *ip, const char *name, size_t len, const void *value, size_t vlen)
 {
@@ -50,6 +62,7 @@ static int list_set(struct krfs_inode *ip, const char *name, size_t len, const v
 	}
 	*pp = x;
 	ip->xattr_bytes += krfs_xattr_size(len, vlen);
+	KR_INVARIANT("fs_xattr.c", 2, ip->xattr_bytes == xattr_bytes_counted(ip));
 	return 0;
 }
 
@@ -61,6 +74,7 @@ static int list_remove(struct krfs_inode *ip, const char *name, size_t len)
 	*pp = x->next;
 	ip->xattr_bytes -= krfs_xattr_size(x->name_len, x->value_len);
 	free(x);
+	KR_INVARIANT("fs_xattr.c", 2, ip->xattr_bytes == xattr_bytes_counted(ip));
 	return 0;
 }
 

@@ -42,6 +42,7 @@
  *      recovery run under the exclusive lock.
  */
 #include "fs.h"
+#include "invariant.h"
 
 /* ---- the intent ----------------------------------------------------------------------- */
 static uint64_t intent_off(const struct kr_fs *fs, int copy)
@@ -116,6 +117,7 @@ int krfs_zone_intent(struct krfs_op *op, uint64_t start, uint64_t n)
 	intent_store(fs, krfs_word_make(start << KRFS_ZONE_INTENT_NBITS | len, KRFS_ZONE_INTENT_OWNER));
 	/* Fence: the window is durable before any parity byte in it changes. */
 	if ((rc = krfs_fence(fs)) == 0) {
+		KR_INVARIANT("fs_zone.c", 2, len <= fs->zone_rows);
 		fs->zone_first = start;
 		fs->zone_len = len;
 		hold(op);
