@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "csum.h"
+#include "invariant.h"
 #include "simd.h"
 #include "fs.h"
 
@@ -68,6 +69,16 @@ static void put(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 {
 	kr_pm_copy(&fs->pm, krfs_ptr(fs, off), src, n);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), n);
+}
+
+/* A read's repair of strip s of page pg: only under the exclusive lock (invariant 3), and
+ * only bytes that one of the strip's CRC copies a, b proves (invariant 2). */
+static void repair_put(struct kr_fs *fs, uint64_t pg, unsigned s, const uint8_t *strip, const uint32_t *a,
+		       const uint32_t *b)
+{
+	KR_INVARIANT("fs_data.c", 3, krfs_exclusive(fs));
+	KR_INVARIANT("fs_data.c", 2, crc_ok(kr_crc32c(strip, KRFS_STRIP), a, b, s));
+	put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, strip, KRFS_STRIP);
 }
 
 /* The parity strip of pg from the page's bytes in src (flushed, not fenced). */
@@ -243,7 +254,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 		if (c != a[s] && c != b[s])
 			return lost(pg, krfs_data_off(fs, pg) + s * KRFS_STRIP,
 				    "strip fails its checksum and its zone parity row cannot rebuild it");
-		put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, strip, KRFS_STRIP);
+		repair_put(fs, pg, s, strip, a, b);
 		a[s] = b[s] = c;
 		if (--nbad == 0) {
 			fix = true;
@@ -252,7 +263,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 	}
 	if (nbad == 2 && badstrip == first_bad + 1 && split_point(fs, pg, d, first_bad, a, b)) {
 		for (unsigned s = first_bad; s <= badstrip; s++) {
-			put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, d + s * KRFS_STRIP, KRFS_STRIP);
+			repair_put(fs, pg, s, d + s * KRFS_STRIP, a, b);
 			a[s] = b[s] = kr_crc32c(d + s * KRFS_STRIP, KRFS_STRIP);
 		}
 		nbad = 0;
@@ -269,7 +280,7 @@ int krfs_data_read(struct kr_fs *fs, uint64_t pg, void *dst)
 			return lost(pg, krfs_data_off(fs, pg) + badstrip * KRFS_STRIP,
 				    "strip fails its checksum and parity cannot rebuild it");
 		memcpy(d + badstrip * KRFS_STRIP, strip, KRFS_STRIP);
-		put(fs, krfs_data_off(fs, pg) + badstrip * KRFS_STRIP, strip, KRFS_STRIP);
+		repair_put(fs, pg, badstrip, strip, a, b);
 		a[badstrip] = b[badstrip] = c;
 		fix = true;
 		repaired = "data strip rebuilt from parity";

@@ -63,6 +63,7 @@
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "invariant.h"
 
 /* Upper bound of the bytes the compacted log takes (FILE_WRITE runs counted as pages; the
  * root's log also keeps the snapshot manifest). */
@@ -123,6 +124,10 @@ static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
 		return 0;
 	if (krfs_mark_incompat(fs, KRFS_INCOMPAT_LOG_GAPS) != 0)
 		return -EIO;
+	KR_INVARIANT("fs_gc.c", 8, krfs_exclusive(fs));
+	KR_INVARIANT("fs_gc.c", 7, (fs->sb.incompat & KRFS_INCOMPAT_LOG_GAPS) && ip->unlinked < KRFS_GAPS_MAX);
+	uint64_t first = ip->pages[0], last = ip->pages[ip->npages - 1];
+	(void)first, (void)last;
 	uint32_t kept = 0; /* the last page that stays */
 	for (uint32_t i = 1; i < ip->npages; i++) {
 		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
@@ -142,6 +147,7 @@ static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
 			ip->pages[n++] = ip->pages[i];
 	}
 	ip->npages = n;
+	KR_INVARIANT("fs_gc.c", 5, ip->pages[0] == first && ip->pages[n - 1] == last);
 	ip->unlinked += dead;
 	fs->gc_fast_pages += dead;
 	return (int)dead;
@@ -284,6 +290,8 @@ static int append_manifest(struct krfs_op *op, struct krfs_inode *tmp)
 
 int krfs_log_compact(struct kr_fs *fs, struct krfs_inode *ip)
 {
+	KR_INVARIANT("fs_gc.c", 8, krfs_exclusive(fs));
+	KR_INVARIANT("fs_gc.c", 3, compaction_need(fs, ip) <= krfs_bm_nfree(&fs->meta_bm));
 	struct krfs_inode *tmp = krfs_inode_new(ip->ino);
 	if (!tmp)
 		return -ENOMEM;
