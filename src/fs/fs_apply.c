@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "invariant.h"
 
 static int bad(const struct krfs_inode *ip, const struct krfs_entry_hdr *e, const char *what)
 {
@@ -235,8 +236,8 @@ static int apply_link(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs
 	return 0;
 }
 
-int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e, uint64_t page,
-		     krfs_release_fn release)
+static int apply_entry(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e, uint64_t page,
+		       krfs_release_fn release)
 {
 	uint32_t src = src_of(fs, page);
 	int rc;
@@ -264,4 +265,21 @@ int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_
 		return rc;
 	}
 	return bad(ip, e, "unknown entry type");
+}
+
+int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_entry_hdr *e, uint64_t page,
+		     krfs_release_fn release)
+{
+#ifdef KR_DEBUG_INVARIANTS
+	/* Invariant 2: the thread's persistence counters see no store, flush or fence. */
+	struct kr_counters before, after;
+	kr_counters_get(&before);
+	int rc = apply_entry(fs, ip, e, page, release);
+	kr_counters_get(&after);
+	KR_INVARIANT("fs_apply.c", 2, after.bytes_written == before.bytes_written &&
+					      after.flushed_lines == before.flushed_lines && after.fences == before.fences);
+	return rc;
+#else
+	return apply_entry(fs, ip, e, page, release);
+#endif
 }

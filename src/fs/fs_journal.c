@@ -24,6 +24,7 @@
 
 #include "csum.h"
 #include "fs.h"
+#include "invariant.h"
 
 static uint64_t journal_off(unsigned jn) { return P + (uint64_t)jn * P; }
 
@@ -45,8 +46,29 @@ int krfs_journal_add(struct krfs_jbuf *j, uint32_t kind, uint64_t target, const 
 	return 0;
 }
 
+#ifdef KR_DEBUG_INVARIANTS
+/* Invariant 4: every record of j names a primary range of the inode table, or (relaxed
+ * pools) is an in-place intent naming a data page. */
+static bool records_in_place(const struct kr_fs *fs, const struct krfs_jbuf *j)
+{
+	uint64_t itab_end = fs->sb.itab_off + (uint64_t)fs->sb.ninodes * KRFS_INODE_SIZE;
+	uint64_t data_end = fs->sb.data_off + fs->sb.data_pages * P;
+	for (uint32_t at = 0; at < j->n;) {
+		struct krfs_journal_rec r;
+		memcpy(&r, j->bytes + at, sizeof(r));
+		bool ok = r.kind == KRFS_J_DATA ? fs->relaxed && r.target >= fs->sb.data_off && r.target < data_end
+						: r.target >= fs->sb.itab_off && r.target + r.len <= itab_end;
+		if (!ok)
+			return false;
+		at += (uint32_t)sizeof(r) + r.len;
+	}
+	return true;
+}
+#endif
+
 void krfs_journal_activate(struct kr_fs *fs, unsigned jn, const struct krfs_jbuf *j, uint64_t seq)
 {
+	KR_INVARIANT("fs_journal.c", 4, records_in_place(fs, j));
 	struct krfs_journal_hdr h = {.state = seq, .seq = seq, .nbytes = j->n};
 	h.csum = journal_csum(&h, j->bytes);
 	krfs_meta_write(fs, journal_off(jn) + sizeof(h), j->bytes, j->n);

@@ -23,6 +23,7 @@
 
 #include "csum.h"
 #include "fs.h"
+#include "invariant.h"
 
 uint32_t krfs_entry_csum(const struct krfs_entry_hdr *e)
 {
@@ -50,6 +51,9 @@ void krfs_log_page_init(struct kr_fs *fs, uint64_t page, uint64_t ino, uint32_t 
 
 void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next)
 {
+	/* Invariant 4: the chain's seq grows across every link, fast GC's too. */
+	KR_INVARIANT("fs_log.c", 4, ((const struct krfs_page_tail *)krfs_ptr(fs, next + KRFS_LOG_TAIL_OFF))->seq >
+					    ((const struct krfs_page_tail *)krfs_ptr(fs, page + KRFS_LOG_TAIL_OFF))->seq);
 	krfs_word_write(fs, page + KRFS_LOG_TAIL_OFF, krfs_word_make(next, page));
 }
 
