@@ -72,6 +72,9 @@ int krfs_bm_init(struct krfs_bitmap *bm, uint64_t n, unsigned nshards);
 void krfs_bm_fini(struct krfs_bitmap *bm);
 /* The free count: the sum of the shards' (exact when no shared holder runs). */
 uint64_t krfs_bm_nfree(const struct krfs_bitmap *bm);
+/* Whether a and b have the same shards (fs_alloc.c invariant 3): a shard's lock in one then
+ * guards the same words in the other. */
+bool krfs_bm_same_shards(const struct krfs_bitmap *a, const struct krfs_bitmap *b);
 /* The shard owning index i; krfs_bm_lock also takes its lock, krfs_bm_unlock lets go. */
 struct krfs_shard *krfs_bm_shard(const struct krfs_bitmap *bm, uint64_t i);
 struct krfs_shard *krfs_bm_lock(const struct krfs_bitmap *bm, uint64_t i);

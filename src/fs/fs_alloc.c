@@ -79,6 +79,16 @@ void krfs_bm_fini(struct krfs_bitmap *bm)
 	memset(bm, 0, sizeof(*bm));
 }
 
+bool krfs_bm_same_shards(const struct krfs_bitmap *a, const struct krfs_bitmap *b)
+{
+	if (a->n != b->n || a->nshards != b->nshards || a->per != b->per)
+		return false;
+	for (unsigned k = 0; k < a->nshards; k++)
+		if (a->shards[k].lo != b->shards[k].lo || a->shards[k].hi != b->shards[k].hi)
+			return false;
+	return true;
+}
+
 uint64_t krfs_bm_nfree(const struct krfs_bitmap *bm)
 {
 	uint64_t n = 0;

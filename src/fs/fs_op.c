@@ -269,6 +269,9 @@ int krfs_op_commit(struct krfs_op *op)
 	unsigned attached = 0;
 	for (unsigned i = 0; i < op->nlogs; i++)
 		attached += !op->logs[i].detached;
+	/* In-place stores ride a commit of one tail store, never the journal, which holds
+	 * their intent meanwhile (fs_inplace.c invariant 3). */
+	KR_INVARIANT("fs_inplace.c", 3, !op->in_commit || (op->nimages == 0 && attached == 1));
 	if (op->nimages == 0 && attached == 1) {
 		/* Fence: entries and data durable before the tail names them. */
 		if ((rc = krfs_fence(fs)) != 0)

@@ -47,6 +47,7 @@
 #include <sys/stat.h>
 
 #include "fs.h"
+#include "invariant.h"
 
 /* ---- loading an image ----------------------------------------------------------------------------- */
 static int refs_init(struct kr_fs *fs)
@@ -56,6 +57,8 @@ static int refs_init(struct kr_fs *fs)
 	fs->snap_refs = kr_calloc(fs->sb.data_pages, sizeof(*fs->snap_refs));
 	if (!fs->snap_refs || krfs_bm_init(&fs->held, fs->sb.data_pages, fs->data_bm.nshards) != 0)
 		return -ENOMEM;
+	/* held's bits are guarded by data_bm's shard locks (krfs_release_data). */
+	KR_INVARIANT("fs_alloc.c", 3, krfs_bm_same_shards(&fs->held, &fs->data_bm));
 	return 0;
 }
 
