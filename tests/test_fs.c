@@ -87,6 +87,9 @@ static kr_fs *mount_at(const char *path)
 	return fs;
 }
 
+/* The model's truncates, extensions and writes past the end read zeros where no write
+ * went, so a page's tail past an old size must be zero on the media (the model case fails
+ * within its run when truncation leaves the tail): checks invariant fs_apply.c 3 */
 static void compare_or_fail(kr_fs *fs, const struct fm *m, const char *when)
 {
 	char why[512];
@@ -715,6 +718,8 @@ static void case_xattr(void)
 	TU_ASSERT(kr_fs_getxattr(fs, f.ino, "user.a", v, sizeof(v)) == 8 && memcmp(v, "replaced", 8) == 0 &&
 		  kr_fs_getxattr(fs, d.ino, longname, v, sizeof(v)) == KR_FS_XATTR_SIZE_MAX &&
 		  memcmp(v, big, KR_FS_XATTR_SIZE_MAX) == 0, "after a remount");
+	/* The list rebuilt from the log is the fold of its entries, in the order names were
+	 * first set (the replace above kept its place): checks invariant fs_xattr.c 1 */
 	TU_ASSERT(kr_fs_listxattr(fs, f.ino, list, sizeof(list)) == 14 && memcmp(list, "user.a\0user.b\0", 14) == 0,
 		  "the listing after a remount");
 	struct kr_fs_statfs st;
