@@ -1,5 +1,5 @@
 /*
- * test_fs_shards.c - keratin-fs's sharded free-space allocators (src/fs/fs_alloc.c).
+ * test_fs_shards.c - keratin-fs's sharded free-space allocators (src/fs/state/fs_alloc.c).
  *
  * Cases (argv[1]):
  *   threads N  N threads (each allocating from its home shard) create files, append, write

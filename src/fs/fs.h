@@ -2,38 +2,45 @@
  * fs.h - keratin-fs internals shared by the files of src/fs/: the mounted file system, DRAM inodes
  * and their indexes, allocators, and the operation context that commits changes.
  *
- * Files and their jobs, bottom up. A file calls only files on floors below its own, never
- * one on its floor or above (where a lower file must reach up, the upper file owns the
- * thing and the lower one does without: compaction writes its entries through builders
- * fs_xattr.c and fs_manifest.c provide, rather than their files calling fs_op.c):
+ * Folders and files, bottom up. The folders are the floors: a file calls only files of its
+ * own folder on a lower line below, or of a lower folder, never one above (where a lower
+ * file must reach up, the upper file owns the thing and the lower one does without:
+ * compaction writes its entries through builders that fs_xattr.c and fs_manifest.c
+ * provide, rather than their files calling fs_op.c). This header and the format are below
+ * them all:
  *   fs_layout.h   the on-media format; this header, the DRAM state every file shares
- *   1  fs_base.c      the locks and their rules, the sticky error state and its fence, the
- *                     superblock's tick-tock write, the clock
- *      fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages, in shards
- *                     that threads allocate from at once
- *      fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
- *      fs_xattr.c     extended attributes: the DRAM list, the XATTR entry
- *      fs_zone_row.c  zone parity's row arithmetic: parity page, strip rebuild, deltas
- *   2  fs_meta.c      tick-tock metadata: twins, self-checking words, inode slots, repair notes
- *      fs_inode.c     DRAM inodes: made, freed, their log pages, their attributes
- *   3  fs_data.c      data pages: CoW writes with strip CRCs and parity, verified reads, repair
- *      fs_log.c       per-inode logs: page tails and links, entry checksums, the verified walk
- *   4  fs_journal.c   the lite undo journal: write, clear, roll back at mount
- *      fs_manifest.c  the snapshot manifest in DRAM, held data pages, inodes by number
- *      fs_zone.c      zone parity kept right: the intent, rows settled after a crash, row scrub
- *   5  fs_apply.c     krfs_inode_apply, the one function that interprets log entries
- *      fs_media.c     media errors: the fault resolver, emulated poison, the bad-block list
- *   6  fs_op.c        the operation context: allocation, commit (one tail store or a journal)
- *      fs_scrub.c     the scrubber (kr_fs_scrub)
- *   7  fs_gc.c        log GC (fast: dead pages unlinked; compaction), and krfs_op_finish,
- *                     which ends every running operation
- *   8  fs_inplace.c   relaxed mode: overwrites in place under an in-place intent
- *   9  fs_file.c      attributes, extended attributes, read, write, truncate, readdir, statfs
- *  10  fs_ops.c       the namespace operations (lookup, create, link, unlink, rename, ...)
- *  11  fs_snap.c      snapshots: images written and loaded, create and delete, their check
- *  12  fs_recover.c   mount-time scan: journals, inodes, logs, allocators, orphans
- *      fs_check.c     the read-only checker of every invariant
- *  13  fs_super.c     geometry, mkfs, mount, unmount
+ * state/  the DRAM state and the metadata's two copies
+ *   fs_base.c      the locks and their rules, the sticky error state and its fence, the
+ *                  superblock's tick-tock write, the clock
+ *   fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages, in shards
+ *                  that threads allocate from at once
+ *   fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
+ *   fs_xattr.c     extended attributes: the DRAM list, the XATTR entry
+ *   fs_zone_row.c  zone parity's row arithmetic: parity page, strip rebuild, deltas
+ *   fs_meta.c      tick-tock metadata: twins, self-checking words, inode slots, repair notes
+ *   fs_inode.c     DRAM inodes: made, freed, their log pages, their attributes
+ * store/  what is on the media: data pages, logs, journals, and how entries read back
+ *   fs_data.c      data pages: CoW writes with strip CRCs and parity, verified reads, repair
+ *   fs_log.c       per-inode logs: page tails and links, entry checksums, the verified walk
+ *   fs_journal.c   the lite undo journal: write, clear, roll back at mount
+ *   fs_manifest.c  the snapshot manifest in DRAM, held data pages, inodes by number
+ *   fs_zone.c      zone parity kept right: the intent, rows settled after a crash, row scrub
+ *   fs_apply.c     krfs_inode_apply, the one function that interprets log entries
+ *   fs_media.c     media errors: the fault resolver, emulated poison, the bad-block list
+ * commit/  changing the file system
+ *   fs_op.c        the operation context: allocation, commit (one tail store or a journal)
+ *   fs_gc.c        log GC (fast: dead pages unlinked; compaction), and krfs_op_finish,
+ *                  which ends every running operation
+ *   fs_inplace.c   relaxed mode: overwrites in place under an in-place intent
+ * ops/  the library's calls on files and names
+ *   fs_file.c      attributes, extended attributes, read, write, truncate, readdir, statfs
+ *   fs_ops.c       the namespace operations (lookup, create, link, unlink, rename, ...)
+ *   fs_snap.c      snapshots: images written and loaded, create and delete, their check
+ * mount/  what runs over the whole pool
+ *   fs_recover.c   mount-time scan: journals, inodes, logs, allocators, orphans
+ *   fs_check.c     the read-only checker of every invariant
+ *   fs_scrub.c     the scrubber (kr_fs_scrub)
+ *   fs_super.c     geometry, mkfs, mount, unmount
  */
 #ifndef KRFS_FS_H
 #define KRFS_FS_H
