@@ -1349,7 +1349,7 @@ static void case_threads(unsigned nthreads)
 
 /* ---- the data path in parallel ------------------------------------------------------------ */
 /* Writers of files of their own in one directory (the shared lock and each file's mutex,
- * fs_base.c rule 2) beside a thread changing other names of that directory (the exclusive
+ * fs_enter.c rule 2) beside a thread changing other names of that directory (the exclusive
  * lock); each writer keeps a DRAM copy of its file. */
 #define DP_FILE (160 * 1024)
 struct dp_writer {

@@ -10,8 +10,10 @@
  * them all:
  *   fs_layout.h   the on-media format; this header, the DRAM state every file shares
  * state/  the DRAM state and the metadata's two copies
- *   fs_base.c      the locks and their rules, the sticky error state and its fence, the
- *                  superblock's tick-tock write, the clock
+ *   fs_base.c      the sticky error state and its fence, the superblock's tick-tock
+ *                  write, the clock
+ *   fs_enter.c     the way into every call: the locks and their rules, the error state
+ *                  checked, inodes (the live tree's or a snapshot's) by number
  *   fs_alloc.c     DRAM bitmaps for inode slots, log pages and data pages, in shards
  *                  that threads allocate from at once
  *   fs_index.c     DRAM indexes: the radix tree of file pages, the per-directory name table
@@ -164,7 +166,7 @@ struct krfs_inode {
 	uint32_t unlinked; /* pages fast GC took out of the chain: a new page's seq is npages + unlinked */
 	uint32_t open_count;
 	uint64_t nblocks; /* data pages held */
-	pthread_mutex_t lock; /* held by a data-path operation on this inode (fs_base.c, rule 2) */
+	pthread_mutex_t lock; /* held by a data-path operation on this inode (fs_enter.c, rule 2) */
 	struct krfs_radix map; /* regular files and symlinks */
 	struct krfs_dir dir;   /* directories */
 	struct krfs_xattr *xattrs;
@@ -199,7 +201,7 @@ struct krfs_snap {
 struct kr_fs {
 	struct kr_pm pm;
 	char *path;
-	pthread_rwlock_t lock;       /* the file system's lock: the rules are at the top of fs_base.c */
+	pthread_rwlock_t lock;       /* the file system's lock: the rules are at the top of fs_enter.c */
 	pthread_mutex_t repair_lock; /* repairs (krfs_meta_repair, krfs_word_repair) made by the
 				      * mount scan's threads, one at a time */
 	struct krfs_super sb; /* DRAM copy of the superblock */
@@ -270,12 +272,7 @@ static inline void krfs_progress(const struct kr_fs *fs, uint64_t done, uint64_t
  * (so only kr_pm_* writes land; any other store faults). */
 static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->pm.view + off; }
 
-/* ---- the common ground (fs_base.c) ----------------------------------------------------- */
-uint64_t krfs_now(void);
-/* Records a durability failure (sticky error state); returns -EIO. */
-int krfs_fail(struct kr_fs *fs, int kr_code);
-/* kr_pm_fence, entering the error state if it fails. */
-int krfs_fence(struct kr_fs *fs);
+/* ---- the way in and out of every call (fs_enter.c) ------------------------------------ */
 /* Takes the lock exclusive; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
 int krfs_enter(struct kr_fs *fs);
 /* The same, shared (a data-path operation: it also takes its inode's mutex, krfs_enter_inode). */
@@ -292,6 +289,27 @@ bool krfs_exclusive(const struct kr_fs *fs);
 /* Initialises and destroys the locks of fs. */
 void krfs_locks_init(struct kr_fs *fs);
 void krfs_locks_fini(struct kr_fs *fs);
+struct krfs_snap *krfs_snap_by_id(const struct kr_fs *fs, uint64_t id);
+struct krfs_snap *krfs_snap_by_name(const struct kr_fs *fs, const char *name, size_t len);
+/* The inode ino of a live snapshot: 0, or -ENOENT. */
+int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* The live inode ino, or a snapshot's: 0, or -ENOENT (no such inode), -EIO (its slot or log
+ * is damaged). */
+int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
+int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* The data path's entry: krfs_enter_shared, krfs_get, the inode's mutex. 0 with both held,
+ * or an error with neither. */
+int krfs_enter_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
+/* Releases the inode's mutex and the shared lock. */
+void krfs_leave_inode(struct kr_fs *fs, struct krfs_inode *ip);
+
+/* ---- the common ground (fs_base.c) ----------------------------------------------------- */
+uint64_t krfs_now(void);
+/* Records a durability failure (sticky error state); returns -EIO. */
+int krfs_fail(struct kr_fs *fs, int kr_code);
+/* kr_pm_fence, entering the error state if it fails. */
+int krfs_fence(struct kr_fs *fs);
 /* Writes the DRAM superblock to both copies, tick-tock (KR_OK or KR_E_IO_SYNC). */
 int krfs_sb_write(struct kr_fs *fs);
 /* The superblock's first write, at mkfs: both copies whole without the magic number (a
@@ -609,20 +627,6 @@ int krfs_xattr_verify(const struct krfs_inode *ip, krfs_problem_fn report, void 
 
 /* ---- the snapshot manifest (fs_manifest.c) ------------------------------------------- */
 static inline bool krfs_is_snap_ino(uint64_t ino) { return KR_FS_INO_SNAPSHOT(ino) != 0; }
-struct krfs_snap *krfs_snap_by_id(const struct kr_fs *fs, uint64_t id);
-struct krfs_snap *krfs_snap_by_name(const struct kr_fs *fs, const char *name, size_t len);
-/* The inode ino of a live snapshot: 0, or -ENOENT. */
-int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* The live inode ino, or a snapshot's: 0, or -ENOENT (no such inode), -EIO (its slot or log
- * is damaged). */
-int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* krfs_enter then krfs_get: 0 with the lock held, or an error with it released. */
-int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* The data path's entry: krfs_enter_shared, krfs_get, the inode's mutex. 0 with both held,
- * or an error with neither. */
-int krfs_enter_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip);
-/* Releases the inode's mutex and the shared lock. */
-void krfs_leave_inode(struct kr_fs *fs, struct krfs_inode *ip);
 /* Counts (delta +1) or uncounts (-1) every data page of s's loaded tree in snap_refs; a page
  * no snapshot holds any more and no live file names is freed. */
 void krfs_snap_hold(struct kr_fs *fs, struct krfs_snap *s, int delta);

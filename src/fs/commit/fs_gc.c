@@ -31,7 +31,7 @@
  * any other, which is why the operations end here and not in fs_op.c. Both need the
  * exclusive lock (fast GC frees pages and may set a superblock bit; compaction commits
  * under the lite journal): an operation under the shared lock only reports that its log has
- * garbage, and its caller collects it under the exclusive lock once it let go (fs_base.c
+ * garbage, and its caller collects it under the exclusive lock once it let go (fs_enter.c
  * rule 3).
  *
  * Invariants

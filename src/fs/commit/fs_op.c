@@ -29,7 +29,7 @@
  *   5. A detached log (a snapshot image) is written like any other but named by no inode
  *      slot: the entry that names it, appended to an attached log of the same operation,
  *      is what commits it.
- *   6. Operations of different inodes run at once under the shared lock (fs_base.c rules
+ *   6. Operations of different inodes run at once under the shared lock (fs_enter.c rules
  *      2 to 4): what they take from and give back to the allocators goes through the
  *      owning shard's lock, their transaction ids come from one atomic counter.
  */

@@ -12,7 +12,7 @@
  * Reads go through krfs_data_read, which verifies every strip. atime is not updated by
  * reads (as with noatime).
  *
- * getattr, read, write, lseek run under the shared lock and the inode's mutex (fs_base.c
+ * getattr, read, write, lseek run under the shared lock and the inode's mutex (fs_enter.c
  * rule 2), so that operations on different files run at once; what only the exclusive lock
  * allows (a repair, an in-place write, compacting the log the write grew) makes them let go
  * and take it (on_inode). Everything else here takes the exclusive lock.

@@ -525,7 +525,7 @@ int kr_fs_release(kr_fs *fs, uint64_t ino)
 }
 
 /* Every operation is durable when it returns: only whether the inode is there (under the
- * shared lock, fs_base.c rule 2). */
+ * shared lock, fs_enter.c rule 2). */
 int kr_fs_fsync(kr_fs *fs, uint64_t ino)
 {
 	struct krfs_inode *ip;

@@ -20,7 +20,7 @@
  *
  * Invariants
  *   1. A shard's words of bits, its nfree and its hint change only under its lock, or under
- *      the file system's exclusive lock (no shared holder runs, fs_base.c rule 4), as the
+ *      the file system's exclusive lock (no shared holder runs, fs_enter.c rule 4), as the
  *      mount scan and the exclusive operations do with krfs_bm_set and krfs_bm_clear.
  *   2. A shard's nfree is the number of clear bits in its range, so the allocator's free
  *      count, their sum (krfs_bm_nfree), is exact whenever no shared holder runs.

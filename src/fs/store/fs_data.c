@@ -40,7 +40,7 @@
  *      strip durable and consistent with its bytes (they were fenced with the entry), as far
  *      as the pool keeps them.
  *   2. Repairs rewrite only bytes whose correct value was proven by a CRC, and fence.
- *   3. A read under the shared lock (fs_base.c rule 3) stores nothing: where it would
+ *   3. A read under the shared lock (fs_enter.c rule 3) stores nothing: where it would
  *      repair it returns KRFS_EXCL, and its caller reads again under the exclusive lock
  *      (a rebuild from a zone row reads other files' pages, which only that lock holds
  *      still).

@@ -1,7 +1,7 @@
 /*
  * fs_manifest.c - the snapshot manifest in DRAM: the live snapshots that the SNAPSHOT_INFO
- * entries of the root's log name (each entry applied here), the data pages their trees hold,
- * and inodes by number, the live tree's or a snapshot's (krfs_get).
+ * entries of the root's log name (each entry applied here) and the data pages their trees
+ * hold. Finding a snapshot or an inode by number is fs_enter.c's.
  *
  * fs_snap.c has the design and the invariants; it loads a snapshot's tree once the manifest
  * is complete, and makes and deletes snapshots. This file is what the apply code needs of
@@ -13,38 +13,9 @@
 
 #include "fs.h"
 
-/* ---- the live snapshots ------------------------------------------------------------------------ */
-struct krfs_snap *krfs_snap_by_id(const struct kr_fs *fs, uint64_t id)
-{
-	for (struct krfs_snap *s = fs->snaps; s; s = s->next)
-		if (s->id == id)
-			return s;
-	return NULL;
-}
-
-struct krfs_snap *krfs_snap_by_name(const struct kr_fs *fs, const char *name, size_t len)
-{
-	for (struct krfs_snap *s = fs->snaps; s; s = s->next)
-		if (s->name_len == len && memcmp(s->name, name, len) == 0)
-			return s;
-	return NULL;
-}
-
 static uint32_t entry_size(size_t name_len)
 {
 	return (uint32_t)((sizeof(struct krfs_e_snapshot) + name_len + 7) & ~(size_t)7);
-}
-
-int krfs_snap_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	struct krfs_snap *s = krfs_snap_by_id(fs, KR_FS_INO_SNAPSHOT(ino) - 1);
-	uint64_t raw = KR_FS_INO_IN_TREE(ino);
-	if (!s || raw == 0 || raw >= fs->sb.ninodes)
-		return -ENOENT;
-	if (s->damaged)
-		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "snapshot '%s' is damaged beyond repair", s->name);
-	*ip = s->inodes[raw];
-	return *ip ? 0 : -ENOENT;
 }
 
 /* ---- holding data pages ------------------------------------------------------------------------ */
@@ -166,44 +137,4 @@ void krfs_snap_free_all(struct kr_fs *fs)
 	free(fs->snap_refs);
 	fs->snap_refs = NULL;
 	krfs_bm_fini(&fs->held);
-}
-
-/* ---- inodes by number ------------------------------------------------------------------------------ */
-int krfs_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	if (krfs_is_snap_ino(ino))
-		return krfs_snap_get(fs, ino, ip);
-	if (ino == 0 || ino >= fs->sb.ninodes)
-		return -ENOENT;
-	*ip = fs->inodes[ino];
-	if (*ip)
-		return 0;
-	if (krfs_bm_test(&fs->ino_bm, ino))
-		return KRFS_ERR(-EIO, KR_E_CORRUPT_META, "inode %llu is damaged beyond repair",
-				(unsigned long long)ino);
-	return -ENOENT;
-}
-
-int krfs_enter_get(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	int rc = krfs_enter(fs);
-	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
-		krfs_leave(fs);
-	return rc;
-}
-
-int krfs_enter_inode(struct kr_fs *fs, uint64_t ino, struct krfs_inode **ip)
-{
-	int rc = krfs_enter_shared(fs);
-	if (rc == 0 && (rc = krfs_get(fs, ino, ip)) != 0)
-		krfs_leave(fs);
-	if (rc == 0)
-		pthread_mutex_lock(&(*ip)->lock);
-	return rc;
-}
-
-void krfs_leave_inode(struct kr_fs *fs, struct krfs_inode *ip)
-{
-	pthread_mutex_unlock(&ip->lock);
-	krfs_leave(fs);
 }

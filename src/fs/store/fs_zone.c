@@ -31,7 +31,7 @@
  *      it let go of the window), and fences the new window before any delta in it.
  *   2. A window is at most R pages long, so its rows are distinct and each row is
  *      recomputed once.
- *   3. Writers of different files run at once (fs_base.c rule 5) and no delta is lost,
+ *   3. Writers of different files run at once (fs_enter.c rule 5) and no delta is lost,
  *      though a delta is a read-modify-write of a parity page shared by other files' pages:
  *      a delta is only made to a page of a run inside the window, by an operation holding
  *      the window (zone_users) from that run's taking until krfs_op_end (after its commit's
