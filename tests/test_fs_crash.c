@@ -49,10 +49,13 @@ static const char *kind_name(enum crashsim_kind k)
  * checks invariants fs_op.c 1, fs_op.c 2, fs_journal.c 1, fs_journal.c 2, fs_log.c 1
  * checks invariants fs_data.c 1, fs_zone.c 1, fs_meta.c 1, fs_super.c 2
  * checks invariants fs_gc.c 1, fs_gc.c 2, fs_gc.c 4, fs_snap.c 1, fs_snap.c 2, fs_snap.c 4
- * checks invariants fs_inplace.c 1, fs_inplace.c 2
+ * checks invariants fs_inplace.c 1, fs_inplace.c 2, fs_journal.c 3
  * (zone parity in the fs_crash.zone variants, in-place writes in the relaxed ones;
  * kr_fs_check reports a live snapshot whose id is not below the epoch, which a remount
- * that failed to raise the epoch past the manifest would leave). */
+ * that failed to raise the epoch past the manifest would leave; an image taken while a
+ * journal was being written holds it torn, and its mount must take it as idle). Seen
+ * failing with the commit's first fence removed, with the journal's fence before the slot
+ * stores removed, and with a torn journal refused as damage. */
 static int check_image(void *ctx, const struct crashsim_image *img)
 {
 	(void)ctx;
