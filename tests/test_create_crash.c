@@ -1,7 +1,8 @@
 /*
  * test_create_crash.c - a crash at any fence of kr_pool_create (test_create_crash pool),
- * kr_fs_mkfs (fs) or kr_hmap_create (hmap) leaves a file that is refused as "not a pool",
- * or a whole, empty one; never a half-made one.
+ * kr_fs_mkfs (fs), kr_hmap_create (hmap) or a region's first kr_region_open (region)
+ * leaves a file that is refused as "not a pool", or a whole, empty one; never a half-made
+ * one.
  *
  * The crash simulator runs across kr_pool_create (the file's zeroing, the control pages,
  * the log lanes and their replicas, the zone metadata, the two header copies, written
@@ -13,7 +14,8 @@
  * never change after creation). For kr_fs_mkfs (inode table, logs, journals, allocator
  * state, the superblock's two copies last) an image must be refused, or mount and pass
  * kr_fs_check with an empty root directory: this checks invariant fs_super.c 1. A map
- * must be refused, or open with no entry.
+ * must be refused, or open with no entry. A protected region's sidecar, made when the region
+ * is first opened, must be refused as not a sidecar, or open and pass its check with parity.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -25,6 +27,7 @@
 #include "crashsim.h"
 #include "keratin_fs.h"
 #include "keratin_hmap.h"
+#include "keratin_region.h"
 #include "testutil.h"
 
 /* Outcomes seen by the checking children, counted in shared memory. */
@@ -100,11 +103,36 @@ static int check_hmap_image(void *ctx, const struct crashsim_image *img)
 	return verdict(img, rc, why);
 }
 
+/* The data file of the region case; its sidecar is what the simulator records. */
+static char g_data[160];
+
+static int check_region_image(void *ctx, const struct crashsim_image *img)
+{
+	(void)ctx;
+	struct kr_region_opts ro = KR_REGION_OPTS_INIT;
+	ro.sidecar = img->path;
+	ro.flags = KR_REGION_MANUAL | KR_REGION_NO_CREATE | KR_REGION_FORCE_PMEM;
+	kr_region *r;
+	void *base;
+	size_t len;
+	char why[512] = "";
+	int rc = kr_region_open(g_data, &ro, &r, &base, &len);
+	if (rc != KR_OK && rc != KR_E_FORMAT_NOT_POOL) {
+		snprintf(why, sizeof(why), "open failed with %d (%s)", rc, kr_errmsg());
+	} else if (rc == KR_OK) {
+		if (kr_region_check(r, 0, 0, KR_REGION_CHECK_PARITY, NULL) != KR_OK)
+			snprintf(why, sizeof(why), "the new sidecar fails its check: %s", kr_errmsg());
+		if (kr_region_close(r) != KR_OK && !why[0])
+			snprintf(why, sizeof(why), "close failed: %s", kr_errmsg());
+	}
+	return verdict(img, rc, why);
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc == 2 ? argv[1] : "";
-	bool fs = !strcmp(what, "fs"), hmap = !strcmp(what, "hmap");
-	TU_ASSERT(fs || hmap || !strcmp(what, "pool"), "usage: test_create_crash pool|fs|hmap");
+	bool fs = !strcmp(what, "fs"), hmap = !strcmp(what, "hmap"), region = !strcmp(what, "region");
+	TU_ASSERT(fs || hmap || region || !strcmp(what, "pool"), "usage: test_create_crash pool|fs|hmap|region");
 	_Atomic uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	TU_ASSERT(shared != MAP_FAILED, "mmap");
 	g_refused = &shared[0];
@@ -113,11 +141,25 @@ int main(int argc, char **argv)
 	tu_pool_path(path, sizeof(path), "create-crash");
 	struct crashsim_opts o;
 	crashsim_opts_init(&o);
-	o.check_path = fs ? check_fs_image : hmap ? check_hmap_image : check_image;
+	o.check_path = fs ? check_fs_image : hmap ? check_hmap_image : region ? check_region_image : check_image;
+	if (region) { /* the data file exists before; only its sidecar is made under the simulator */
+		snprintf(g_data, sizeof(g_data), "%s.data", path);
+		static uint8_t data[64 << 10];
+		tu_fill(data, sizeof(data), 3);
+		tu_write_file(g_data, data, sizeof(data));
+	}
 	o.random_images = 4;
 	o.seed = tu_seed("test_create_crash", 5);
 	TU_ASSERT(crashsim_start(&o, NULL, NULL) == 0, "crashsim_start");
-	if (hmap) {
+	if (region) {
+		struct kr_region_opts ro = KR_REGION_OPTS_INIT;
+		ro.flags = KR_REGION_MANUAL | KR_REGION_FORCE_PMEM;
+		kr_region *r;
+		void *base;
+		size_t len;
+		TU_OK(kr_region_open(g_data, &ro, &r, &base, &len));
+		TU_OK(kr_region_close(r));
+	} else if (hmap) {
 		struct kr_hmap_opts ho = {.struct_size = sizeof(ho), .size = 64 << 10, .entry_lines = 4,
 					  .flags = KR_OPEN_FORCE_PMEM};
 		kr_hmap *h;

@@ -84,12 +84,32 @@ static bool sb_valid(const struct kr_side_sb *sb)
 	return true;
 }
 
+/* The next superblock, sealed: its sequence number raised and its CRC set. */
+static void sb_next(struct kr_sidecar *sc)
+{
+	sc->sb.seq++;
+	sc->sb.crc = sb_crc(&sc->sb);
+}
+
+/* A new sidecar's first superblock, into copy 0 with its magic number last
+ * (kr_pm_write_header): a crash while it is written leaves a file that is refused as "not
+ * a keratin sidecar", never one whose superblock is torn with its magic and taken for
+ * damage. Copy 1 is still zeros. */
+static int sb_write_first(struct kr_sidecar *sc)
+{
+	sb_next(sc);
+	void *const copy[1] = {sc->pm.base};
+	int rc = kr_pm_write_header(&sc->pm, copy, 1, &sc->sb, sizeof(sc->sb));
+	if (rc == KR_OK)
+		sc->sb_copy = 0;
+	return rc;
+}
+
 /* Writes the next superblock into the other copy and persists it; it is current only
  * once durable, so a crash midway leaves the previous one in force. */
 int kr_side_sb_write(struct kr_sidecar *sc)
 {
-	sc->sb.seq++;
-	sc->sb.crc = sb_crc(&sc->sb);
+	sb_next(sc);
 	int copy = sc->sb_copy ^ 1;
 	void *dst = sc->pm.base + (size_t)copy * P;
 	kr_pm_copy(&sc->pm, dst, &sc->sb, sizeof(sc->sb));
@@ -108,7 +128,8 @@ static int sb_read(const uint8_t *side, size_t side_len, const char *path, struc
 	if (!va && !vb) {
 		bool magic = side_len >= 2 * P && (a->magic == KR_SIDE_MAGIC || b->magic == KR_SIDE_MAGIC);
 		return magic ? kr_err_set(KR_E_CORRUPT_HEADER, "%s: both sidecar superblocks are damaged", path)
-			     : kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar", path);
+			     : kr_err_set(KR_E_FORMAT_NOT_POOL, "%s: not a keratin sidecar (one whose making a "
+						 "crash cut short is not one either: remove it and open again)", path);
 	}
 	*copy = va && (!vb || a->seq >= b->seq) ? 0 : 1;
 	*out = *copy ? *b : *a;
@@ -199,8 +220,7 @@ int kr_side_open(struct kr_sidecar *sc, const char *path, bool readonly, bool ma
 	bind(sc, (uint8_t *)sc->pm.base);
 	for (uint64_t g = 0; g < sc->nsegs; g++)
 		kr_side_set_hot(sc, g, true, false);
-	sc->sb_copy = 1;
-	return kr_side_sb_write(sc);
+	return sb_write_first(sc);
 }
 
 void kr_side_close(struct kr_sidecar *sc)
