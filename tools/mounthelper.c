@@ -32,7 +32,9 @@ static bool for_mount_only(const char *opt)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(opt, names[i]))
 			return true;
-	return !strncmp(opt, "x-", 2) || !strncmp(opt, "comment=", 8);
+	/* With a value: user=NAME (a user mount's owner), uhelper=NAME (who unmounts it). */
+	return !strncmp(opt, "x-", 2) || !strncmp(opt, "comment=", 8) || !strncmp(opt, "user=", 5) ||
+	       !strncmp(opt, "uhelper=", 8);
 }
 
 /* Appends the file system's options of opts to out (comma-separated); force_pmem sets

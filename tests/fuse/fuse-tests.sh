@@ -546,7 +546,7 @@ case_mount8() {
 	mkdir "$WORK/sbin"
 	ln -s "$KR" "$WORK/sbin/mount.fuse.keratin"
 	"$KR" fs mkfs "$POOL" --size 64M --force-pmem >/dev/null || fail "mkfs"
-	printf '%s %s fuse.keratin force_pmem,noauto,nofail,x-keratin.test=1 0 0\n' "$POOL" "$MNT" >"$WORK/fstab"
+	printf '%s %s fuse.keratin force_pmem,noauto,nofail,x-keratin.test=1,uhelper=udisks2,user=root 0 0\n' "$POOL" "$MNT" >"$WORK/fstab"
 	# Each step in the namespace prints one word the checks below look for.
 	unshare -m sh -c '
 		set -u
