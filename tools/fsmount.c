@@ -44,21 +44,27 @@ static const char *prog = "keratin fs";
 
 /* ---- options ------------------------------------------------------------------------- */
 
-/* Appends s to the option list at *o (comma-separated), escaping ',' and '\' as libfuse's
- * option parser expects. */
-static void opt_append(char *o, size_t cap, const char *key, const char *value)
+/* Appends key and value to the option list at o (comma-separated), escaping ',' and '\' of
+ * value as libfuse's option parser expects. A list that does not fit in cap bytes is a usage
+ * error: cut short, it could lose an option such as ro. */
+static int opt_append(char *o, size_t cap, const char *key, const char *value)
 {
-	size_t n = strlen(o);
-	if (n && n + 1 < cap)
+	size_t n = strlen(o), need = (n ? 1 : 0) + strlen(key);
+	for (const char *p = value; p && *p; p++)
+		need += *p == ',' || *p == '\\' ? 2 : 1;
+	if (n + need >= cap)
+		return util_usage_error(prog, "mount options too long (at most %zu bytes, keratin's "
+					"fsname=POOL and subtype included)", cap - 1);
+	if (n)
 		o[n++] = ',';
-	for (const char *p = key; *p && n + 1 < cap; p++)
-		o[n++] = *p;
-	for (const char *p = value; p && *p && n + 2 < cap; p++) {
+	n = (size_t)(stpcpy(o + n, key) - o);
+	for (const char *p = value; p && *p; p++) {
 		if (*p == ',' || *p == '\\')
 			o[n++] = '\\';
 		o[n++] = *p;
 	}
 	o[n] = '\0';
+	return 0;
 }
 
 static int parse_seconds(const char *s, double *out)
@@ -136,7 +142,7 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 		} else if (!strncmp(tok, "fsname=", 7) || !strncmp(tok, "subtype=", 8)) {
 			rc = util_usage_error(prog, "option '%s' is set by keratin (the pool's path)", tok);
 		} else {
-			opt_append(fuse_opts, cap, tok, NULL);
+			rc = opt_append(fuse_opts, cap, tok, NULL);
 		}
 		if (rc)
 			break;
@@ -215,20 +221,10 @@ static void ring_started(void *arg, const char *error)
 
 static const struct fsuring_ops ring_ops = {.serve = ring_serve, .started = ring_started};
 
-/* Everything after the fork (or in the foreground): returns the exit status. ready_fd gets
- * one byte once the mount is up; it is closed without one on failure. */
-static int serve(const char *pool, const char *dir, struct fsfuse *f, const char *fuse_opts,
-		 const struct loop_opts *lo, unsigned open_flags, int ready_fd)
+/* The option list libfuse gets, into o: keratin's own, then the user's FUSE options. Built
+ * before the fork, so that a list too long is refused before anything is mounted. */
+static int mount_options(char *o, size_t cap, const char *pool, const char *fuse_opts)
 {
-	struct kr_fs_mount_opts mo = {.struct_size = sizeof(mo), .flags = open_flags, .scan_threads = f->scan_threads};
-	struct ring_ctx ring = {.f = f, .dir = dir, .ready_fd = &ready_fd};
-	int rc = kr_fs_mount_opts(pool, &mo, &f->fs);
-	if (rc) {
-		close(ready_fd);
-		return util_lib_error("keratin", pool, rc);
-	}
-	f->pool = pool;
-	char o[4096] = "";
 	/* Who checks permissions. With allow_other other users come in, and a user who is not
 	 * root is held to the mode bits of their own files: the kernel checks every access
 	 * (default_permissions). When root mounts without allow_other, FUSE lets in only
@@ -239,13 +235,28 @@ static int serve(const char *pool, const char *dir, struct fsfuse *f, const char
 	 * creation and removal (the kernel forgets a directory's attributes whenever it changes,
 	 * and the check needs them). A root process that dropped CAP_DAC_OVERRIDE is treated as
 	 * root: it could write the pool file itself. */
-	if (geteuid() != 0 || opt_has(fuse_opts, "allow_other") || opt_has(fuse_opts, "allow_root"))
-		opt_append(o, sizeof(o), "default_permissions", NULL);
-	opt_append(o, sizeof(o), "subtype=keratin", NULL);
-	opt_append(o, sizeof(o), "fsname=", pool);
-	if (*fuse_opts)
-		opt_append(o, sizeof(o), fuse_opts, NULL);
-	char *argv[] = {(char *)"keratin-fs", (char *)"-o", o, NULL};
+	bool checks = geteuid() != 0 || opt_has(fuse_opts, "allow_other") || opt_has(fuse_opts, "allow_root");
+	if ((checks && opt_append(o, cap, "default_permissions", NULL)) ||
+	    opt_append(o, cap, "subtype=keratin", NULL) || opt_append(o, cap, "fsname=", pool) ||
+	    (*fuse_opts && opt_append(o, cap, fuse_opts, NULL)))
+		return UTIL_EXIT_USAGE;
+	return 0;
+}
+
+/* Everything after the fork (or in the foreground): returns the exit status. ready_fd gets
+ * one byte once the mount is up; it is closed without one on failure. */
+static int serve(const char *pool, const char *dir, struct fsfuse *f, char *mount_opts,
+		 const struct loop_opts *lo, unsigned open_flags, int ready_fd)
+{
+	struct kr_fs_mount_opts mo = {.struct_size = sizeof(mo), .flags = open_flags, .scan_threads = f->scan_threads};
+	struct ring_ctx ring = {.f = f, .dir = dir, .ready_fd = &ready_fd};
+	int rc = kr_fs_mount_opts(pool, &mo, &f->fs);
+	if (rc) {
+		close(ready_fd);
+		return util_lib_error("keratin", pool, rc);
+	}
+	f->pool = pool;
+	char *argv[] = {(char *)"keratin-fs", (char *)"-o", mount_opts, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	int status = 1;
 	struct fuse_session *se = fuse_session_new(&args, &fsfuse_ops, sizeof(fsfuse_ops), f);
@@ -314,7 +325,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 {
 	struct fsfuse f = {.attr_timeout = 1.0, .entry_timeout = 1.0, .owner_uid = (unsigned)getuid(),
 			  .control = control};
-	char fuse_opts[2048] = "";
+	char fuse_opts[FS_MOUNT_OPTS_MAX] = "";
 	struct loop_opts lo = {.threads = 8, .prefault = true};
 	int rc = parse_options(opts, &f, fuse_opts, sizeof(fuse_opts), &lo);
 	if (rc)
@@ -340,6 +351,10 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
 		return 1;
 	}
+	char mount_opts[FS_MOUNT_OPTS_MAX] = "";
+	rc = mount_options(mount_opts, sizeof(mount_opts), pool_abs, fuse_opts);
+	if (rc)
+		return rc;
 	/* The library would say only that another process holds the pool: name the mount. */
 	char where[PATH_MAX];
 	if (pool_held(pool_abs)) {
@@ -351,7 +366,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 		return 1;
 	}
 	if (foreground)
-		return serve(pool_abs, dir_abs, &f, fuse_opts, &lo, open_flags, -1);
+		return serve(pool_abs, dir_abs, &f, mount_opts, &lo, open_flags, -1);
 
 	int pfd[2];
 	if (pipe(pfd) != 0) {
@@ -367,7 +382,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	if (pid == 0) {
 		close(pfd[0]);
 		setsid();
-		_exit(serve(pool_abs, dir_abs, &f, fuse_opts, &lo, open_flags, pfd[1]));
+		_exit(serve(pool_abs, dir_abs, &f, mount_opts, &lo, open_flags, pfd[1]));
 	}
 	close(pfd[1]);
 	char status;

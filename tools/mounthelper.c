@@ -72,7 +72,7 @@ bool mount_helper_called(const char *argv0)
 
 int mount_helper(int argc, char **argv)
 {
-	char opts[4096] = "";
+	char opts[FS_MOUNT_OPTS_MAX] = "";
 	unsigned flags = 0;
 	bool fake = false, verbose = false;
 	const char *spec = NULL, *dir = NULL;

@@ -389,6 +389,17 @@ case_cli() {
 	[ $? = 2 ] || fail "-o poll=1001 is not a usage error"
 	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o max_write=4095 2>/dev/null
 	[ $? = 2 ] || fail "-o max_write=4095 is not a usage error"
+	# Long -o lists are passed on whole or refused, never cut: 2050 bytes (as mount(8)'s
+	# helper may pass) mount with their last option, ro, in force; past the limit, exit 2.
+	long=$(printf 'rw,%.0s' $(seq 681))suid,ro
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o "$long" || fail "mount with a ${#long}-byte -o list"
+	touch "$MNT/written" 2>/dev/null && fail "the ro ending a ${#long}-byte -o list was dropped"
+	"$KR" fs umount "$MNT" || fail "umount after the ${#long}-byte -o list"
+	long=$(printf 'rw,%.0s' $(seq 1400))ro
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o "$long" 2>"$WORK/err"; rc=$?
+	[ $rc -eq 2 ] && grep -q '^keratin fs: mount options too long' "$WORK/err" ||
+		fail "a ${#long}-byte -o list is not a usage error: rc $rc: $(cat "$WORK/err")"
+	grep -q " $MNT " /proc/self/mounts && fail "a ${#long}-byte -o list left a mount behind"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
