@@ -17,9 +17,10 @@
  * Operations: pool create, pool open, a commit (small and large allocations plus an update
  * of an existing object), an open that repairs a page of the bad-block list (media.c: the
  * list written, read, the kernel's list walked, the page rebuilt, the list cleared),
- * emulated poison and the read that repairs it, region open (creating its sidecar), stores
- * tracked and synced in a manual region with each tracker (track.c), a map put (open, put,
- * close), and keratin-fs: mkfs, mount, emulated poison (also with write protection, and
+ * emulated poison and the read that repairs it, region open (creating its sidecar; and on
+ * its own, one of the new sidecar's hot marks failing to persist), stores tracked and
+ * synced in a manual region with each tracker (track.c), a map put (open, put, close), and
+ * keratin-fs: mkfs, mount, emulated poison (also with write protection, and
  * with the file read after a failed injection), and create + write + fsync + rename +
  * unmount. A keratin-fs pool is judged by kr_fs_check on an inspection mount (with its
  * space audit), a region by the read-only region check.
@@ -316,6 +317,40 @@ static void check_region(void *ctx, int rc)
 	unlink(c->side); /* the next round creates it again */
 }
 
+/* A new sidecar marks every segment hot (one msync each in page-cache mode) before its
+ * superblock says ACTIVE: a mark that did not persist must fail the open, or a crash could
+ * leave an ACTIVE sidecar whose unmarked segments have no checksums yet, and the next open
+ * would take them for damage. With 512 segments the 256th wrapped call is one of the marks
+ * (the open makes a handful of calls before them). */
+static void region_hot_mark(void)
+{
+	char path[128], side[160];
+	tu_pool_path(path, sizeof(path), "deep2-hotmark");
+	snprintf(side, sizeof(side), "%s.krs", path);
+	size_t len = 1024 * 4096;
+	uint8_t *data = malloc(len);
+	TU_ASSERT(data, "no memory");
+	tu_fill(data, len, 9);
+	tu_write_file(path, data, len);
+	free(data);
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
+	o.stripe_pages = 2;
+	o.segment_pages = 2;
+	kr_region *r;
+	kr_fault_countdown(256);
+	int rc = kr_region_open(path, &o, &r, NULL, NULL);
+	int fired = kr_fault_fired();
+	kr_fault_countdown(0);
+	TU_ASSERT(fired && rc == KR_E_IO_SYNC, "region open with a hot mark not persisted: %d (%s), "
+		  "want KR_E_IO_SYNC", rc, kr_strerror(rc));
+	TU_ASSERT(access(side, F_OK) != 0, "the failed region open left its sidecar behind");
+	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
+	TU_OK(kr_region_close(r));
+	unlink(side);
+	unlink(path);
+	printf("region hot mark: the open fails, no sidecar left\n");
+}
+
 /* Write tracking (region/track.c) in a manual region: open (attaching the tracker), store
  * into every 4th page, sync (harvest the written pages, checksum them), close. flags adds
  * KR_REGION_MPROTECT for the mprotect tracker. */
@@ -596,6 +631,7 @@ int main(void)
 	tu_fill(fc->data, sizeof(fc->data), 7);
 	tu_write_file(fc->path, fc->data, sizeof(fc->data));
 	countdown("region open", op_region, check_region, fc, 10);
+	region_hot_mark();
 	struct track_case *tc = calloc(1, sizeof(*tc));
 	TU_ASSERT(tc, "no memory");
 	tc->f = fc;

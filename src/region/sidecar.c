@@ -216,11 +216,14 @@ int kr_side_open(struct kr_sidecar *sc, const char *path, bool readonly, bool ma
 	}
 	if (!*fresh)
 		return kr_side_load(sc, (uint8_t *)sc->pm.base, len, path);
-	/* Everything hot until computed; the superblock goes last, ACTIVE. */
+	/* Everything hot until computed; the superblock goes last, ACTIVE, and only once every
+	 * mark has persisted: after a crash, an unmarked segment of an ACTIVE sidecar would
+	 * have its checksums, never computed, taken for damage. */
 	bind(sc, (uint8_t *)sc->pm.base);
-	for (uint64_t g = 0; g < sc->nsegs; g++)
-		kr_side_set_hot(sc, g, true, false);
-	return sb_write_first(sc);
+	rc = KR_OK;
+	for (uint64_t g = 0; rc == KR_OK && g < sc->nsegs; g++)
+		rc = kr_side_set_hot(sc, g, true, false);
+	return rc == KR_OK ? sb_write_first(sc) : rc;
 }
 
 void kr_side_close(struct kr_sidecar *sc)

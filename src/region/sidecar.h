@@ -51,7 +51,9 @@ int kr_side_sb_new(struct kr_side_sb *sb, uint64_t data_size, uint64_t dev, uint
  * sidecar at path, holding an flock (shared when readonly) so one process owns it; reads
  * and validates the superblock. For creation, `fresh` must hold the new superblock
  * (kr_side_sb_new) and is set true; otherwise it is set false and `*fresh_sb` ignored.
- * Errors: KR_E_IO_OPEN, KR_E_IO_BUSY, KR_E_IO_MAP, KR_E_FORMAT_*, KR_E_CORRUPT_HEADER. */
+ * Errors: KR_E_IO_OPEN, KR_E_IO_BUSY, KR_E_IO, KR_E_IO_MAP, KR_E_IO_SYNC (a new sidecar
+ * not persisted), KR_E_FORMAT_*, KR_E_CORRUPT_HEADER. On error *sc holds what was opened,
+ * for kr_side_close, and a new sidecar is left for the caller to remove. */
 int kr_side_open(struct kr_sidecar *sc, const char *path, bool readonly, bool may_create,
 		 bool force_pmem, const struct kr_side_sb *fresh_sb, bool *fresh);
 void kr_side_close(struct kr_sidecar *sc);
