@@ -10,11 +10,14 @@
 #                 benchmarks, keratin-pmscan's analysis time per PMDK example file
 #                 then keratin-fs under FUSE vs tmpfs, ext4, passthrough_ll (bench-fuse)
 #   make bench-fuse  only the FUSE benchmark: docs/bench/fuse.md, docs/BENCHMARKS-FS.md
+#   make bench-gluster  a GlusterFS replica-3 volume on keratin-fs bricks vs passthrough_ll,
+#                 tmpfs and ext4 bricks, one machine: docs/bench/gluster.md (not part of make bench)
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; the crash sweeps at full size (2 x 2000
 #                 transactions, the map's two writers, keratin-fs); every libpmemobj example
 #                 as a binary drop-in; a mounted directory of 100,000 entries; 100,000 fsx
-#                 operations
+#                 operations; the GlusterFS cluster with 1500 files per kill round, three
+#                 rounds, a directory of 30,000 entries
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
 #                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
 #                 pkg-config files and the CMake package (find_package(keratin))
@@ -23,7 +26,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers bench-fuse fuzz torture install clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers bench-fuse bench-gluster fuzz torture install clean
 
 all: build
 
@@ -85,6 +88,12 @@ bench-fuse: build
 	@scripts/deps.sh --bench
 	@bash bench/fuse-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
 
+# GlusterFS replica-3 on keratin-fs bricks against passthrough_ll, tmpfs and ext4 bricks
+# (QUICK=1: a smoke run; SKIP where a cluster cannot run: root, glusterfs-server, namespaces).
+bench-gluster: build
+	@scripts/deps.sh --bench
+	@bash bench/gluster-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
+
 # The full single-page fault sweep (every page of a small pool, both fault kinds).
 torture: build
 	@build/tests/test_sweep full
@@ -93,6 +102,7 @@ torture: build
 	@bash tests/compat/dropin.sh build build/tests/compat-dropin-all || [ $$? -eq 77 ]
 	@FUSE_BIGDIR=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests posix $(CURDIR)
 	@FSX_OPS=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests fsx $(CURDIR)
+	@bash tests/gluster/cluster.sh build/tools/keratin build/tests $(CURDIR) torture || [ $$? -eq 77 ]
 
 PREFIX ?= /usr/local
 # DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).

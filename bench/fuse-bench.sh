@@ -22,6 +22,7 @@
 #                  in the table, where loop devices cannot be set up)
 #   passthrough_ll libfuse's example low-level file system over a tmpfs directory, compiled
 #                  here from /usr/share/doc/libfuse3-dev/examples into the scratch directory
+#                  (bench/passthrough.sh, shared with bench/gluster-bench.sh)
 #   passthrough_ll+xattr   the same with its -o xattr: extended attributes passed through, as
 #                  keratin-fs keeps them. Without them passthrough_ll answers getxattr with
 #                  ENOSYS and the kernel stops asking; with them it is asked, as keratin-fs
@@ -78,14 +79,13 @@ EXT4_SIZE=1G
 
 KR=$BUILD/tools/keratin
 FILES=$BUILD/bench/files-bench
-EXAMPLES=/usr/share/doc/libfuse3-dev/examples
 die() { echo "fuse-bench: $*" >&2; exit 1; }
 [ -x "$KR" ] || die "$KR is not built"
 [ -x "$FILES" ] || die "$FILES is not built"
-for t in fio sqlite3 cc pkg-config fusermount3 python3 tar; do
+for t in fio sqlite3 python3 tar; do
 	command -v $t >/dev/null || die "$t is missing (scripts/deps.sh installs it)"
 done
-[ -f "$EXAMPLES/passthrough_ll.c" ] || die "$EXAMPLES/passthrough_ll.c is missing (libfuse3-dev)"
+. "$SRCDIR/bench/passthrough.sh"
 
 SHM=/dev/shm
 [ -d "$SHM" ] && [ -w "$SHM" ] || SHM=${TMPDIR:-/tmp}
@@ -128,8 +128,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-mounted() { grep -q " $MNT " /proc/self/mounts; }
-
 # ---- what every peer needs, made once --------------------------------------------------
 if [ ! -c /dev/fuse ]; then
 	echo "SKIP: /dev/fuse is missing"
@@ -143,12 +141,7 @@ fi
 "$KR" fs umount "$MNT" || die "umount of the probe failed"
 rm -f "$POOL"
 
-PT=$WORK/pt/passthrough_ll
-mkdir -p "$WORK/pt"
-cp "$EXAMPLES/passthrough_ll.c" "$EXAMPLES/passthrough_helpers.h" "$WORK/pt/"
-# shellcheck disable=SC2046
-cc -O2 -o "$PT" "$WORK/pt/passthrough_ll.c" $(pkg-config --cflags --libs fuse3) 2>"$WORK/pt/cc.err" ||
-	die "passthrough_ll does not compile: $(head -3 "$WORK/pt/cc.err")"
+pt_build "$WORK/pt" || die "$PT_WHY (scripts/deps.sh installs what it needs)"
 
 EXT4_NOTE=
 if ! command -v mkfs.ext4 >/dev/null || ! command -v losetup >/dev/null; then
@@ -230,16 +223,9 @@ setup_peer() {
 		;;
 	passthrough_ll*)
 		mkdir -p "$WORK/ptsrc"
-		local ptopts=source="$WORK/ptsrc"
-		[ "$1" = passthrough_ll+xattr ] && ptopts+=,xattr
-		"$PT" -f -o "$ptopts" "$MNT" 2>"$WORK/pt/daemon.err" &
-		PT_PID=$!
-		for ((i = 0; i < 100; i++)); do
-			mounted && break
-			kill -0 $PT_PID 2>/dev/null || die "passthrough_ll exited: $(head -1 "$WORK/pt/daemon.err")"
-			sleep 0.1
-		done
-		mounted || die "passthrough_ll did not mount"
+		local ptopts=
+		[ "$1" = passthrough_ll+xattr ] && ptopts=xattr
+		pt_mount "$WORK/ptsrc" "$MNT" "$ptopts" "$WORK/pt/daemon.err" || die "$PT_WHY"
 		DIR=$MNT
 		;;
 	esac
@@ -259,8 +245,7 @@ teardown_peer() {
 		rm -f "$WORK/ext4.img"
 		;;
 	passthrough_ll*)
-		fusermount3 -u "$MNT" || die "umount of $1 failed"
-		wait $PT_PID
+		pt_umount "$MNT" "$PT_PID" || die "umount of $1 failed"
 		PT_PID=
 		rm -rf "$WORK/ptsrc"
 		;;
