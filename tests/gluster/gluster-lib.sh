@@ -52,8 +52,20 @@ gl_isolate() {
 	exit $?
 }
 
+# Inside, first: the namespace began as a copy of the machine's mounts, and a copy of
+# another program's FUSE mount keeps that file system's connection open until this
+# namespace ends, so its daemon would not see its own unmount (`keratin fs umount` of a test
+# running beside this one waited 60 s and failed); a copy of a loop-backed mount keeps its
+# loop device busy. They are dropped here, in this namespace only.
+gl_drop_foreign_mounts() {
+	local m
+	awk '$3 ~ /^fuse/ || $1 ~ /^\/dev\/loop/ { print $2 }' /proc/self/mounts | sort -r |
+		while read -r m; do umount -l "$(printf '%b' "$m")" 2>/dev/null; done
+}
+
 # Inside: the loopback with GL_ADDR, Gluster's directories private to the run, glusterd.
 gl_start() {
+	gl_drop_foreign_mounts
 	ip link set lo up && ip addr add "$GL_ADDR/32" dev lo || { echo "FAIL: cannot give the loopback $GL_ADDR"; exit 1; }
 	# /run holds glusterd's command socket (/run/glusterd.socket) beside its own directory.
 	mount -t tmpfs -o mode=755 tmpfs /run || { echo "FAIL: cannot make /run private"; exit 1; }
