@@ -81,11 +81,6 @@ if [ "${GL_INSIDE:-}" != 1 ]; then
 		command -v $t >/dev/null || die "$t is missing (scripts/deps.sh --bench installs it)"
 	done
 	mkdir -p "$OUT" || die "cannot make $OUT"
-	SHM=/dev/shm
-	[ -d "$SHM" ] && [ -w "$SHM" ] || SHM=${TMPDIR:-/tmp}
-	GW=$(mktemp -d "$SHM/keratin-gluster-bench.XXXXXX") || die "no work directory"
-	export GW
-	trap 'rm -rf "$GW"' EXIT
 fi
 . "$SRCDIR/bench/passthrough.sh"
 . "$SRCDIR/tests/gluster/gluster-lib.sh"

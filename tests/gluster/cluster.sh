@@ -34,13 +34,6 @@ BIN=$2
 SRC=$3
 MODE=${4:-check}
 HERE=$(cd "$(dirname "$0")" && pwd)
-if [ "${GL_INSIDE:-}" != 1 ]; then
-	SHM=/dev/shm
-	[ -d "$SHM" ] && [ -w "$SHM" ] || SHM=${TMPDIR:-/tmp}
-	GW=$(mktemp -d "$SHM/keratin-gluster.XXXXXX")
-	export GW
-	trap 'rm -rf "$GW"' EXIT
-fi
 . "$HERE/gluster-lib.sh"
 gl_isolate "$@"
 

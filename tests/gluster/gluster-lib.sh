@@ -13,8 +13,8 @@
 #     started (glusterd, the bricks, the self-heal daemon, the client, keratin's daemons),
 #     and the mount namespace, with every mount in it, goes away with them.
 #
-# The caller sets KR (the keratin binary) and GW (a work directory that it removes
-# afterwards), then calls gl_isolate "$@" first thing: the script runs again inside the
+# The caller sets KR (the keratin binary), then calls gl_isolate "$@" first thing: it makes
+# the work directory GW (removed when the run ends), the script runs again inside the
 # namespaces, and gl_isolate returns there (GL_INSIDE=1). Bricks are made by
 # gl_brick KIND N: keratin (a keratin-fs pool in /dev/shm, full protection, mounted with
 # FUSE; GL_KERATIN_OPTS, when set, is passed to its mount as -o), tmpfs, ext4 (on a loop
@@ -43,10 +43,16 @@ gl_probe() {
 	fi
 }
 
-# Runs the calling script again inside new namespaces and exits with its status; returns
-# at once when already inside.
+# Makes the run's work directory GW (in /dev/shm, else TMPDIR), removed when the calling
+# script exits; runs that script again inside new namespaces and exits with its status.
+# Returns at once when already inside.
 gl_isolate() {
 	[ "${GL_INSIDE:-}" = 1 ] && return 0
+	local shm=/dev/shm
+	[ -d "$shm" ] && [ -w "$shm" ] || shm=${TMPDIR:-/tmp}
+	GW=$(mktemp -d "$shm/keratin-$(basename "$0" .sh).XXXXXX") || { echo "FAIL: no work directory"; exit 1; }
+	export GW
+	trap 'rm -rf "$GW"' EXIT
 	gl_probe
 	GL_INSIDE=1 unshare -mnp --fork --mount-proc --propagation private "$BASH" "$0" "$@"
 	exit $?
