@@ -397,6 +397,65 @@ static void case_fastgc(void)
 	TU_OK(kr_fs_unmount(fs));
 }
 
+/* Fast GC in a directory's log. 600 names are made and kept, 150 more made and removed,
+ * a subdirectory made (its entry takes the directory's link count from the last removal),
+ * then thousands of attribute changes of the directory leave every older entry dead but
+ * the names and the removals. Fast GC must unlink only pages of attribute changes: a page
+ * holding a kept name owns it (fs_apply.c invariant 4), and the pages that hold only
+ * removals are pinned (invariant 5), else the removed names come back from their older
+ * entries at the next mount. The churn stays below compaction's threshold (a compaction
+ * copies the names from DRAM and would hide a lost page). So this
+ * checks invariants fs_apply.c 4, fs_apply.c 5
+ * (seen failing: with removals unpinned the remount found the removed names, with the names'
+ * entries uncounted it lost kept ones). */
+static void case_fastgc_dir(void)
+{
+	char path[128], name[16];
+	tu_pool_path(path, sizeof(path), "fs-fastgc-dir");
+	mkfs_at(path, 32 << 20, 1024, 0);
+	kr_fs *fs = mount_at(path);
+	struct kr_fs_attr d, a;
+	enum { KEPT = 600, GONE = 150 };
+	TU_ASSERT(kr_fs_mkdir(fs, 1, "d", 0755, 0, 0, &d) == 0, "mkdir d");
+	for (unsigned i = 0; i < KEPT + GONE; i++) {
+		snprintf(name, sizeof(name), "%c%03u", i < GONE ? 'r' : 'k', i);
+		TU_ASSERT(kr_fs_create(fs, d.ino, name, 0600, 0, 0, &a) == 0, "create %s", name);
+	}
+	for (unsigned i = 0; i < GONE; i++) {
+		snprintf(name, sizeof(name), "r%03u", i);
+		TU_ASSERT(kr_fs_unlink(fs, d.ino, name) == 0, "unlink %s", name);
+	}
+	TU_ASSERT(kr_fs_mkdir(fs, d.ino, "sub", 0755, 0, 0, &a) == 0, "mkdir d/sub");
+	struct kr_fs_statfs st0, st;
+	uint64_t fast0, fast, copied;
+	TU_ASSERT(kr_fs_statfs(fs, &st0) == 0, "statfs");
+	TU_OK(kr_fs_gc_counts(fs, &fast0, &copied));
+	for (unsigned i = 0; i < 3000; i++) {
+		struct kr_fs_attr t = {.mode = 0700 | (i & 07), .atime_ns = i, .mtime_ns = i};
+		TU_ASSERT(kr_fs_setattr(fs, d.ino, i % 2 ? KR_FS_SET_MODE : KR_FS_SET_ATIME | KR_FS_SET_MTIME, &t,
+					NULL) == 0, "setattr %u", i);
+	}
+	TU_ASSERT(kr_fs_statfs(fs, &st) == 0, "statfs");
+	TU_OK(kr_fs_gc_counts(fs, &fast, &copied));
+	TU_ASSERT(fast - fast0 >= 40 && st.compactions == st0.compactions,
+		  "the churn must be fast GC's alone: %llu pages unlinked, %llu compactions",
+		  (unsigned long long)(fast - fast0), (unsigned long long)(st.compactions - st0.compactions));
+	for (int round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < KEPT + GONE; i++) {
+			snprintf(name, sizeof(name), "%c%03u", i < GONE ? 'r' : 'k', i);
+			int rc = kr_fs_lookup(fs, d.ino, name, &a);
+			TU_ASSERT(i < GONE ? rc == -ENOENT : rc == 0, "%s: lookup of %s gives %d",
+				  round ? "after a remount" : "mounted", name, rc);
+		}
+		TU_OK(kr_fs_check(fs, stderr, NULL));
+		TU_OK(kr_fs_unmount(fs));
+		if (round == 0)
+			fs = mount_at(path);
+	}
+	printf("fs fastgc: a directory of %u names (%u removed): %llu log pages unlinked, names intact after a remount\n",
+	       KEPT + GONE, GONE, (unsigned long long)(fast - fast0));
+}
+
 static void case_sparse(void)
 {
 	struct fm_params p;
@@ -1862,8 +1921,10 @@ int main(int argc, char **argv)
 		case_sparse();
 	else if (strcmp(c, "gc") == 0)
 		case_gc();
-	else if (strcmp(c, "fastgc") == 0)
+	else if (strcmp(c, "fastgc") == 0) {
 		case_fastgc();
+		case_fastgc_dir();
+	}
 	else if (strcmp(c, "enospc") == 0)
 		case_enospc();
 	else if (strcmp(c, "bad") == 0) {

@@ -45,13 +45,21 @@ static int fault_now(int err)
 	return 1;
 }
 
-void *kr_malloc(size_t n) { return fault_now(ENOMEM) ? NULL : malloc(n); }
+#ifdef KR_DEBUG_INVARIANTS
+static _Thread_local uint64_t allocs;
+uint64_t kr_alloc_count(void) { return allocs; }
+#define COUNT_ALLOC() (allocs++)
+#else
+#define COUNT_ALLOC() ((void)0)
+#endif
 
-void *kr_calloc(size_t n, size_t size) { return fault_now(ENOMEM) ? NULL : calloc(n, size); }
+void *kr_malloc(size_t n) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : malloc(n); }
 
-void *kr_realloc(void *p, size_t n) { return fault_now(ENOMEM) ? NULL : realloc(p, n); }
+void *kr_calloc(size_t n, size_t size) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : calloc(n, size); }
 
-char *kr_strdup(const char *s) { return fault_now(ENOMEM) ? NULL : strdup(s); }
+void *kr_realloc(void *p, size_t n) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : realloc(p, n); }
+
+char *kr_strdup(const char *s) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : strdup(s); }
 
 void *kr_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {

@@ -35,6 +35,11 @@ void *kr_malloc(size_t n);
 void *kr_calloc(size_t n, size_t size);
 void *kr_realloc(void *p, size_t n);
 char *kr_strdup(const char *s);
+#ifdef KR_DEBUG_INVARIANTS
+/* The calls of the four above this thread has made: code that must not allocate (a signal
+ * handler) compares the count before and after. */
+uint64_t kr_alloc_count(void);
+#endif
 void *kr_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int kr_msync(void *addr, size_t len, int flags);
 ssize_t kr_pwrite(int fd, const void *buf, size_t n, off_t off);

@@ -391,6 +391,9 @@ int krfs_inode_apply(struct kr_fs *fs, struct krfs_inode *ip, const struct krfs_
 /* After ip's log was rewritten: nothing owned by the old pages any more; every page of the
  * new chain counts as live for good (it is rewritten by the next compaction, not unlinked). */
 void krfs_live_reset(struct kr_fs *fs, struct krfs_inode *ip);
+/* Whether no field, name or file page of ip belongs to an entry in log page `page` (what a
+ * live count of 0 promises; fs_apply.c invariant 4). */
+bool krfs_live_owns_nothing(const struct kr_fs *fs, const struct krfs_inode *ip, uint64_t page);
 
 /* ---- operations (fs_op.c) -------------------------------------------------------------- */
 #define KRFS_OP_LOGS 4

@@ -93,6 +93,15 @@ static bool page_dead(const struct kr_fs *fs, uint64_t page)
 	return fs->live[(page - fs->sb.meta_off) / P] == 0;
 }
 
+#ifdef KR_DEBUG_INVARIANTS
+static uint64_t fences_so_far(void)
+{
+	struct kr_counters c;
+	kr_counters_get(&c);
+	return c.fences;
+}
+#endif
+
 /* The pages between ip's first and last whose entries are all dead: what fast GC may
  * unlink (none while the chain is shorter than three pages or has skipped KRFS_GAPS_MAX).
  * Reads only ip's own state and its pages' live counts. */
@@ -130,21 +139,29 @@ static int gc_fast(struct kr_fs *fs, struct krfs_inode *ip)
 	(void)first, (void)last;
 	uint32_t kept = 0; /* the last page that stays */
 	for (uint32_t i = 1; i < ip->npages; i++) {
-		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i])) {
+			/* A dead page owns nothing of ip's: its entries are overwritten entirely. */
+			KR_INVARIANT("fs_apply.c", 4, krfs_live_owns_nothing(fs, ip, ip->pages[i]));
 			continue;
+		}
 		if (i != kept + 1)
 			krfs_log_page_link(fs, ip->pages[kept], ip->pages[i]);
 		kept = i;
 	}
+#ifdef KR_DEBUG_INVARIANTS
+	uint64_t linked = fences_so_far();
+#endif
 	/* Fence: the links are durable before the pages they skip can be reused (invariant 6). */
 	if (krfs_fence(fs) != 0)
 		return -EIO;
 	uint32_t n = 1;
 	for (uint32_t i = 1; i < ip->npages; i++) {
-		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i]))
+		if (i + 1 < ip->npages && page_dead(fs, ip->pages[i])) {
+			KR_INVARIANT("fs_gc.c", 6, fences_so_far() > linked);
 			krfs_bm_clear(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
-		else
+		} else {
 			ip->pages[n++] = ip->pages[i];
+		}
 	}
 	ip->npages = n;
 	KR_INVARIANT("fs_gc.c", 5, ip->pages[0] == first && ip->pages[n - 1] == last);

@@ -40,12 +40,22 @@
 #include "invariant.h"
 #include "grow.h"
 
+#ifdef KR_DEBUG_INVARIANTS
+/* Operations this thread has begun and neither committed nor ended: no page or slot may be
+ * released while one is open (invariant 3), since its commit may still fail. */
+static _Thread_local int open_ops;
+#define OPEN_OPS(delta) (open_ops += (delta))
+#else
+#define OPEN_OPS(delta) ((void)0)
+#endif
+
 void krfs_op_begin(struct krfs_op *op, struct kr_fs *fs)
 {
 	memset(op, 0, sizeof(*op));
 	op->fs = fs;
 	op->trans = fs->next_trans++;
 	op->new_ino = -1;
+	OPEN_OPS(1);
 }
 
 static int push_u64(uint64_t **v, unsigned *n, unsigned *cap, uint64_t x)
@@ -269,6 +279,8 @@ int krfs_op_commit(struct krfs_op *op)
 	unsigned attached = 0;
 	for (unsigned i = 0; i < op->nlogs; i++)
 		attached += !op->logs[i].detached;
+	/* A detached log is committed by the entry naming it, in an attached log (invariant 5). */
+	KR_INVARIANT("fs_op.c", 5, attached > 0 || op->nlogs == 0);
 	/* In-place stores ride a commit of one tail store, never the journal, which holds
 	 * their intent meanwhile (fs_inplace.c invariant 3). */
 	KR_INVARIANT("fs_inplace.c", 3, !op->in_commit || (op->nimages == 0 && attached == 1));
@@ -291,6 +303,7 @@ int krfs_op_commit(struct krfs_op *op)
 	for (unsigned i = 0; i < op->nlogs; i++)
 		op->logs[i].ip->tail = op->logs[i].pos;
 	op->committed = true;
+	OPEN_OPS(-1);
 	kr_pm_count_commit();
 	if (op->new_ip) {
 		fs->inodes[op->new_ip->ino] = op->new_ip;
@@ -305,6 +318,7 @@ int krfs_op_commit(struct krfs_op *op)
 		const struct krfs_entry_hdr *h = (const void *)(op->applied + at + sizeof(ip) + sizeof(page));
 		memcpy(e, h, h->size);
 		at += sizeof(ip) + sizeof(page) + h->size;
+		KR_INVARIANT("fs_apply.c", 1, op->committed && ip->tail != 0);
 		if ((rc = krfs_inode_apply(fs, ip, (const void *)e, page, krfs_release_data)) != 0) {
 			fs->failed = 1;
 			return KRFS_ERR(-EIO, rc == -EUCLEAN ? KR_E_CORRUPT_META : KR_E_NOMEM,
@@ -319,6 +333,7 @@ void krfs_op_end(struct krfs_op *op)
 {
 	struct kr_fs *fs = op->fs;
 	if (!op->committed) {
+		OPEN_OPS(-1);
 		for (unsigned i = 0; i < op->nlogs; i++)
 			op->logs[i].ip->npages = op->logs[i].old_npages;
 		for (unsigned i = 0; i < op->nmeta; i++)
@@ -340,6 +355,7 @@ void krfs_op_end(struct krfs_op *op)
 
 void krfs_release_data(struct kr_fs *fs, uint32_t data_page)
 {
+	KR_INVARIANT("fs_op.c", 3, open_ops == 0);
 	/* held has data_bm's shards (fs_alloc.c invariant 3): one lock guards both bits. */
 	struct krfs_shard *s = krfs_bm_lock(&fs->data_bm, data_page);
 	if (fs->snap_refs && fs->snap_refs[data_page])
@@ -351,6 +367,7 @@ void krfs_release_data(struct kr_fs *fs, uint32_t data_page)
 
 void krfs_release_inode(struct kr_fs *fs, struct krfs_inode *ip)
 {
+	KR_INVARIANT("fs_op.c", 3, open_ops == 0);
 	for (uint32_t i = 0; i < ip->npages; i++)
 		krfs_bm_clear(&fs->meta_bm, (ip->pages[i] - fs->sb.meta_off) / P);
 	uint64_t key = 0;

@@ -127,6 +127,8 @@ static int translate(struct kr_fs *fs, struct krfs_snap *s)
 static int load(struct kr_fs *fs, struct krfs_snap *s)
 {
 	uint64_t owner = KRFS_SNAP_OWNER | s->id;
+	/* The root's log, the manifest, was walked whole: the scan registers an inode after. */
+	KR_INVARIANT("fs_snap.c", 3, fs->inodes[KRFS_ROOT_INO] != NULL);
 	s->loaded = true;
 	s->image = krfs_inode_new(owner);
 	s->inodes = kr_calloc(fs->sb.ninodes, sizeof(*s->inodes));

@@ -19,9 +19,11 @@
 
 #include "csum.h"
 #include "fs.h"
+#include "invariant.h"
 
 uint64_t krfs_word_make(uint64_t value, uint64_t owner)
 {
+	KR_INVARIANT("fs_meta.c", 4, value <= KRFS_WORD_VALUE_MASK); /* 48 bits, never cut */
 	uint64_t v[2] = {value & KRFS_WORD_VALUE_MASK, owner};
 	uint64_t check = (kr_crc32c(v, sizeof(v)) ^ KRFS_WORD_CHECK_XOR) & 0xffffu;
 	return v[0] | check << KRFS_WORD_VALUE_BITS;
@@ -67,6 +69,7 @@ void krfs_meta_write(struct kr_fs *fs, uint64_t off, const void *src, size_t n)
 
 void krfs_word_write(struct kr_fs *fs, uint64_t off, uint64_t word)
 {
+	KR_INVARIANT("fs_meta.c", 4, off % 8 == 0); /* one atomic store, never torn */
 	kr_pm_store64(&fs->pm, krfs_ptr(fs, off), word);
 	kr_pm_flush(&fs->pm, krfs_ptr(fs, off), 8);
 	if (!fs->replica)

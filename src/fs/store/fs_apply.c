@@ -89,6 +89,27 @@ static int own_page(struct kr_fs *fs, struct krfs_inode *ip, uint64_t key, uint3
 	return rc;
 }
 
+bool krfs_live_owns_nothing(const struct kr_fs *fs, const struct krfs_inode *ip, uint64_t page)
+{
+	uint32_t src = src_of(fs, page);
+	if (!src)
+		return true;
+	for (unsigned f = 0; f < KRFS_NFIELDS; f++)
+		if (ip->owner[f] == src)
+			return false;
+	for (const struct krfs_dentry *d = ip->dir.first; d; d = d->next)
+		if (d->src == src)
+			return false;
+	uint64_t key = 0;
+	uint32_t val;
+	while (krfs_radix_next(&ip->src, key, &key, &val)) {
+		if (val == src)
+			return false;
+		key++;
+	}
+	return true;
+}
+
 void krfs_live_reset(struct kr_fs *fs, struct krfs_inode *ip)
 {
 	memset(ip->owner, 0, sizeof(ip->owner));

@@ -68,7 +68,16 @@ static bool seq_grows(const struct kr_fs *fs, uint64_t page, uint64_t next)
 void krfs_log_page_link(struct kr_fs *fs, uint64_t page, uint64_t next)
 {
 	KR_INVARIANT("fs_log.c", 4, seq_grows(fs, page, next));
+#ifdef KR_DEBUG_INVARIANTS
+	struct kr_counters before, after;
+	kr_counters_get(&before);
+#endif
 	krfs_word_write(fs, page + KRFS_LOG_TAIL_OFF, krfs_word_make(next, page));
+#ifdef KR_DEBUG_INVARIANTS
+	/* Only the next word of the page's tail, in each copy: self, owner and seq stay. */
+	kr_counters_get(&after);
+	KR_INVARIANT("fs_log.c", 2, after.bytes_written - before.bytes_written == (fs->replica ? 16u : 8u));
+#endif
 }
 
 /* ---- the walk ---------------------------------------------------------------------------- */

@@ -38,7 +38,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fault.h"
 #include "fs.h"
+#include "invariant.h"
 #include "media.h"
 
 static int poison_slot(struct kr_fs *fs, uint64_t page)
@@ -69,6 +71,9 @@ static bool fs_fault(void *ctx, int sig, const siginfo_t *si, const void *uconte
 	if (sig == SIGBUS ? si->si_code != BUS_MCEERR_AR && si->si_code != BUS_MCEERR_AO
 			  : si->si_code == SEGV_MAPERR || (slot = poison_slot(fs, page)) < 0)
 		return false; /* not a media error: a bug, passed on */
+#ifdef KR_DEBUG_INVARIANTS
+	uint64_t allocs = kr_alloc_count();
+#endif
 	if (!fs->check_mount)
 		kr_media_list_add(fs->path, page);
 	bool ok = sig == SIGBUS ? kr_media_salvage_page(fs->pm.fd, page, KRFS_STRIP)
@@ -76,6 +81,8 @@ static bool fs_fault(void *ctx, int sig, const siginfo_t *si, const void *uconte
 					  (!two_maps(fs) || mprotect(fs->pm.view + page, P, PROT_READ) == 0);
 	if (slot >= 0)
 		atomic_store(&fs->poison[slot], 0);
+	/* Only the faulting page was rewritten or opened again, and nothing was allocated. */
+	KR_INVARIANT("fs_media.c", 1, kr_alloc_count() == allocs && page < fs->pm.size);
 	return ok;
 }
 
