@@ -13,11 +13,16 @@
 #define KR_INVARIANT_H
 
 #ifdef KR_DEBUG_INVARIANTS
-/* Prints "keratin: invariant FILE N broken: COND (at SRC:LINE)" and aborts. */
-__attribute__((noreturn, cold)) void kr_invariant_failed(const char *file, int n, const char *cond,
+/* Prints "keratin: invariant FILE N broken: COND (at SRC:LINE)" and aborts. Code linked
+ * into other programs without the library (pmsan's runtime) defines KR_INVARIANT_FAILED as
+ * its own function of the same signature before including this header. */
+#ifndef KR_INVARIANT_FAILED
+#define KR_INVARIANT_FAILED kr_invariant_failed
+#endif
+__attribute__((noreturn, cold)) void KR_INVARIANT_FAILED(const char *file, int n, const char *cond,
 							  const char *src, int line);
 #define KR_INVARIANT(file, n, cond) \
-	((cond) ? (void)0 : kr_invariant_failed((file), (n), #cond, __FILE__, __LINE__))
+	((cond) ? (void)0 : KR_INVARIANT_FAILED((file), (n), #cond, __FILE__, __LINE__))
 #else
 #define KR_INVARIANT(file, n, cond) ((void)0)
 #endif

@@ -56,7 +56,8 @@ int kr_shadow_old(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t crc
 
 void kr_shadow_follow(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t was_crc,
 		      uint32_t crc, const uint8_t *new, const uint64_t *ranges, uint32_t nranges,
-		      const uint8_t *payload, uint32_t (*payload_crc)(void *ctx), void *ctx)
+		      const uint8_t *payload, uint32_t (*crc_of)(void *ctx, const uint8_t *bytes),
+		      void *ctx)
 {
 	if (size > KR_SHADOW_MAX)
 		return;
@@ -67,7 +68,7 @@ void kr_shadow_follow(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t
 			memcpy(e->bytes + ranges[2 * i], new + ranges[2 * i],
 			       ranges[2 * i + 1] - ranges[2 * i]);
 		e->crc = crc;
-	} else if (payload_crc(ctx) == crc) {
+	} else if (crc_of(ctx, payload) == crc) {
 		ent_clear(s, e);
 		if (s->bytes + size <= KR_SHADOW_BUDGET && (e->bytes = kr_malloc(size))) {
 			memcpy(e->bytes, payload, size);
@@ -75,6 +76,7 @@ void kr_shadow_follow(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t
 			s->bytes += size;
 		}
 	}
+	KR_INVARIANT("shadow.c", 1, e->oid != oid || crc_of(ctx, e->bytes) == e->crc);
 	KR_INVARIANT("shadow.c", 2, s->bytes <= KR_SHADOW_BUDGET);
 	pthread_mutex_unlock(&s->lock);
 }

@@ -42,10 +42,12 @@ int kr_shadow_old(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t crc
  * bytes at the same offsets of new), and its CRC went from was_crc to crc. A copy taken at
  * was_crc follows; else, when payload (the object's bytes at home) checksums to crc as a
  * whole (no store of the application's is still undeclared), a copy is taken of it.
- * payload_crc(ctx) computes that checksum, only when needed. */
+ * crc_of(ctx, bytes) is the object's CRC were its payload bytes, computed only when needed
+ * (and, in a debug build, to check the copy: invariant 1). */
 void kr_shadow_follow(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t was_crc,
 		      uint32_t crc, const uint8_t *new, const uint64_t *ranges, uint32_t nranges,
-		      const uint8_t *payload, uint32_t (*payload_crc)(void *ctx), void *ctx);
+		      const uint8_t *payload, uint32_t (*crc_of)(void *ctx, const uint8_t *bytes),
+		      void *ctx);
 /* Forget the object (freed). */
 void kr_shadow_drop(struct kr_shadow *s, uint64_t oid);
 

@@ -52,6 +52,7 @@
 #include "err.h"
 #include "fault.h"
 #include "grow.h"
+#include "invariant.h"
 #include "query.h"
 #include "quiesce.h"
 #include "scrub.h"
@@ -390,6 +391,19 @@ static void mbuf_fill_gaps(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e
 		memcpy(m->buf + pos, home + pos, e - pos);
 }
 
+#ifdef KR_DEBUG_INVARIANTS
+/* The range set names each valid byte once: ranges non-empty, inside the object, in order,
+ * neither overlapping nor touching (range_add merges both). */
+static int ranges_sound(const struct mbuf *m)
+{
+	for (uint32_t i = 0; i < m->nranges; i++)
+		if (m->ranges[i].start >= m->ranges[i].end || m->ranges[i].end > m->size ||
+		    (i && m->ranges[i - 1].end >= m->ranges[i].start))
+			return 0;
+	return 1;
+}
+#endif
+
 static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 {
 	uint32_t i = 0;
@@ -413,6 +427,7 @@ static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 		m->nranges -= j - i - 1;
 	}
 	m->ranges[i] = (struct range){s, e};
+	KR_INVARIANT("tx.c", 2, ranges_sound(m));
 	return KR_OK;
 }
 
@@ -1383,26 +1398,21 @@ static void vcache_follow(kr_pool *pool, const struct mbuf *m)
 				 m->ranges[i].start, m->ranges[i].end);
 }
 
-struct crc_ctx {
-	const struct kr_obj_hdr *hdr;
-	const uint8_t *payload;
-};
-static uint32_t payload_crc(void *ctx)
+static uint32_t object_crc_of(void *hdr, const uint8_t *payload)
 {
-	const struct crc_ctx *c = ctx;
-	return kr_obj_crc(c->hdr, c->payload);
+	return kr_obj_crc(hdr, payload);
 }
 
 /* After the apply: the object's DRAM copy follows a declaration (shadow.h). A recomputed
  * checksum covers every byte at home, so only a copy of them all may go with it. */
 static void shadow_follow(kr_pool *pool, const struct mbuf *m)
 {
-	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
-	struct crc_ctx c = {hdr, (const uint8_t *)pool->pm.base + m->oid};
+	struct kr_obj_hdr *hdr = (struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	if (m->crc_whole || m->crc_base != m->stored_crc) /* the copy misses others' changes */
 		kr_shadow_drop(&pool->tx->shadow, m->oid);
 	kr_shadow_follow(&pool->tx->shadow, m->oid, m->size, m->stored_crc, hdr->crc, m->buf,
-			 (const uint64_t *)m->ranges, m->nranges, c.payload, payload_crc, &c);
+			 (const uint64_t *)m->ranges, m->nranges, (const uint8_t *)pool->pm.base + m->oid,
+			 object_crc_of, hdr);
 }
 
 int kr_tx_commit(kr_tx *tx)

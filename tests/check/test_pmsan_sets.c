@@ -3,7 +3,8 @@
  * byte-array model: ivset (sorted, coalesced ranges: add, subtract, covers, overlaps,
  * first overlap) and byteset (hashed line masks plus big ranges: add, covers, overlaps,
  * count of missing bytes),
- * under seeded random operations over a 64 KiB universe, with small and big ranges.
+ * under seeded random operations over a 64 KiB universe, with small and big ranges; and the
+ * freed-object bitmap (rt_track.c) on frees that do not start or end on a granule.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +134,33 @@ static int test_byteset(void)
 	return 0;
 }
 
+/* A granule's bit is set only when the granule lies wholly inside a freed object: a free
+ * of [3, 45) of a mapping marks granules 1 to 4 (bytes 8 to 40), and a load of byte 2 or
+ * byte 44, which belong to live neighbours, is no use after free. So this
+ * checks invariant rt_track.c 4
+ * (seen failing with the start of the range rounded down to its granule). */
+static int test_freed(void)
+{
+	static _Alignas(64) char pool[4096];
+	uintptr_t lo = (uintptr_t)pool;
+	pmsan_active = 1;
+	pmsan_range_add(lo, lo + sizeof(pool), RANGE_PMEMOBJ, NULL);
+	const struct pm_range *r = pmsan_range_find(lo, lo + 1);
+	int bad = r == NULL;
+	if (r) {
+		pmsan_freed_mark(lo + 3, lo + 45, 1);
+		bad |= pmsan_freed_test(r, lo + 2, lo + 3) || pmsan_freed_test(r, lo + 44, lo + 45) ||
+		       !pmsan_freed_test(r, lo + 8, lo + 9) || !pmsan_freed_test(r, lo + 39, lo + 40);
+		pmsan_freed_mark(lo + 3, lo + 45, 0);
+		bad |= pmsan_freed_test(r, lo, lo + 64);
+	}
+	pmsan_range_remove(lo, NULL);
+	pmsan_active = 0;
+	printf("freed bitmap: %s\n", bad ? "FAIL: a bit outside the freed object, or none inside" : "ok");
+	return bad;
+}
+
 int main(void)
 {
-	return test_ivset() | test_byteset();
+	return test_ivset() | test_byteset() | test_freed();
 }

@@ -25,6 +25,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The runtime's numbered invariants (rt_track.c, rt_tx.c) are checked in the runtime the
+ * test cases link (libpmsan_rt_checked.a, built with KR_DEBUG_INVARIANTS); a broken one
+ * prints "pmsan: invariant ..." and aborts. */
+#define KR_INVARIANT_FAILED pmsan_invariant_failed
+#include "invariant.h"
+
 /* A source position, emitted as a constant by the pass for each instrumented site. */
 struct pmsan_loc {
 	const char *file;

@@ -79,6 +79,14 @@ struct suppression {
 static struct suppression *supps;
 static size_t nsupps;
 
+#ifdef KR_DEBUG_INVARIANTS
+void pmsan_invariant_failed(const char *file, int n, const char *cond, const char *src, int line)
+{
+	fprintf(stderr, "pmsan: invariant %s %d broken: %s (at %s:%d)\n", file, n, cond, src, line);
+	abort();
+}
+#endif
+
 void *pmsan_xalloc(size_t n)
 {
 	void *p = calloc(1, n ? n : 1);

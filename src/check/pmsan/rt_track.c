@@ -34,12 +34,14 @@
  *   1. [__pmsan_lo, __pmsan_hi) contains every live mapping, so the pass's inline check
  *      never skips a persistent store (it may let a DRAM one through; pmsan_range_find
  *      decides).
- *   2. A thread's record changes only with its mutex held, and only by that thread.
+ *   2. A thread's record changes only with its mutex held: its events by the thread itself,
+ *      and by others only to check and forget it (unmap, exit).
  *   3. dirty is a subset of the union of the recorded stores' ranges.
  *   4. A freed-object bit is set only for an 8-byte granule that lies wholly inside an
  *      object freed and not allocated again, so a set bit never blames a live byte.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,36 @@ struct pm_thread *pmsan_self(void)
 
 /* ---- mappings */
 
+#ifdef KR_DEBUG_INVARIANTS
+/* The mutex is held (by the caller: the runtime never holds another thread's record's
+ * mutex while that thread records). */
+static int held(pthread_mutex_t *m)
+{
+	return pthread_mutex_trylock(m) == EBUSY;
+}
+
+/* dirty lies within the recorded stores (invariant 3). */
+static int dirty_in_stores(const struct pm_thread *t)
+{
+	struct ivset u = {0};
+	for (size_t i = 0; i < t->stores.n; i++) {
+		const struct pm_store *s = &VEC_AT(&t->stores, struct pm_store, i);
+		ivset_add(&u, s->addr, s->addr + s->size);
+	}
+	int ok = 1;
+	for (size_t i = 0; i < t->dirty.n && ok; i++)
+		ok = ivset_covers(&u, t->dirty.lo[i], t->dirty.hi[i]);
+	ivset_free(&u);
+	return ok;
+}
+
+static int bounds_cover(uintptr_t lo, uintptr_t hi)
+{
+	return __atomic_load_n(&__pmsan_lo, __ATOMIC_ACQUIRE) <= lo &&
+	       hi <= __atomic_load_n(&__pmsan_hi, __ATOMIC_ACQUIRE);
+}
+#endif
+
 static uintptr_t load(const uintptr_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -162,6 +194,7 @@ void pmsan_range_add(uintptr_t lo, uintptr_t hi, enum range_kind kind, const cha
 		if (i == nslots)
 			__atomic_store_n(&nslots, i + 1, __ATOMIC_RELEASE);
 		recompute_bounds();
+		KR_INVARIANT("rt_track.c", 1, bounds_cover(lo, hi));
 		pmsan_used = 1;
 	}
 	pthread_mutex_unlock(&ranges_lock);
@@ -200,8 +233,10 @@ const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
 	for (int i = 0; i < n; i++) {
 		const struct pm_range *r = &pmsan_ranges[i];
 		uintptr_t rlo = load(&r->lo), rhi = load(&r->hi);
-		if (rlo < rhi && lo < rhi && hi > rlo)
+		if (rlo < rhi && lo < rhi && hi > rlo) {
+			KR_INVARIANT("rt_track.c", 1, bounds_cover(rlo, rhi));
 			return r;
+		}
 	}
 	return NULL;
 }
@@ -258,7 +293,9 @@ void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on)
 	_Atomic unsigned char *m = freed_map(r);
 	if (on) {
 		atomic_store(&__pmsan_watch_loads, 1);
-		bits_apply(m, (lo - r->lo + GRANULE - 1) / GRANULE, (hi - r->lo) / GRANULE, 1);
+		uintptr_t g0 = (lo - r->lo + GRANULE - 1) / GRANULE, g1 = (hi - r->lo) / GRANULE;
+		KR_INVARIANT("rt_track.c", 4, g0 >= g1 || (r->lo + g0 * GRANULE >= lo && r->lo + g1 * GRANULE <= hi));
+		bits_apply(m, g0, g1, 1);
 	} else {
 		bits_apply(m, (lo - r->lo) / GRANULE, (hi - r->lo + GRANULE - 1) / GRANULE, 0);
 	}
@@ -286,6 +323,7 @@ int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
 
 void pmsan_forget_epoch(struct pm_thread *t)
 {
+	KR_INVARIANT("rt_track.c", 2, held(&t->lock));
 	vec_clear(&t->stores);
 	vec_clear(&t->flushes);
 	ivset_clear(&t->dirty);
@@ -316,6 +354,7 @@ static size_t keep_old_bytes(struct pm_thread *t, uintptr_t addr, uint64_t size)
 void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 			const struct pmsan_loc *loc, unsigned flags)
 {
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
 	size_t i = t->stores.n;
 	int want_old = pmsan_opt.reorder != REORDER_NONE;
 	if (i >= MERGE_AFTER) {
@@ -375,6 +414,7 @@ static void place(uintptr_t a, char *buf, size_t n)
 void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
 			   const struct pmsan_loc *at)
 {
+	KR_INVARIANT("rt_track.c", 3, dirty_in_stores(t));
 	if (!ivset_overlaps(&t->dirty, lo, hi))
 		return;
 	size_t n = t->stores.n;
@@ -443,6 +483,7 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 			const struct pmsan_loc *loc)
 {
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
 	if (lo >= hi)
 		return;
 	if (!pmsan_range_find(lo, hi)) {
@@ -466,6 +507,7 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 
 void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
 {
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
 	if (t->depth == 0 && t->flushes.n == 0 && !t->nt_pending && t->stores.n == 0)
 		pmsan_report(PMSAN_W_FENCE, loc, 0, "fence with nothing flushed since the last one");
 	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "before the fence", loc);
