@@ -76,7 +76,9 @@ void kr_shadow_follow(struct kr_shadow *s, uint64_t oid, uint64_t size, uint32_t
 			s->bytes += size;
 		}
 	}
-	KR_INVARIANT("shadow.c", 1, e->oid != oid || crc_of(ctx, e->bytes) == e->crc);
+	/* A copy kr_shadow_old would trust for this object now is right. */
+	KR_INVARIANT("shadow.c", 1, e->oid != oid || e->size != size || e->crc != crc ||
+					    crc_of(ctx, e->bytes) == e->crc);
 	KR_INVARIANT("shadow.c", 2, s->bytes <= KR_SHADOW_BUDGET);
 	pthread_mutex_unlock(&s->lock);
 }
