@@ -30,6 +30,14 @@
  * prints "pmsan: invariant ..." and aborts. */
 #define KR_INVARIANT_FAILED pmsan_invariant_failed
 #include "invariant.h"
+#ifdef KR_DEBUG_INVARIANTS
+#include <errno.h>
+/* Whether m is held (by the caller: no check runs while another thread may hold it). */
+static inline int pmsan_held(pthread_mutex_t *m)
+{
+	return pthread_mutex_trylock(m) == EBUSY;
+}
+#endif
 
 /* A source position, emitted as a constant by the pass for each instrumented site. */
 struct pmsan_loc {

@@ -41,7 +41,6 @@
  *      object freed and not allocated again, so a set bit never blames a live byte.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,13 +124,6 @@ struct pm_thread *pmsan_self(void)
 /* ---- mappings */
 
 #ifdef KR_DEBUG_INVARIANTS
-/* The mutex is held (by the caller: the runtime never holds another thread's record's
- * mutex while that thread records). */
-static int held(pthread_mutex_t *m)
-{
-	return pthread_mutex_trylock(m) == EBUSY;
-}
-
 /* dirty lies within the recorded stores (invariant 3). */
 static int dirty_in_stores(const struct pm_thread *t)
 {
@@ -323,7 +315,7 @@ int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi)
 
 void pmsan_forget_epoch(struct pm_thread *t)
 {
-	KR_INVARIANT("rt_track.c", 2, held(&t->lock));
+	KR_INVARIANT("rt_track.c", 2, pmsan_held(&t->lock));
 	vec_clear(&t->stores);
 	vec_clear(&t->flushes);
 	ivset_clear(&t->dirty);
@@ -354,7 +346,7 @@ static size_t keep_old_bytes(struct pm_thread *t, uintptr_t addr, uint64_t size)
 void pmsan_record_store(struct pm_thread *t, uintptr_t addr, uint64_t size,
 			const struct pmsan_loc *loc, unsigned flags)
 {
-	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && pmsan_held(&t->lock));
 	size_t i = t->stores.n;
 	int want_old = pmsan_opt.reorder != REORDER_NONE;
 	if (i >= MERGE_AFTER) {
@@ -483,7 +475,7 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 			const struct pmsan_loc *loc)
 {
-	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && pmsan_held(&t->lock));
 	if (lo >= hi)
 		return;
 	if (!pmsan_range_find(lo, hi)) {
@@ -507,7 +499,7 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 
 void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
 {
-	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && held(&t->lock));
+	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && pmsan_held(&t->lock));
 	if (t->depth == 0 && t->flushes.n == 0 && !t->nt_pending && t->stores.n == 0)
 		pmsan_report(PMSAN_W_FENCE, loc, 0, "fence with nothing flushed since the last one");
 	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "before the fence", loc);

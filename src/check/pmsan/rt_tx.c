@@ -39,7 +39,6 @@
  *      registry sees live transactions only.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,7 +233,7 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 {
 	struct pm_tx *x = t->tx;
 	pthread_mutex_lock(&pmsan_registry_lock);
-	KR_INVARIANT("rt_tx.c", 2, pthread_mutex_trylock(&pmsan_registry_lock) == EBUSY);
+	KR_INVARIANT("rt_tx.c", 2, pmsan_held(&pmsan_registry_lock));
 	t->tx = NULL;
 	atomic_fetch_sub(&live_txs, 1);
 	pthread_mutex_unlock(&pmsan_registry_lock);
@@ -294,7 +293,7 @@ void __pmsan_post_pmemobj_tx_begin(int ret, void *pop, void *env, loc_t *loc)
 		pthread_mutex_init(&x->lock, NULL);
 		x->allocs.elem = sizeof(struct pm_alloc);
 		pthread_mutex_lock(&pmsan_registry_lock);
-		KR_INVARIANT("rt_tx.c", 2, pthread_mutex_trylock(&pmsan_registry_lock) == EBUSY);
+		KR_INVARIANT("rt_tx.c", 2, pmsan_held(&pmsan_registry_lock));
 		t->tx = x;
 		atomic_fetch_add(&live_txs, 1);
 		pthread_mutex_unlock(&pmsan_registry_lock);
@@ -337,7 +336,7 @@ static struct pm_tx *locked_tx(void)
 	struct pm_tx *x = pmsan_self()->tx;
 	if (x)
 		pthread_mutex_lock(&x->lock);
-	KR_INVARIANT("rt_tx.c", 1, !x || (pthread_mutex_trylock(&x->lock) == EBUSY && pmsan_self()->tx == x));
+	KR_INVARIANT("rt_tx.c", 1, !x || (pmsan_held(&x->lock) && pmsan_self()->tx == x));
 	return x;
 }
 
