@@ -70,7 +70,7 @@ check() {
 	grep '^pmsan: warning' "$tmp/reports" >>"$tmp/warnings"
 	local v s
 	v=$(grep -c '^pmsan: rule' "$tmp/reports")
-	s=$(sed -n 's/^pmsan: summary: .* \([0-9]*\) suppressed$/\1/p' "$tmp/reports" |
+	s=$(sed -n 's/^SUMMARY: pmsan: .* \([0-9]*\) suppressed$/\1/p' "$tmp/reports" |
 		awk '{ n += $1 } END { print n + 0 }')
 	if [[ $v -ne 0 || $s -ne $2 || $3 -ne 0 ]]; then
 		echo "FAIL $1: $v violation(s), $s known bug(s) found (want $2), exit $3"

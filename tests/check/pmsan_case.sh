@@ -69,7 +69,7 @@ case $base in
 r6_*)
 	run "no check command" "" none
 	for s in single accumulative; do
-		run "reorder=$s" "check=$bin --check:reorder=$s" marks
+		run "reorder=$s" "check='$bin --check':reorder=$s" marks
 	done
 	;;
 *)

@@ -1,8 +1,8 @@
 #!/bin/bash
 # pmsan_options.sh CC CASEBIN CASESRC - pmsan's options, report format and build paths,
 # on the checker test programs (CASEBIN: their build directory, CASESRC: their sources):
-# exitcode, halt_on_error, log_path, suppressions, reorder=random, a bad option, the
-# report line and its stack, a separate compile and link through make CC=keratin-pmsan-cc,
+# exitcode, halt_on_error, log_path, suppressions, reorder=random, the options parser
+# (separators, booleans, help=1, refusals), the report line, its process and its stack, a separate compile and link through make CC=keratin-pmsan-cc,
 # and an -O0 build.
 set -u
 cc=$(realpath "$1")
@@ -58,7 +58,7 @@ fi
 printf '# a comment\nunlogged-write:insert\n' >"$tmp/supp"
 if PMSAN_OPTIONS=suppressions=$tmp/supp t "suppressions" 0 "$bin/pmdk_rtree_unlogged.bug" "$tmp/pool"; then
 	has "suppressions: three reports suppressed by function" \
-		'summary: 0 violations, 0 warnings, 3 suppressed'
+		'^SUMMARY: pmsan: 0 violations, 0 warnings, 3 suppressed$'
 fi
 printf 'missing-flush:r1_missing_flush.bug.c:20\n' >"$tmp/supp"
 PMSAN_OPTIONS=suppressions=$tmp/supp t "suppression by file:line" 0 "$bin/r1_missing_flush.bug" \
@@ -67,8 +67,41 @@ printf 'no-such-rule:x\n' >"$tmp/supp"
 PMSAN_OPTIONS=suppressions=$tmp/supp t "bad suppression" 1 "$bin/r1_missing_flush.bug" "$tmp/pool" &&
 	has "a bad suppression line is refused" "bad suppression line"
 
-PMSAN_OPTIONS=reorder=sideways t "bad option" 1 "$bin/r1_missing_flush.bug" "$tmp/pool" &&
-	has "a bad option is refused" "bad PMSAN_OPTIONS entry 'reorder'"
+# The options parser: one table, both separators, booleans as words or digits, help=1,
+# and a refusal that says why.
+PMSAN_OPTIONS=help=1 t "help=1" 66 "$bin/r1_missing_flush.bug" "$tmp/pool" && {
+	# Every option the manual's table documents, and no other, is listed, with a type,
+	# a default and a description; and the program still runs.
+	sed -n '/^## Options/,/^## /s/^| `\([a-z_]*\)` |.*/\1/p' "$src/../../../docs/CHECKER.md" |
+		sort >"$tmp/doc_keys"
+	sed -n 's/^  \([a-z_]*\) *\(bool\|int\|uint64\|string\|choice\) *default .*[a-z].*/\1/p' \
+		"$tmp/out" | sort >"$tmp/help_keys"
+	if [[ -s "$tmp/doc_keys" ]] && cmp -s "$tmp/doc_keys" "$tmp/help_keys"; then
+		ok "help=1 lists the $(wc -l <"$tmp/help_keys") options the manual documents"
+	else
+		bad "help=1: documented $(tr '\n' ' ' <"$tmp/doc_keys"), listed $(tr '\n' ' ' <"$tmp/help_keys")"
+	fi
+	has "help=1: the program still runs" '^pmsan: rule 1 \(missing-flush\)'
+}
+PMSAN_OPTIONS="exitcode=7 halt_on_error=true" t "space separator, true" 7 \
+	"$bin/pmdk_rtree_unlogged.bug" "$tmp/pool" && {
+	n=$(grep -c '^pmsan: rule 2 ' "$tmp/out")
+	[[ $n -eq 1 ]] && ok "spaces separate options; halt_on_error=true" ||
+		bad "space separator: $n reports"
+}
+PMSAN_OPTIONS="stack=false:warnings=0" t "false, 0" 66 "$bin/r2_unlogged_write.bug" "$tmp/pool" &&
+	if grep -q '^    #0' "$tmp/out"; then bad "stack=false printed a stack"; else
+		ok "stack=false: no stack"; fi
+bad_opt() { # bad_opt OPTIONS ERE: refused with status 1 and a line matching ERE
+	PMSAN_OPTIONS=$1 t "refused: $1" 1 "$bin/r1_missing_flush.bug" "$tmp/pool" &&
+		has "refused: $1" "$2"
+}
+bad_opt reorder=sideways '^pmsan: PMSAN_OPTIONS: reorder=sideways refused: want none, single, accumulative or random$'
+bad_opt max_cases=0 '^pmsan: PMSAN_OPTIONS: max_cases=0 refused: want 1 to 999999$'
+bad_opt exitcode=x '^pmsan: PMSAN_OPTIONS: exitcode=x refused: not a number$'
+bad_opt stack=maybe '^pmsan: PMSAN_OPTIONS: stack=maybe refused: want true, false, 1 or 0$'
+bad_opt no_such=1 '^pmsan: PMSAN_OPTIONS: no_such=1 refused: no such option \(help=1 lists them\)$'
+bad_opt "check=/bin/true:reorder=none" 'reorder=none refused: check= needs images'
 
 r6=$bin/r6_missing_barrier
 PMSAN_OPTIONS="check='$r6.bug --check':reorder=random:seed=5" t "reorder=random" 66 "$r6.bug" \
@@ -79,8 +112,9 @@ PMSAN_OPTIONS="check='$r6.bug --check':reorder=random:seed=5" t "reorder=random"
 if PMSAN_OPTIONS= t "format" 66 "$bin/r2_unlogged_write.bug" "$tmp/pool"; then
 	re='^pmsan: rule 2 \(unlogged-write\): store of 8 bytes .* at .*r2_unlogged_write\.bug\.c:25 \(main\)$'
 	if grep -Eq "$re" "$tmp/out" && grep -Eq '^    #0 main .*r2_unlogged_write\.bug\.c:25' "$tmp/out" &&
-		grep -q '^pmsan: summary: 1 violation (rule 2: 1), 0 warnings, 0 suppressed$' "$tmp/out"; then
-		ok "report line, symbolised stack, summary"
+		grep -q "^    process [0-9]*, thread [0-9]*$" "$tmp/out" &&
+		[[ $(tail -n 1 "$tmp/out") == 'SUMMARY: pmsan: 1 violation (rule 2: 1), 0 warnings, 0 suppressed' ]]; then
+		ok "report line, process and thread, symbolised stack, SUMMARY as the last line"
 	else
 		bad "report format"
 	fi
@@ -113,10 +147,10 @@ if "$cc" -g -O1 "$tmp/warn.c" -o "$tmp/warn" -lpmem >"$tmp/out" 2>&1; then
 		has "warning: redundant flush" '^pmsan: warning \(redundant-flush\): .*warn\.c:11 \(main\)$'
 		has "warning: redundant fence" '^pmsan: warning \(redundant-fence\): .*warn\.c:13 \(main\)$'
 		has "warning: volatile pointer" '^pmsan: warning \(volatile-pointer\): .*the heap.*warn\.c:14 \(main\)$'
-		has "warnings counted, exit 0" '^pmsan: summary: 0 violations, 3 warnings, 0 suppressed$'
+		has "warnings counted, exit 0" '^SUMMARY: pmsan: 0 violations, 3 warnings, 0 suppressed$'
 	fi
 	PMSAN_OPTIONS=warnings=0 t "warnings=0" 0 "$tmp/warn" "$tmp/pool" &&
-		has "warnings=0 silences them" '^pmsan: summary: 0 violations, 0 warnings, 0 suppressed$'
+		has "warnings=0 silences them" '^SUMMARY: pmsan: 0 violations, 0 warnings, 0 suppressed$'
 else
 	bad "warnings program build"
 fi

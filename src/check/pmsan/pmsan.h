@@ -63,6 +63,7 @@ enum pmsan_kind {
 	PMSAN_R1,  /* missing-flush */
 	PMSAN_R1A, /* flush-not-pm */
 	PMSAN_R1B, /* partial-flush */
+	PMSAN_R1C, /* missing-fence */
 	PMSAN_R2,  /* unlogged-write */
 	PMSAN_R3,  /* uninitialized-alloc */
 	PMSAN_R4,  /* use-after-free */
@@ -77,21 +78,24 @@ enum pmsan_kind {
 
 enum pmsan_reorder { REORDER_NONE, REORDER_SINGLE, REORDER_ACCUMULATIVE, REORDER_RANDOM };
 
+/* The options, filled from PMSAN_OPTIONS through the table in rt_common.c (the one place
+ * that names them, gives their defaults and describes them). */
 struct pmsan_options {
 	int exitcode;
-	enum pmsan_reorder reorder;
+	int reorder;          /* enum pmsan_reorder */
 	const char *check;    /* check command, or NULL */
 	const char *log_path; /* NULL: stderr */
 	int halt_on_error;
 	const char *suppressions;
-	int warnings;          /* report the redundant-flush/fence and volatile-pointer warnings */
-	int stack;             /* print a stack under immediate reports */
-	unsigned random_cases; /* images per fence for reorder=random */
-	unsigned max_cases;    /* images per fence at most */
-	uint64_t seed;         /* reorder=random */
+	int warnings;         /* report the redundant-flush/fence and volatile-pointer warnings */
+	int stack;            /* print a stack under reports */
+	int random_cases;     /* images per fence for reorder=random */
+	int max_cases;        /* images per fence at most */
+	uint64_t seed;        /* reorder=random */
 	const char *image_dir;
-	int keep_images;       /* keep the failing images */
+	int keep_images;      /* keep the failing images */
 	int verbose;
+	int help;             /* list the options at start-up */
 };
 
 /* ---- rt_common.c: options, allocation, reports. */
@@ -100,9 +104,14 @@ extern int pmsan_active; /* 0 in a check command's process: every hook returns *
 
 /* Reads the options, once; the first hook to run may call it before the constructor. */
 void pmsan_init(void);
-/* One report: printed once per (kind, file, line); stack: print the caller's stack. */
-void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
+/* One report: printed once per (kind, file, line), with the process and thread. here: it
+ * was found at the offending instruction, whose stack is printed under it; otherwise it
+ * was found later, at a check point (a fence, a commit, an unmap, exit), and the caller
+ * names that point with pmsan_note and then prints its stack with pmsan_note_stack. */
+void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int here,
 		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The stack of the check point, under the last report if it was printed. */
+void pmsan_note_stack(void);
 /* A continuation line under the last report (indented), if it was printed. */
 void pmsan_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void pmsan_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -176,6 +185,7 @@ struct pm_store {
 struct pm_flush {
 	uintptr_t lo, hi;
 	uint64_t seq;
+	const struct pmsan_loc *loc;
 };
 
 struct pm_tx;

@@ -4,23 +4,26 @@
  * theirs (the compiler-rt sanitizer_common habit: flags, allocation and report printing at
  * the bottom).
  *
- * Options come from PMSAN_OPTIONS, colon-separated key=value pairs read once, before the
- * first hook does anything (a value may be quoted with ' or " to hold a colon). A process
- * started as a check command (PMSAN_CHILD set by rt_image.c) turns every hook off: it is
- * examining a crash image, not being examined.
+ * Options come from PMSAN_OPTIONS, key=value items separated by ':' or spaces, read once
+ * before the first hook does anything, through one table (opt_table) that gives each its
+ * type, default and description. A process started as a check command (PMSAN_CHILD set by
+ * rt_image.c) turns every hook off: it is examining a crash image, not being examined.
  *
  * A report is one line,
  *
  *   pmsan: rule R (NAME): DETAIL at FILE:LINE (FUNCTION)
  *
- * printed once per rule and source line, optionally followed by a symbolised stack (via
- * llvm-symbolizer when one is found, else addresses with the nearest exported symbol).
- * Warnings have the same shape with "warning (NAME)". Suppressions (a file of lines
- * NAME:PATTERN, PATTERN a glob over the function, the file or FILE:LINE) silence matching
- * reports. The summary line counts what was reported; the floors above add their own lines
- * under it through pmsan_on_summary.
+ * printed once per rule and source line, followed by the process and thread and a
+ * symbolised stack (via llvm-symbolizer when one is found, else addresses with the nearest
+ * exported symbol): the offending instruction's, or, for a report found later, the stack
+ * of the point that found it. Warnings have the same shape with "warning (NAME)".
+ * Suppressions (a file of lines NAME:PATTERN, PATTERN a glob over the function, the file
+ * or FILE:LINE) silence matching reports. The last line, as the sanitizers print it, is
+ * "SUMMARY: pmsan: ..." with the counts; the floors above add their own lines before it
+ * through pmsan_on_summary.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -39,25 +42,17 @@
 
 extern char **environ;
 
-struct pmsan_options pmsan_opt = {
-	.exitcode = 66,
-	.reorder = REORDER_NONE,
-	.warnings = 1,
-	.stack = 1,
-	.random_cases = 16,
-	.max_cases = 64,
-	.seed = 1,
-};
+struct pmsan_options pmsan_opt; /* filled by init() from the table of options */
 int pmsan_active = 1;
 const struct pmsan_loc pmsan_loc_exit = {"<exit>", "exit", 0, 0};
 const struct pmsan_loc pmsan_loc_unknown = {"<unknown>", "?", 0, 0};
 
 static const char *const kind_names[PMSAN_NKINDS] = {
-	"missing-flush", "flush-not-pm",     "partial-flush",   "unlogged-write",
+	"missing-flush", "flush-not-pm",     "partial-flush",   "missing-fence", "unlogged-write",
 	"uninitialized-alloc", "use-after-free", "logging-race", "missing-barrier",
 	"redundant-flush", "redundant-fence", "volatile-pointer",
 };
-static const char *const rule_ids[PMSAN_NRULES] = {"1", "1a", "1b", "2", "3", "4", "5", "6"};
+static const char *const rule_ids[PMSAN_NRULES] = {"1", "1a", "1b", "1c", "2", "3", "4", "5", "6"};
 
 static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *out;
@@ -203,82 +198,173 @@ static int suppressed_by_rule(enum pmsan_kind kind, const struct pmsan_loc *loc)
 	return 0;
 }
 
-static void bad_option(const char *what)
+/* The options: one table, from which come the defaults, the parsing, the checks of a
+ * value and the list that help=1 prints (compiler-rt's sanitizer_flags habit). */
+enum opt_type { OPT_BOOL, OPT_INT, OPT_U64, OPT_STRING, OPT_ENUM };
+
+struct opt_choice {
+	const char *name;
+	int value;
+};
+
+struct opt_def {
+	const char *name;
+	enum opt_type type;
+	void *dst;
+	const char *def; /* the default, as it would be written in PMSAN_OPTIONS */
+	long long min, max; /* OPT_INT */
+	const struct opt_choice *choices; /* OPT_ENUM, ended by a NULL name */
+	const char *help;
+};
+
+static const struct opt_choice reorder_choices[] = {
+	{"none", REORDER_NONE},
+	{"single", REORDER_SINGLE},
+	{"accumulative", REORDER_ACCUMULATIVE},
+	{"random", REORDER_RANDOM},
+	{"RevertSingle", REORDER_SINGLE}, /* PmemSanitizer's names */
+	{"RevertAccumulative", REORDER_ACCUMULATIVE},
+	{NULL, 0},
+};
+
+static const struct opt_def opt_table[] = {
+	{"exitcode", OPT_INT, &pmsan_opt.exitcode, "66", 0, 255, NULL,
+	 "exit status of a program that broke a rule"},
+	{"halt_on_error", OPT_BOOL, &pmsan_opt.halt_on_error, "false", 0, 0, NULL,
+	 "stop at the first violation (summary, then exit status exitcode)"},
+	{"log_path", OPT_STRING, &pmsan_opt.log_path, "stderr", 0, 0, NULL,
+	 "write reports to PATH.PID instead of stderr"},
+	{"suppressions", OPT_STRING, &pmsan_opt.suppressions, "", 0, 0, NULL,
+	 "file of suppressions, one NAME:PATTERN per line"},
+	{"warnings", OPT_BOOL, &pmsan_opt.warnings, "true", 0, 0, NULL,
+	 "report the warnings (redundant flush or fence, volatile pointer)"},
+	{"stack", OPT_BOOL, &pmsan_opt.stack, "true", 0, 0, NULL,
+	 "print a stack under every report"},
+	{"check", OPT_STRING, &pmsan_opt.check, "", 0, 0, NULL,
+	 "command that judges crash images (rule 6); sets reorder=single unless given"},
+	{"reorder", OPT_ENUM, &pmsan_opt.reorder, "none", 0, 0, reorder_choices,
+	 "which crash images to cut at a fence: none, single, accumulative, random"},
+	{"random_cases", OPT_INT, &pmsan_opt.random_cases, "16", 1, 999999, NULL,
+	 "images per fence with reorder=random"},
+	{"max_cases", OPT_INT, &pmsan_opt.max_cases, "64", 1, 999999, NULL,
+	 "images per fence at most"},
+	{"seed", OPT_U64, &pmsan_opt.seed, "1", 0, 0, NULL, "seed of reorder=random"},
+	{"image_dir", OPT_STRING, &pmsan_opt.image_dir, "", 0, 0, NULL,
+	 "where crash images are written (none: /dev/shm, or /tmp without it)"},
+	{"keep_images", OPT_BOOL, &pmsan_opt.keep_images, "false", 0, 0, NULL,
+	 "keep the crash images that fail the check"},
+	{"verbose", OPT_INT, &pmsan_opt.verbose, "0", 0, 2, NULL,
+	 "1: summary even without persistent memory; 2: also the check command's output"},
+	{"help", OPT_BOOL, &pmsan_opt.help, "false", 0, 0, NULL,
+	 "list these options on stderr at start-up"},
+};
+#define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))
+
+static void refuse(const char *name, const char *value, const char *why)
 {
-	fprintf(stderr, "pmsan: bad PMSAN_OPTIONS entry '%s'\n", what);
+	fprintf(stderr, "pmsan: PMSAN_OPTIONS: %s=%s refused: %s\n", name, value, why);
 	_exit(1);
 }
 
-static int parse_uint(const char *v, uint64_t *x)
+/* Stores value into the option; returns NULL, or why the value is refused. */
+static const char *set_value(const struct opt_def *o, const char *v)
 {
 	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 0);
-	if (errno || *v == 0 || *end != 0)
-		return -1;
-	*x = n;
-	return 0;
+	switch (o->type) {
+	case OPT_BOOL:
+		if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0)
+			*(int *)o->dst = 1;
+		else if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+			*(int *)o->dst = 0;
+		else
+			return "want true, false, 1 or 0";
+		return NULL;
+	case OPT_INT: {
+		errno = 0;
+		long long n = strtoll(v, &end, 0);
+		if (errno || *v == 0 || *end != 0)
+			return "not a number";
+		if (n < o->min || n > o->max) {
+			static char why[64];
+			snprintf(why, sizeof(why), "want %lld to %lld", o->min, o->max);
+			return why;
+		}
+		*(int *)o->dst = (int)n;
+		return NULL;
+	}
+	case OPT_U64: {
+		errno = 0;
+		unsigned long long n = strtoull(v, &end, 0);
+		if (errno || *v == 0 || *v == '-' || *end != 0)
+			return "want an unsigned 64-bit number";
+		*(uint64_t *)o->dst = n;
+		return NULL;
+	}
+	case OPT_STRING:
+		/* An empty value, or stderr for log_path, means "none". */
+		*(const char **)o->dst =
+		    *v == 0 || (o->dst == &pmsan_opt.log_path && strcmp(v, "stderr") == 0)
+			? NULL
+			: strdup(v);
+		return NULL;
+	case OPT_ENUM:
+		for (const struct opt_choice *c = o->choices; c->name; c++)
+			if (strcmp(c->name, v) == 0) {
+				*(int *)o->dst = c->value;
+				return NULL;
+			}
+		return "want none, single, accumulative or random";
+	}
+	return "unknown option type";
+}
+
+static void set_defaults(void)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		set_value(&opt_table[i], opt_table[i].def);
 }
 
 static void set_option(char *kv)
 {
 	char *eq = strchr(kv, '=');
-	if (eq == NULL)
-		bad_option(kv);
+	if (eq == NULL) {
+		fprintf(stderr, "pmsan: PMSAN_OPTIONS: '%s' refused: want key=value (quote a value "
+				"that holds spaces or ':')\n", kv);
+		_exit(1);
+	}
 	*eq = 0;
-	const char *k = kv;
-	char *v = eq + 1;
-	uint64_t n = 0;
-	int is_num = parse_uint(v, &n) == 0;
-	if (strcmp(k, "exitcode") == 0 && is_num && n < 256)
-		pmsan_opt.exitcode = (int)n;
-	else if (strcmp(k, "reorder") == 0) {
-		if (strcmp(v, "none") == 0)
-			pmsan_opt.reorder = REORDER_NONE;
-		else if (strcmp(v, "single") == 0 || strcmp(v, "RevertSingle") == 0)
-			pmsan_opt.reorder = REORDER_SINGLE;
-		else if (strcmp(v, "accumulative") == 0 || strcmp(v, "RevertAccumulative") == 0)
-			pmsan_opt.reorder = REORDER_ACCUMULATIVE;
-		else if (strcmp(v, "random") == 0)
-			pmsan_opt.reorder = REORDER_RANDOM;
-		else
-			bad_option(k);
-	} else if (strcmp(k, "check") == 0)
-		pmsan_opt.check = *v ? strdup(v) : NULL;
-	else if (strcmp(k, "log_path") == 0)
-		pmsan_opt.log_path = strcmp(v, "stderr") == 0 ? NULL : strdup(v);
-	else if (strcmp(k, "halt_on_error") == 0 && is_num)
-		pmsan_opt.halt_on_error = n != 0;
-	else if (strcmp(k, "suppressions") == 0)
-		pmsan_opt.suppressions = strdup(v);
-	else if (strcmp(k, "warnings") == 0 && is_num)
-		pmsan_opt.warnings = n != 0;
-	else if (strcmp(k, "stack") == 0 && is_num)
-		pmsan_opt.stack = n != 0;
-	else if (strcmp(k, "random_cases") == 0 && is_num && n > 0 && n < 1000000)
-		pmsan_opt.random_cases = (unsigned)n;
-	else if (strcmp(k, "max_cases") == 0 && is_num && n > 0 && n < 1000000)
-		pmsan_opt.max_cases = (unsigned)n;
-	else if (strcmp(k, "seed") == 0 && is_num)
-		pmsan_opt.seed = n;
-	else if (strcmp(k, "image_dir") == 0)
-		pmsan_opt.image_dir = strdup(v);
-	else if (strcmp(k, "keep_images") == 0 && is_num)
-		pmsan_opt.keep_images = n != 0;
-	else if (strcmp(k, "verbose") == 0 && is_num)
-		pmsan_opt.verbose = (int)n;
-	else
-		bad_option(k);
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strcmp(opt_table[i].name, kv) == 0) {
+			const char *why = set_value(&opt_table[i], eq + 1);
+			if (why)
+				refuse(kv, eq + 1, why);
+			return;
+		}
+	refuse(kv, eq + 1, "no such option (help=1 lists them)");
 }
 
+static void print_options(void)
+{
+	static const char *const type_names[] = {"bool", "int", "uint64", "string", "choice"};
+	fprintf(stderr, "pmsan: PMSAN_OPTIONS, as key=value separated by ':' or spaces:\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct opt_def *o = &opt_table[i];
+		fprintf(stderr, "  %-14s %-7s default %-9s %s\n", o->name, type_names[o->type],
+			*o->def ? o->def : "(none)", o->help);
+	}
+}
+
+/* key=value items, separated by ':' or white space (as ASAN_OPTIONS); a value may be
+ * quoted with ' or " to hold either. */
 static void parse_options(const char *s)
 {
 	char *buf = strdup(s), *w = buf;
 	char item[4096];
+	int reorder_given = 0;
 	while (*w) {
 		size_t n = 0;
 		char quote = 0;
-		for (; *w && (quote || *w != ':'); w++) {
+		for (; *w && (quote || (*w != ':' && !isspace((unsigned char)*w))); w++) {
 			if (!quote && (*w == '\'' || *w == '"')) {
 				quote = *w;
 				continue;
@@ -291,17 +377,24 @@ static void parse_options(const char *s)
 				item[n++] = *w;
 		}
 		item[n] = 0;
-		if (*w == ':')
+		if (*w)
 			w++;
-		if (n)
+		if (n) {
+			reorder_given |= strncmp(item, "reorder=", 8) == 0;
 			set_option(item);
+		}
 	}
 	free(buf);
-	/* Reordering needs something to judge the images with. */
-	if (pmsan_opt.check && pmsan_opt.reorder == REORDER_NONE)
+	/* Reordering needs something to judge the images with, and a check command needs
+	 * images to judge. */
+	if (pmsan_opt.check && !reorder_given)
 		pmsan_opt.reorder = REORDER_SINGLE;
+	if (pmsan_opt.check && pmsan_opt.reorder == REORDER_NONE)
+		refuse("reorder", "none", "check= needs images: want single, accumulative or random");
 	if (!pmsan_opt.check)
 		pmsan_opt.reorder = REORDER_NONE;
+	if (pmsan_opt.help)
+		print_options();
 }
 
 /* ---- output */
@@ -480,10 +573,11 @@ static void summary(void)
 					      n ? ", " : " (", rule_ids[k], counts[k]);
 	if (n)
 		snprintf(detail + n, sizeof(detail) - n, ")");
-	fprintf(out, "pmsan: summary: %u violation%s%s, %u warning%s, %u suppressed\n", v,
-		v == 1 ? "" : "s", detail, w, w == 1 ? "" : "s", suppressed);
+	/* The sanitizers' last line: what the run found, in one line a script can grep. */
 	if (summary_tail)
 		summary_tail(out);
+	fprintf(out, "SUMMARY: pmsan: %u violation%s%s, %u warning%s, %u suppressed\n", v,
+		v == 1 ? "" : "s", detail, w, w == 1 ? "" : "s", suppressed);
 }
 
 void pmsan_on_summary(void (*tail)(FILE *out))
@@ -506,7 +600,7 @@ static void halt(void)
 	_exit(pmsan_opt.exitcode);
 }
 
-void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
+void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int here,
 		  const char *fmt, ...)
 {
 	if (!loc)
@@ -538,7 +632,8 @@ void pmsan_report(enum pmsan_kind kind, const struct pmsan_loc *loc, int stack,
 	else
 		fprintf(out, "pmsan: warning (%s): %s at %s:%u (%s)\n", kind_names[kind], detail,
 			loc->file, loc->line, loc->func);
-	if (stack && pmsan_opt.stack)
+	fprintf(out, "    process %d, thread %d\n", (int)getpid(), (int)gettid());
+	if (here && pmsan_opt.stack)
 		print_stack();
 	last_printed = 1;
 	if (kind < PMSAN_NRULES && pmsan_opt.halt_on_error)
@@ -560,6 +655,14 @@ void pmsan_note(const char *fmt, ...)
 	pthread_mutex_unlock(&report_lock);
 }
 
+void pmsan_note_stack(void)
+{
+	pthread_mutex_lock(&report_lock);
+	if (last_printed && pmsan_opt.stack)
+		print_stack();
+	pthread_mutex_unlock(&report_lock);
+}
+
 /* ---- start and end */
 
 unsigned pmsan_report_summary(int always)
@@ -577,6 +680,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init(void)
 {
+	set_defaults();
 	if (getenv("PMSAN_CHILD")) {
 		pmsan_active = 0;
 		return;

@@ -77,7 +77,7 @@ static void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, loc_t 
 		if (what == NULL && pmsan_range_find(value, value + 1))
 			what = "a persistent mapping (a raw address, invalid once remapped)";
 		if (what)
-			pmsan_report(PMSAN_W_VPTR, loc, 0, "stores %p, a pointer into %s, in persistent memory",
+			pmsan_report(PMSAN_W_VPTR, loc, 1, "stores %p, a pointer into %s, in persistent memory",
 				     (void *)value, what);
 	}
 	if (r->kind == RANGE_KERATIN) {

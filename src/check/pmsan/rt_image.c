@@ -141,7 +141,7 @@ static size_t make_cases(size_t n, unsigned char **rows)
 	size_t max = pmsan_opt.max_cases, k = 0;
 	size_t want = pmsan_opt.reorder == REORDER_SINGLE		? n + 2
 		      : pmsan_opt.reorder == REORDER_ACCUMULATIVE ? n + 1
-								  : pmsan_opt.random_cases;
+								  : (size_t)pmsan_opt.random_cases;
 	if (want > max) {
 		cases_capped += want - max;
 		want = max;
@@ -295,6 +295,7 @@ void pmsan_reorder_at_fence(struct pm_thread *t, const struct pmsan_loc *fence)
 			pmsan_note("image kept: %s", path);
 		else
 			unlink(path);
+		pmsan_note_stack();
 		if (nreported < 64)
 			reported[nreported++] = site;
 		break;

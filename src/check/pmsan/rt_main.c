@@ -20,7 +20,8 @@
 
 #include "pmsan.h"
 
-static void fini(void)
+/* Named for the runtime, so that the stack of a report at exit starts at the exit call. */
+static void pmsan_fini(void)
 {
 	if (!pmsan_active)
 		return;
@@ -35,5 +36,5 @@ __attribute__((constructor(101))) static void pmsan_ctor(void)
 	if (!pmsan_active)
 		return;
 	pmsan_on_summary(pmsan_image_summary);
-	atexit(fini);
+	atexit(pmsan_fini);
 }

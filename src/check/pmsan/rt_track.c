@@ -67,13 +67,16 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int next_tid;
 extern char end; /* the end of the program's data: the brk heap starts after it */
 
+static void check_end(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
+		      const struct pmsan_loc *at);
+
 static void thread_exit(void *p)
 {
 	struct pm_thread *t = p;
 	if (!pmsan_active)
 		return;
 	pthread_mutex_lock(&t->lock);
-	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "when its thread exits", &pmsan_loc_exit);
+	check_end(t, 0, UINTPTR_MAX, "when its thread exits", &pmsan_loc_exit);
 	pmsan_forget_epoch(t);
 	t->alive = 0;
 	pthread_mutex_unlock(&t->lock);
@@ -205,7 +208,7 @@ void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
 		for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
 			pthread_mutex_lock(&t->lock);
 			if (t->alive) {
-				pmsan_check_unflushed(t, r->lo, r->hi, "when the pool is unmapped", loc);
+				check_end(t, r->lo, r->hi, "when the pool is unmapped", loc);
 				pmsan_forget_epoch(t);
 			}
 			pthread_mutex_unlock(&t->lock);
@@ -465,11 +468,83 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 			pmsan_report(PMSAN_R1, st[g].loc, 0, "%llu bytes stored to %s are not flushed %s",
 				     (unsigned long long)unflushed[g], where, when);
 		if (at && at->line)
-			pmsan_note("%s %s:%u (%s)", at == &pmsan_loc_exit ? "at" : "checked at",
-				   at->file, at->line, at->func);
+			pmsan_note("checked at %s:%u (%s)", at->file, at->line, at->func);
+		pmsan_note_stack();
 	}
 	free(unflushed);
 	ivset_sub(&t->dirty, lo, hi);
+}
+
+/* Rule 1c: bytes in [lo, hi) that this thread stored and then flushed (or stored with
+ * non-temporal stores) since its last fence, at a point where no later fence can come for
+ * them: exit, thread exit, unmap. A flush only starts the write-back; without the fence,
+ * a power failure may still lose them. Reported at the last such flush (or non-temporal
+ * store), which is where the fence belongs. */
+static void check_unfenced(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
+			   const struct pmsan_loc *at)
+{
+	struct ivset stored = {0}, pending = {0};
+	const struct pmsan_loc *last = NULL;
+	uint64_t last_seq = 0;
+	int last_nt = 0;          /* the last is a non-temporal store, not a flush */
+	int nt = 0, flushed = 0; /* what put bytes on their way */
+	for (size_t i = 0; i < t->stores.n; i++) {
+		const struct pm_store *s = &VEC_AT(&t->stores, struct pm_store, i);
+		uintptr_t a = s->addr > lo ? s->addr : lo;
+		uintptr_t e = s->addr + s->size < hi ? s->addr + s->size : hi;
+		if (a >= e)
+			continue;
+		if (!(s->flags & PMSAN_F_NT)) {
+			ivset_add(&stored, a, e);
+			continue;
+		}
+		ivset_add(&pending, a, e);
+		nt = 1;
+		if (s->seq > last_seq) {
+			last_seq = s->seq;
+			last = s->loc;
+			last_nt = 1;
+		}
+	}
+	for (size_t i = 0; i < t->flushes.n; i++) {
+		const struct pm_flush *f = &VEC_AT(&t->flushes, struct pm_flush, i);
+		int reached = 0;
+		for (uintptr_t p = f->lo, olo, ohi; p < f->hi &&
+		     ivset_first_overlap(&stored, p, f->hi, &olo, &ohi); p = ohi) {
+			ivset_add(&pending, olo, ohi);
+			reached = flushed = 1;
+		}
+		if (reached && f->seq > last_seq) {
+			last_seq = f->seq;
+			last = f->loc;
+			last_nt = 0;
+		}
+	}
+	if (last) {
+		uint64_t bytes = 0;
+		for (size_t i = 0; i < pending.n; i++)
+			bytes += pending.hi[i] - pending.lo[i];
+		char where[256];
+		place(pending.lo[0], where, sizeof(where));
+		pmsan_report(PMSAN_R1C, last, 0, "%llu bytes stored to %s are %s but not fenced %s; "
+			     "the last %s is", (unsigned long long)bytes, where,
+			     !nt ? "flushed" : !flushed ? "written non-temporally"
+						: "flushed or written non-temporally",
+			     when, last_nt ? "non-temporal store" : "flush");
+		if (at && at->line)
+			pmsan_note("checked at %s:%u (%s)", at->file, at->line, at->func);
+		pmsan_note_stack();
+	}
+	ivset_free(&stored);
+	ivset_free(&pending);
+}
+
+/* The checks of a point after which this thread's stores into [lo, hi) get no fence. */
+static void check_end(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
+		      const struct pmsan_loc *at)
+{
+	pmsan_check_unflushed(t, lo, hi, when, at);
+	check_unfenced(t, lo, hi, when, at);
 }
 
 void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
@@ -487,7 +562,7 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 	}
 	if (t->depth == 0 &&
 	    !ivset_overlaps(&t->dirty, lo & ~(uintptr_t)(LINE - 1), (hi + LINE - 1) & ~(uintptr_t)(LINE - 1)))
-		pmsan_report(PMSAN_W_FLUSH, loc, 0,
+		pmsan_report(PMSAN_W_FLUSH, loc, 1,
 			     "flush of %lu bytes whose cache lines hold no unflushed store",
 			     (unsigned long)(hi - lo));
 	ivset_sub(&t->dirty, lo, hi);
@@ -495,13 +570,14 @@ void pmsan_record_flush(struct pm_thread *t, uintptr_t lo, uintptr_t hi,
 	f->lo = lo;
 	f->hi = hi;
 	f->seq = ++t->clock;
+	f->loc = loc;
 }
 
 void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc)
 {
 	KR_INVARIANT("rt_track.c", 2, t == pmsan_self_if_any() && pmsan_held(&t->lock));
 	if (t->depth == 0 && t->flushes.n == 0 && !t->nt_pending && t->stores.n == 0)
-		pmsan_report(PMSAN_W_FENCE, loc, 0, "fence with nothing flushed since the last one");
+		pmsan_report(PMSAN_W_FENCE, loc, 1, "fence with nothing flushed since the last one");
 	pmsan_check_unflushed(t, 0, UINTPTR_MAX, "before the fence", loc);
 	pmsan_forget_epoch(t);
 }
@@ -520,7 +596,7 @@ void pmsan_check_exit(void)
 	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
 		pthread_mutex_lock(&t->lock);
 		if (t->alive) {
-			pmsan_check_unflushed(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
+			check_end(t, 0, UINTPTR_MAX, "at exit", &pmsan_loc_exit);
 			pmsan_forget_epoch(t);
 		}
 		pthread_mutex_unlock(&t->lock);

@@ -247,6 +247,7 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 				     "before its transaction commits",
 				     (unsigned long)(al->hi - al->lo));
 			pmsan_note("committed at %s:%u (%s)", loc->file, loc->line, loc->func);
+			pmsan_note_stack();
 		}
 	}
 	if (committed)

@@ -25,7 +25,10 @@
 //                          of the object's)
 //   barrier, top-level return
 //                          rule 1 for every Modified range left (the return is skipped
-//                          on an error path: a callee failed and the function fails)
+//                          on an error path: a callee failed and the function fails);
+//                          a barrier also clears the object's unfenced flush
+//   main's return, exit, unmap, pmemobj_close
+//                          rule 1c for an object flushed since the last barrier
 //   tx begin / nested end  depth +1 / -1
 //   outermost commit       rule 3 for NewAlloc objects never written; NewAlloc ->
 //                          Existing, Freed -> Invalid, logs dropped
@@ -103,6 +106,7 @@ private:
 	BugType MissingFlush{this, "rule 1 (missing-flush)", "Persistence"};
 	BugType FlushNotPm{this, "rule 1a (flush-not-pm)", "Persistence"};
 	BugType PartialFlush{this, "rule 1b (partial-flush)", "Persistence"};
+	BugType MissingFence{this, "rule 1c (missing-fence)", "Persistence"};
 	BugType UnloggedWrite{this, "rule 2 (unlogged-write)", "Persistence"};
 	BugType UninitAlloc{this, "rule 3 (uninitialized-alloc)", "Persistence"};
 	BugType UseAfterFree{this, "rule 4 (use-after-free)", "Persistence"};
@@ -125,6 +129,8 @@ private:
 			      SVal Addr, const Lin &Len, bool CheckTarget) const;
 	ProgramStateRef barrier(ProgramStateRef St, CheckerContext &C,
 				const std::string &Where) const;
+	ProgramStateRef noFenceFollows(ProgramStateRef St, CheckerContext &C, SymbolRef Only,
+				       const std::string &Where) const;
 	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
@@ -147,6 +153,13 @@ const Model *modelOf(const CallEvent &Call)
 	if (!FD || !FD->getIdentifier())
 		return nullptr;
 	return findModel(FD->getName());
+}
+
+// " (line N)": where a statement is, for a report's detail.
+static std::string lineOf(const Stmt *S, CheckerContext &C)
+{
+	return " (line " +
+	       std::to_string(C.getSourceManager().getExpansionLineNumber(S->getBeginLoc())) + ")";
 }
 
 std::string sourceText(const Stmt *S, CheckerContext &C)
@@ -609,6 +622,8 @@ ProgramStateRef PmScanChecker::noteFlush(ProgramStateRef St, CheckerContext &C, 
 		return St;
 	SValBuilder &SVB = C.getSValBuilder();
 	ObjState N = *O;
+	N.Unfenced = CE;
+	N.UnfencedLC = LC;
 	bool Partial = false;
 	if (CheckTarget) {
 		// Rule 1b, by type: fewer bytes than the pointer's target type.
@@ -681,6 +696,12 @@ ProgramStateRef PmScanChecker::barrier(ProgramStateRef St, CheckerContext &C,
 				       const std::string &Where) const
 {
 	for (const auto &E : St->get<ObjStates>()) {
+		if (E.second.Unfenced) {
+			ObjState N = E.second;
+			N.Unfenced = nullptr;
+			N.UnfencedLC = nullptr;
+			St = St->set<ObjStates>(E.first, N);
+		}
 		if (E.second.Modified.empty() || E.second.Opaque)
 			continue;
 		for (const Rec &M : E.second.Modified)
@@ -688,8 +709,30 @@ ProgramStateRef PmScanChecker::barrier(ProgramStateRef St, CheckerContext &C,
 			       "'" + sourceText(storedExpr(M.S), C) + "' stored here is not flushed " +
 				   Where,
 			       M.S, M.LC);
-		ObjState N = E.second;
+		ObjState N = *St->get<ObjStates>(E.first);
 		N.Modified.clear();
+		St = St->set<ObjStates>(E.first, N);
+	}
+	return St;
+}
+
+// Rule 1c: a point after which no fence can come for what was flushed (the end of main,
+// exit, an unmap or a pool's close). A flush of the object (Only, or every object) since
+// the last barrier is reported there, at the flush; the barrier belongs after it.
+ProgramStateRef PmScanChecker::noFenceFollows(ProgramStateRef St, CheckerContext &C,
+					      SymbolRef Only, const std::string &Where) const
+{
+	for (const auto &E : St->get<ObjStates>()) {
+		if (!E.second.Unfenced || (Only && E.first != Only))
+			continue;
+		if (!E.second.Opaque)
+			reportBug(C, MissingFence,
+				  "'" + sourceText(E.second.Unfenced, C).substr(0, 60) +
+				      "' flushes here, and no barrier follows " + Where,
+				  E.second.Unfenced, E.second.UnfencedLC);
+		ObjState N = E.second;
+		N.Unfenced = nullptr;
+		N.UnfencedLC = nullptr;
 		St = St->set<ObjStates>(E.first, N);
 	}
 	return St;
@@ -727,6 +770,19 @@ ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) con
 
 void PmScanChecker::checkPreCall(const CallEvent &Call, CheckerContext &C) const
 {
+	// The calls after which no fence comes for anything flushed before them (rule 1c).
+	if (const IdentifierInfo *II = Call.getCalleeIdentifier()) {
+		StringRef Name = II->getName();
+		if (Name == "pmemobj_close" || Name == "exit" || Name == "_exit" || Name == "_Exit") {
+			ProgramStateRef St = C.getState();
+			ProgramStateRef N = noFenceFollows(St, C, nullptr,
+							   "before " + Name.str() +
+							       lineOf(Call.getOriginExpr(), C));
+			if (N != St)
+				C.addTransition(N);
+			return;
+		}
+	}
 	const Model *M = modelOf(Call);
 	if (!M || M->Kind != Fn::Write)
 		return;
@@ -1160,7 +1216,8 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	}
 	case Fn::Unmap: {
 		if (SymbolRef Reg = objectAt(arg(M.Addr)))
-			St = setState(St, Reg, [&](ObjState &N) {
+			St = setState(noFenceFollows(St, C, Reg, "before the unmap" + lineOf(CE, C)),
+				      Reg, [&](ObjState &N) {
 				N.K = ObjState::Invalid;
 				N.Site = CE;
 				N.SiteLC = LC;
@@ -1175,19 +1232,13 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		St = noteFlush(St, C, Call, arg(M.Addr), Len, M.Kind != Fn::CacheLine);
 		if (M.Kind == Fn::Persist)
 			St = barrier(St, C, "before the barrier in " +
-					       Call.getCalleeIdentifier()->getName().str() + " (line " +
-					       std::to_string(C.getSourceManager().getExpansionLineNumber(
-						   CE->getBeginLoc())) +
-					       ")");
+					       Call.getCalleeIdentifier()->getName().str() + lineOf(CE, C));
 		C.addTransition(retConj(St));
 		return true;
 	}
 	case Fn::Barrier:
 		St = barrier(St, C, "before the barrier in " +
-				       Call.getCalleeIdentifier()->getName().str() + " (line " +
-				       std::to_string(C.getSourceManager().getExpansionLineNumber(
-					   CE->getBeginLoc())) +
-				       ")");
+				       Call.getCalleeIdentifier()->getName().str() + lineOf(CE, C));
 		C.addTransition(retConj(St));
 		return true;
 	case Fn::CopyPersist: {
@@ -1201,10 +1252,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		if (!(Flags & MemNoFlush))
 			St = noteFlush(St, C, Call, Dst, Len, false);
 		if (M.Fence && !(Flags & (MemNoDrain | MemNoFlush)))
-			St = barrier(St, C, "before the barrier in " + Name + " (line " +
-					       std::to_string(C.getSourceManager().getExpansionLineNumber(
-						   CE->getBeginLoc())) +
-					       ")");
+			St = barrier(St, C, "before the barrier in " + Name + lineOf(CE, C));
 		if (RT->isPointerType())
 			St = St->BindExpr(CE, LC, Dst);
 		else
@@ -1383,9 +1431,13 @@ void PmScanChecker::checkEndFunction(const ReturnStmt *RS, CheckerContext &C) co
 		return;
 	ProgramStateRef St = C.getState();
 	const auto *ND = dyn_cast_or_null<NamedDecl>(C.getLocationContext()->getDecl());
-	ProgramStateRef N =
-	    barrier(St, C, "before " + (ND ? ND->getNameAsString() : std::string("the function")) +
-			       " returns");
+	std::string Returns =
+	    "before " + (ND ? ND->getNameAsString() : std::string("the function")) + " returns";
+	// Only main's return ends the program; another top-level function may leave the
+	// fence to its caller (the flush-now, fence-later idiom).
+	ProgramStateRef N = ND && ND->getNameAsString() == "main" ? noFenceFollows(St, C, nullptr, Returns)
+								  : St;
+	N = barrier(N, C, Returns);
 	if (N != St)
 		C.addTransition(N);
 }

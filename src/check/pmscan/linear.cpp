@@ -356,6 +356,8 @@ void ObjState::Profile(llvm::FoldingSetNodeID &ID) const
 	ID.AddBoolean(NonNull);
 	ID.AddPointer(Site);
 	ID.AddPointer(SiteLC);
+	ID.AddPointer(Unfenced);
+	ID.AddPointer(UnfencedLC);
 	Size.Profile(ID);
 	ID.AddInteger(Modified.size());
 	for (const Rec &R : Modified)

@@ -97,6 +97,9 @@ struct ObjState {
 	bool NonNull = false;     // its oid is never OID_NULL (an allocation that succeeded)
 	const clang::Stmt *Site = nullptr; // allocation (rule 3) or free/unmap (rule 4)
 	const clang::LocationContext *SiteLC = nullptr;
+	// The last flush of the object since the path's last barrier (rule 1c), or null.
+	const clang::Stmt *Unfenced = nullptr;
+	const clang::LocationContext *UnfencedLC = nullptr;
 	Lin Size; // the allocation's size, when known
 	llvm::SmallVector<Rec, 2> Modified; // stored to and not yet flushed
 	llvm::SmallVector<Rec, 1> Logged;   // added to the undo log in the running transaction
@@ -105,8 +108,8 @@ struct ObjState {
 	{
 		return K == O.K && Freed == O.Freed && Initialized == O.Initialized &&
 		       Opaque == O.Opaque && AnyLogged == O.AnyLogged && NonNull == O.NonNull &&
-		       Site == O.Site &&
-		       SiteLC == O.SiteLC && Size == O.Size && Modified == O.Modified &&
+		       Site == O.Site && SiteLC == O.SiteLC && Unfenced == O.Unfenced &&
+		       UnfencedLC == O.UnfencedLC && Size == O.Size && Modified == O.Modified &&
 		       Logged == O.Logged;
 	}
 	void Profile(llvm::FoldingSetNodeID &ID) const;

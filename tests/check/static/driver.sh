@@ -45,7 +45,7 @@ doc = json.load(open(sys.argv[1]))
 assert doc["version"] == "2.1.0", doc["version"]
 run = doc["runs"][0]
 assert run["tool"]["driver"]["name"] == "keratin-pmscan"
-assert {r["id"] for r in run["tool"]["driver"]["rules"]} == {"1", "1a", "1b", "2", "3", "4"}
+assert {r["id"] for r in run["tool"]["driver"]["rules"]} == {"1", "1a", "1b", "1c", "2", "3", "4"}
 (res,) = run["results"]
 loc = res["locations"][0]["physicalLocation"]
 assert res["ruleId"] == "4", res["ruleId"]

@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 
-STATIC_RULES = {"1": "missing-flush", "1a": "flush-not-pm", "1b": "partial-flush",
+STATIC_RULES = {"1": "missing-flush", "1a": "flush-not-pm", "1b": "partial-flush", "1c": "missing-fence",
                 "2": "unlogged-write", "3": "uninitialized-alloc", "4": "use-after-free"}
 MARK = re.compile(r"/\*\s*(expect|related):\s*(\S+)\s+([a-z-]+)\s*\*/")
 REPORT = re.compile(r"^pmsan: rule (\S+) \(([a-z-]+)\): (.*) at (.*):(\d+) \((.*)\) \(static\)$")
