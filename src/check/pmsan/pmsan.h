@@ -215,6 +215,10 @@ struct pm_thread {
 extern struct pm_range pmsan_ranges[];
 extern uintptr_t __pmsan_lo, __pmsan_hi;
 extern int pmsan_used;
+/* Volatile areas (pmemobj_volatile): mark [lo, hi) transient (on) or persistent again
+ * (off); covers: every byte of [lo, hi) is transient, so no rule applies to a store. */
+void pmsan_volatile_mark(uintptr_t lo, uintptr_t hi, int on);
+int pmsan_volatile_covers(uintptr_t lo, uintptr_t hi);
 /* Freed objects (rule 4): mark [lo, hi) freed (on) or live again (off); test a range. */
 void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on);
 int pmsan_freed_test(const struct pm_range *r, uintptr_t lo, uintptr_t hi);

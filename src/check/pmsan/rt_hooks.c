@@ -72,6 +72,9 @@ static void pmsan_store_event(uintptr_t a, uint64_t size, uint64_t value, loc_t 
 		size = r->hi - a;
 	if (atomic_load_explicit(&__pmsan_watch_loads, memory_order_relaxed) && !t->in_alloc)
 		pmsan_check_freed(t, r, a, size, loc, "store to");
+	/* Transient state by the program's own declaration: pointers to DRAM are its point. */
+	if (pmsan_volatile_covers(a, a + size))
+		return;
 	if ((flags & PMSAN_F_HASVAL) && size == 8) {
 		const char *what = pmsan_volatile_place(t, value);
 		if (what == NULL && pmsan_range_find(value, value + 1))
@@ -205,6 +208,17 @@ void __pmsan_pre_pmemobj_close(void *pop, loc_t *loc)
 	const struct pm_range *r = pmsan_range_find((uintptr_t)pop, (uintptr_t)pop + 1);
 	if (r)
 		pmsan_range_remove(r->lo, loc);
+}
+
+/* pmemobj_volatile: [ptr, ptr + size) holds transient state, documented as such. It is
+ * marked before the call, since the constructor the call may run stores into it, and
+ * stays marked if the constructor fails: the program declared it transient all the same. */
+void __pmsan_pre_pmemobj_volatile(void *pop, void *vlt, void *ptr, size_t size, void *constr,
+				  void *arg, loc_t *loc)
+{
+	(void)pop, (void)vlt, (void)constr, (void)arg, (void)loc;
+	if (pmsan_active && ptr && size)
+		pmsan_volatile_mark((uintptr_t)ptr, (uintptr_t)ptr + size, 1);
 }
 
 /* ---- flushes, fences and copies done by the libraries */

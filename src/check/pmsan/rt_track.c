@@ -214,6 +214,7 @@ void pmsan_range_remove(uintptr_t lo, const struct pmsan_loc *loc)
 			pthread_mutex_unlock(&t->lock);
 		}
 		pthread_mutex_unlock(&pmsan_registry_lock);
+		pmsan_volatile_mark(r->lo, r->hi, 0);
 		__atomic_store_n(&r->hi, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&r->lo, 0, __ATOMIC_RELEASE);
 		recompute_bounds();
@@ -234,6 +235,38 @@ const struct pm_range *pmsan_range_find(uintptr_t lo, uintptr_t hi)
 		}
 	}
 	return NULL;
+}
+
+/* ---- volatile areas: ranges of persistent memory that the program keeps transient state
+ * in, through an API that documents them so (pmemobj_volatile). No rule applies to them.
+ * An area is forgotten when its object is freed or its mapping unmapped, so that the bytes
+ * are checked again once they hold persistent data. The set is read on every store, so
+ * the common case (no area at all) costs one relaxed load. */
+static struct ivset volatile_areas;
+static pthread_mutex_t volatile_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int have_volatile;
+
+void pmsan_volatile_mark(uintptr_t lo, uintptr_t hi, int on)
+{
+	if (!on && !atomic_load_explicit(&have_volatile, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&volatile_lock);
+	if (on)
+		ivset_add(&volatile_areas, lo, hi);
+	else
+		ivset_sub(&volatile_areas, lo, hi);
+	atomic_store(&have_volatile, volatile_areas.n != 0);
+	pthread_mutex_unlock(&volatile_lock);
+}
+
+int pmsan_volatile_covers(uintptr_t lo, uintptr_t hi)
+{
+	if (!atomic_load_explicit(&have_volatile, memory_order_relaxed))
+		return 0;
+	pthread_mutex_lock(&volatile_lock);
+	int in = ivset_covers(&volatile_areas, lo, hi);
+	pthread_mutex_unlock(&volatile_lock);
+	return in;
 }
 
 /* ---- freed objects (rule 4): one bit per granule of each mapping, set while the granule
@@ -278,6 +311,8 @@ static void bits_apply(_Atomic unsigned char *m, uintptr_t g0, uintptr_t g1, int
  * granule [lo, hi) touches. */
 void pmsan_freed_mark(uintptr_t lo, uintptr_t hi, int on)
 {
+	if (on)
+		pmsan_volatile_mark(lo, hi, 0);
 	struct pm_range *r = (struct pm_range *)pmsan_range_find(lo, hi);
 	if (r == NULL)
 		return;

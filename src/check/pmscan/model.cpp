@@ -182,9 +182,10 @@ llvm::StringMap<Model> buildTable()
 			      "__sprintf_chk", "__builtin___sprintf_chk", "strncat"})
 		T[N] = addrLen(Fn::Write, 0, -1);
 
-	// Memory that is not persistent.
+	// Memory that is not persistent (pmemobj_volatile's lies in the pool, but libpmemobj
+	// documents it as transient: no rule applies to it).
 	for (const char *N : {"malloc", "calloc", "realloc", "strdup", "strndup", "aligned_alloc",
-			      "reallocarray", "kr_tx_add", "kr_tx_open"})
+			      "reallocarray", "kr_tx_add", "kr_tx_open", "pmemobj_volatile"})
 		T[N] = m(Fn::Volatile);
 
 	// Calls with no effect on the persistence state (deferred actions take effect in
