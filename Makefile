@@ -48,16 +48,24 @@ demo: build
 	@bash examples/fs-demo.sh build/tools/keratin $(CURDIR) || [ $$? -eq 77 ]
 	@bash examples/pmemobj-demo.sh build || [ $$? -eq 77 ]
 
+# ctest in build directory $(1), more arguments $(2): JOBS tests at once that need a CPU,
+# and beside them those that mostly wait (label "waits", see kr_cpu_slots in CMakeLists.txt).
+define ctest_run
+	@printf '{"version":{"major":1,"minor":0},"local":[{"cpu":[{"id":"0","slots":%d}]}]}\n' \
+		$(JOBS) >$(1)/cpu-slots.json
+	@cd $(1) && ctest --output-on-failure -j $$(($(JOBS) + 1)) --resource-spec-file cpu-slots.json $(2)
+endef
+
 check-fast: build
-	@cd build && ctest --output-on-failure -j $(JOBS)
+	$(call ctest_run,build)
 
 check-asan: deps
 	$(call cmake_build,build-asan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address -DKR_DEBUG_INVARIANTS=ON)
-	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+	$(call ctest_run,build-asan)
 
 check-tsan: deps
 	$(call cmake_build,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=thread)
-	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L threads
+	$(call ctest_run,build-tsan,-L threads)
 
 # A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
 check-fuzz: deps
