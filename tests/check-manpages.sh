@@ -14,6 +14,13 @@ for c in $cmds; do
 		status=1
 	fi
 done
+# The checkers' commands, installed beside keratin, have pages of their own.
+for c in keratin-pmsan-cc keratin-pmscan; do
+	if ! grep -l "^\.B $(echo "$c" | sed 's/-/\\\\-/g')\$" "$mandir"/*.1 >/dev/null; then
+		echo "FAIL: no manual page shows '$c' in its synopsis"
+		status=1
+	fi
+done
 for page in "$mandir"/*.1 "$mandir"/*.7; do
 	warnings=$(groff -t -man -ww -z "$page" 2>&1)
 	if [ -n "$warnings" ]; then

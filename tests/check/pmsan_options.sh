@@ -82,7 +82,19 @@ PMSAN_OPTIONS=help=1 t "help=1" 66 "$bin/r1_missing_flush.bug" "$tmp/pool" && {
 		bad "help=1: documented $(tr '\n' ' ' <"$tmp/doc_keys"), listed $(tr '\n' ' ' <"$tmp/help_keys")"
 	fi
 	has "help=1: the program still runs" '^pmsan: rule 1 \(missing-flush\)'
+	# keratin-pmsan-cc(1) documents each of them too.
+	page=$src/../../../docs/man/keratin-pmsan-cc.1
+	missing=$(while read -r k; do grep -q "^\.BR $k =" "$page" || echo "$k"; done <"$tmp/help_keys")
+	[[ -z "$missing" ]] && ok "keratin-pmsan-cc(1) documents every option" ||
+		bad "keratin-pmsan-cc(1) lacks: $missing"
 }
+# The wrapper's own help, not clang's.
+if "$cc" --help >"$tmp/out" 2>&1 && head -n 1 "$tmp/out" | grep -q '^usage: keratin-pmsan-cc' &&
+	! grep -q OVERVIEW "$tmp/out"; then
+	ok "keratin-pmsan-cc --help prints the wrapper's help"
+else
+	bad "keratin-pmsan-cc --help"
+fi
 PMSAN_OPTIONS="exitcode=7 halt_on_error=true" t "space separator, true" 7 \
 	"$bin/pmdk_rtree_unlogged.bug" "$tmp/pool" && {
 	n=$(grep -c '^pmsan: rule 2 ' "$tmp/out")
