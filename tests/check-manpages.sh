@@ -15,7 +15,7 @@ for c in $cmds; do
 	fi
 done
 # The checkers' commands, installed beside keratin, have pages of their own.
-for c in keratin-pmsan-cc keratin-pmscan; do
+for c in keratin-pmsan-cc keratin-pmsan-c++ keratin-pmscan; do
 	if ! grep -l "^\.B $(echo "$c" | sed 's/-/\\\\-/g')\$" "$mandir"/*.1 >/dev/null; then
 		echo "FAIL: no manual page shows '$c' in its synopsis"
 		status=1

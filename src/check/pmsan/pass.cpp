@@ -222,7 +222,7 @@ private:
 		return nullptr;
 	}
 
-	void callHook(CallInst *CI, StringRef name, const CallHook &h)
+	void callHook(CallBase *CI, StringRef name, const CallHook &h)
 	{
 		Constant *L = loc(CI);
 		FunctionType *FT = CI->getFunctionType();
@@ -243,7 +243,12 @@ private:
 			IRBuilder<>(CI).CreateCall(F, a);
 		}
 		if (h.post) {
-			IRBuilder<> B(CI->getNextNode());
+			/* After an invoke means on its normal edge, in a block of its own so that
+			 * no other path into the destination runs the hook. */
+			Instruction *after = CI->getNextNode();
+			if (auto *II = dyn_cast<InvokeInst>(CI))
+				after = &*SplitEdge(II->getParent(), II->getNormalDest())->getFirstInsertionPt();
+			IRBuilder<> B(after);
 			SmallVector<Value *, 8> a;
 			SmallVector<Type *, 8> t;
 			Type *RT = CI->getType();
@@ -322,9 +327,10 @@ private:
 				return NONE;
 			}
 		}
-		if (auto *CI = dyn_cast<CallInst>(&I)) {
-			if (CI->isInlineAsm())
-				return ASM;
+		/* An invoke too: C++ calls a C function that way inside a scope with cleanups. */
+		if (auto *CB = dyn_cast<CallBase>(&I)) {
+			if (CB->isInlineAsm())
+				return isa<CallInst>(CB) ? ASM : NONE;
 			return CALL;
 		}
 		return NONE;
@@ -346,8 +352,8 @@ private:
 						prev = nullptr;
 				}
 				if (k == CALL) {
-					auto *CI = cast<CallInst>(&I);
-					Function *callee = CI->getCalledFunction();
+					auto *CB = cast<CallBase>(&I);
+					Function *callee = CB->getCalledFunction();
 					if (!callee)
 						continue;
 					StringRef n = callee->getName();
@@ -413,10 +419,10 @@ private:
 		}
 		case MEMSET:
 		case MEMXFER: {
-			auto *CI = cast<CallInst>(I);
-			Value *Dst = CI->getArgOperand(0), *Len = CI->getArgOperand(2);
-			if (k == MEMXFER && !plainlyVolatile(CI->getArgOperand(1)))
-				loadHook(I, CI->getArgOperand(1), Len);
+			auto *CB = cast<CallBase>(I);
+			Value *Dst = CB->getArgOperand(0), *Len = CB->getArgOperand(2);
+			if (k == MEMXFER && !plainlyVolatile(CB->getArgOperand(1)))
+				loadHook(I, CB->getArgOperand(1), Len);
 			if (!plainlyVolatile(Dst))
 				storeHook(I, Dst, Len, nullptr, flags);
 			return;
@@ -437,9 +443,9 @@ private:
 			return;
 		}
 		case CALL: {
-			auto *CI = cast<CallInst>(I);
-			StringRef n = CI->getCalledFunction()->getName();
-			callHook(CI, n, callHooks().find(n)->second);
+			auto *CB = cast<CallBase>(I);
+			StringRef n = CB->getCalledFunction()->getName();
+			callHook(CB, n, callHooks().find(n)->second);
 			return;
 		}
 		case NONE:

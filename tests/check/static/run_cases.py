@@ -67,7 +67,7 @@ def main(argv):
     failures, found_per_rule, missed_per_rule, nfiles = 0, {}, {}, 0
     for d in dirs:
         for name in sorted(os.listdir(d)):
-            if not name.endswith(".c"):
+            if not name.endswith((".c", ".cpp")):
                 continue
             nfiles += 1
             path = os.path.join(d, name)
