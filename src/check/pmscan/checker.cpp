@@ -135,11 +135,18 @@ private:
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
 	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
+	bool allocatesInTx(const Decl *D, ASTContext &Ctx) const;
+	ProgramStateRef maybeNew(ProgramStateRef St, CheckerContext &C, const Expr *E,
+				 SymbolRef Key) const;
+	SymbolRef loadedFrom(SymbolRef Key) const;
 
 	// The functions some other function of the translation unit calls (for the thesis'
 	// "top-level function": one with no caller in the same file).
 	mutable const ASTContext *CalleesOf = nullptr;
 	mutable llvm::DenseSet<const Decl *> Callees;
+	// The functions that allocate in a transaction, themselves or through a callee of the
+	// same file (for the objects of calls the analyzer did not follow).
+	mutable llvm::DenseSet<const Decl *> Allocators;
 	bool failed(SVal V, ProgramStateRef St) const;
 
 	bool evalModel(const Model &M, const CallEvent &Call, CheckerContext &C) const;
@@ -431,6 +438,14 @@ ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, 
 			Reg = *R;
 			return St;
 		}
+	if (O.Key && inTx(St))
+		if (SymbolRef From = loadedFrom(O.Key))
+			if (const ObjState *P = St->get<ObjStates>(From))
+				if (P->K == ObjState::NewAlloc) {
+					St = maybeNew(St, C, E, O.Key);
+					Reg = *St->get<OidToReg>(O.Key);
+					return St;
+				}
 	Reg = conjure(C, E, C.getASTContext().VoidPtrTy, &RegTag);
 	St = St->set<ObjStates>(Reg, ObjState());
 	if (O.Key)
@@ -829,6 +844,9 @@ void PmScanChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) cons
 			SymbolRef Fresh = conjure(C, Call.getOriginExpr(), F->getType(), &OidTag);
 			SVal U = unionHolding(C, St, Call.getOriginExpr(), RT, nonloc::SymbolVal(Fresh));
 			St = St->BindExpr(Call.getOriginExpr(), C.getLocationContext(), U);
+			const Decl *D = Call.getDecl();
+			if (inTx(St) && D && D->hasBody() && allocatesInTx(D, C.getASTContext()))
+				St = maybeNew(St, C, Call.getOriginExpr(), Fresh);
 		}
 	}
 	// An oid handed by value to code the analysis does not see.
@@ -1406,16 +1424,71 @@ bool PmScanChecker::calledInUnit(const Decl *D, ASTContext &Ctx) const
 		CallGraph CG;
 		CG.addToCallGraph(Ctx.getTranslationUnitDecl());
 		Callees.clear();
+		Allocators.clear();
 		for (const auto &N : CG) {
 			if (!N.first)
 				continue; // the graph's root, which "calls" every function
-			for (const CallGraphNode *Callee : N.second->callees())
-				if (Callee->getDecl()->getCanonicalDecl() != N.first->getCanonicalDecl())
-					Callees.insert(Callee->getDecl()->getCanonicalDecl());
+			for (const CallGraphNode *Callee : N.second->callees()) {
+				const Decl *D = Callee->getDecl()->getCanonicalDecl();
+				if (D != N.first->getCanonicalDecl())
+					Callees.insert(D);
+				const auto *FD = dyn_cast<FunctionDecl>(D);
+				const Model *M = FD && FD->getIdentifier() ? findModel(FD->getName()) : nullptr;
+				if (M && (M->Kind == Fn::TxAlloc || M->Kind == Fn::TxRealloc))
+					Allocators.insert(N.first->getCanonicalDecl());
+			}
+		}
+		// Callers of allocators allocate too, up to a fixed point.
+		for (bool Grew = true; Grew;) {
+			Grew = false;
+			for (const auto &N : CG) {
+				if (!N.first || Allocators.count(N.first->getCanonicalDecl()))
+					continue;
+				for (const CallGraphNode *Callee : N.second->callees())
+					if (Allocators.count(Callee->getDecl()->getCanonicalDecl())) {
+						Allocators.insert(N.first->getCanonicalDecl());
+						Grew = true;
+						break;
+					}
+			}
 		}
 		CalleesOf = &Ctx;
 	}
 	return Callees.count(D->getCanonicalDecl());
+}
+
+bool PmScanChecker::allocatesInTx(const Decl *D, ASTContext &Ctx) const
+{
+	calledInUnit(D, Ctx); // builds both sets
+	return Allocators.count(D->getCanonicalDecl());
+}
+
+// The object whose memory an oid was read from: the region symbol at the base of the
+// region its `off` field (or the whole oid) was loaded from, or null.
+SymbolRef PmScanChecker::loadedFrom(SymbolRef Key) const
+{
+	const MemRegion *R = nullptr;
+	if (const auto *V = dyn_cast_or_null<SymbolRegionValue>(Key))
+		R = V->getRegion();
+	else if (const auto *D = dyn_cast_or_null<SymbolDerived>(Key))
+		R = D->getRegion();
+	const auto *SR = R ? dyn_cast<SymbolicRegion>(R->getBaseRegion()) : nullptr;
+	return SR ? SR->getSymbol() : nullptr;
+}
+
+// An object the running transaction may have allocated in code the analyzer did not
+// follow: returned by a call of this file it did not inline (its budget ran out), or named
+// by an oid read out of such an object or of one the transaction allocated (the store of
+// that oid was not seen either). It is taken as new and written: no rule 2 or 3 for it.
+// Taking it for an object that existed before made every store into it a rule 2 report.
+ProgramStateRef PmScanChecker::maybeNew(ProgramStateRef St, CheckerContext &C, const Expr *E,
+				       SymbolRef Key) const
+{
+	SymbolRef Reg = conjure(C, E, C.getASTContext().VoidPtrTy, &RegTag);
+	ObjState O;
+	O.K = ObjState::NewAlloc;
+	O.Initialized = true;
+	return St->set<ObjStates>(Reg, O)->set<OidToReg>(Key, Reg);
 }
 
 // Rule 1 at the return of a top-level function. The analyzer also starts from functions it
