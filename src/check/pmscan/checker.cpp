@@ -136,6 +136,7 @@ private:
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
 	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
 	bool allocatesInTx(const Decl *D, ASTContext &Ctx) const;
+	static bool onlyReads(const CallEvent &Call);
 	ProgramStateRef maybeNew(ProgramStateRef St, CheckerContext &C, const Expr *E,
 				 SymbolRef Key) const;
 	SymbolRef loadedFrom(SymbolRef Key) const;
@@ -1525,12 +1526,40 @@ ProgramStateRef PmScanChecker::checkPointerEscape(ProgramStateRef St,
 		if (const Model *M = modelOf(*Call))
 			if (M->Kind == Fn::Write || M->Kind == Fn::Volatile)
 				return St;
+	if (Call && onlyReads(*Call))
+		return St;
 	for (SymbolRef S : Escaped) {
 		St = opaque(St, S);
 		if (const SymbolRef *R = St->get<OidToReg>(canonical(S, St)))
 			St = opaque(St, *R);
 	}
 	return St;
+}
+
+// A call that only reads what its pointers reach and cannot flush, fence or free persistent
+// memory: a C library function (declared in a system header, not a persistent-memory
+// library's) whose pointer parameters all point to const, with variadic arguments only
+// when it takes a printf format. A pointer into an object handed to it (a printf of a
+// field) leaves the object as it was: its unflushed stores are still unflushed.
+bool PmScanChecker::onlyReads(const CallEvent &Call)
+{
+	const auto *FD = dyn_cast_or_null<FunctionDecl>(Call.getDecl());
+	if (!FD || !FD->getIdentifier() || !Call.isInSystemHeader())
+		return false;
+	StringRef Name = FD->getName();
+	if (Name.startswith("pmem") || Name.startswith("kr_"))
+		return false;
+	for (const ParmVarDecl *P : FD->parameters()) {
+		QualType T = P->getType();
+		if (T->isPointerType() && !T->getPointeeType().isConstQualified())
+			return false;
+	}
+	if (FD->isVariadic()) {
+		const auto *F = FD->getAttr<FormatAttr>();
+		if (!F || F->getType()->getName() != "printf")
+			return false;
+	}
+	return true;
 }
 
 // The checker's maps keep their symbols alive: an object's region symbol and its oid stay
