@@ -2,8 +2,9 @@
 # pmsan_options.sh CC CASEBIN CASESRC - pmsan's options, report format and build paths,
 # on the checker test programs (CASEBIN: their build directory, CASESRC: their sources):
 # exitcode, halt_on_error, log_path, suppressions, reorder=random, the options parser
-# (separators, booleans, help=1, refusals), the report line, its process and its stack, a separate compile and link through make CC=keratin-pmsan-cc,
-# and an -O0 build.
+# (separators, booleans, help=1, refusals), the report line, its process and its stack,
+# the wrapper's --help, a separate compile and link through make CC=keratin-pmsan-cc, and
+# an -O0 build.
 set -u
 cc=$(realpath "$1")
 bin=$(realpath "$2")

@@ -518,6 +518,8 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 static void check_unfenced(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
 			   const struct pmsan_loc *at)
 {
+	if (t->flushes.n == 0 && !t->nt_pending)
+		return; /* nothing was put on its way since the last fence */
 	struct ivset stored = {0}, pending = {0};
 	const struct pmsan_loc *last = NULL;
 	uint64_t last_seq = 0;

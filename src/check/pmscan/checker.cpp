@@ -134,6 +134,7 @@ private:
 	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
+	void readCallGraph(ASTContext &Ctx) const;
 	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
 	bool allocatesInTx(const Decl *D, ASTContext &Ctx) const;
 	static bool onlyReads(const CallEvent &Call);
@@ -141,8 +142,9 @@ private:
 				 SymbolRef Key) const;
 	SymbolRef loadedFrom(SymbolRef Key) const;
 
-	// The functions some other function of the translation unit calls (for the thesis'
-	// "top-level function": one with no caller in the same file).
+	// Read from the translation unit's call graph once (readCallGraph). The functions some
+	// other function of the unit calls (for the thesis' "top-level function": one with no
+	// caller in the same file).
 	mutable const ASTContext *CalleesOf = nullptr;
 	mutable llvm::DenseSet<const Decl *> Callees;
 	// The functions that allocate in a transaction, themselves or through a callee of the
@@ -712,21 +714,21 @@ ProgramStateRef PmScanChecker::barrier(ProgramStateRef St, CheckerContext &C,
 				       const std::string &Where) const
 {
 	for (const auto &E : St->get<ObjStates>()) {
-		if (E.second.Unfenced) {
-			ObjState N = E.second;
-			N.Unfenced = nullptr;
-			N.UnfencedLC = nullptr;
-			St = St->set<ObjStates>(E.first, N);
-		}
-		if (E.second.Modified.empty() || E.second.Opaque)
+		const ObjState &O = E.second;
+		bool Unflushed = !O.Modified.empty() && !O.Opaque;
+		if (!Unflushed && !O.Unfenced)
 			continue;
-		for (const Rec &M : E.second.Modified)
-			reportBug(C, MissingFlush,
-			       "'" + sourceText(storedExpr(M.S), C) + "' stored here is not flushed " +
-				   Where,
-			       M.S, M.LC);
-		ObjState N = *St->get<ObjStates>(E.first);
-		N.Modified.clear();
+		if (Unflushed)
+			for (const Rec &M : O.Modified)
+				reportBug(C, MissingFlush,
+					  "'" + sourceText(storedExpr(M.S), C) +
+					      "' stored here is not flushed " + Where,
+					  M.S, M.LC);
+		ObjState N = O;
+		N.Unfenced = nullptr;
+		N.UnfencedLC = nullptr;
+		if (Unflushed)
+			N.Modified.clear();
 		St = St->set<ObjStates>(E.first, N);
 	}
 	return St;
@@ -1419,48 +1421,53 @@ bool PmScanChecker::errorPath(const ReturnStmt *RS, CheckerContext &C) const
 			   true);
 }
 
+void PmScanChecker::readCallGraph(ASTContext &Ctx) const
+{
+	if (CalleesOf == &Ctx)
+		return;
+	CallGraph CG;
+	CG.addToCallGraph(Ctx.getTranslationUnitDecl());
+	Callees.clear();
+	Allocators.clear();
+	for (const auto &N : CG) {
+		if (!N.first)
+			continue; // the graph's root, which "calls" every function
+		for (const CallGraphNode *Callee : N.second->callees()) {
+			const Decl *D = Callee->getDecl()->getCanonicalDecl();
+			if (D != N.first->getCanonicalDecl())
+				Callees.insert(D);
+			const auto *FD = dyn_cast<FunctionDecl>(D);
+			const Model *M = FD && FD->getIdentifier() ? findModel(FD->getName()) : nullptr;
+			if (M && (M->Kind == Fn::TxAlloc || M->Kind == Fn::TxRealloc))
+				Allocators.insert(N.first->getCanonicalDecl());
+		}
+	}
+	// Callers of allocators allocate too, up to a fixed point.
+	for (bool Grew = true; Grew;) {
+		Grew = false;
+		for (const auto &N : CG) {
+			if (!N.first || Allocators.count(N.first->getCanonicalDecl()))
+				continue;
+			for (const CallGraphNode *Callee : N.second->callees())
+				if (Allocators.count(Callee->getDecl()->getCanonicalDecl())) {
+					Allocators.insert(N.first->getCanonicalDecl());
+					Grew = true;
+					break;
+				}
+		}
+	}
+	CalleesOf = &Ctx;
+}
+
 bool PmScanChecker::calledInUnit(const Decl *D, ASTContext &Ctx) const
 {
-	if (CalleesOf != &Ctx) {
-		CallGraph CG;
-		CG.addToCallGraph(Ctx.getTranslationUnitDecl());
-		Callees.clear();
-		Allocators.clear();
-		for (const auto &N : CG) {
-			if (!N.first)
-				continue; // the graph's root, which "calls" every function
-			for (const CallGraphNode *Callee : N.second->callees()) {
-				const Decl *D = Callee->getDecl()->getCanonicalDecl();
-				if (D != N.first->getCanonicalDecl())
-					Callees.insert(D);
-				const auto *FD = dyn_cast<FunctionDecl>(D);
-				const Model *M = FD && FD->getIdentifier() ? findModel(FD->getName()) : nullptr;
-				if (M && (M->Kind == Fn::TxAlloc || M->Kind == Fn::TxRealloc))
-					Allocators.insert(N.first->getCanonicalDecl());
-			}
-		}
-		// Callers of allocators allocate too, up to a fixed point.
-		for (bool Grew = true; Grew;) {
-			Grew = false;
-			for (const auto &N : CG) {
-				if (!N.first || Allocators.count(N.first->getCanonicalDecl()))
-					continue;
-				for (const CallGraphNode *Callee : N.second->callees())
-					if (Allocators.count(Callee->getDecl()->getCanonicalDecl())) {
-						Allocators.insert(N.first->getCanonicalDecl());
-						Grew = true;
-						break;
-					}
-			}
-		}
-		CalleesOf = &Ctx;
-	}
+	readCallGraph(Ctx);
 	return Callees.count(D->getCanonicalDecl());
 }
 
 bool PmScanChecker::allocatesInTx(const Decl *D, ASTContext &Ctx) const
 {
-	calledInUnit(D, Ctx); // builds both sets
+	readCallGraph(Ctx);
 	return Allocators.count(D->getCanonicalDecl());
 }
 
