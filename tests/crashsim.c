@@ -83,6 +83,8 @@ static struct {
 	struct kid *kids;
 	unsigned nkids;
 	unsigned reported;
+	uint32_t **choices; /* per random image of the current fence: see choose() */
+	size_t cap_choices;
 } sim = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static const char *kind_name(enum crashsim_kind k)
@@ -360,14 +362,12 @@ static int write_image(const struct mapping *m, const struct crashsim_image *img
 			goto fail;
 		p = q;
 	}
-	struct tu_rng rng;
-	tu_rng_seed(&rng, img->choice_seed);
 	for (size_t i = 0; i < m->npending; i++) {
 		size_t li = m->pending[i];
 		const struct line *l = m->lines[li];
 		uint32_t c = img->kind == CRASHSIM_NONE ? 0
 			     : img->kind == CRASHSIM_ALL ? l->nver
-							 : (uint32_t)tu_rng_below(&rng, l->nver + 1);
+							 : sim.choices[img->index][i];
 		if (c && write_all_at(fd, l->ver[c - 1], line_bytes(m, li), (off_t)(li * LINE)) != 0)
 			goto fail;
 	}
@@ -483,17 +483,17 @@ static void reap_kid(unsigned i)
 	sim.nkids--;
 }
 
-static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsigned index)
+static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsigned index,
+			uint64_t choice_seed)
 {
 	while (sim.nkids >= sim.o.jobs)
 		reap_kid(0);
 	struct kid *k = &sim.kids[sim.nkids];
-	uint64_t s = sim.o.seed ^ (sim.st.fences * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)index << 56);
 	k->img = (struct crashsim_image){
 		.fence = sim.st.fences,
 		.kind = kind,
 		.index = index,
-		.choice_seed = tu_splitmix64(&s),
+		.choice_seed = choice_seed,
 		.pending_lines = m->npending,
 		.orig_path = m->path,
 		.path = k->path,
@@ -516,14 +516,54 @@ static void spawn_image(const struct mapping *m, enum crashsim_kind kind, unsign
 	sim.nkids++;
 }
 
+/* Random image i's choice for each pending line (in m->pending order): how many of the
+ * line's versions persisted, 0..nver. Returns whether the same choices made an image this
+ * fence has already checked: none persisted (NONE), all of them (ALL), or an earlier random
+ * image's. */
+static bool choose(const struct mapping *m, unsigned i, uint64_t seed)
+{
+	if (m->npending > sim.cap_choices) {
+		sim.cap_choices = m->npending;
+		for (unsigned j = 0; j < sim.o.random_images; j++) {
+			sim.choices[j] = realloc(sim.choices[j], sim.cap_choices * sizeof(uint32_t));
+			TU_ASSERT(sim.choices[j], "out of memory");
+		}
+	}
+	uint32_t *c = sim.choices[i];
+	bool none = true, all = true;
+	struct tu_rng rng;
+	tu_rng_seed(&rng, seed);
+	for (size_t k = 0; k < m->npending; k++) {
+		uint32_t nver = m->lines[m->pending[k]]->nver;
+		c[k] = (uint32_t)tu_rng_below(&rng, nver + 1);
+		none &= c[k] == 0;
+		all &= c[k] == nver;
+	}
+	if (none || all)
+		return true;
+	for (unsigned j = 0; j < i; j++)
+		if (memcmp(sim.choices[j], c, m->npending * sizeof(*c)) == 0)
+			return true;
+	return false;
+}
+
+/* An image identical to one already checked at this fence is checked against the same
+ * model (the parent holds the recorder's lock, so no fence completes in between), so it is
+ * counted as a duplicate instead: with few pending lines most random choices repeat. */
 static void check_images(const struct mapping *m)
 {
-	spawn_image(m, CRASHSIM_NONE, 0);
+	spawn_image(m, CRASHSIM_NONE, 0, 0);
 	if (m->npending == 0)
 		return; /* every other choice would produce the very same image */
-	spawn_image(m, CRASHSIM_ALL, 0);
-	for (unsigned i = 0; i < sim.o.random_images; i++)
-		spawn_image(m, CRASHSIM_RANDOM, i);
+	spawn_image(m, CRASHSIM_ALL, 0, 0);
+	for (unsigned i = 0; i < sim.o.random_images; i++) {
+		uint64_t s = sim.o.seed ^ (sim.st.fences * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)i << 56);
+		uint64_t seed = tu_splitmix64(&s);
+		if (choose(m, i, seed))
+			sim.st.duplicates++;
+		else
+			spawn_image(m, CRASHSIM_RANDOM, i, seed);
+	}
 }
 
 /* ---- recorder callbacks ----------------------------------------------------------------- */
@@ -700,7 +740,9 @@ int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, vo
 	sim.checks_on = true;
 	sim.reported = 0;
 	sim.kids = calloc(sim.o.jobs, sizeof(*sim.kids));
-	TU_ASSERT(sim.kids, "out of memory");
+	sim.choices = calloc(sim.o.random_images + 1, sizeof(*sim.choices));
+	TU_ASSERT(sim.kids && sim.choices, "out of memory");
+	sim.cap_choices = 0;
 	sim.nkids = 0;
 	pthread_mutex_unlock(&sim.lock);
 	kr_set_recorder(&recorder);
@@ -741,15 +783,20 @@ void crashsim_stop(struct crashsim_stats *st)
 	}
 	free(sim.kids);
 	sim.kids = NULL;
+	for (unsigned j = 0; j < sim.o.random_images; j++)
+		free(sim.choices[j]);
+	free(sim.choices);
+	sim.choices = NULL;
 	sim.active = false;
 	const struct crashsim_stats *s = &sim.st;
-	printf("crashsim: %llu fences, %llu crash images checked, %llu failed (%llu not openable); "
+	printf("crashsim: %llu fences, %llu crash images checked, %llu failed (%llu not openable), "
+	       "%llu identical to one checked at the same fence; "
 	       "%llu stores, %llu flushes, %llu nt copies; max %llu pending lines at a fence, max "
 	       "%llu versions of a line; %llu unrecorded line changes, %llu lines not durable at "
 	       "unmap\n",
 	       (unsigned long long)s->fences, (unsigned long long)s->images,
 	       (unsigned long long)s->failures, (unsigned long long)s->open_failures,
-	       (unsigned long long)s->stores, (unsigned long long)s->flushes,
+	       (unsigned long long)s->duplicates, (unsigned long long)s->stores, (unsigned long long)s->flushes,
 	       (unsigned long long)s->nts, (unsigned long long)s->max_pending_lines,
 	       (unsigned long long)s->max_versions, (unsigned long long)s->unrecorded_lines,
 	       (unsigned long long)s->dirty_at_unmap);

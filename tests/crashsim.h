@@ -15,7 +15,8 @@
  * line with pending versions, either none of them or one of them (stores to one line
  * persist in program order, so every version is a valid state of the line). For each fence
  * the simulator checks the image with nothing pending persisted, the one with everything
- * persisted, and R random choices. Each image is checked in a fork()ed child, so the
+ * persisted, and R random choices (one that repeats an image already checked at this fence
+ * is counted as a duplicate, not checked again). Each image is checked in a fork()ed child, so the
  * library is never re-entered while it is in the middle of a commit: the child removes the
  * recorder, writes the image to a new file, kr_pool_open()s it (recovery runs), calls the
  * user's check callback and exits with its verdict. The parent counts images and failures.
@@ -97,6 +98,8 @@ struct crashsim_stats {
 	uint64_t images;             /* crash images checked */
 	uint64_t failures;           /* images whose check failed (or whose child died) */
 	uint64_t open_failures;      /* of those, images kr_pool_open refused */
+	uint64_t duplicates;         /* random images identical to one checked at the same
+				      * fence: counted here, not checked again */
 	uint64_t max_pending_lines;  /* most lines pending at one fence */
 	uint64_t max_versions;       /* most versions one line had pending */
 	uint64_t unrecorded_lines;   /* flushed lines whose bytes changed without a store hook */

@@ -108,7 +108,7 @@ int main(void)
 	kr_pool *pool;
 
 	tu_pool_path(path, sizeof(path), "crash-focus");
-	TU_OK(tu_create(path, 16ull << 20, 8, 2, 512, &pool));
+	TU_OK(tu_create(path, 8ull << 20, 8, 2, 512, &pool));
 	TU_OK(kr_root(pool, ROOT_SIZE, &g_root));
 	TU_OK(kr_pool_close(pool));
 
@@ -117,6 +117,7 @@ int main(void)
 	o.seed = seed;
 	o.random_images = 64;
 	o.max_reports = 5;
+	o.open_flags |= KR_OPEN_PREFAULT; /* the deep check reads every page (see test_crash.c) */
 	TU_ASSERT(crashsim_start(&o, check_image, NULL) == 0, "crashsim busy");
 	TU_OK(tu_open(path, &pool));
 	wl_ctx_init(&g_wl, pool, g_root, &params);

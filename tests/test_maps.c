@@ -178,11 +178,11 @@ static kr_map *open_map(kr_pool *pool)
 	return m;
 }
 
-static kr_pool *new_pool(const char *path, enum kr_map_kind kind)
+static kr_pool *new_pool(const char *path, enum kr_map_kind kind, unsigned mib)
 {
 	kr_pool *pool;
 	kr_oid root, desc;
-	TU_OK(tu_create(path, 96ull << 20, 0, 0, 0, &pool));
+	TU_OK(tu_create(path, (uint64_t)mib << 20, 0, 0, 0, &pool));
 	TU_OK(kr_root(pool, sizeof(kr_oid), &root));
 	TU_OK(kr_map_create(pool, NULL, kind, &desc));
 	TU_OK(kr_update(pool, root, 0, &desc, sizeof(desc)));
@@ -246,7 +246,7 @@ static void test_model(enum kr_map_kind kind, uint64_t seed)
 	TU_ASSERT(model.p, "out of memory");
 	tu_rng_seed(&r, seed);
 	tu_pool_path(path, sizeof(path), "maps");
-	kr_pool *pool = new_pool(path, kind);
+	kr_pool *pool = new_pool(path, kind, 96);
 	kr_map *m = open_map(pool);
 	for (unsigned i = 1; i <= nops; i++) {
 		/* Phases that grow the map and phases that shrink it, so that structures both
@@ -299,7 +299,7 @@ static void test_caller_tx(enum kr_map_kind kind, uint64_t seed)
 	struct tu_rng r;
 	tu_rng_seed(&r, seed);
 	tu_pool_path(path, sizeof(path), "mapstx");
-	kr_pool *pool = new_pool(path, kind);
+	kr_pool *pool = new_pool(path, kind, 96);
 	kr_map *m = open_map(pool);
 	fill(m, &model, &r, 200);
 	for (int commit = 0; commit < 2; commit++) {
@@ -373,7 +373,8 @@ static void test_crash(enum kr_map_kind kind, uint64_t seed)
 	struct tu_rng r;
 	tu_rng_seed(&r, seed);
 	tu_pool_path(path, sizeof(path), "mapscrash");
-	kr_pool *pool = new_pool(path, kind);
+	/* Each crash image is a copy of the pool: a small one (400 keys and 80 operations). */
+	kr_pool *pool = new_pool(path, kind, 16);
 	kr_map *m = open_map(pool);
 	fill(m, &g_acked, &r, 400);
 	kr_map_close(m);

@@ -217,11 +217,14 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Creates the pool with one directory per thread, listed in the root. */
-static void setup(const char *path, unsigned nthreads)
+/* Creates a pool of `mib` MiB with one directory per thread, listed in the root. Its lanes
+ * are those of a 48 MiB pool's defaults (16 x 192 KiB, room for a 64 KiB overwrite) at any
+ * size; a heap too small for the objects kept makes some allocations fail with
+ * KR_E_NOSPACE, which the workload takes as a normal outcome. */
+static void setup(const char *path, unsigned nthreads, unsigned mib)
 {
 	kr_pool *pool;
-	TU_OK(tu_create(path, 48ull << 20, 0, 0, 0, &pool));
+	TU_OK(tu_create(path, (uint64_t)mib << 20, 0, 16, 192, &pool));
 	kr_oid root;
 	TU_OK(kr_root(pool, MAX_THREADS * sizeof(kr_oid), &root));
 	kr_tx *tx;
@@ -305,7 +308,7 @@ static void run_clean(unsigned nthreads)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "mtpar-clean");
-	setup(path, nthreads);
+	setup(path, nthreads, 48);
 	uint64_t seed = tu_seed("mt_parity", 7);
 	unsigned rounds = tu_scaled(6, 2), ntx = tu_scaled(1500, 150);
 	for (unsigned round = 0; round < rounds; round++) {
@@ -342,7 +345,7 @@ static void run_kill(unsigned nthreads)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "mtpar-kill");
-	setup(path, nthreads);
+	setup(path, nthreads, 48);
 	uint64_t seed = tu_seed("mt_parity", 7);
 	struct tu_rng r;
 	tu_rng_seed(&r, seed);
@@ -386,7 +389,8 @@ static unsigned crash_threads;
 static int crashcheck_main(const char *image)
 {
 	kr_pool *pool;
-	if (tu_open(image, &pool) != KR_OK) {
+	/* One pass over the mapping beats a fault per page (the deep check reads it all). */
+	if (kr_pool_open(image, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &pool) != KR_OK) {
 		fprintf(stderr, "crashcheck: %s does not open: %s\n", image, kr_errmsg());
 		return 1;
 	}
@@ -407,7 +411,8 @@ static void run_crash(unsigned nthreads)
 {
 	char path[128];
 	tu_pool_path(path, sizeof(path), "mtpar-crash");
-	setup(path, nthreads);
+	/* Every crash image is written, recovered and deep-checked whole: a small pool. */
+	setup(path, nthreads, 16);
 	crash_threads = nthreads;
 	struct crashsim_opts co;
 	crashsim_opts_init(&co);
