@@ -450,7 +450,13 @@ ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, 
 					return St;
 				}
 	Reg = conjure(C, E, C.getASTContext().VoidPtrTy, &RegTag);
-	St = St->set<ObjStates>(Reg, ObjState());
+	// An oid whose value the store lost (Unknown: the analyzer gave up on an array written
+	// at a symbolic index, say) cannot be matched with the adds and stores made through the
+	// same oid elsewhere: each use would be a new object, and every store to it rule 2. Such
+	// an object is opaque, as one passed to a call the analyzer cannot see.
+	ObjState N;
+	N.Opaque = !O.Key && O.OffVal.isUnknown();
+	St = St->set<ObjStates>(Reg, N);
 	if (O.Key)
 		St = St->set<OidToReg>(O.Key, Reg);
 	return St;
