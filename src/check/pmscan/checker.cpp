@@ -133,6 +133,8 @@ private:
 				       const std::string &Where) const;
 	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
+	ProgramStateRef freedAtomically(ProgramStateRef St, const Oid &O, const Expr *Site,
+					const LocationContext *LC) const;
 	bool errorPath(const ReturnStmt *RS, CheckerContext &C) const;
 	void readCallGraph(ASTContext &Ctx) const;
 	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
@@ -460,6 +462,22 @@ ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, 
 	if (O.Key)
 		St = St->set<OidToReg>(O.Key, Reg);
 	return St;
+}
+
+// pmemobj_free, or a list removal with its free flag: the object O names is gone when the
+// call returns (Site: the call, for the report of a later use).
+ProgramStateRef PmScanChecker::freedAtomically(ProgramStateRef St, const Oid &O, const Expr *Site,
+					       const LocationContext *LC) const
+{
+	const SymbolRef *R = O.Key ? St->get<OidToReg>(O.Key) : nullptr;
+	const ObjState *S = R ? St->get<ObjStates>(*R) : nullptr;
+	if (!S)
+		return St;
+	ObjState N = *S;
+	N.K = ObjState::Invalid;
+	N.Site = Site;
+	N.SiteLC = LC;
+	return St->set<ObjStates>(*R, N);
 }
 
 ProgramStateRef PmScanChecker::opaque(ProgramStateRef St, SymbolRef Sym) const
@@ -832,6 +850,15 @@ void PmScanChecker::checkPostCall(const CallEvent &Call, CheckerContext &C) cons
 			C.addTransition(St->add<Volatile>(S));
 		return;
 	}
+	if (M && M->Kind == Fn::ListRemove) {
+		// POBJ_LIST_REMOVE_FREE: the element is freed before the call returns.
+		SVal Free = M->Flags < (int)Call.getNumArgs() ? Call.getArgSVal(M->Flags) : UnknownVal();
+		if (Free.isConstant() && !Free.isZeroConstant())
+			St = freedAtomically(St, oidOf(Call.getArgSVal(M->Oid), St, C), Call.getOriginExpr(),
+					     C.getLocationContext());
+		C.addTransition(St);
+		return;
+	}
 	if (M)
 		return;
 	// The error-path pruning needs to know which callees failed on the path.
@@ -907,6 +934,7 @@ bool PmScanChecker::evalCall(const CallEvent &Call, CheckerContext &C) const
 	switch (M->Kind) {
 	case Fn::Write:
 	case Fn::Volatile:
+	case Fn::ListRemove:
 		return false; // the analyzer's own evaluation; the checker watches around it
 	default:
 		break;
@@ -1085,14 +1113,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		return true;
 	}
 	case Fn::AtomicFree: {
-		Oid Old = oidAt(arg(M.Addr));
-		if (Old.Key)
-			if (const SymbolRef *R = St->get<OidToReg>(Old.Key))
-				St = setState(St, *R, [&](ObjState &N) {
-					N.K = ObjState::Invalid;
-					N.Site = CE;
-					N.SiteLC = LC;
-				});
+		St = freedAtomically(St, oidAt(arg(M.Addr)), CE, LC);
 		if (const MemRegion *OidR = arg(M.Addr).getAsRegion())
 			if (const auto *TR = OidR->getAs<TypedValueRegion>())
 				St = St->bindLoc(loc::MemRegionVal(OidR), SVB.makeZeroVal(TR->getValueType()),
@@ -1292,6 +1313,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		return true;
 	case Fn::Write:
 	case Fn::Volatile:
+	case Fn::ListRemove:
 		return false;
 	}
 	return false;

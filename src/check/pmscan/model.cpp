@@ -100,6 +100,13 @@ llvm::StringMap<Model> buildTable()
 	T["pmemobj_realloc"] = addrLen(Fn::AtomicRealloc, 1, 2);
 	T["pmemobj_zrealloc"] = addrLen(Fn::AtomicRealloc, 1, 2);
 	T["pmemobj_free"] = addrLen(Fn::AtomicFree, 0, -1);
+	{
+		// The atomic lists write and persist the neighbours' links themselves; the
+		// analyzer's own evaluation of the call forgets what they held.
+		Model L = oidArg(Fn::ListRemove, 3);
+		L.Flags = 4;
+		T["pmemobj_list_remove"] = L;
+	}
 
 	// The undo log.
 	{

@@ -129,6 +129,7 @@ enum class Fn : uint8_t {
 	AtomicAlloc,    // pmemobj_(z|x)alloc, pmemobj_strdup(pop, oidp, ...): oid into *oidp
 	AtomicRealloc,  // pmemobj_(z)realloc(pop, oidp, size, type)
 	AtomicFree,     // pmemobj_free(oidp)
+	ListRemove,     // pmemobj_list_remove(pop, off, head, oid, free): frees oid if free != 0
 	TxFree,         // pmemobj_tx_(x)free(oid)
 	TxAdd,          // pmemobj_tx_(x)add_range(oid, off, size)
 	TxAddDirect,    // pmemobj_tx_(x)add_range_direct(ptr, size)
