@@ -17,7 +17,8 @@
 #                 transactions, the map's two writers, keratin-fs); every libpmemobj example
 #                 as a binary drop-in; a mounted directory of 100,000 entries; 100,000 fsx
 #                 operations; the GlusterFS cluster with 1500 files per kill round, three
-#                 rounds, a directory of 30,000 entries
+#                 rounds, a directory of 30,000 entries; the benchmark harnesses' smoke runs
+#                 (ctest -L torture)
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
 #                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
 #                 pkg-config files and the CMake package (find_package(keratin))
@@ -56,8 +57,9 @@ define ctest_run
 	@cd $(1) && ctest --output-on-failure -j $$(($(JOBS) + 1)) --resource-spec-file cpu-slots.json $(2)
 endef
 
+# Label "torture": the benchmark harnesses' smoke runs, which make torture runs instead.
 check-fast: build
-	$(call ctest_run,build)
+	$(call ctest_run,build,-LE torture)
 
 check-asan: deps
 	$(call cmake_build,build-asan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=address -DKR_DEBUG_INVARIANTS=ON)
@@ -102,7 +104,7 @@ bench-gluster: build
 	@scripts/deps.sh --bench
 	@bash bench/gluster-bench.sh --build build --out docs/bench || [ $$? -eq 77 ]
 
-# The full single-page fault sweep (every page of a small pool, both fault kinds).
+# The long sweeps (see the top of this file), then the tests labelled "torture".
 torture: build
 	@build/tests/test_sweep full
 	@KR_TEST_SEED=20240601 build/tests/test_crash && KR_TEST_SEED=20261128 build/tests/test_crash
@@ -111,6 +113,7 @@ torture: build
 	@FUSE_BIGDIR=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests posix $(CURDIR)
 	@FSX_OPS=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests fsx $(CURDIR)
 	@bash tests/gluster/cluster.sh build/tools/keratin build/tests $(CURDIR) torture || [ $$? -eq 77 ]
+	$(call ctest_run,build,-L torture)
 
 PREFIX ?= /usr/local
 # DESTDIR, from the environment or the command line, stages the files (cmake --install reads it).
