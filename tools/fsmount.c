@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -92,10 +93,12 @@ static bool opt_has(const char *opts, const char *name)
 struct loop_opts {
 	unsigned threads;
 	bool clone_fd, prefault, uring;
+	bool readonly; /* -o ro (the last of ro and rw wins): an inspection mount */
 };
 
 /* Splits -o OPTIONS into keratin's own (below) and the mount options passed to libfuse
- * (allow_other, ro, ...). keratin's: writeback, splice, attr_timeout=S, entry_timeout=S,
+ * (allow_other, ro, ...; ro and rw are also keratin's, see loop_opts). keratin's: writeback,
+ * splice, attr_timeout=S, entry_timeout=S,
  * threads=N, clone_fd, prefault (the default), noprefault, scan_threads=N, max_write=BYTES,
  * poll=US and uring. */
 static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, size_t cap, struct loop_opts *lo)
@@ -139,6 +142,10 @@ static int parse_options(const char *opts, struct fsfuse *f, char *fuse_opts, si
 				rc = util_usage_error(prog, "invalid scan_threads '%s' (1 to %u)", tok + 13,
 						      KR_FS_SCAN_THREADS_MAX);
 			f->scan_threads = (unsigned)n;
+		} else if (!strcmp(tok, "ro") || !strcmp(tok, "rw")) {
+			/* Passed on too: the kernel then refuses writes with EROFS. */
+			lo->readonly = tok[1] == 'o';
+			rc = opt_append(fuse_opts, cap, tok, NULL);
 		} else if (!strncmp(tok, "fsname=", 7) || !strncmp(tok, "subtype=", 8)) {
 			rc = util_usage_error(prog, "option '%s' is set by keratin (the pool's path)", tok);
 		} else {
@@ -319,7 +326,7 @@ out_fs:
 
 static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
 static int find_mount(const char *dir, const char *pool, char *out, size_t cap);
-static bool pool_held(const char *pool);
+static bool pool_held(const char *pool, int op);
 
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
 {
@@ -334,6 +341,11 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	 * faults would otherwise land in the requests that first write each page. */
 	if (lo.prefault)
 		open_flags |= KR_OPEN_PREFAULT;
+	/* A read-only mount leaves the file as it is: the pool is opened for inspection (its
+	 * recovery and repairs stay in a private copy-on-write view), and not prefaulted, which
+	 * in that view would copy every page. */
+	if (lo.readonly)
+		open_flags = (open_flags & ~KR_OPEN_PREFAULT) | KR_FS_MOUNT_CHECK;
 	/* Refused before anything is mounted; the daemon does not turn the switch itself (it is
 	 * the whole system's). */
 	char why[256];
@@ -357,7 +369,7 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 		return rc;
 	/* The library would say only that another process holds the pool: name the mount. */
 	char where[PATH_MAX];
-	if (pool_held(pool_abs)) {
+	if (pool_held(pool_abs, LOCK_SH)) {
 		if (find_mount(NULL, pool_abs, where, sizeof(where)) == 0)
 			fprintf(stderr, "%s: %s: already mounted at %s\n", prog, pool, where);
 		else
@@ -451,14 +463,16 @@ static int find_mount(const char *dir, const char *pool, char *out, size_t cap)
 	return rc;
 }
 
-/* Whether a daemon holds the pool's lock: a live daemon holds it from mount to unmount. */
-static bool pool_held(const char *pool)
+/* Whether a process holds a lock on the pool that conflicts with `op` (LOCK_SH: a daemon
+ * serving it read-write; LOCK_EX: any daemon, a read-only one too). A live daemon holds
+ * its lock from mount to unmount. */
+static bool pool_held(const char *pool, int op)
 {
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-	close(fd); /* drops the shared lock taken if it was free */
+	bool held = flock(fd, op | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	close(fd); /* drops the lock taken if it was free */
 	return held;
 }
 
@@ -494,7 +508,11 @@ int fs_umount(const char *dir)
 	/* A daemon that died left the mount behind ("Transport endpoint is not connected") and
 	 * released the pool's lock: the mount is still removed, but the exit says the session
 	 * did not end cleanly (the promise is that umount returns once the pool is closed). */
-	bool died_before = !pool_held(pool);
+	bool died_before = !pool_held(pool, LOCK_EX);
+	/* A read-only mount wrote nothing: how the file's last read-write session ended is not
+	 * this one's to report. (A dead daemon's mount cannot be asked: statvfs fails.) */
+	struct statvfs sv;
+	bool readonly = statvfs(abs, &sv) == 0 && (sv.f_flag & ST_RDONLY);
 	if (umount2(abs, 0) != 0) {
 		if (errno == EBUSY) {
 			fprintf(stderr, "%s: %s: busy (a process uses it); close it first\n", prog, dir);
@@ -518,6 +536,8 @@ int fs_umount(const char *dir)
 		fprintf(stderr, "%s: %s: unmounted, but the daemon has not released %s after 60 s\n", prog, dir, pool);
 		return 1;
 	}
+	if (readonly)
+		return 0;
 	uint32_t clean = 0;
 	int rc = kr_fs_last_session(pool, &clean, NULL);
 	if (rc != KR_OK)

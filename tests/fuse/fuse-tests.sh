@@ -11,7 +11,8 @@
 #             remount, fsck clean, every fsync'ed file present with its contents
 #   faults    damage while mounted: repaired on read, EIO for one page only, found by scrub
 #   snapshots browsing DIR/.snapshots/NAME/, restoring with cp, deleting
-#   cli       mount and umount refusing what they must, with one line and exit 1 or 2
+#   cli       mount and umount refusing what they must, with one line and exit 1 or 2;
+#             -o ro reading the files and leaving every byte of the pool as it was
 #   requests  the FUSE requests that writes, creations and removals cost, as the daemon
 #             counts them
 #   mount8    mount(8) with the helper mount.fuse.keratin: mount -t fuse.keratin, an fstab
@@ -400,6 +401,19 @@ case_cli() {
 	[ $rc -eq 2 ] && grep -q '^keratin fs: mount options too long' "$WORK/err" ||
 		fail "a ${#long}-byte -o list is not a usage error: rc $rc: $(cat "$WORK/err")"
 	grep -q " $MNT " /proc/self/mounts && fail "a ${#long}-byte -o list left a mount behind"
+	# -o ro: an inspection mount. Not a byte of the pool changes, not even the mount's own
+	# writes (epoch, recovery, repairs), and writes through the mount fail.
+	echo kept >"$WORK/kept"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem || fail "mount for -o ro"
+	cp "$WORK/kept" "$MNT/kept" || fail "write before -o ro"
+	"$KR" fs umount "$MNT" || fail "umount before -o ro"
+	local before
+	before=$(cksum <"$WORK/zone.pool")
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o ro || fail "mount -o ro"
+	cmp -s "$MNT/kept" "$WORK/kept" || fail "-o ro: the file does not read back"
+	touch "$MNT/new" 2>/dev/null && fail "-o ro: a file was created"
+	"$KR" fs umount "$MNT" || fail "umount after -o ro"
+	[ "$(cksum <"$WORK/zone.pool")" = "$before" ] || fail "-o ro changed the pool file"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
