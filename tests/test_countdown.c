@@ -351,6 +351,44 @@ static void region_hot_mark(void)
 	printf("region hot mark: the open fails, no sidecar left\n");
 }
 
+/* A level-1 session (KR_REGION_NO_SEAL) keeps every segment hot while it runs, and its open
+ * marks them all (one msync each in page-cache mode) before the application may write: a
+ * mark that did not persist must fail the open, or a crash could leave pages written in a
+ * segment the media says is cold, whose stale checksums the next open would take for
+ * damage and "repair". Same geometry as region_hot_mark, on an existing, clean sidecar. */
+static void region_level1_mark(void)
+{
+	char path[128], side[160];
+	tu_pool_path(path, sizeof(path), "deep2-level1");
+	snprintf(side, sizeof(side), "%s.krs", path);
+	size_t len = 1024 * 4096;
+	uint8_t *data = malloc(len);
+	TU_ASSERT(data, "no memory");
+	tu_fill(data, len, 10);
+	tu_write_file(path, data, len);
+	free(data);
+	struct kr_region_opts o = KR_REGION_OPTS_INIT;
+	o.stripe_pages = 2;
+	o.segment_pages = 2;
+	kr_region *r;
+	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
+	TU_OK(kr_region_close(r));
+	o.flags |= KR_REGION_NO_SEAL;
+	kr_fault_countdown(256);
+	int rc = kr_region_open(path, &o, &r, NULL, NULL);
+	int fired = kr_fault_fired();
+	kr_fault_countdown(0);
+	if (rc == KR_OK)
+		TU_OK(kr_region_close(r));
+	TU_ASSERT(fired && rc == KR_E_IO_SYNC, "level-1 region open with a hot mark not persisted: "
+		  "%d (%s), want KR_E_IO_SYNC", rc, kr_strerror(rc));
+	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
+	TU_OK(kr_region_close(r));
+	unlink(side);
+	unlink(path);
+	printf("region level-1 hot marks: the open fails\n");
+}
+
 /* Write tracking (region/track.c) in a manual region: open (attaching the tracker), store
  * into every 4th page, sync (harvest the written pages, checksum them), close. flags adds
  * KR_REGION_MPROTECT for the mprotect tracker. */
@@ -632,6 +670,7 @@ int main(void)
 	tu_write_file(fc->path, fc->data, sizeof(fc->data));
 	countdown("region open", op_region, check_region, fc, 10);
 	region_hot_mark();
+	region_level1_mark();
 	struct track_case *tc = calloc(1, sizeof(*tc));
 	TU_ASSERT(tc, "no memory");
 	tc->f = fc;

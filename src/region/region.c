@@ -847,9 +847,12 @@ static int recover(struct kr_region *r, bool fresh, struct kr_region_report *rep
 			" are damaged in the sidecar; rebuilt from the data, unverified\n",
 			r->path, p0, p0 + n - 1);
 		rep->pages_unverifiable += n;
-		if (!ro)
-			for (uint64_t g = p0 / r->sc.G; g <= (p0 + n - 1) / r->sc.G; g++)
-				kr_side_set_hot(&r->sc, g, true, false);
+		/* Hot (durably) before the rebuild below rewrites their checksums. */
+		for (uint64_t g = p0 / r->sc.G; !ro && g <= (p0 + n - 1) / r->sc.G; g++) {
+			int rc = kr_side_set_hot(&r->sc, g, true, false);
+			if (rc != KR_OK)
+				return rc;
+		}
 	}
 	int rc = KR_OK;
 	for (uint64_t g = 0; g < r->sc.nsegs && rc == KR_OK; g++) {
@@ -1193,9 +1196,18 @@ static int region_setup(const char *path, void *base, size_t len, const struct k
 			"or damage, which cannot be told apart); their redundancy was rebuilt\n",
 			path, r->st.stale_at_recovery);
 	int corrupt = rc;
-	if (level1(r)) /* everything hot for the whole session */
-		for (uint64_t g = 0; g < r->sc.nsegs; g++)
-			kr_side_set_hot(&r->sc, g, true, false);
+	/* Everything hot for the whole session, durably before the application writes: a
+	 * page written in a segment the media still calls cold would read as damage after a
+	 * crash. */
+	if (level1(r)) {
+		rc = KR_OK;
+		for (uint64_t g = 0; g < r->sc.nsegs && rc == KR_OK; g++)
+			rc = kr_side_set_hot(&r->sc, g, true, false);
+		if (rc != KR_OK) {
+			region_abort(r);
+			return rc;
+		}
+	}
 	r->minflt_mark = minor_faults();
 	if (!offline) {
 		list_add(r);
