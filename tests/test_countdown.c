@@ -317,33 +317,51 @@ static void check_region(void *ctx, int rc)
 	unlink(c->side); /* the next round creates it again */
 }
 
+/* The hot-mark cases' data file: 1024 pages, with 2-page stripes and segments (opts) 512
+ * segments, so that the 256th wrapped call of an open that marks them all is one of the
+ * marks' msyncs in page-cache mode (the open makes a handful of calls before them). Returns
+ * the open's status with that call failing. */
+static int open_with_mark_failing(const char *path, struct kr_region_opts *o, uint64_t seed,
+				  bool existing)
+{
+	size_t len = 1024 * 4096;
+	uint8_t *data = malloc(len);
+	TU_ASSERT(data, "no memory");
+	tu_fill(data, len, seed);
+	tu_write_file(path, data, len);
+	free(data);
+	o->stripe_pages = 2;
+	o->segment_pages = 2;
+	kr_region *r;
+	if (existing) {
+		TU_OK(kr_region_open(path, o, &r, NULL, NULL));
+		TU_OK(kr_region_close(r));
+	}
+	kr_fault_countdown(256);
+	int rc = kr_region_open(path, o, &r, NULL, NULL);
+	int fired = kr_fault_fired();
+	kr_fault_countdown(0);
+	if (rc == KR_OK)
+		TU_OK(kr_region_close(r));
+	TU_ASSERT(fired, "the countdown did not reach the open's 256th call");
+	return rc;
+}
+
 /* A new sidecar marks every segment hot (one msync each in page-cache mode) before its
  * superblock says ACTIVE: a mark that did not persist must fail the open, or a crash could
  * leave an ACTIVE sidecar whose unmarked segments have no checksums yet, and the next open
- * would take them for damage. With 512 segments the 256th wrapped call is one of the marks
- * (the open makes a handful of calls before them). */
+ * would take them for damage. */
 static void region_hot_mark(void)
 {
 	char path[128], side[160];
 	tu_pool_path(path, sizeof(path), "deep2-hotmark");
 	snprintf(side, sizeof(side), "%s.krs", path);
-	size_t len = 1024 * 4096;
-	uint8_t *data = malloc(len);
-	TU_ASSERT(data, "no memory");
-	tu_fill(data, len, 9);
-	tu_write_file(path, data, len);
-	free(data);
 	struct kr_region_opts o = KR_REGION_OPTS_INIT;
-	o.stripe_pages = 2;
-	o.segment_pages = 2;
-	kr_region *r;
-	kr_fault_countdown(256);
-	int rc = kr_region_open(path, &o, &r, NULL, NULL);
-	int fired = kr_fault_fired();
-	kr_fault_countdown(0);
-	TU_ASSERT(fired && rc == KR_E_IO_SYNC, "region open with a hot mark not persisted: %d (%s), "
+	int rc = open_with_mark_failing(path, &o, 9, false);
+	TU_ASSERT(rc == KR_E_IO_SYNC, "region open with a hot mark not persisted: %d (%s), "
 		  "want KR_E_IO_SYNC", rc, kr_strerror(rc));
 	TU_ASSERT(access(side, F_OK) != 0, "the failed region open left its sidecar behind");
+	kr_region *r;
 	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
 	TU_OK(kr_region_close(r));
 	unlink(side);
@@ -352,36 +370,21 @@ static void region_hot_mark(void)
 }
 
 /* A level-1 session (KR_REGION_NO_SEAL) keeps every segment hot while it runs, and its open
- * marks them all (one msync each in page-cache mode) before the application may write: a
- * mark that did not persist must fail the open, or a crash could leave pages written in a
- * segment the media says is cold, whose stale checksums the next open would take for
- * damage and "repair". Same geometry as region_hot_mark, on an existing, clean sidecar. */
+ * marks them all before the application may write: a mark that did not persist must fail
+ * the open, or a crash could leave pages written in a segment the media says is cold,
+ * whose stale checksums the next open would take for damage and "repair". On an existing,
+ * clean sidecar. */
 static void region_level1_mark(void)
 {
 	char path[128], side[160];
 	tu_pool_path(path, sizeof(path), "deep2-level1");
 	snprintf(side, sizeof(side), "%s.krs", path);
-	size_t len = 1024 * 4096;
-	uint8_t *data = malloc(len);
-	TU_ASSERT(data, "no memory");
-	tu_fill(data, len, 10);
-	tu_write_file(path, data, len);
-	free(data);
 	struct kr_region_opts o = KR_REGION_OPTS_INIT;
-	o.stripe_pages = 2;
-	o.segment_pages = 2;
-	kr_region *r;
-	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
-	TU_OK(kr_region_close(r));
 	o.flags |= KR_REGION_NO_SEAL;
-	kr_fault_countdown(256);
-	int rc = kr_region_open(path, &o, &r, NULL, NULL);
-	int fired = kr_fault_fired();
-	kr_fault_countdown(0);
-	if (rc == KR_OK)
-		TU_OK(kr_region_close(r));
-	TU_ASSERT(fired && rc == KR_E_IO_SYNC, "level-1 region open with a hot mark not persisted: "
-		  "%d (%s), want KR_E_IO_SYNC", rc, kr_strerror(rc));
+	int rc = open_with_mark_failing(path, &o, 10, true);
+	TU_ASSERT(rc == KR_E_IO_SYNC, "level-1 region open with a hot mark not persisted: %d (%s), "
+		  "want KR_E_IO_SYNC", rc, kr_strerror(rc));
+	kr_region *r;
 	TU_OK(kr_region_open(path, &o, &r, NULL, NULL));
 	TU_OK(kr_region_close(r));
 	unlink(side);

@@ -46,18 +46,30 @@ int krfs_journal_add(struct krfs_jbuf *j, uint32_t kind, uint64_t target, const 
 	return 0;
 }
 
+/* The two places a record may name: a range of the primary inode table (undo records), a
+ * byte of the data area (relaxed pools' in-place intents). Written once, for the records
+ * made (invariant 4) and the records read back at recovery alike. */
+static bool in_inode_table(const struct kr_fs *fs, uint64_t target, uint64_t len)
+{
+	uint64_t end = fs->sb.itab_off + (uint64_t)fs->sb.ninodes * KRFS_INODE_SIZE;
+	return target >= fs->sb.itab_off && target <= end && len <= end - target;
+}
+
+static bool in_data_area(const struct kr_fs *fs, uint64_t target)
+{
+	return target >= fs->sb.data_off && target - fs->sb.data_off < fs->sb.data_pages * P;
+}
+
 #ifdef KR_DEBUG_INVARIANTS
 /* Invariant 4: every record of j names a primary range of the inode table, or (relaxed
  * pools) is an in-place intent naming a data page. */
 static bool records_in_place(const struct kr_fs *fs, const struct krfs_jbuf *j)
 {
-	uint64_t itab_end = fs->sb.itab_off + (uint64_t)fs->sb.ninodes * KRFS_INODE_SIZE;
-	uint64_t data_end = fs->sb.data_off + fs->sb.data_pages * P;
 	for (uint32_t at = 0; at < j->n;) {
 		struct krfs_journal_rec r;
 		memcpy(&r, j->bytes + at, sizeof(r));
-		bool ok = r.kind == KRFS_J_DATA ? fs->relaxed && r.target >= fs->sb.data_off && r.target < data_end
-						: r.target >= fs->sb.itab_off && r.target + r.len <= itab_end;
+		bool ok = r.kind == KRFS_J_DATA ? fs->relaxed && in_data_area(fs, r.target)
+						: in_inode_table(fs, r.target, r.len);
 		if (!ok)
 			return false;
 		at += (uint32_t)sizeof(r) + r.len;
@@ -89,8 +101,7 @@ static bool journal_sound(const struct krfs_journal_hdr *h)
 
 static bool journal_active(const struct krfs_journal_hdr *h)
 {
-	return h->state != 0 && h->state == h->seq && h->nbytes <= KRFS_JOURNAL_CAP &&
-	       h->csum == journal_csum(h, h + 1);
+	return h->state != 0 && h->state == h->seq && journal_sound(h);
 }
 
 /* A KRFS_J_DATA record (relaxed pools): 1 if it names a data page and strips, resealed. */
@@ -98,8 +109,7 @@ static bool reseal(struct kr_fs *fs, const struct krfs_journal_rec *r, const uin
 {
 	uint64_t mask;
 	memcpy(&mask, payload, sizeof(mask));
-	uint64_t data_end = fs->sb.data_off + fs->sb.data_pages * P;
-	if (!fs->relaxed || r->len != KRFS_J_DATA_LEN || r->target < fs->sb.data_off || r->target >= data_end ||
+	if (!fs->relaxed || r->len != KRFS_J_DATA_LEN || !in_data_area(fs, r->target) ||
 	    (r->target - fs->sb.data_off) % P != 0 || mask == 0 || mask >> KRFS_STRIPS)
 		return false;
 	krfs_data_reseal(fs, (r->target - fs->sb.data_off) / P, (unsigned)mask);
@@ -110,7 +120,6 @@ static bool reseal(struct kr_fs *fs, const struct krfs_journal_rec *r, const uin
 static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
 {
 	const uint8_t *p = (const uint8_t *)(h + 1), *end = p + h->nbytes;
-	uint64_t itab_end = fs->sb.itab_off + (uint64_t)fs->sb.ninodes * KRFS_INODE_SIZE;
 	while (p < end) {
 		struct krfs_journal_rec r;
 		memcpy(&r, p, sizeof(r));
@@ -118,8 +127,7 @@ static int roll_back(struct kr_fs *fs, const struct krfs_journal_hdr *h)
 			p += sizeof(r) + r.len;
 			continue;
 		}
-		bool ok = (size_t)(end - p) >= sizeof(r) + r.len && r.target >= fs->sb.itab_off &&
-			  r.target + r.len <= itab_end &&
+		bool ok = (size_t)(end - p) >= sizeof(r) + r.len && in_inode_table(fs, r.target, r.len) &&
 			  ((r.kind == KRFS_J_WORD && r.len == 8 && r.target % 8 == 0) ||
 			   (r.kind == KRFS_J_INODE && r.len == KRFS_INODE_SIZE &&
 			    (r.target - fs->sb.itab_off) % KRFS_INODE_SIZE == 0));
