@@ -18,6 +18,20 @@ static bool sb_ok(const struct kr_side_sb *sb)
 	       sb->crc == tu_crc32c(sb, offsetof(struct kr_side_sb, crc));
 }
 
+bool ru_sidecar_made(const char *sidecar)
+{
+	FILE *f = fopen(sidecar, "rb");
+	if (!f)
+		return false;
+	struct kr_side_sb sb[2];
+	bool made = false;
+	for (int i = 0; i < 2 && !made; i++)
+		made = fseek(f, (long)i * P, SEEK_SET) == 0 && fread(&sb[i], sizeof(sb[i]), 1, f) == 1 &&
+		       sb_ok(&sb[i]);
+	fclose(f);
+	return made;
+}
+
 void ru_judge(const char *data, const char *sidecar, struct ru_verdict *v)
 {
 	ru_judge_pages(data, sidecar, v, NULL);

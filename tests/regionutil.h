@@ -25,6 +25,9 @@ struct ru_verdict {
  * not NULL it receives one byte per page: 1 if the sidecar vouches for the page. */
 void ru_judge_pages(const char *data, const char *sidecar, struct ru_verdict *v, uint8_t *trusted);
 void ru_judge(const char *data, const char *sidecar, struct ru_verdict *v);
+/* Whether the sidecar exists with a valid superblock: a sidecar whose making was cut short
+ * has none, and promises nothing (the next open makes it again). */
+bool ru_sidecar_made(const char *sidecar);
 /* ru_judge and require zero failures; `what` names the moment in the message. */
 void ru_require_sound(const char *data, const char *sidecar, const char *what);
 /* Creates a file of npages pages of seeded bytes (tu_pool_path naming, removed at exit). */
