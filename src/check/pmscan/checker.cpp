@@ -262,6 +262,47 @@ int64_t concreteOr(SVal V, int64_t Dflt)
 	return L.isConst() ? L.K : Dflt;
 }
 
+// Whether symbol S may have one of the bits of Mask set: false only where its expression
+// shows it cannot, as for flags built of a symbol shifted left past them (POBJ_CLASS_ID(id)
+// is id << 48) and of constants, or'ed and and'ed.
+bool symMayHaveBits(SymbolRef S, uint64_t Mask)
+{
+	if (!Mask)
+		return false;
+	if (const auto *C = dyn_cast<SymbolCast>(S))
+		return symMayHaveBits(C->getOperand(), Mask);
+	if (const auto *E = dyn_cast<SymIntExpr>(S)) {
+		uint64_t K = E->getRHS().getZExtValue();
+		switch (E->getOpcode()) {
+		case BO_Shl:
+			return K < 64 && symMayHaveBits(E->getLHS(), Mask >> K);
+		case BO_Or:
+			return (K & Mask) || symMayHaveBits(E->getLHS(), Mask);
+		case BO_And:
+			return symMayHaveBits(E->getLHS(), Mask & K);
+		default:
+			return true;
+		}
+	}
+	if (const auto *E = dyn_cast<SymSymExpr>(S)) {
+		if (E->getOpcode() == BO_Or)
+			return symMayHaveBits(E->getLHS(), Mask) || symMayHaveBits(E->getRHS(), Mask);
+		if (E->getOpcode() == BO_And)
+			return symMayHaveBits(E->getLHS(), Mask) && symMayHaveBits(E->getRHS(), Mask);
+	}
+	return true;
+}
+
+// Whether the value V may have one of the bits of Mask set (an unknown value may).
+bool mayHaveBits(SVal V, uint64_t Mask)
+{
+	Lin L = linOf(V);
+	if (L.isConst())
+		return (uint64_t)L.K & Mask;
+	SymbolRef S = V.getAsSymbol();
+	return !S || symMayHaveBits(S, Mask);
+}
+
 } // namespace
 
 // A TOID union holding Oid, as a value: a temporary union (at E) whose `oid` member is bound
@@ -1052,7 +1093,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		ObjState O;
 		O.K = ObjState::NewAlloc;
 		O.NonNull = true; // a failed allocation aborts the transaction
-		O.Initialized = M.Zero || (M.Flags >= 0 && (concreteOr(arg(M.Flags), FlagZero) & FlagZero));
+		O.Initialized = M.Zero || (M.Flags >= 0 && mayHaveBits(arg(M.Flags), FlagZero));
 		O.Site = CE;
 		O.SiteLC = LC;
 		O.Size = M.Len >= 0 ? linOf(arg(M.Len)) : Lin::unknown();
