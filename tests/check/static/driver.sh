@@ -1,8 +1,8 @@
 #!/bin/bash
 # driver.sh DRIVER - keratin-pmscan's interface: exit status (0 clean, 1 findings, 2 usage
-# or unreadable input), the one-line report, SARIF output (--sarif FILE) and the build
-# interception mode (keratin-pmscan make ...), on two of the shared cases. Exits 77 (SKIP)
-# when the checker is not built.
+# or unreadable input), the one-line report, SARIF output (--sarif FILE), files analysed
+# together as one program, and the build interception mode (keratin-pmscan make ...), on
+# two of the shared cases. Exits 77 (SKIP) when the checker is not built.
 set -u
 driver=${1:+$(realpath "$1")}
 cases=$(cd "$(dirname "${BASH_SOURCE[0]}")/../cases" && pwd)
@@ -57,6 +57,31 @@ python3 "$driver" "$tmp/missing.c" >"$tmp/out" 2>"$tmp/err"
 expect "missing file" 2 $?
 python3 "$driver" --no-such-option "$bug" >"$tmp/out" 2>"$tmp/err"
 expect "unknown option" 2 $?
+
+# Files given together are one program: an object allocated in one file's function and left
+# unwritten by the other's transaction is found only when the two are analysed together.
+cat >"$tmp/alloc.c" <<'C'
+#include <libpmemobj.h>
+PMEMoid item_new(size_t size) { return pmemobj_tx_alloc(size, 1); }
+C
+cat >"$tmp/use.c" <<'C'
+#include <libpmemobj.h>
+PMEMoid item_new(size_t size);
+struct root { PMEMoid item; };
+void add(PMEMobjpool *pop, struct root *r)
+{
+	TX_BEGIN(pop) {
+		pmemobj_tx_add_range_direct(&r->item, sizeof(r->item));
+		r->item = item_new(64);
+	} TX_END
+}
+C
+python3 "$driver" "$tmp/use.c" >"$tmp/out" 2>"$tmp/err"
+expect "one file of two, alone" 0 $?
+python3 "$driver" "$tmp/use.c" "$tmp/alloc.c" >"$tmp/out" 2>"$tmp/err"
+expect "both files together" 1 $?
+grep -q "^pmsan: rule 3 (uninitialized-alloc): .* at $tmp/alloc.c:2 (item_new) (static)$" "$tmp/out" ||
+	{ echo "FAIL together: want rule 3 at alloc.c:2, got:"; sed 's/^/    /' "$tmp/out" "$tmp/err"; fail=1; }
 
 # keratin-pmscan make: the build's compiler is intercepted; each compiled file is analysed.
 mkdir "$tmp/proj"
