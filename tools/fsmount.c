@@ -29,7 +29,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -325,8 +324,8 @@ out_fs:
 }
 
 static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
-static int find_mount(const char *dir, const char *pool, char *out, size_t cap);
-static bool pool_held(const char *pool, int op);
+static int find_mount(const char *dir, const char *pool, char *out, size_t cap, bool *readonly);
+static bool pool_held(const char *pool);
 
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
 {
@@ -367,10 +366,12 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	rc = mount_options(mount_opts, sizeof(mount_opts), pool_abs, fuse_opts);
 	if (rc)
 		return rc;
-	/* The library would say only that another process holds the pool: name the mount. */
+	/* One pool, one mount, read-only ones too: two read-only daemons could share the pool,
+	 * but then neither's umount could tell when its own daemon had let go. The library
+	 * would say only that another process holds the pool: name the mount. */
 	char where[PATH_MAX];
-	if (pool_held(pool_abs, LOCK_SH)) {
-		if (find_mount(NULL, pool_abs, where, sizeof(where)) == 0)
+	if (pool_held(pool_abs)) {
+		if (find_mount(NULL, pool_abs, where, sizeof(where), NULL) == 0)
 			fprintf(stderr, "%s: %s: already mounted at %s\n", prog, pool, where);
 		else
 			fprintf(stderr, "%s: %s: in use by another process (a mount in another mount "
@@ -430,8 +431,9 @@ static void unescape(char *s)
 
 /* The keratin-fs mount of /proc/self/mountinfo whose directory is dir (then the pool it
  * serves goes to out), or whose pool is pool (then its directory goes to out); both paths
- * absolute. 0, or -ENOENT if there is none. */
-static int find_mount(const char *dir, const char *pool, char *out, size_t cap)
+ * absolute. Whether it is mounted read-only goes to *readonly if that is not NULL. 0, or
+ * -ENOENT if there is none. */
+static int find_mount(const char *dir, const char *pool, char *out, size_t cap, bool *readonly)
 {
 	FILE *mi = fopen("/proc/self/mountinfo", "r");
 	if (!mi)
@@ -440,11 +442,11 @@ static int find_mount(const char *dir, const char *pool, char *out, size_t cap)
 	int rc = -ENOENT;
 	while (fgets(line, sizeof(line), mi)) {
 		/* id parent major:minor root mountpoint options [optional...] - fstype source ... */
-		char *f[5], *save, *p = line;
+		char *f[6], *save, *p = line;
 		int i = 0;
-		for (; i < 5 && (f[i] = strtok_r(p, " ", &save)); i++)
+		for (; i < 6 && (f[i] = strtok_r(p, " ", &save)); i++)
 			p = NULL;
-		if (i < 5)
+		if (i < 6)
 			continue;
 		char *t;
 		while ((t = strtok_r(NULL, " ", &save)) && strcmp(t, "-") != 0)
@@ -457,21 +459,22 @@ static int find_mount(const char *dir, const char *pool, char *out, size_t cap)
 		if (dir ? strcmp(f[4], dir) != 0 : strcmp(source, pool) != 0)
 			continue;
 		snprintf(out, cap, "%s", dir ? source : f[4]);
+		if (readonly)
+			*readonly = !strcmp(f[5], "ro") || !strncmp(f[5], "ro,", 3);
 		rc = 0; /* the last match is the one on top */
 	}
 	fclose(mi);
 	return rc;
 }
 
-/* Whether a process holds a lock on the pool that conflicts with `op` (LOCK_SH: a daemon
- * serving it read-write; LOCK_EX: any daemon, a read-only one too). A live daemon holds
- * its lock from mount to unmount. */
-static bool pool_held(const char *pool, int op)
+/* Whether a process holds a lock on the pool: a live daemon, read-write or read-only,
+ * holds one from mount to unmount. */
+static bool pool_held(const char *pool)
 {
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	bool held = flock(fd, op | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+	bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 	close(fd); /* drops the lock taken if it was free */
 	return held;
 }
@@ -501,18 +504,15 @@ int fs_umount(const char *dir)
 		fprintf(stderr, "%s: %s: %s\n", prog, dir, strerror(errno));
 		return 1;
 	}
-	if (find_mount(abs, NULL, pool, sizeof(pool)) != 0) {
+	bool readonly = false;
+	if (find_mount(abs, NULL, pool, sizeof(pool), &readonly) != 0) {
 		fprintf(stderr, "%s: %s: not a keratin-fs mount\n", prog, dir);
 		return 1;
 	}
 	/* A daemon that died left the mount behind ("Transport endpoint is not connected") and
 	 * released the pool's lock: the mount is still removed, but the exit says the session
 	 * did not end cleanly (the promise is that umount returns once the pool is closed). */
-	bool died_before = !pool_held(pool, LOCK_EX);
-	/* A read-only mount wrote nothing: how the file's last read-write session ended is not
-	 * this one's to report. (A dead daemon's mount cannot be asked: statvfs fails.) */
-	struct statvfs sv;
-	bool readonly = statvfs(abs, &sv) == 0 && (sv.f_flag & ST_RDONLY);
+	bool died_before = !pool_held(pool);
 	if (umount2(abs, 0) != 0) {
 		if (errno == EBUSY) {
 			fprintf(stderr, "%s: %s: busy (a process uses it); close it first\n", prog, dir);
@@ -536,6 +536,9 @@ int fs_umount(const char *dir)
 		fprintf(stderr, "%s: %s: unmounted, but the daemon has not released %s after 60 s\n", prog, dir, pool);
 		return 1;
 	}
+	/* A read-only mount wrote nothing: how the file's last read-write session ended is not
+	 * this one's to report. (Known from mountinfo, not asked of the mount: a wedged daemon
+	 * would never answer.) */
 	if (readonly)
 		return 0;
 	uint32_t clean = 0;

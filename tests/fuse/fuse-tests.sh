@@ -412,6 +412,17 @@ case_cli() {
 	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o ro || fail "mount -o ro"
 	cmp -s "$MNT/kept" "$WORK/kept" || fail "-o ro: the file does not read back"
 	touch "$MNT/new" 2>/dev/null && fail "-o ro: a file was created"
+	# One pool, one mount: a second one, read-only or not, is refused and names the first.
+	# (Two read-only daemons would share the pool's lock, and each umount would wait for
+	# the other's daemon.)
+	mkdir -p "$WORK/mnt2"
+	local mode
+	for mode in ro rw; do
+		"$KR" fs mount "$WORK/zone.pool" "$WORK/mnt2" --force-pmem -o $mode 2>"$WORK/err"; rc=$?
+		[ $rc -eq 1 ] && grep -q "already mounted at $MNT\$" "$WORK/err" ||
+			fail "a second mount ($mode) beside -o ro: rc $rc: $(cat "$WORK/err")"
+		grep -q " $WORK/mnt2 " /proc/self/mounts && { "$KR" fs umount "$WORK/mnt2"; umount -l "$WORK/mnt2" 2>/dev/null; }
+	done
 	"$KR" fs umount "$MNT" || fail "umount after -o ro"
 	[ "$(cksum <"$WORK/zone.pool")" = "$before" ] || fail "-o ro changed the pool file"
 }
