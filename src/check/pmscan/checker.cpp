@@ -1598,9 +1598,14 @@ ProgramStateRef PmScanChecker::checkPointerEscape(ProgramStateRef St,
 {
 	if (Kind != PSK_DirectEscapeOnCall && Kind != PSK_IndirectEscapeOnCall)
 		return St;
+	// The calls the checker models but leaves to the analyzer's evaluation: what they do to
+	// objects is known, so the objects they are handed stay visible. A list removal would
+	// otherwise make the element opaque (its oid stored in the head's object escapes with
+	// the head) just as checkPostCall marks it freed, and hide every later use.
 	if (Call)
 		if (const Model *M = modelOf(*Call))
-			if (M->Kind == Fn::Write || M->Kind == Fn::Volatile)
+			if (M->Kind == Fn::Write || M->Kind == Fn::Volatile ||
+			    M->Kind == Fn::ListRemove)
 				return St;
 	if (Call && onlyReads(*Call))
 		return St;
