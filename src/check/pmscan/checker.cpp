@@ -264,43 +264,55 @@ int64_t concreteOr(SVal V, int64_t Dflt)
 
 // Whether symbol S may have one of the bits of Mask set: false only where its expression
 // shows it cannot, as for flags built of a symbol shifted left past them (POBJ_CLASS_ID(id)
-// is id << 48) and of constants, or'ed and and'ed.
-bool symMayHaveBits(SymbolRef S, uint64_t Mask)
+// is id << 48) and of constants, or'ed and and'ed, and cast.
+bool symMayHaveBits(SymbolRef S, uint64_t Mask, ASTContext &Ctx)
 {
 	if (!Mask)
 		return false;
-	if (const auto *C = dyn_cast<SymbolCast>(S))
-		return symMayHaveBits(C->getOperand(), Mask);
+	if (const auto *C = dyn_cast<SymbolCast>(S)) {
+		// A cast keeps the operand's bits below the operand's width. The bits it adds above
+		// are zero, or, when it widens a signed operand, copies of the operand's sign bit.
+		SymbolRef Op = C->getOperand();
+		QualType From = Op->getType();
+		uint64_t Width = Ctx.getTypeSize(From);
+		uint64_t Low = Width < 64 ? Mask & ((1ull << Width) - 1) : Mask;
+		bool SignExtends = Ctx.getTypeSize(C->getType()) > Width &&
+				   From->isSignedIntegerOrEnumerationType();
+		return symMayHaveBits(Op, Low, Ctx) ||
+		       (SignExtends && Low != Mask && symMayHaveBits(Op, 1ull << (Width - 1), Ctx));
+	}
 	if (const auto *E = dyn_cast<SymIntExpr>(S)) {
 		uint64_t K = E->getRHS().getZExtValue();
 		switch (E->getOpcode()) {
 		case BO_Shl:
-			return K < 64 && symMayHaveBits(E->getLHS(), Mask >> K);
+			return K < 64 && symMayHaveBits(E->getLHS(), Mask >> K, Ctx);
 		case BO_Or:
-			return (K & Mask) || symMayHaveBits(E->getLHS(), Mask);
+			return (K & Mask) || symMayHaveBits(E->getLHS(), Mask, Ctx);
 		case BO_And:
-			return symMayHaveBits(E->getLHS(), Mask & K);
+			return symMayHaveBits(E->getLHS(), Mask & K, Ctx);
 		default:
 			return true;
 		}
 	}
 	if (const auto *E = dyn_cast<SymSymExpr>(S)) {
 		if (E->getOpcode() == BO_Or)
-			return symMayHaveBits(E->getLHS(), Mask) || symMayHaveBits(E->getRHS(), Mask);
+			return symMayHaveBits(E->getLHS(), Mask, Ctx) ||
+			       symMayHaveBits(E->getRHS(), Mask, Ctx);
 		if (E->getOpcode() == BO_And)
-			return symMayHaveBits(E->getLHS(), Mask) && symMayHaveBits(E->getRHS(), Mask);
+			return symMayHaveBits(E->getLHS(), Mask, Ctx) &&
+			       symMayHaveBits(E->getRHS(), Mask, Ctx);
 	}
 	return true;
 }
 
 // Whether the value V may have one of the bits of Mask set (an unknown value may).
-bool mayHaveBits(SVal V, uint64_t Mask)
+bool mayHaveBits(SVal V, uint64_t Mask, ASTContext &Ctx)
 {
 	Lin L = linOf(V);
 	if (L.isConst())
 		return (uint64_t)L.K & Mask;
 	SymbolRef S = V.getAsSymbol();
-	return !S || symMayHaveBits(S, Mask);
+	return !S || symMayHaveBits(S, Mask, Ctx);
 }
 
 } // namespace
@@ -1093,7 +1105,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		ObjState O;
 		O.K = ObjState::NewAlloc;
 		O.NonNull = true; // a failed allocation aborts the transaction
-		O.Initialized = M.Zero || (M.Flags >= 0 && mayHaveBits(arg(M.Flags), FlagZero));
+		O.Initialized = M.Zero || (M.Flags >= 0 && mayHaveBits(arg(M.Flags), FlagZero, Ctx));
 		O.Site = CE;
 		O.SiteLC = LC;
 		O.Size = M.Len >= 0 ? linOf(arg(M.Len)) : Lin::unknown();
