@@ -1,8 +1,9 @@
 #!/bin/bash
 # driver.sh DRIVER - keratin-pmscan's interface: exit status (0 clean, 1 findings, 2 usage
-# or unreadable input), the one-line report, SARIF output (--sarif FILE), files analysed
-# together as one program, and the build interception mode (keratin-pmscan make ...), on
-# two of the shared cases. Exits 77 (SKIP) when the checker is not built.
+# or unreadable input, a clang that is not there), the one-line report, SARIF output
+# (--sarif FILE), files analysed together as one program, and the build interception mode
+# (keratin-pmscan make ...), on two of the shared cases. Exits 77 (SKIP) when the checker
+# is not built.
 set -u
 driver=${1:+$(realpath "$1")}
 cases=$(cd "$(dirname "${BASH_SOURCE[0]}")/../cases" && pwd)
@@ -82,6 +83,28 @@ python3 "$driver" "$tmp/use.c" "$tmp/alloc.c" >"$tmp/out" 2>"$tmp/err"
 expect "both files together" 1 $?
 grep -q "^pmsan: rule 3 (uninitialized-alloc): .* at $tmp/alloc.c:2 (item_new) (static)$" "$tmp/out" ||
 	{ echo "FAIL together: want rule 3 at alloc.c:2, got:"; sed 's/^/    /' "$tmp/out" "$tmp/err"; fail=1; }
+# clang-extdef-mapping is looked for beside the clang that --clang resolves to (a link
+# whose own name would give a mapper name no PATH holds).
+real=$(realpath "$(command -v clang-14)")
+if [[ -x $(dirname "$real")/clang-extdef-mapping ]]; then
+	mkdir "$tmp/bin"
+	ln -s "$real" "$tmp/bin/my-clang"
+	python3 "$driver" --clang "$tmp/bin/my-clang" "$tmp/use.c" "$tmp/alloc.c" >"$tmp/out" 2>"$tmp/err"
+	expect "together, mapper beside the real clang" 1 $?
+fi
+# A clang that is not there: one line that says so and exit 2, also where the files would
+# be analysed together (with clang-14's name, the mapper is found on PATH).
+for clang in /nonexistent/clang /nonexistent/clang-14; do
+	python3 "$driver" --clang "$clang" "$tmp/use.c" "$tmp/alloc.c" >"$tmp/out" 2>"$tmp/err"
+	expect "missing $clang" 2 $?
+	if [[ -s $tmp/out || $(wc -l <"$tmp/err") -ne 1 ]] || grep -q Traceback "$tmp/err"; then
+		echo "FAIL missing $clang: want one line on stderr, got:"
+		sed 's/^/    /' "$tmp/out" "$tmp/err" | head -10
+		fail=1
+	else
+		echo "ok   missing $clang: one line"
+	fi
+done
 
 # keratin-pmscan make: the build's compiler is intercepted; each compiled file is analysed.
 mkdir "$tmp/proj"
