@@ -5,7 +5,8 @@
  * write, commit, close, reopen round trips (partial overwrites and frees included);
  * kr_tx_get() semantics (the transaction's own writes visible through the micro-buffer,
  * the whole object reading correctly after a partial kr_tx_add, committed bytes untouched
- * until commit, abort discarding everything); kr_update(); iteration over live objects in
+ * until commit, abort discarding everything); kr_tx_owner() on every kind of offset;
+ * kr_update(); iteration over live objects in
  * pool order; objects from 16 B to 16 MiB in a 64 MiB pool; and the used/free accounting
  * of kr_pool_stat() around allocations and frees of small and large objects.
  */
@@ -356,6 +357,52 @@ static void test_tx_get(void **state)
 	assert_memory_equal(kr_get(f->pool, a), want, N);
 }
 
+/* kr_tx_owner: the object holding an offset, as the transaction sees the pool. Objects in
+ * runs and in extents, their first and last payload bytes, the bytes around them (headers,
+ * one past the end, outside the heap), a freed object, and one the transaction allocated. */
+static void test_tx_owner(void **state)
+{
+	struct fixture *f = *state;
+	ASSERT_OK(tu_create(f->path, 16ull << 20, 0, 0, 0, &f->pool));
+	struct { size_t size; uint32_t type; kr_oid oid; } o[] = {
+		{100, 7, 0}, {48, 8, 0}, {3000, 9, 0}, {1u << 20, 10, 0},
+	};
+	enum { NO = sizeof(o) / sizeof(o[0]) };
+	for (int i = 0; i < NO; i++)
+		o[i].oid = alloc_filled(f->pool, o[i].size, o[i].type, (uint64_t)i);
+	kr_oid gone = alloc_filled(f->pool, 200, 11, 9);
+	kr_tx *tx;
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	ASSERT_OK(kr_tx_free(tx, gone));
+	ASSERT_OK(kr_tx_commit(tx));
+
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	kr_oid fresh;
+	ASSERT_OK(kr_tx_alloc(tx, 64, 12, &fresh));
+	size_t size;
+	uint32_t type;
+	for (int i = 0; i < NO; i++) {
+		uint64_t in[] = {o[i].oid, o[i].oid + o[i].size / 2, o[i].oid + o[i].size - 1};
+		for (int k = 0; k < 3; k++) {
+			size = 0;
+			type = 0;
+			assert_int_equal(kr_tx_owner(tx, in[k], &size, &type), o[i].oid);
+			assert_int_equal(size, o[i].size);
+			assert_int_equal(type, o[i].type);
+		}
+		assert_int_equal(kr_tx_owner(tx, o[i].oid - 1, &size, NULL), KR_OID_NULL); /* header */
+		assert_int_equal(kr_tx_owner(tx, o[i].oid + o[i].size, &size, NULL), KR_OID_NULL);
+	}
+	assert_int_equal(kr_tx_owner(tx, gone, &size, NULL), KR_OID_NULL);
+	assert_int_equal(kr_tx_owner(tx, 0, &size, NULL), KR_OID_NULL);
+	assert_int_equal(kr_tx_owner(tx, kr_pool_mapped_size(f->pool) - 1, &size, NULL), KR_OID_NULL);
+	assert_int_equal(kr_tx_owner(tx, fresh + 10, &size, &type), fresh);
+	assert_int_equal(size, 64);
+	assert_int_equal(type, 12);
+	kr_tx_abort(tx);
+	assert_int_equal(kr_tx_owner(NULL, o[0].oid, &size, NULL), KR_OID_NULL);
+}
+
 static void test_update(void **state)
 {
 	struct fixture *f = *state;
@@ -576,6 +623,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_root, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tx_get, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tx_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_update, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),

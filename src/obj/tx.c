@@ -848,14 +848,20 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 				*type = m->type;
 			return m->oid;
 		}
-	struct kr_location loc = KR_LOCATION_INIT;
-	if (kr_pool_locate(tx->pool, off, &loc) != KR_OK || !loc.object || off < loc.object ||
-	    off >= loc.object + loc.object_size)
+	/* The heap's DRAM map and the header, once each: libpmemobj programs ask this of every
+	 * node they pass (OID_INSTANCEOF), and kr_pool_locate then kr_type walked the heap's
+	 * map twice and reread the header (a quarter of ctree's insert time). */
+	struct kr_block b;
+	if (!kr_heap_owner(&tx->pool->heap, off, &b))
 		return KR_OID_NULL;
-	*size = loc.object_size;
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(tx->pool->pm.base + b.off);
+	kr_oid oid = b.off + sizeof(*hdr);
+	if (off < oid || off >= oid + hdr->size)
+		return KR_OID_NULL;
+	*size = hdr->size;
 	if (type)
-		*type = kr_type(tx->pool, loc.object);
-	return loc.object;
+		*type = hdr->type;
+	return oid;
 }
 
 void kr_tx_trust(kr_tx *tx)
