@@ -358,6 +358,7 @@ void ObjState::Profile(llvm::FoldingSetNodeID &ID) const
 	ID.AddPointer(SiteLC);
 	ID.AddPointer(Unfenced);
 	ID.AddPointer(UnfencedLC);
+	ID.AddPointer(Actions);
 	Size.Profile(ID);
 	ID.AddInteger(Modified.size());
 	for (const Rec &R : Modified)

@@ -71,8 +71,11 @@ llvm::StringMap<Model> buildTable()
 	T["pmemobj_root_construct"] = alloc(Fn::Root, 1, false);
 	T["pmemobj_first"] = m(Fn::Lookup);
 	T["pmemobj_next"] = m(Fn::Lookup);
-	T["pmemobj_reserve"] = alloc(Fn::Lookup, 2, false);
-	T["pmemobj_xreserve"] = alloc(Fn::Lookup, 2, false);
+	// Reservations: an object from the call on, whose fate its action array decides.
+	T["pmemobj_reserve"] = addrLen(Fn::Reserve, 1, 2);
+	T["pmemobj_xreserve"] = addrLen(Fn::Reserve, 1, 2);
+	T["pmemobj_cancel"] = addrLen(Fn::Cancel, 1, 2);
+	T["pmemobj_publish"] = addrLen(Fn::Publish, 1, 2);
 
 	// Allocation and free inside a transaction.
 	T["pmemobj_tx_alloc"] = alloc(Fn::TxAlloc, 0, false);
@@ -198,8 +201,7 @@ llvm::StringMap<Model> buildTable()
 	// Calls with no effect on the persistence state (deferred actions take effect in
 	// pmemobj_publish, which persists them; locks live in the pool but are reset on open).
 	for (const char *N :
-	     {"pmemobj_set_value", "pmemobj_defer_free", "pmemobj_publish", "pmemobj_cancel",
-	      "pmemobj_tx_publish", "pmemobj_type_num", "pmemobj_alloc_usable_size",
+	     {"pmemobj_set_value", "pmemobj_defer_free", "pmemobj_tx_publish", "pmemobj_type_num", "pmemobj_alloc_usable_size",
 	      "pmemobj_pool_by_oid", "pmemobj_pool_by_ptr", "pmemobj_errormsg", "pmemobj_tx_errno",
 	      "pmemobj_mutex_lock", "pmemobj_mutex_unlock", "pmemobj_mutex_trylock",
 	      "pmemobj_mutex_timedlock", "pmemobj_mutex_zero", "pmemobj_rwlock_rdlock",

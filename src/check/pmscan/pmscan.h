@@ -100,6 +100,9 @@ struct ObjState {
 	// The last flush of the object since the path's last barrier (rule 1c), or null.
 	const clang::Stmt *Unfenced = nullptr;
 	const clang::LocationContext *UnfencedLC = nullptr;
+	// A reservation not published yet: the action array it was made in (the base region of
+	// pmemobj_reserve's act). pmemobj_cancel of that array drops it; publish makes it live.
+	const clang::ento::MemRegion *Actions = nullptr;
 	Lin Size; // the allocation's size, when known
 	llvm::SmallVector<Rec, 2> Modified; // stored to and not yet flushed
 	llvm::SmallVector<Rec, 1> Logged;   // added to the undo log in the running transaction
@@ -109,7 +112,8 @@ struct ObjState {
 		return K == O.K && Freed == O.Freed && Initialized == O.Initialized &&
 		       Opaque == O.Opaque && AnyLogged == O.AnyLogged && NonNull == O.NonNull &&
 		       Site == O.Site && SiteLC == O.SiteLC && Unfenced == O.Unfenced &&
-		       UnfencedLC == O.UnfencedLC && Size == O.Size && Modified == O.Modified &&
+		       UnfencedLC == O.UnfencedLC && Actions == O.Actions && Size == O.Size &&
+		       Modified == O.Modified &&
 		       Logged == O.Logged;
 	}
 	void Profile(llvm::FoldingSetNodeID &ID) const;
@@ -123,7 +127,10 @@ enum class Fn : uint8_t {
 	KrGet,          // kr_get(pool, oid), kr_tx_get(tx, oid) -> pointer to committed bytes
 	OidOf,          // pmemobj_oid(addr) -> the oid of the object at addr
 	Root,           // pmemobj_root(pop, size): an existing object
-	Lookup,         // pmemobj_first/next, pmemobj_(x)reserve: an existing object
+	Lookup,         // pmemobj_first/next: an existing object
+	Reserve,        // pmemobj_(x)reserve(pop, act, size, ...): an object until its cancel
+	Cancel,         // pmemobj_cancel(pop, actv, n): the reservations in actv are dropped
+	Publish,        // pmemobj_publish(pop, actv, n): the reservations in actv are live
 	TxAlloc,        // pmemobj_tx_(z|x)alloc, tx_strdup...: a new object of the transaction
 	TxRealloc,      // pmemobj_tx_(z)realloc(oid, size, type): new object, old one freed
 	AtomicAlloc,    // pmemobj_(z|x)alloc, pmemobj_strdup(pop, oidp, ...): oid into *oidp
