@@ -140,7 +140,6 @@ private:
 	bool calledInUnit(const Decl *D, ASTContext &Ctx) const;
 	bool allocatesInTx(const Decl *D, ASTContext &Ctx) const;
 	static bool onlyReads(const CallEvent &Call);
-	static bool leftByCall(SymbolRef S, ASTContext &Ctx);
 	ProgramStateRef maybeNew(ProgramStateRef St, CheckerContext &C, const Expr *E,
 				 SymbolRef Key) const;
 	SymbolRef loadedFrom(SymbolRef Key) const;
@@ -509,31 +508,13 @@ ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, 
 	// An oid whose value the store lost (Unknown: the analyzer gave up on an array written
 	// at a symbolic index, say) cannot be matched with the adds and stores made through the
 	// same oid elsewhere: each use would be a new object, and every store to it rule 2. Such
-	// an object is opaque, as one passed to a call the analyzer cannot see. So is one whose
-	// oid a call the analyzer did not follow left in memory it could write: any object that
-	// call could reach, the ones it made opaque included.
+	// an object is opaque, as one passed to a call the analyzer cannot see.
 	ObjState N;
-	N.Opaque = (!O.Key && O.OffVal.isUnknown()) || leftByCall(O.Key, C.getASTContext()) ||
-		   leftByCall(O.OffVal.getAsSymbol(), C.getASTContext());
+	N.Opaque = !O.Key && O.OffVal.isUnknown();
 	St = St->set<ObjStates>(Reg, N);
 	if (O.Key)
 		St = St->set<OidToReg>(O.Key, Reg);
 	return St;
-}
-
-// Whether S is (or is derived from) the value a call the analyzer evaluated without following
-// it bound to memory it invalidated, rather than the value it returned: the analyzer conjures
-// both at the call, and only the return value has the call's type. Such a value is
-// whatever the call wrote there, with no tie to what the path knew before. (The analyzer
-// leaves calls unfollowed also when their bodies are in the file: a function whose loop
-// exhausted the analyzer's budget once is not inlined again, as hashmap_rp's insert_helper.)
-bool PmScanChecker::leftByCall(SymbolRef S, ASTContext &Ctx)
-{
-	while (const auto *D = dyn_cast_or_null<SymbolDerived>(S))
-		S = D->getParentSymbol();
-	const auto *SC = dyn_cast_or_null<SymbolConjured>(S);
-	const auto *CE = SC ? dyn_cast_or_null<CallExpr>(SC->getStmt()) : nullptr;
-	return CE && !Ctx.hasSameUnqualifiedType(SC->getType(), CE->getType());
 }
 
 // pmemobj_free, or a list removal with its free flag: the object O names is gone when the
@@ -1047,10 +1028,20 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		S = S->set<ObjStates>(Reg, O);
 		return S->set<OidToReg>(Key, Reg);
 	};
-	// The action array a pointer into one belongs to: &act[i] and act meet in act's region.
+	// The action array a pointer into one belongs to (&act[i] and act meet in act's region),
+	// and the element it points to: i when constant, 0 for a lone struct, else -1.
 	auto actionArray = [&](SVal Act) -> const MemRegion * {
 		const MemRegion *R = Act.getAsRegion();
 		return R ? R->getBaseRegion() : nullptr;
+	};
+	auto actionIndex = [&](SVal Act) -> int64_t {
+		const MemRegion *R = Act.getAsRegion();
+		if (const auto *ER = dyn_cast_or_null<ElementRegion>(R)) {
+			if (auto I = ER->getIndex().getAs<nonloc::ConcreteInt>())
+				return ER->getSuperRegion() == ER->getBaseRegion() ? I->getValue().getExtValue() : -1;
+			return -1;
+		}
+		return R && R == R->getBaseRegion() ? 0 : -1;
 	};
 	auto objectAt = [&](SVal Addr) -> SymbolRef {
 		const MemRegion *R = Addr.getAsRegion();
@@ -1120,8 +1111,10 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		ObjState O;
 		O.Size = M.Len >= 0 ? linOf(arg(M.Len)) : Lin::unknown();
 		O.NonNull = M.Kind == Fn::Root; // the root exists once the pool is open
-		if (M.Kind == Fn::Reserve)
+		if (M.Kind == Fn::Reserve) {
 			O.Actions = actionArray(arg(M.Addr));
+			O.ActionIndex = actionIndex(arg(M.Addr));
+		}
 		SVal V;
 		St = newObject(St, RT, O, V);
 		C.addTransition(St->BindExpr(CE, LC, V));
@@ -1129,24 +1122,31 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	}
 	case Fn::Cancel:
 	case Fn::Publish: {
-		// Every reservation made in this action array (the program cancels or publishes
-		// the array it reserved into; an element range is not told apart). A cancelled
-		// one is freed: its stores need no flush, and a later use is a use after free.
+		// The reservations made in actv[0..n): matched by element where both indices and n
+		// are constants, else every one made in the array. A cancelled one is freed: its
+		// stores need no flush, and a later use is a use after free.
 		const MemRegion *A = actionArray(arg(M.Addr));
+		int64_t First = actionIndex(arg(M.Addr)), N = -1;
+		if (auto CN = arg(M.Len).getAs<nonloc::ConcreteInt>())
+			N = CN->getValue().getExtValue();
 		for (const auto &E : St->get<ObjStates>()) {
 			if (!A || E.second.Actions != A)
 				continue;
-			ObjState N = E.second;
-			N.Actions = nullptr;
+			int64_t I = E.second.ActionIndex;
+			if (First >= 0 && N >= 0 && I >= 0 && (I < First || I >= First + N))
+				continue;
+			ObjState O = E.second;
+			O.Actions = nullptr;
+			O.ActionIndex = -1;
 			if (M.Kind == Fn::Cancel) {
-				N.K = ObjState::Invalid;
-				N.Site = CE;
-				N.SiteLC = LC;
-				N.Modified.clear();
-				N.Unfenced = nullptr;
-				N.UnfencedLC = nullptr;
+				O.K = ObjState::Invalid;
+				O.Site = CE;
+				O.SiteLC = LC;
+				O.Modified.clear();
+				O.Unfenced = nullptr;
+				O.UnfencedLC = nullptr;
 			}
-			St = St->set<ObjStates>(E.first, N);
+			St = St->set<ObjStates>(E.first, O);
 		}
 		C.addTransition(retConj(St));
 		return true;

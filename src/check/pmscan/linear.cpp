@@ -359,6 +359,7 @@ void ObjState::Profile(llvm::FoldingSetNodeID &ID) const
 	ID.AddPointer(Unfenced);
 	ID.AddPointer(UnfencedLC);
 	ID.AddPointer(Actions);
+	ID.AddInteger(ActionIndex);
 	Size.Profile(ID);
 	ID.AddInteger(Modified.size());
 	for (const Rec &R : Modified)

@@ -76,6 +76,7 @@ llvm::StringMap<Model> buildTable()
 	T["pmemobj_xreserve"] = addrLen(Fn::Reserve, 1, 2);
 	T["pmemobj_cancel"] = addrLen(Fn::Cancel, 1, 2);
 	T["pmemobj_publish"] = addrLen(Fn::Publish, 1, 2);
+	T["pmemobj_tx_publish"] = addrLen(Fn::Publish, 0, 1);
 
 	// Allocation and free inside a transaction.
 	T["pmemobj_tx_alloc"] = alloc(Fn::TxAlloc, 0, false);
@@ -201,7 +202,7 @@ llvm::StringMap<Model> buildTable()
 	// Calls with no effect on the persistence state (deferred actions take effect in
 	// pmemobj_publish, which persists them; locks live in the pool but are reset on open).
 	for (const char *N :
-	     {"pmemobj_set_value", "pmemobj_defer_free", "pmemobj_tx_publish", "pmemobj_type_num", "pmemobj_alloc_usable_size",
+	     {"pmemobj_set_value", "pmemobj_defer_free", "pmemobj_type_num", "pmemobj_alloc_usable_size",
 	      "pmemobj_pool_by_oid", "pmemobj_pool_by_ptr", "pmemobj_errormsg", "pmemobj_tx_errno",
 	      "pmemobj_mutex_lock", "pmemobj_mutex_unlock", "pmemobj_mutex_trylock",
 	      "pmemobj_mutex_timedlock", "pmemobj_mutex_zero", "pmemobj_rwlock_rdlock",

@@ -101,8 +101,10 @@ struct ObjState {
 	const clang::Stmt *Unfenced = nullptr;
 	const clang::LocationContext *UnfencedLC = nullptr;
 	// A reservation not published yet: the action array it was made in (the base region of
-	// pmemobj_reserve's act). pmemobj_cancel of that array drops it; publish makes it live.
+	// pmemobj_reserve's act) and its element there (-1: not known). pmemobj_cancel of that
+	// element drops it; publish makes it live.
 	const clang::ento::MemRegion *Actions = nullptr;
+	int64_t ActionIndex = -1;
 	Lin Size; // the allocation's size, when known
 	llvm::SmallVector<Rec, 2> Modified; // stored to and not yet flushed
 	llvm::SmallVector<Rec, 1> Logged;   // added to the undo log in the running transaction
@@ -112,7 +114,8 @@ struct ObjState {
 		return K == O.K && Freed == O.Freed && Initialized == O.Initialized &&
 		       Opaque == O.Opaque && AnyLogged == O.AnyLogged && NonNull == O.NonNull &&
 		       Site == O.Site && SiteLC == O.SiteLC && Unfenced == O.Unfenced &&
-		       UnfencedLC == O.UnfencedLC && Actions == O.Actions && Size == O.Size &&
+		       UnfencedLC == O.UnfencedLC && Actions == O.Actions &&
+		       ActionIndex == O.ActionIndex && Size == O.Size &&
 		       Modified == O.Modified &&
 		       Logged == O.Logged;
 	}
@@ -129,8 +132,8 @@ enum class Fn : uint8_t {
 	Root,           // pmemobj_root(pop, size): an existing object
 	Lookup,         // pmemobj_first/next: an existing object
 	Reserve,        // pmemobj_(x)reserve(pop, act, size, ...): an object until its cancel
-	Cancel,         // pmemobj_cancel(pop, actv, n): the reservations in actv are dropped
-	Publish,        // pmemobj_publish(pop, actv, n): the reservations in actv are live
+	Cancel,         // pmemobj_cancel(pop, actv, n): the reservations in actv[0..n) are dropped
+	Publish,        // pmemobj_(tx_)publish([pop,] actv, n): those reservations are live
 	TxAlloc,        // pmemobj_tx_(z|x)alloc, tx_strdup...: a new object of the transaction
 	TxRealloc,      // pmemobj_tx_(z)realloc(oid, size, type): new object, old one freed
 	AtomicAlloc,    // pmemobj_(z|x)alloc, pmemobj_strdup(pop, oidp, ...): oid into *oidp
