@@ -104,7 +104,10 @@ struct span {
 };
 static _Atomic uint32_t filter_refs[FILTER_BUCKETS];
 static _Atomic uint32_t filter_wide;
-static __thread uint32_t filter_mine[FILTER_BUCKETS];
+/* The thread's own counts: allocated at its first transaction (32 KiB of static TLS in
+ * every thread of the checked program would fail a small-stack pthread_create), freed when
+ * the thread ends; NULL counts nothing. */
+static __thread uint32_t *filter_mine;
 static __thread uint32_t filter_mine_wide;
 
 static uint32_t filter_bucket(uintptr_t line)
@@ -133,6 +136,8 @@ static void filter_count(uintptr_t lo, uintptr_t hi, int delta)
 /* Counts [lo, hi) for x and remembers it. Caller holds x->lock. */
 static void filter_note(struct pm_tx *x, uintptr_t lo, uintptr_t hi)
 {
+	if (!filter_mine)
+		filter_mine = pmsan_xalloc(FILTER_BUCKETS * sizeof(*filter_mine));
 	filter_count(lo, hi, 1);
 	struct span *sp = vec_push(&x->noted);
 	sp->lo = lo;
@@ -142,7 +147,7 @@ static void filter_note(struct pm_tx *x, uintptr_t lo, uintptr_t hi)
 #ifdef KR_DEBUG_INVARIANTS
 static int filter_empty(void)
 {
-	for (uint32_t b = 0; b < FILTER_BUCKETS; b++)
+	for (uint32_t b = 0; filter_mine && b < FILTER_BUCKETS; b++)
 		if (filter_mine[b])
 			return 0;
 	return filter_mine_wide == 0;
@@ -152,11 +157,13 @@ static int filter_empty(void)
 /* Whether another thread's live transaction may have added or allocated a byte of [a, e). */
 static int filter_others(uintptr_t a, uintptr_t e)
 {
-	if (atomic_load_explicit(&filter_wide, memory_order_relaxed) != filter_mine_wide)
+	if (atomic_load_explicit(&filter_wide, memory_order_relaxed) != filter_mine_wide ||
+	    ((e - 1) >> 6) - (a >> 6) >= FILTER_BUCKETS) /* a store over every bucket: walk */
 		return 1;
 	for (uintptr_t l = a >> 6; l <= (e - 1) >> 6; l++) {
 		uint32_t b = filter_bucket(l);
-		if (atomic_load_explicit(&filter_refs[b], memory_order_relaxed) != filter_mine[b])
+		if (atomic_load_explicit(&filter_refs[b], memory_order_relaxed) !=
+		    (filter_mine ? filter_mine[b] : 0))
 			return 1;
 	}
 	return 0;
@@ -364,6 +371,8 @@ static void tx_thread_exit(void *p)
 		t->depth = 0;
 		tx_finish(t, 0, &pmsan_loc_exit);
 	}
+	free(filter_mine);
+	filter_mine = NULL;
 }
 
 static void make_tx_key(void)
