@@ -394,6 +394,14 @@ static void test_tx_owner(void **state)
 		assert_int_equal(kr_tx_owner(tx, o[i].oid + o[i].size, &size, NULL), KR_OID_NULL);
 	}
 	assert_int_equal(kr_tx_owner(tx, gone, &size, NULL), KR_OID_NULL);
+	/* A damaged header size does not stretch an object past its block (100 bytes in a
+	 * 128-byte block: the byte at 200 is the next block's). */
+	struct kr_obj_hdr *h = (struct kr_obj_hdr *)((char *)kr_pool_base(f->pool) + o[0].oid - sizeof(*h));
+	uint64_t kept = h->size;
+	h->size = 1u << 20;
+	assert_int_equal(kr_tx_owner(tx, o[0].oid + 200, &size, NULL), KR_OID_NULL);
+	assert_int_equal(kr_tx_owner(tx, o[0].oid, &size, NULL), KR_OID_NULL);
+	h->size = kept;
 	assert_int_equal(kr_tx_owner(tx, 0, &size, NULL), KR_OID_NULL);
 	assert_int_equal(kr_tx_owner(tx, kr_pool_mapped_size(f->pool) - 1, &size, NULL), KR_OID_NULL);
 	assert_int_equal(kr_tx_owner(tx, fresh + 10, &size, &type), fresh);

@@ -856,7 +856,8 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 		return KR_OID_NULL;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(tx->pool->pm.base + b.off);
 	kr_oid oid = b.off + sizeof(*hdr);
-	if (off < oid || off >= oid + hdr->size)
+	/* A damaged size must not stretch the object past its block (object_header's test). */
+	if (hdr->size == 0 || hdr->size > b.bytes - sizeof(*hdr) || off < oid || off >= oid + hdr->size)
 		return KR_OID_NULL;
 	*size = hdr->size;
 	if (type)
