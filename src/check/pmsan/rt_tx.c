@@ -66,6 +66,7 @@ extern int pmemobj_tx_stage(void) __attribute__((weak));
 #define TX_STAGE_NONE 0   /* enum pobj_tx_stage */
 #define TX_STAGE_WORK 1
 #define POBJ_FLAG_ZERO 1u /* POBJ_XALLOC_ZERO */
+#define POBJ_ACTION_SIZE 128u /* sizeof(struct pobj_action), libpmemobj 1.x's ABI */
 
 struct pm_alloc {
 	uintptr_t lo, hi;
@@ -686,6 +687,80 @@ void __pmsan_pre_pmemobj_free(struct oid *oidp, loc_t *loc)
 	uintptr_t lo, hi;
 	if (pmsan_active && oidp && obj_range(oidp->pool_uuid_lo, oidp->off, &lo, &hi))
 		pmsan_freed_mark(lo, hi, 1);
+}
+
+/* ---- the action API: reservations, by the action that holds each (pmemobj_reserve's act),
+ * until their cancel or publish. A cancelled one is freed at once: the stores into it are
+ * nobody's, so no thread's unflushed bytes there are reported; a later use is rule 4. */
+struct reservation {
+	const void *act;
+	uintptr_t lo, hi;
+};
+static pthread_mutex_t reservations_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vec reservations = {.elem = sizeof(struct reservation)};
+
+static void reserved(uint64_t uuid, uint64_t off, const void *act)
+{
+	uintptr_t lo, hi;
+	if (!pmsan_active || !act || !obj_range(uuid, off, &lo, &hi))
+		return;
+	pmsan_freed_mark(lo, hi, 0);
+	pthread_mutex_lock(&reservations_lock);
+	struct reservation *r = vec_push(&reservations);
+	*r = (struct reservation){act, lo, hi};
+	pthread_mutex_unlock(&reservations_lock);
+}
+
+void __pmsan_post_pmemobj_reserve(uint64_t uuid, uint64_t off, void *pop, void *act, size_t size,
+				  uint64_t type, loc_t *loc)
+{
+	reserved(uuid, off, act);
+}
+
+void __pmsan_post_pmemobj_xreserve(uint64_t uuid, uint64_t off, void *pop, void *act, size_t size,
+				   uint64_t type, uint64_t flags, loc_t *loc)
+{
+	reserved(uuid, off, act);
+}
+
+/* The reservations held in actv[0..n) (actions are struct pobj_action, of act_size bytes
+ * each) end: forgotten, and with cancel freed. */
+static void reservations_end(const void *actv, size_t n, int cancel)
+{
+	if (!pmsan_active || !actv)
+		return;
+	const char *first = actv, *end = first + n * POBJ_ACTION_SIZE;
+	pthread_mutex_lock(&reservations_lock);
+	for (size_t i = 0; i < reservations.n;) {
+		struct reservation *r = &VEC_AT(&reservations, struct reservation, i);
+		if ((const char *)r->act < first || (const char *)r->act >= end) {
+			i++;
+			continue;
+		}
+		if (cancel) {
+			pthread_mutex_lock(&pmsan_registry_lock);
+			for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+				pthread_mutex_lock(&t->lock);
+				ivset_sub(&t->dirty, r->lo, r->hi);
+				pthread_mutex_unlock(&t->lock);
+			}
+			pthread_mutex_unlock(&pmsan_registry_lock);
+			pmsan_freed_mark(r->lo, r->hi, 1);
+		}
+		*r = VEC_AT(&reservations, struct reservation, reservations.n - 1);
+		reservations.n--;
+	}
+	pthread_mutex_unlock(&reservations_lock);
+}
+
+void __pmsan_pre_pmemobj_cancel(void *pop, void *actv, size_t n, loc_t *loc)
+{
+	reservations_end(actv, n, 1);
+}
+
+void __pmsan_pre_pmemobj_publish(void *pop, void *actv, size_t n, loc_t *loc)
+{
+	reservations_end(actv, n, 0);
 }
 
 void __pmsan_pre_pmemobj_list_remove(void *pop, size_t pe_offset, void *head, uint64_t uuid,
