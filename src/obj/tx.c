@@ -247,6 +247,12 @@ static int canary_ok(const struct mbuf *m)
 	return c == CANARY;
 }
 
+/* Whether a header's size fits its block: a damaged size must not stretch an object past it. */
+static int header_fits(const struct kr_obj_hdr *hdr, const struct kr_block *b)
+{
+	return hdr->size != 0 && hdr->size <= b->bytes - sizeof(*hdr);
+}
+
 /* Reads a live object's header; a size that does not fit its block is corruption. */
 static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const struct kr_obj_hdr **hp)
 {
@@ -256,7 +262,7 @@ static int object_header(kr_pool *pool, kr_oid oid, struct kr_block *b, const st
 	if (rc)
 		return rc;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
-	if (hdr->size == 0 || hdr->size > b->bytes - sizeof(*hdr))
+	if (!header_fits(hdr, b))
 		return KR_CORRUPT(KR_E_CORRUPT_OBJECT, b->off, "object header size %llu in a %llu-byte block",
 				  (unsigned long long)hdr->size, (unsigned long long)b->bytes);
 	*hp = hdr;
@@ -856,8 +862,7 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 		return KR_OID_NULL;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(tx->pool->pm.base + b.off);
 	kr_oid oid = b.off + sizeof(*hdr);
-	/* A damaged size must not stretch the object past its block (object_header's test). */
-	if (hdr->size == 0 || hdr->size > b.bytes - sizeof(*hdr) || off < oid || off >= oid + hdr->size)
+	if (!header_fits(hdr, &b) || off < oid || off >= oid + hdr->size)
 		return KR_OID_NULL;
 	*size = hdr->size;
 	if (type)

@@ -242,6 +242,9 @@ void pmsan_record_fence(struct pm_thread *t, const struct pmsan_loc *loc);
 void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, const char *when,
 			   const struct pmsan_loc *at);
 void pmsan_forget_epoch(struct pm_thread *t);
+/* Every thread's unflushed bytes in [lo, hi) are nobody's now (a cancelled reservation):
+ * no rule 1 report for them. */
+void pmsan_forget_unflushed(uintptr_t lo, uintptr_t hi);
 void pmsan_check_exit(void);
 /* The end of an atomic allocation: the allocator's own fence, after the constructor. */
 void pmsan_alloc_published(struct pm_thread *t, const struct pmsan_loc *loc);

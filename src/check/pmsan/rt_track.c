@@ -510,6 +510,17 @@ void pmsan_check_unflushed(struct pm_thread *t, uintptr_t lo, uintptr_t hi, cons
 	ivset_sub(&t->dirty, lo, hi);
 }
 
+void pmsan_forget_unflushed(uintptr_t lo, uintptr_t hi)
+{
+	pthread_mutex_lock(&pmsan_registry_lock);
+	for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		ivset_sub(&t->dirty, lo, hi);
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&pmsan_registry_lock);
+}
+
 /* Rule 1c: bytes in [lo, hi) that this thread stored and then flushed (or stored with
  * non-temporal stores) since its last fence, at a point where no later fence can come for
  * them: exit, thread exit, unmap. A flush only starts the write-back; without the fence,

@@ -347,8 +347,10 @@ static void tx_finish(struct pm_thread *t, int committed, loc_t *loc)
 	if (committed)
 		for (size_t i = 0; i < x->pending.n; i++)
 			pmsan_freed_mark(x->pending.lo[i], x->pending.hi[i], 1);
-	for (size_t i = 0; i < x->noted.n; i++)
-		filter_count(VEC_AT(&x->noted, struct span, i).lo, VEC_AT(&x->noted, struct span, i).hi, -1);
+	for (size_t i = 0; i < x->noted.n; i++) {
+		const struct span *sp = &VEC_AT(&x->noted, struct span, i);
+		filter_count(sp->lo, sp->hi, -1);
+	}
 	KR_INVARIANT("rt_tx.c", 3, filter_empty());
 	byteset_free(&x->added);
 	ivset_free(&x->pending);
@@ -723,8 +725,8 @@ void __pmsan_post_pmemobj_xreserve(uint64_t uuid, uint64_t off, void *pop, void 
 	reserved(uuid, off, act);
 }
 
-/* The reservations held in actv[0..n) (actions are struct pobj_action, of act_size bytes
- * each) end: forgotten, and with cancel freed. */
+/* The reservations held in actv[0..n) (of struct pobj_action, POBJ_ACTION_SIZE bytes each)
+ * end: forgotten, and with cancel freed. */
 static void reservations_end(const void *actv, size_t n, int cancel)
 {
 	if (!pmsan_active || !actv)
@@ -738,13 +740,7 @@ static void reservations_end(const void *actv, size_t n, int cancel)
 			continue;
 		}
 		if (cancel) {
-			pthread_mutex_lock(&pmsan_registry_lock);
-			for (struct pm_thread *t = pmsan_threads; t; t = t->next) {
-				pthread_mutex_lock(&t->lock);
-				ivset_sub(&t->dirty, r->lo, r->hi);
-				pthread_mutex_unlock(&t->lock);
-			}
-			pthread_mutex_unlock(&pmsan_registry_lock);
+			pmsan_forget_unflushed(r->lo, r->hi);
 			pmsan_freed_mark(r->lo, r->hi, 1);
 		}
 		*r = VEC_AT(&reservations, struct reservation, reservations.n - 1);
