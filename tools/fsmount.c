@@ -12,9 +12,15 @@
  * SIGTERM and SIGHUP end the session loop (libfuse's handlers); the daemon then unmounts the
  * directory and the pool, which marks the pool clean.
  *
- * umount waits on the pool file's lock, not on a process: the daemon holds the pool's
- * exclusive lock until kr_fs_unmount has written the clean mark, so once the lock can be
- * taken the pool is consistent on the media and `fsck` may run.
+ * One pool, one mount, read-only ones too: every mount holds the pool's mount lock (an
+ * open-file-description write lock on one byte far past any pool's end). The command takes
+ * it before it starts the daemon and the daemon inherits it, so two mounts started at the
+ * same instant cannot both pass; it drops when the daemon exits, after kr_fs_unmount has
+ * closed the pool (and, read-write, written the clean mark). umount waits on it: once it
+ * is free the pool is consistent on the media and `fsck` may run. It is not the library's
+ * flock, which says who may open the pool (OFD byte locks and flock locks do not interact
+ * on Linux): a read-only mount shares the pool with read-only keratin commands, and its
+ * umount waits for its own daemon, not for them.
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -323,9 +329,65 @@ out_fs:
 	return status;
 }
 
+/* ---- the mount lock (see the top of the file) ------------------------------------------ */
+
+#define MOUNT_LOCK_OFF ((off_t)1 << 62)
+
+static int mount_lock_op(int fd, int cmd, struct flock *l)
+{
+	*l = (struct flock){.l_type = l->l_type, .l_whence = SEEK_SET, .l_start = MOUNT_LOCK_OFF, .l_len = 1};
+	return fcntl(fd, cmd, l);
+}
+
+/* Takes the pool's mount lock: the descriptor that holds it (kept open by the daemon until
+ * it exits), or -errno (-EAGAIN: another mount holds it). A pool this user may only read
+ * can only be mounted read-only, and a write lock needs a writable descriptor: there a
+ * read lock is taken, and two such mounts are not kept apart. */
+static int mount_lock_take(const char *pool)
+{
+	int fd = open(pool, O_RDWR | O_CLOEXEC);
+	short type = F_WRLCK;
+	if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+		fd = open(pool, O_RDONLY | O_CLOEXEC);
+		type = F_RDLCK;
+	}
+	if (fd < 0)
+		return -errno;
+	struct flock l = {.l_type = type};
+	if (mount_lock_op(fd, F_OFD_SETLK, &l) != 0) {
+		int e = errno == EACCES ? EAGAIN : errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+/* Whether a mount's daemon holds the pool's mount lock (false if the pool is gone). */
+static bool mount_lock_held(const char *pool)
+{
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct flock l = {.l_type = F_WRLCK};
+	bool held = mount_lock_op(fd, F_OFD_GETLK, &l) == 0 && l.l_type != F_UNLCK;
+	close(fd);
+	return held;
+}
+
+/* Waits until no daemon holds the pool's mount lock: 0, or -ETIMEDOUT. */
+static int wait_mount_released(const char *pool, int seconds)
+{
+	for (int i = 0; i < seconds * 100; i++) {
+		if (!mount_lock_held(pool))
+			return 0;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return -ETIMEDOUT;
+}
+
 static int control(struct fsfuse *f, const char *cmd, const char *arg, unsigned uid, char **text, size_t *len);
 static int find_mount(const char *dir, const char *pool, char *out, size_t cap, bool *readonly);
-static bool pool_held(const char *pool);
 
 int fs_mount(const char *pool, const char *dir, bool foreground, const char *opts, unsigned open_flags)
 {
@@ -366,37 +428,46 @@ int fs_mount(const char *pool, const char *dir, bool foreground, const char *opt
 	rc = mount_options(mount_opts, sizeof(mount_opts), pool_abs, fuse_opts);
 	if (rc)
 		return rc;
-	/* One pool, one mount, read-only ones too: two read-only daemons could share the pool,
-	 * but then neither's umount could tell when its own daemon had let go. The library
-	 * would say only that another process holds the pool: name the mount. */
+	/* One pool, one mount (the mount lock). A keratin command that has the pool open is
+	 * the library's to refuse, in the daemon, by the pool's flock. */
 	char where[PATH_MAX];
-	if (pool_held(pool_abs)) {
-		if (find_mount(NULL, pool_abs, where, sizeof(where), NULL) == 0)
+	int lock = mount_lock_take(pool_abs);
+	if (lock < 0) {
+		if (lock != -EAGAIN)
+			fprintf(stderr, "%s: %s: %s\n", prog, pool, strerror(-lock));
+		else if (find_mount(NULL, pool_abs, where, sizeof(where), NULL) == 0)
 			fprintf(stderr, "%s: %s: already mounted at %s\n", prog, pool, where);
 		else
-			fprintf(stderr, "%s: %s: in use by another process (a mount in another mount "
-				"namespace, or a keratin command)\n", prog, pool);
+			fprintf(stderr, "%s: %s: being mounted by another process, or mounted in "
+				"another mount namespace\n", prog, pool);
 		return 1;
 	}
-	if (foreground)
-		return serve(pool_abs, dir_abs, &f, mount_opts, &lo, open_flags, -1);
+	if (foreground) {
+		rc = serve(pool_abs, dir_abs, &f, mount_opts, &lo, open_flags, -1);
+		close(lock);
+		return rc;
+	}
 
 	int pfd[2];
 	if (pipe(pfd) != 0) {
 		fprintf(stderr, "%s: pipe: %s\n", prog, strerror(errno));
+		close(lock);
 		return 1;
 	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+		close(lock);
 		return 1;
 	}
 	if (pid == 0) {
+		/* The daemon keeps the lock's descriptor until it exits. */
 		close(pfd[0]);
 		setsid();
 		_exit(serve(pool_abs, dir_abs, &f, mount_opts, &lo, open_flags, pfd[1]));
 	}
+	close(lock); /* the lock is the daemon's now */
 	close(pfd[1]);
 	char status;
 	ssize_t n;
@@ -467,36 +538,6 @@ static int find_mount(const char *dir, const char *pool, char *out, size_t cap, 
 	return rc;
 }
 
-/* Whether a process holds a lock on the pool: a live daemon, read-write or read-only,
- * holds one from mount to unmount. */
-static bool pool_held(const char *pool)
-{
-	int fd = open(pool, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	bool held = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-	close(fd); /* drops the lock taken if it was free */
-	return held;
-}
-
-/* Waits until the pool's lock is free (the daemon has unmounted it): 0, or -ETIMEDOUT. */
-static int wait_pool_released(const char *pool, int seconds)
-{
-	int fd = open(pool, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0; /* gone: nobody holds it */
-	for (int i = 0; i < seconds * 100; i++) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-			close(fd);
-			return 0;
-		}
-		struct timespec ts = {0, 10 * 1000 * 1000};
-		nanosleep(&ts, NULL);
-	}
-	close(fd);
-	return -ETIMEDOUT;
-}
-
 int fs_umount(const char *dir)
 {
 	char abs[PATH_MAX], pool[PATH_MAX];
@@ -510,9 +551,9 @@ int fs_umount(const char *dir)
 		return 1;
 	}
 	/* A daemon that died left the mount behind ("Transport endpoint is not connected") and
-	 * released the pool's lock: the mount is still removed, but the exit says the session
+	 * released its mount lock: the mount is still removed, but the exit says the session
 	 * did not end cleanly (the promise is that umount returns once the pool is closed). */
-	bool died_before = !pool_held(pool);
+	bool died_before = !mount_lock_held(pool);
 	if (umount2(abs, 0) != 0) {
 		if (errno == EBUSY) {
 			fprintf(stderr, "%s: %s: busy (a process uses it); close it first\n", prog, dir);
@@ -532,7 +573,7 @@ int fs_umount(const char *dir)
 		if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
 			return 1; /* fusermount3 said why */
 	}
-	if (wait_pool_released(pool, 60) != 0) {
+	if (wait_mount_released(pool, 60) != 0) {
 		fprintf(stderr, "%s: %s: unmounted, but the daemon has not released %s after 60 s\n", prog, dir, pool);
 		return 1;
 	}

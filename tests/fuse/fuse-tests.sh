@@ -425,6 +425,38 @@ case_cli() {
 	done
 	"$KR" fs umount "$MNT" || fail "umount after -o ro"
 	[ "$(cksum <"$WORK/zone.pool")" = "$before" ] || fail "-o ro changed the pool file"
+	# A read-only mount beside a reader of the pool (a read-only keratin command holds a
+	# shared lock, as flock -s does here): allowed, and its umount waits for its own daemon,
+	# not for the reader, which is still there when umount returns.
+	flock -s "$WORK/zone.pool" sleep 60 &
+	local reader=$!
+	sleep 0.2
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o ro 2>"$WORK/err" ||
+		fail "-o ro beside a reader: $(cat "$WORK/err")"
+	"$KR" fs umount "$MNT" 2>"$WORK/err" || fail "umount of -o ro beside a reader: $(cat "$WORK/err")"
+	kill -0 $reader 2>/dev/null || fail "umount of -o ro waited for the reader to let go"
+	"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem 2>"$WORK/err"; rc=$?
+	[ $rc -eq 1 ] && grep -q "in use by another process" "$WORK/err" ||
+		fail "a read-write mount beside a reader: rc $rc: $(cat "$WORK/err")"
+	grep -q " $MNT " /proc/self/mounts && fail "a refused read-write mount left a mount behind"
+	pkill -P $reader sleep 2>/dev/null
+	kill $reader 2>/dev/null
+	wait $reader 2>/dev/null
+	# Two read-only mounts started at the same instant: one wins, the other is refused.
+	local round won
+	for round in 1 2 3 4 5; do
+		"$KR" fs mount "$WORK/zone.pool" "$MNT" --force-pmem -o ro 2>"$WORK/err1" &
+		local a=$!
+		"$KR" fs mount "$WORK/zone.pool" "$WORK/mnt2" --force-pmem -o ro 2>"$WORK/err2" &
+		local b=$!
+		won=0
+		wait $a && won=$((won + 1))
+		wait $b && won=$((won + 1))
+		grep -q " $MNT " /proc/self/mounts && "$KR" fs umount "$MNT"
+		grep -q " $WORK/mnt2 " /proc/self/mounts && "$KR" fs umount "$WORK/mnt2"
+		[ $won -eq 1 ] || fail "two read-only mounts at once, round $round: $won succeeded: $(cat "$WORK/err1" "$WORK/err2")"
+	done
+	[ "$(cksum <"$WORK/zone.pool")" = "$before" ] || fail "the read-only mounts changed the pool file"
 }
 
 # The daemon's request counts (keratin fs requests DIR) into REQ; reading them costs one
