@@ -502,8 +502,8 @@ static void test_sizes(void **state)
 	size_t sizes[128];
 	size_t n = 0;
 	sizes[n++] = 16;
-	for (int c = 0; c < KR_NCLASSES; c++) {
-		size_t payload = kr_size_classes[c] - sizeof(struct kr_obj_hdr);
+	for (int c = 0; c < KR_NCLASSES_FINE; c++) { /* a new pool's table */
+		size_t payload = kr_size_classes_fine[c] - sizeof(struct kr_obj_hdr);
 		sizes[n++] = payload;
 		sizes[n++] = payload + 1;
 	}
@@ -566,13 +566,14 @@ static void test_sizes(void **state)
 
 /* ---- accounting -------------------------------------------------------------------------------- */
 
-/* Bytes of heap a block for `size` payload bytes takes, from the format's size classes. */
+/* Bytes of heap a block for `size` payload bytes takes, from the size classes of a new
+ * pool (FINE_CLASSES). */
 static uint64_t block_bytes(size_t size)
 {
 	uint64_t need = size + sizeof(struct kr_obj_hdr);
-	for (int c = 0; c < KR_NCLASSES; c++)
-		if (kr_size_classes[c] >= need)
-			return kr_size_classes[c];
+	for (int c = 0; c < KR_NCLASSES_FINE; c++)
+		if (kr_size_classes_fine[c] >= need)
+			return kr_size_classes_fine[c];
 	return (need + KR_CHUNK_SIZE - 1) / KR_CHUNK_SIZE * KR_CHUNK_SIZE;
 }
 
@@ -582,7 +583,7 @@ static void test_stat_accounting(void **state)
 	struct kr_pool_stat fresh, s0, s1, s2;
 	ASSERT_OK(tu_create(f->path, 16ull << 20, 0, 0, 0, &f->pool));
 	ASSERT_OK(kr_pool_stat(f->pool, &fresh));
-	static const size_t sizes[] = { 1, 100, 1000, 16368, 16369, 40000, 100000, 1 << 20 };
+	static const size_t sizes[] = { 1, 100, 200, 1000, 4150, 16368, 16369, 40000, 100000, 1 << 20 };
 	uint64_t run_slack = 0;
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t sz = sizes[i];

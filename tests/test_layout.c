@@ -158,11 +158,33 @@ static void pin_constants(void)
 	for (size_t i = 0; i < nv1 && i < KR_NCLASSES; i++)
 		CHECK(kr_size_classes[i] == v1_classes[i], "size class %zu changed: %u (v1: %u)", i,
 		      kr_size_classes[i], v1_classes[i]);
-	for (size_t i = 0; i < KR_NCLASSES; i++) {
-		CHECK(kr_size_classes[i] % 16 == 0, "class %zu not 16-byte aligned", i);
-		CHECK(i == 0 || kr_size_classes[i] > kr_size_classes[i - 1], "classes not increasing");
-		CHECK(KR_CHUNK_SIZE / kr_size_classes[i] <= KR_RUN_BITMAP_BYTES * 8,
-		      "class %zu has more blocks than bitmap bits", i);
+	static const uint32_t fine_classes[] = {
+		32,   48,   64,   80,   96,   112,  128,  160,  192,  224,  256,   288,  320,  384,
+		448,  512,  576,  640,  768,  896,  1024, 1168, 1248, 1360, 1488,  1632, 1808, 2048,
+		2336, 2512, 2720, 2976, 3264, 3632, 4096, 4672, 5456, 6544, 8192, 10912, 16384,
+	};
+	size_t nfine = sizeof(fine_classes) / sizeof(fine_classes[0]);
+	CHECK(KR_NCLASSES_FINE >= nfine && KR_MAX_NCLASSES >= KR_NCLASSES_FINE &&
+		      KR_MAX_NCLASSES >= KR_NCLASSES,
+	      "fine size classes removed (%d < %zu)", KR_NCLASSES_FINE, nfine);
+	for (size_t i = 0; i < nfine && i < KR_NCLASSES_FINE; i++)
+		CHECK(kr_size_classes_fine[i] == fine_classes[i], "fine size class %zu changed: %u (was %u)",
+		      i, kr_size_classes_fine[i], fine_classes[i]);
+	CHECK(KR_FEAT_INCOMPAT_FINE_CLASSES == 1, "incompat feature bits");
+	for (int fine = 0; fine < 2; fine++) {
+		unsigned n;
+		const uint32_t *t = kr_class_table(fine ? KR_FEAT_INCOMPAT_FINE_CLASSES : 0, &n);
+		CHECK(t == (fine ? kr_size_classes_fine : kr_size_classes), "class table of incompat");
+		for (size_t i = 0; i < n; i++) {
+			CHECK(t[i] % 16 == 0, "class %zu not 16-byte aligned", i);
+			CHECK(i == 0 || t[i] > t[i - 1], "classes not increasing");
+			CHECK(KR_CHUNK_SIZE / t[i] <= KR_RUN_BITMAP_BYTES * 8,
+			      "class %zu has more blocks than bitmap bits", i);
+			/* Above 1 KiB the fine table has the largest block for its count a chunk. */
+			CHECK(!fine || t[i] <= 1024 ||
+				      (KR_CHUNK_SIZE / t[i] > KR_CHUNK_SIZE / (t[i] + 16)),
+			      "fine class %u could be 16 bytes larger for the same blocks a chunk", t[i]);
+		}
 	}
 	CHECK(KR_MIN_POOL_SIZE == 8ull << 20 && KR_MAX_POOL_SIZE == 1ull << 46, "pool size range");
 	CHECK(KR_MIN_LANE_PAGES == 4 && KR_MAX_LANE_PAGES == 256, "lane size range");
@@ -231,7 +253,8 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(memcmp(h->magic, KR_MAGIC, 8) == 0, "magic");
 	CHECK(h->version == KR_FORMAT_VERSION, "version %u", h->version);
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
-	CHECK(h->compat == 0 && h->incompat == 0, "compat/incompat bits set");
+	CHECK(h->compat == 0 && h->incompat == KR_FEAT_INCOMPAT_FINE_CLASSES,
+	      "compat/incompat bits %#x/%#x (want 0/FINE_CLASSES)", h->compat, h->incompat);
 	/* A new pool keeps every kind of redundancy this build knows. */
 	CHECK(h->ro_compat == 0x1f, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA | FRESH */
 	      "ro_compat 0x%x", h->ro_compat);
@@ -292,8 +315,9 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	 * Without the META_CSUM feature the record CRCs are zero; reserved bytes always are. */
 	const struct kr_chunk_meta *recs = (const void *)(f + h->heap_off);
 	uint64_t block = root_size + sizeof(struct kr_obj_hdr);
-	unsigned cls = 0;
-	while (cls < KR_NCLASSES && kr_size_classes[cls] < block)
+	unsigned cls = 0, ncls;
+	const uint32_t *classes = kr_class_table(h->incompat, &ncls);
+	while (cls < ncls && classes[cls] < block)
 		cls++;
 	unsigned runs = 0;
 	CHECK(all_zero(f + h->heap_off + (uint64_t)h->chunks_per_zone * sizeof(*recs),
@@ -319,7 +343,7 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 				first = bits++ ? first : b;
 		CHECK(bits == 1, "run chunk %u has %u blocks allocated, expected 1", c, bits);
 		uint64_t hdr_off = h->heap_off + (uint64_t)h->zone_meta_pages * KR_PAGE_SIZE +
-				   (uint64_t)c * KR_CHUNK_SIZE + (uint64_t)first * kr_size_classes[cls];
+				   (uint64_t)c * KR_CHUNK_SIZE + (uint64_t)first * classes[cls];
 		CHECK(hdr_off + sizeof(struct kr_obj_hdr) == root,
 		      "bitmap says block at %#llx, root oid is %#llx", (unsigned long long)hdr_off,
 		      (unsigned long long)root);

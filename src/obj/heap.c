@@ -122,20 +122,32 @@ static const uint8_t *chunk_base(struct kr_heap *h, uint32_t gid)
 	return (const uint8_t *)h->pm->base + chunk_off(h, gid);
 }
 
-static int size_class(uint64_t total)
+/* The smallest class whose blocks hold total bytes, or -1 (binary search: the table
+ * increases). */
+static int size_class(const struct kr_heap *h, uint64_t total)
 {
-	for (int c = 0; c < KR_NCLASSES; c++)
-		if (kr_size_classes[c] >= total)
-			return c;
-	return -1;
+	if (total > h->classes[h->nclasses - 1])
+		return -1;
+	unsigned lo = 0, hi = h->nclasses - 1;
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (h->classes[mid] >= total)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return (int)lo;
 }
 
-static uint32_t run_nblocks(unsigned cls) { return KR_CHUNK_SIZE / kr_size_classes[cls]; }
+static uint32_t run_nblocks(const struct kr_heap *h, unsigned cls)
+{
+	return KR_CHUNK_SIZE / h->classes[cls];
+}
 
 static void block_of_run(struct kr_heap *h, uint32_t gid, uint32_t index, struct kr_block *b)
 {
 	struct kr_run *r = h->chunks[gid].run;
-	b->bytes = kr_size_classes[r->cls];
+	b->bytes = h->classes[r->cls];
 	b->off = chunk_off(h, gid) + (uint64_t)index * b->bytes;
 	b->zone = gid / h->chunks_per_zone;
 	b->chunk = gid % h->chunks_per_zone;
@@ -172,6 +184,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	h->g = kr_geom_of(hdr);
 	h->chunks_per_zone = hdr->chunks_per_zone;
 	h->meta_pages = hdr->zone_meta_pages;
+	h->classes = kr_class_table(hdr->incompat, &h->nclasses);
 	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
 	pthread_mutex_init(&h->lock, NULL);
 	h->chunks = kr_calloc((size_t)h->g.nzones * h->chunks_per_zone, sizeof(*h->chunks));
@@ -187,7 +200,7 @@ void kr_heap_fini(struct kr_heap *h)
 		for (size_t i = 0; i < (size_t)h->g.nzones * h->chunks_per_zone; i++)
 			free(h->chunks[i].run);
 	free(h->chunks);
-	for (int c = 0; c < KR_NCLASSES; c++)
+	for (unsigned c = 0; c < h->nclasses; c++)
 		free(h->avail[c].ids);
 	free(h->pending);
 	pthread_mutex_destroy(&h->lock);
@@ -215,7 +228,7 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 		return kr_err_set(KR_E_NOMEM, "run");
 	struct kr_run *r = c->run;
 	r->cls = (uint8_t)cls;
-	r->nblocks = run_nblocks(cls);
+	r->nblocks = run_nblocks(h, cls);
 	r->nbusy = 0;
 	r->in_avail = 0;
 	r->fresh = r->nblocks; /* run_create knows better for a run over a fresh chunk */
@@ -225,7 +238,7 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 		r->nbusy += (uint32_t)__builtin_popcountll(bits[w]);
 	}
 	atomic_store_explicit(&c->type, D_RUN, memory_order_release);
-	uint64_t bs = kr_size_classes[cls];
+	uint64_t bs = h->classes[cls];
 	h->used_bytes += r->nbusy * bs;
 	h->nobjects += r->nbusy;
 	h->free_bytes += (r->nblocks - r->nbusy) * bs;
@@ -249,13 +262,13 @@ int kr_heap_load(struct kr_heap *h)
 				break;
 			case KR_CHUNK_RUN: {
 				unsigned cls = KR_CHUNK_CLASS(w);
-				if (cls >= KR_NCLASSES || (w & ~0xffffull) != 0)
+				if (cls >= h->nclasses || (w & ~0xffffull) != 0)
 					return KR_CORRUPT(KR_E_CORRUPT_META, pool_off(h, wp),
 							  "run chunk word 0x%llx is invalid",
 							  (unsigned long long)w);
 				uint64_t bits[RUN_WORDS];
 				memcpy(bits, run_bitmap(h, gid), sizeof(bits));
-				uint32_t nb = run_nblocks(cls);
+				uint32_t nb = run_nblocks(h, cls);
 				for (uint32_t b = nb; b < RUN_WORDS * 64; b++)
 					if (bits[b / 64] >> (b % 64) & 1)
 						return KR_CORRUPT(KR_E_CORRUPT_META,
@@ -418,13 +431,13 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	if (rc == KR_OK) {
 		for (uint32_t i = 0; i < count; i++) {
 			struct kr_chunk_dram *c = &h->chunks[gids[i]];
-			h->free_bytes -= (uint64_t)c->run->nblocks * kr_size_classes[c->run->cls];
+			h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->run->cls];
 			h->free_bytes += KR_CHUNK_SIZE;
 			c->run->in_avail = 0;
 			atomic_store(&c->type, D_FREE);
 		}
 		/* Drop reclaimed runs from the availability lists. */
-		for (int cl = 0; cl < KR_NCLASSES; cl++) {
+		for (unsigned cl = 0; cl < h->nclasses; cl++) {
 			uint32_t k = 0;
 			for (uint32_t j = 0; j < h->avail[cl].n; j++)
 				if (atomic_load(&h->chunks[h->avail[cl].ids[j]].type) == D_RUN)
@@ -499,7 +512,7 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 		return kr_err_set(KR_E_TOO_BIG, "allocation of %zu bytes; this pool's limit is %llu",
 				  size, (unsigned long long)h->max_alloc);
 	uint64_t total = size + sizeof(struct kr_obj_hdr);
-	int cls = size_class(total);
+	int cls = size_class(h, total);
 	for (int attempt = 0;; attempt++) {
 		pthread_mutex_lock(&h->lock);
 		int rc = cls >= 0 ? reserve_small(h, lane, (unsigned)cls, b) : reserve_large(h, total, b);
@@ -653,7 +666,7 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 			KR_INVARIANT("heap.c", 2, !(atomic_load(&c->run->alloc[p.index / 64]) & (1ull << (p.index % 64))));
 			c->run->busy[p.index / 64] &= ~(1ull << (p.index % 64));
 			c->run->nbusy--;
-			h->free_bytes += kr_size_classes[c->run->cls];
+			h->free_bytes += h->classes[c->run->cls];
 			avail_push(h, p.gid);
 		}
 	}
@@ -686,7 +699,7 @@ int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
 	unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
 	if (type == D_RUN) {
 		struct kr_run *r = c->run;
-		uint32_t bs = kr_size_classes[r->cls];
+		uint32_t bs = h->classes[r->cls];
 		if (coff % bs == 0 && coff / bs < r->nblocks) {
 			uint32_t idx = (uint32_t)(coff / bs);
 			block_of_run(h, gid, idx, b);
@@ -732,7 +745,7 @@ int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b)
 	}
 	if (type != D_RUN || head != gid)
 		return 0;
-	uint32_t idx = (uint32_t)(coff / kr_size_classes[c->run->cls]);
+	uint32_t idx = (uint32_t)(coff / h->classes[c->run->cls]);
 	if (idx >= c->run->nblocks ||
 	    !(atomic_load_explicit(&c->run->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1))
 		return 0;
@@ -782,7 +795,7 @@ static int audit_object_fits(struct kr_heap *h, uint64_t off, int cls, uint32_t 
 	if (o->size == 0 || o->size > h->max_alloc)
 		return 0;
 	uint64_t total = o->size + sizeof(*o);
-	if (size_class(total) != cls)
+	if (size_class(h, total) != cls)
 		return 0;
 	return cls >= 0 || (total + KR_CHUNK_SIZE - 1) / KR_CHUNK_SIZE == n;
 }
@@ -793,12 +806,12 @@ static void audit_run(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp,
 	const uint64_t *bm = run_bitmap(h, gid);
 	unsigned cls = KR_CHUNK_CLASS(w);
 	struct kr_chunk_dram *c = &h->chunks[gid];
-	if (cls >= KR_NCLASSES || (w & ~0xffffull) != 0) {
+	if (cls >= h->nclasses || (w & ~0xffffull) != 0) {
 		kr_audit_note(a, chunk_off(h, gid), "chunk %u: run word 0x%llx is invalid", gid,
 			      (unsigned long long)w);
 		return;
 	}
-	uint32_t nb = run_nblocks(cls), bs = kr_size_classes[cls], nset = 0;
+	uint32_t nb = run_nblocks(h, cls), bs = h->classes[cls], nset = 0;
 	if (atomic_load(&c->type) != D_RUN || c->run->cls != cls)
 		kr_audit_note(a, pool_off(h, chunk_word(h, gid)),
 			      "chunk %u: a run of class %u on media, not in DRAM", gid, cls);

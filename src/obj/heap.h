@@ -43,13 +43,15 @@ struct kr_heap {
 	struct kr_geom g;
 	uint32_t chunks_per_zone, meta_pages;
 	uint64_t max_alloc;
+	const uint32_t *classes; /* the pool's size-class table (layout.h kr_class_table) */
+	unsigned nclasses;
 
 	pthread_mutex_t lock;
 	struct kr_chunk_dram *chunks; /* nzones * chunks_per_zone */
 	struct {
 		uint32_t *ids; /* global chunk ids of runs that may have free blocks */
 		uint32_t n, cap;
-	} avail[KR_NCLASSES];
+	} avail[KR_MAX_NCLASSES];
 	struct kr_pending *pending; /* deferred frees, in commit order */
 	size_t npending, pending_first, pending_cap;
 	uint32_t cursor; /* next-fit position for extents and new runs */

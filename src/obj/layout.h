@@ -77,10 +77,13 @@
 #define KR_MAGIC "KERATIN"          /* 7 chars + NUL = 8 bytes */
 #define KR_FORMAT_VERSION 1u
 
-/* Feature masks. v1 defines none; a set bit that this build does not know is handled by
- * its class (incompat: refuse to open; ro_compat: refuse to open for writing). */
+/* Feature masks. A set bit that this build does not know is handled by its class
+ * (incompat: refuse to open; ro_compat: refuse to open for writing). */
 #define KR_FEAT_COMPAT_KNOWN 0u
-#define KR_FEAT_INCOMPAT_KNOWN 0u
+/* Run chunk words index kr_size_classes_fine[] instead of kr_size_classes[]: a build that
+ * read them with the first table would take every block for another size. */
+#define KR_FEAT_INCOMPAT_FINE_CLASSES 0x1u
+#define KR_FEAT_INCOMPAT_KNOWN KR_FEAT_INCOMPAT_FINE_CLASSES
 #define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
@@ -271,7 +274,9 @@ _Static_assert(sizeof(struct kr_rec_hdr) == 16, "record header is 16 bytes");
  *
  * Chunk record:
  *     0   8 word     bits 0..7   type (KR_CHUNK_FREE, KR_CHUNK_RUN, KR_CHUNK_LARGE)
- *                    bits 8..15  RUN: size class index into kr_size_classes[]
+ *                    bits 8..15  RUN: size class index into the pool's table
+ *                                (kr_class_table: kr_size_classes_fine[] with the
+ *                                incompat feature FINE_CLASSES, else kr_size_classes[])
  *                    bits 32..63 LARGE: number of chunks in the extent (head chunk only;
  *                                the records of the rest of the extent stay zero)
  *                    other bits  must be zero
@@ -326,12 +331,39 @@ _Static_assert(sizeof(struct kr_rec_fresh) == 24, "fresh record data is 24 bytes
 
 /* Block sizes (header included) of the small-object size classes; objects whose block
  * would exceed the last class take whole chunks. On-media: a run's chunk word stores an
- * index into this table, so entries may be appended in a later format but never changed. */
+ * index into its pool's table, so a table's entries may be appended in a later format but
+ * never changed.
+ *
+ * kr_size_classes: the first table, of pools without FINE_CLASSES. Its steps above 1 KiB
+ * are 1.2-1.33x, so a block wastes up to a quarter of itself (a 4150-byte object takes
+ * 5120 bytes) and a run's tail up to 2 KiB.
+ * kr_size_classes_fine: every pool created since. At most 1.25x apart up to 1 KiB, in
+ * 16-byte steps at the small end; above 1 KiB, one class per number of blocks a 32 KiB
+ * chunk holds (32768 / n rounded down to 16 bytes, n = 28 ... 2), so a run's tail is
+ * under 16 bytes a block and no larger block size would fit the same count. */
 #define KR_NCLASSES 27
 static const uint32_t kr_size_classes[KR_NCLASSES] = {
 	32,   48,   64,   80,   96,   128,  160,  192,  256,   320,   384,   512,   640,  768,
 	1024, 1280, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384,
 };
+#define KR_NCLASSES_FINE 41
+static const uint32_t kr_size_classes_fine[KR_NCLASSES_FINE] = {
+	32,   48,   64,   80,   96,   112,  128,  160,  192,  224,  256,   288,  320,  384,
+	448,  512,  576,  640,  768,  896,  1024, 1168, 1248, 1360, 1488,  1632, 1808, 2048,
+	2336, 2512, 2720, 2976, 3264, 3632, 4096, 4672, 5456, 6544, 8192, 10912, 16384,
+};
+#define KR_MAX_NCLASSES KR_NCLASSES_FINE
+
+/* The size-class table of a pool whose header has these incompat bits, and its length. */
+static inline const uint32_t *kr_class_table(uint32_t incompat, unsigned *n)
+{
+	if (incompat & KR_FEAT_INCOMPAT_FINE_CLASSES) {
+		*n = KR_NCLASSES_FINE;
+		return kr_size_classes_fine;
+	}
+	*n = KR_NCLASSES;
+	return kr_size_classes;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Geometry limits (enforced by pool.c's layout_compute()).

@@ -394,6 +394,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	};
 	/* The fresh frontier is not redundancy: every level keeps it. */
 	h.ro_compat = level_feats[o->protection] | KR_FEAT_RO_FRESH;
+	h.incompat = KR_FEAT_INCOMPAT_FINE_CLASSES;
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");
