@@ -103,6 +103,9 @@ static void pin_structs(void)
 	PIN_OFF(struct kr_rec_hdr, len, 4, 4);
 	PIN_OFF(struct kr_rec_hdr, off, 8, 8);
 
+	PIN_SIZE(struct kr_rec_spill, 16);
+	PIN_OFF(struct kr_rec_spill, nlines, 0, 8);
+	PIN_OFF(struct kr_rec_spill, replica_off, 8, 8);
 	PIN_SIZE(struct kr_rec_fresh, 24);
 	PIN_OFF(struct kr_rec_fresh, hdr, 0, 16);
 	PIN_OFF(struct kr_rec_fresh, payload_crc64, 16, 8);
@@ -135,7 +138,8 @@ static void pin_constants(void)
 	CHECK(KR_LINE_SEQ_SHIFT == 16 && KR_LINE_SEQ_MASK == 0xffffffffffffull, "line seq field");
 	CHECK(KR_TX_MAX_LINES == 16384, "max lines per transaction");
 	CHECK(KR_REC_DATA == 1 && KR_REC_SETBITS == 2 && KR_REC_CLRBITS == 3 && KR_REC_FRESH == 4 &&
-		      KR_REC_INTENT == 5 && KR_TXF_INTENT == 1,
+		      KR_REC_INTENT == 5 && KR_REC_SPILL == 6 && KR_REC_CANCEL == 7 && KR_TXF_INTENT == 1 &&
+		      KR_SEG_MAX_LINES == 1ull << 20,
 	      "record kinds");
 	CHECK(KR_CHUNK_FREE == 0 && KR_CHUNK_RUN == 1 && KR_CHUNK_LARGE == 2, "chunk types");
 	CHECK(KR_FEAT_RO_META_CSUM == 1 && KR_FEAT_RO_OBJ_CSUM == 2 && KR_FEAT_RO_PARITY == 4 &&
@@ -170,7 +174,7 @@ static void pin_constants(void)
 	for (size_t i = 0; i < nfine && i < KR_NCLASSES_FINE; i++)
 		CHECK(kr_size_classes_fine[i] == fine_classes[i], "fine size class %zu changed: %u (was %u)",
 		      i, kr_size_classes_fine[i], fine_classes[i]);
-	CHECK(KR_FEAT_INCOMPAT_FINE_CLASSES == 1, "incompat feature bits");
+	CHECK(KR_FEAT_INCOMPAT_FINE_CLASSES == 1 && KR_FEAT_INCOMPAT_LOG_SPILL == 2, "incompat feature bits");
 	for (int fine = 0; fine < 2; fine++) {
 		unsigned n;
 		const uint32_t *t = kr_class_table(fine ? KR_FEAT_INCOMPAT_FINE_CLASSES : 0, &n);
@@ -253,8 +257,8 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(memcmp(h->magic, KR_MAGIC, 8) == 0, "magic");
 	CHECK(h->version == KR_FORMAT_VERSION, "version %u", h->version);
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
-	CHECK(h->compat == 0 && h->incompat == KR_FEAT_INCOMPAT_FINE_CLASSES,
-	      "compat/incompat bits %#x/%#x (want 0/FINE_CLASSES)", h->compat, h->incompat);
+	CHECK(h->compat == 0 && h->incompat == (KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL),
+	      "compat/incompat bits %#x/%#x (want 0/FINE_CLASSES|LOG_SPILL)", h->compat, h->incompat);
 	/* A new pool keeps every kind of redundancy this build knows. */
 	CHECK(h->ro_compat == 0x1f, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA | FRESH */
 	      "ro_compat 0x%x", h->ro_compat);

@@ -605,6 +605,37 @@ void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* Queues a release at durable_seq >= seq (heap_release). Caller holds h->lock. */
+static void pending_push(struct kr_heap *h, uint64_t seq, uint32_t gid, uint32_t index)
+{
+	if (h->npending == h->pending_cap) {
+		/* Grow the ring, unrolling it. On failure the block simply stays busy (a leak
+		 * until the next open rebuilds the heap), never a correctness problem. */
+		size_t cap = h->pending_cap ? h->pending_cap * 2 : 64;
+		struct kr_pending *np = kr_malloc(cap * sizeof(*np));
+		if (!np)
+			return;
+		for (size_t i = 0; i < h->npending; i++)
+			np[i] = h->pending[(h->pending_first + i) % h->pending_cap];
+		free(h->pending);
+		h->pending = np;
+		h->pending_cap = cap;
+		h->pending_first = 0;
+	}
+	h->pending[(h->pending_first + h->npending) % h->pending_cap] = (struct kr_pending){seq, gid, index};
+	h->npending++;
+}
+
+void kr_heap_unreserve_at(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
+{
+	uint32_t gid = block_gid(h, b);
+	pthread_mutex_lock(&h->lock);
+	h->chunks[gid].n = b->nchunks;
+	atomic_store(&h->chunks[gid].type, D_LARGE_FREEING);
+	pending_push(h, seq, gid, UINT32_MAX);
+	pthread_mutex_unlock(&h->lock);
+}
+
 void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
 {
 	uint32_t gid = block_gid(h, b);
@@ -617,25 +648,7 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
 	}
 	h->used_bytes -= b->bytes;
 	h->nobjects--;
-	if (h->npending == h->pending_cap) {
-		/* Grow the ring, unrolling it. On failure the block simply stays busy (a leak
-		 * until the next open rebuilds the heap), never a correctness problem. */
-		size_t cap = h->pending_cap ? h->pending_cap * 2 : 64;
-		struct kr_pending *np = kr_malloc(cap * sizeof(*np));
-		if (!np) {
-			pthread_mutex_unlock(&h->lock);
-			return;
-		}
-		for (size_t i = 0; i < h->npending; i++)
-			np[i] = h->pending[(h->pending_first + i) % h->pending_cap];
-		free(h->pending);
-		h->pending = np;
-		h->pending_cap = cap;
-		h->pending_first = 0;
-	}
-	h->pending[(h->pending_first + h->npending) % h->pending_cap] =
-		(struct kr_pending){seq, gid, b->index};
-	h->npending++;
+	pending_push(h, seq, gid, b->index);
 	pthread_mutex_unlock(&h->lock);
 }
 

@@ -91,6 +91,9 @@ uint64_t kr_heap_fresh_word(struct kr_heap *h);
 int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct kr_block *b);
 /* Gives a reserved block back; untouched: nothing was written to it since kr_heap_reserve. */
 void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched);
+/* A reserved extent that was written but never allocated (a spill segment, tx.c) goes back
+ * to the heap once durable_seq reaches seq (as a freed block does: kr_heap_release). */
+void kr_heap_unreserve_at(struct kr_heap *h, const struct kr_block *b, uint64_t seq);
 int kr_heap_rec_alloc(struct kr_heap *h, const struct kr_block *b, struct kr_img *img);
 void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b);
 

@@ -83,7 +83,11 @@
 /* Run chunk words index kr_size_classes_fine[] instead of kr_size_classes[]: a build that
  * read them with the first table would take every block for another size. */
 #define KR_FEAT_INCOMPAT_FINE_CLASSES 0x1u
-#define KR_FEAT_INCOMPAT_KNOWN KR_FEAT_INCOMPAT_FINE_CLASSES
+/* The log may hold SPILL and CANCEL records (an in-place transaction's undo continued in
+ * heap blocks): a build that did not know them would refuse a crashed pool's log as damaged,
+ * or replay undo that a home commit cancelled. */
+#define KR_FEAT_INCOMPAT_LOG_SPILL 0x2u
+#define KR_FEAT_INCOMPAT_KNOWN (KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL)
 #define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
@@ -215,11 +219,27 @@ _Static_assert(offsetof(struct kr_log_line, fresh_word) == 16, "fresh_word at 16
  * not committed: that payload is durable once the commit fence completes, so a mismatch
  * proves the commit never returned.
  *
- * INTENT records (kind 5) appear only in intent entries (flags KR_TXF_INTENT): off = the
- * start of a range about to be written outside the log, data = its length (8 bytes). An
- * intent is committed (fenced) before those writes; recovery never applies it but
- * recomputes the redundancy (parity) of its ranges, since the writes may have landed
- * without the parity updates that go with them.
+ * INTENT records (kind 5) appear in intent entries (flags KR_TXF_INTENT), which hold
+ * nothing else, and beside a SPILL record: off = the start of a range about to be written
+ * outside the log, data = its length (8 bytes). An intent is committed (fenced) before
+ * those writes; recovery never applies it but recomputes the redundancy (parity) of its
+ * ranges, since the writes may have landed without the parity updates that go with them.
+ *
+ * Spilled undo (pools with the incompat feature LOG_SPILL). An in-place transaction whose
+ * undo entries outgrow its lane continues them in a spill segment: a block of the heap,
+ * free in the allocator's records, holding nlines log lines (and as many again for the
+ * replica when the pool keeps one), written like a lane's but never wrapping.
+ *   SPILL (kind 6), in an entry of the lane (flags 0) beside the INTENT record of the
+ *     segment's block: off = the segment's first line, data = { nlines, replica_off (0:
+ *     none) } (16 bytes). Recovery reads the segment's complete transactions above
+ *     durable_seq as the lane's own. Only lane entries hold SPILL records.
+ *   CANCEL (kind 7), in the entry that commits such a transaction (its "home commit": the
+ *     new bytes, checksums and parity made durable in place, then this entry): off = the
+ *     sequence number of the transaction's first undo entry, data = 8 zero bytes. The
+ *     lane's entries (its segments' included) with sequence numbers from off up to this
+ *     entry's are not replayed; their ranges are still recomputed. An aborted transaction
+ *     that spilled commits an entry holding only a CANCEL record once its old bytes are
+ *     back home, so that nothing follows its SPILL records into blocks reused since.
  *
  * crc = CRC-32C of the whole payload stream (56 * nlines bytes, with the crc field itself
  * taken as zero). Header words are not covered: validity decides atomicity, the CRC
@@ -234,6 +254,7 @@ _Static_assert(offsetof(struct kr_log_line, fresh_word) == 16, "fresh_word at 16
 #define KR_LINE_SEQ_SHIFT 16
 #define KR_LINE_SEQ_MASK 0xffffffffffffull
 #define KR_TX_MAX_LINES (KR_LINE_INDEX_MASK + 1)
+#define KR_SEG_MAX_LINES (1ull << 20) /* a spill segment: at most 64 MiB of lines */
 
 struct kr_log_cacheline {
 	uint64_t header;
@@ -254,7 +275,9 @@ _Static_assert(sizeof(struct kr_tx_first) == 24, "first-line prefix is 24 bytes"
 #define KR_REC_SETBITS 2u
 #define KR_REC_CLRBITS 3u
 #define KR_REC_FRESH 4u
-#define KR_REC_INTENT 5u /* in an intent entry: len = 8, data = byte count of the range */
+#define KR_REC_INTENT 5u /* len = 8, data = byte count of the range */
+#define KR_REC_SPILL 6u  /* len = 16, data = struct kr_rec_spill */
+#define KR_REC_CANCEL 7u /* off = first sequence number cancelled, len = 8, data zero */
 
 #define KR_TXF_INTENT 0x1u /* kr_tx_first.flags: this entry is an intent, never applied */
 
@@ -321,6 +344,13 @@ struct kr_obj_hdr {
 	uint32_t crc;  /* CRC-32C of size, type, then the payload (kr_obj_crc), with OBJ_CSUM */
 };
 _Static_assert(sizeof(struct kr_obj_hdr) == 16, "object header is 16 bytes");
+
+/* Data of a KR_REC_SPILL log record (see the redo-log section above). */
+struct kr_rec_spill {
+	uint64_t nlines;
+	uint64_t replica_off;
+};
+_Static_assert(sizeof(struct kr_rec_spill) == 16, "spill record data is 16 bytes");
 
 /* Data of a KR_REC_FRESH log record (see the redo-log section above). */
 struct kr_rec_fresh {

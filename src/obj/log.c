@@ -52,7 +52,22 @@
  *      on its lane, unadoptable, until its transaction's final commit or abort: durable_seq
  *      never passes it while the in-place stores it covers may still change, so recovery
  *      replays it and the old bytes come back. Under log pressure it is not closed early
- *      (as an intent is): the commit fails with KR_E_NOSPACE_LOG instead.
+ *      (as an intent is): the undo continues in a spill segment (below), or in a pool
+ *      without LOG_SPILL the transaction fails with KR_E_NOSPACE_LOG.
+ *   8. An undo entry that a CANCEL record covers (the lane's entries from the record's
+ *      sequence number up to its own: a home commit or an abort, tx.c) is never replayed,
+ *      and no record of an older transaction is replayed over its ranges (the masks of
+ *      kr_log_recover): the bytes there were made durable at home, after those older
+ *      transactions, with no redo that would replay them last. A spill segment stays out of
+ *      use until durable_seq passes its transaction's CANCEL, so that every segment a
+ *      replayable SPILL record names still holds its lines.
+ *
+ *   Spilled undo. An in-place transaction's undo entries go to a spill segment (a heap
+ *   block named by a SPILL record in the lane) when they would leave less than a quarter of
+ *   the lane free (kr_log_undo_fits): the rest is for the transaction's commit. Segment
+ *   lines are written as lane lines are, but through the patch hook, which keeps the
+ *   heap's parity as they change; recovery reads the segments that replayable SPILL records
+ *   name and takes their transactions for the lane's.
  *
  *   Lane states: free -> held (kr_log_lane_acquire) -> committing (inflight_seq set,
  *   kr_log_commit) -> applying (kr_log_apply) -> applied (kr_log_applied: pending_seq)
@@ -183,6 +198,16 @@ int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len)
 	return kr_img_bits(img, KR_REC_INTENT, off, len);
 }
 
+int kr_img_cancel(struct kr_img *img, uint64_t first)
+{
+	uint64_t *d = kr_img_data(img, first, 8);
+	if (!d)
+		return kr_errcode();
+	((struct kr_rec_hdr *)d - 1)->kind = KR_REC_CANCEL;
+	*d = 0;
+	return KR_OK;
+}
+
 uint32_t kr_img_lines(const struct kr_img *img)
 {
 	size_t len = img->len < FIRST_SZ ? FIRST_SZ : img->len;
@@ -258,9 +283,17 @@ void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *im
 	kr_pm_defer_flushes(NULL);
 }
 
+/* SPILL and CANCEL records name no bytes of their own at their offset. */
+static int rec_names_bytes(const struct kr_rec_hdr *h)
+{
+	return h->kind != KR_REC_SPILL && h->kind != KR_REC_CANCEL;
+}
+
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
+	if (!rec_names_bytes(h))
+		return 0;
 	/* An intent's range was written directly (with its parity) by the thread that
 	 * logged it: adopting it means fencing those writes too. */
 	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : rec_home_len(h);
@@ -303,6 +336,16 @@ static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *da
 		uint64_t n = *(const uint64_t *)data;
 		return h->len != 8 || n > UINT64_MAX / 2 || !in_valid_range(log, h->off, n);
 	}
+	case KR_REC_SPILL: {
+		const struct kr_rec_spill *sp = (const struct kr_rec_spill *)data;
+		return !log->spill || h->len != sizeof(*sp) || (h->off & (KR_LINE_SIZE - 1)) ||
+		       sp->nlines == 0 || sp->nlines > KR_SEG_MAX_LINES ||
+		       !in_valid_range(log, h->off, sp->nlines * KR_LINE_SIZE) ||
+		       (sp->replica_off && ((sp->replica_off & (KR_LINE_SIZE - 1)) ||
+					    !in_valid_range(log, sp->replica_off, sp->nlines * KR_LINE_SIZE)));
+	}
+	case KR_REC_CANCEL:
+		return !log->spill || h->len != 8 || *(const uint64_t *)data != 0;
 	default:
 		return 1;
 	}
@@ -332,6 +375,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	log->lane_lines = g->lane_pages * KR_PAGE_SIZE / KR_LINE_SIZE;
 	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
+	log->spill = g->spill;
 	pthread_mutex_init(&log->d_lock, NULL);
 	log->lanes = kr_calloc(g->nlanes, sizeof(struct kr_lane));
 	if (!log->lanes)
@@ -490,14 +534,14 @@ static void log_publish_durable(struct kr_log *log, uint64_t d)
 }
 
 /* Reads a transaction's payload stream out of its lane lines into a malloc'd buffer. */
-static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+static uint8_t *lane_read_stream(const struct kr_log_cacheline *lines, uint32_t ring,
 				 uint32_t first, uint32_t nlines)
 {
 	uint8_t *s = kr_malloc((size_t)nlines * KR_LINE_PAYLOAD);
 	if (!s)
 		return NULL;
 	for (uint32_t k = 0; k < nlines; k++)
-		memcpy(s + (size_t)k * KR_LINE_PAYLOAD, lines[(first + k) % log->lane_lines].payload,
+		memcpy(s + (size_t)k * KR_LINE_PAYLOAD, lines[(first + k) % ring].payload,
 		       KR_LINE_PAYLOAD);
 	return s;
 }
@@ -506,7 +550,7 @@ static uint8_t *lane_read_stream(const struct kr_log *log, const struct kr_log_c
  * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
 static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 {
-	uint8_t *s = lane_read_stream(log, l->lines, l->pending_first, l->pending_nlines);
+	uint8_t *s = lane_read_stream(l->lines, log->lane_lines, l->pending_first, l->pending_nlines);
 	if (!s)
 		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
 	const struct kr_tx_first *f = (const struct kr_tx_first *)s;
@@ -682,59 +726,65 @@ static uint64_t line_seq(uint64_t header)
 }
 #endif
 
-static void lane_write_lines(struct kr_log *log, struct kr_log_cacheline *lines, uint32_t first,
-			     const uint8_t *stream, uint32_t nlines, uint64_t seq)
+/* Where an entry's lines go: a lane, a ring of ring lines, or a spill segment, which never
+ * wraps and lies in the heap, so that its writes keep the heap's redundancy (the patch
+ * hook) and its old lines are whatever the heap held there. */
+struct target {
+	struct kr_log_cacheline *lines, *replica;
+	uint32_t ring;
+	int seg;
+};
+
+static void lane_write_lines(struct kr_log *log, const struct target *t, struct kr_log_cacheline *lines,
+			     uint32_t first, const uint8_t *stream, uint32_t nlines, uint64_t seq)
 {
 	/* The lines stream past the cache (kr_pm_lines_nt), each header word stored after its
 	 * payload: nobody reads them back unless there is a crash or an adoption, and cached
 	 * stores cost a read-for-ownership of every line and a write-back that doubled the
 	 * commit time of a 16 KiB overwrite. Headers are built a batch at a time; a batch ends
-	 * at the lane's wrap (first < lane_lines always: it is a tail). */
+	 * at the ring's wrap (first < ring always: it is a tail). */
 	enum { BATCH = 64 };
 	uint64_t words[BATCH];
+	struct kr_log_cacheline img[BATCH];
 	uint32_t idx = first;
 	for (uint32_t k = 0; k < nlines;) {
 		uint32_t n = nlines - k;
 		if (n > BATCH)
 			n = BATCH;
-		if (n > log->lane_lines - idx)
-			n = log->lane_lines - idx;
+		if (n > t->ring - idx)
+			n = t->ring - idx;
 		for (uint32_t j = 0; j < n; j++) {
 			/* A stamp at or beyond next_seq was never written by this log: damage,
 			 * which the line's CRC reports where it matters; only real stamps are
-			 * judged. */
+			 * judged. (A segment's old lines are the heap's bytes.) */
 			KR_INVARIANT("log.c", 1,
-				     line_seq(lines[idx + j].header) <= atomic_load(&log->d_durable) ||
+				     t->seg || line_seq(lines[idx + j].header) <= atomic_load(&log->d_durable) ||
 					     line_seq(lines[idx + j].header) >= atomic_load(&log->next_seq));
 			words[j] = (k + j == 0 ? KR_LINE_FIRST : KR_LINE_CONT) |
 				   ((uint64_t)(k + j) << KR_LINE_INDEX_SHIFT) |
 				   ((seq & KR_LINE_SEQ_MASK) << KR_LINE_SEQ_SHIFT);
 		}
-		kr_pm_lines_nt(log->pm, &lines[idx], words, stream + (size_t)k * KR_LINE_PAYLOAD, n);
+		const uint8_t *payload = stream + (size_t)k * KR_LINE_PAYLOAD;
+		if (t->seg && log->hooks.patch) {
+			for (uint32_t j = 0; j < n; j++) {
+				img[j].header = words[j];
+				memcpy(img[j].payload, payload + (size_t)j * KR_LINE_PAYLOAD, KR_LINE_PAYLOAD);
+			}
+			log->hooks.patch(log->hooks.ctx, (uint64_t)((char *)&lines[idx] - log->pm->base),
+					 &lines[idx], img, (size_t)n * KR_LINE_SIZE);
+		}
+		kr_pm_lines_nt(log->pm, &lines[idx], words, payload, n);
 		k += n;
-		idx = idx + n == log->lane_lines ? 0 : idx + n;
+		idx = idx + n == t->ring ? 0 : idx + n;
 	}
 }
 
-static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
-		      uint64_t *seq_out)
+/* Seals the image as transaction seq's and writes it at first of the target, primary then
+ * replica, then THE fence. Steps 2 to 5 of a commit (log_commit). */
+static int log_write(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
+		     const struct target *t, uint32_t first, uint64_t *seq_out)
 {
 	uint32_t nlines = kr_img_lines(img);
-	/* A session's transactions write only after the clean flag is durably cleared. */
-	KR_INVARIANT("pool.c", 1, log->ctl[0]->clean != KR_CLEAN_MAGIC);
-	if (nlines > log->lane_lines || nlines > KR_TX_MAX_LINES)
-		return kr_err_set(KR_E_NOSPACE_LOG,
-				  "transaction needs %u log lines; a lane holds %u", nlines,
-				  log->lane_lines);
-	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
-		return kr_errcode();
-	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
-
-	/* 1. Room in the lane, behind the persisted durable_seq. */
-	int rc = lane_make_room(log, l, nlines);
-	if (rc)
-		return rc;
-
 	/* 2. Sequence number, published before it exists (invariant 2). Stamps are 48 bits;
 	 * at 10^7 commits per second the space lasts 890 years, so running out means a damaged
 	 * durable_seq, and committing past it would make every later transaction unrecoverable. */
@@ -758,23 +808,62 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	f->crc = kr_crc32c_extend(crc, img->buf + known, (size_t)nlines * KR_LINE_PAYLOAD - known);
 
 	/* 4. Lines, primary then replica, each header last, streamed (no flush needed). */
-	uint32_t first = l->tail;
-	lane_write_lines(log, l->lines, first, img->buf, nlines, seq);
-	if (l->replica)
-		lane_write_lines(log, l->replica, first, img->buf, nlines, seq);
+	lane_write_lines(log, t, t->lines, first, img->buf, nlines, seq);
+	if (t->replica)
+		lane_write_lines(log, t, t->replica, first, img->buf, nlines, seq);
 	/* The previous apply on this lane, so that this fence makes it durable too. */
 	kr_pm_flush_list(log->pm, &l->deferred);
-	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (l->replica ? 2 : 1));
+	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (t->replica ? 2 : 1));
 
 	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq
 	 * advance of step 1, and fresh-object writes made by the caller) before the commit is
 	 * acknowledged. The transaction is durable when it returns. */
-	rc = kr_pm_fence(log->pm);
+	int rc = kr_pm_fence(log->pm);
 	if (l->d_publish) {
 		log_publish_durable(log, l->d_publish);
 		l->d_publish = 0;
 	}
+	*seq_out = seq;
+	kr_pm_count_commit();
+	atomic_store_explicit(&l->commits, atomic_load_explicit(&l->commits, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	return rc;
+}
 
+/* The image's lines, zero-padded to whole lines; KR_E_NOSPACE_LOG beyond one transaction's
+ * limit or ring lines. */
+static int img_pad(struct kr_log *log, struct kr_img *img, uint32_t ring)
+{
+	uint32_t nlines = kr_img_lines(img);
+	if (nlines > ring || nlines > KR_TX_MAX_LINES)
+		return kr_err_set(KR_E_NOSPACE_LOG, "transaction needs %u log lines; a lane holds %u",
+				  nlines, ring);
+	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
+		return kr_errcode();
+	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
+	return KR_OK;
+}
+
+static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
+		      uint64_t *seq_out)
+{
+	/* A session's transactions write only after the clean flag is durably cleared. */
+	KR_INVARIANT("pool.c", 1, log->ctl[0]->clean != KR_CLEAN_MAGIC);
+	int rc = img_pad(log, img, log->lane_lines);
+	if (rc)
+		return rc;
+	uint32_t nlines = kr_img_lines(img);
+
+	/* 1. Room in the lane, behind the persisted durable_seq. */
+	if ((rc = lane_make_room(log, l, nlines)))
+		return rc;
+
+	uint32_t first = l->tail;
+	struct target t = {l->lines, l->replica, log->lane_lines, 0};
+	uint64_t seq = 0;
+	rc = log_write(log, l, img, flags, &t, first, &seq);
+	if (!seq)
+		return rc;
 	l->tail = (first + nlines) % log->lane_lines;
 	l->used += nlines;
 	uint32_t slot = (l->fifo_first + l->fifo_count) % log->lane_lines;
@@ -787,10 +876,35 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	l->pending_nlines = nlines;
 	pthread_mutex_unlock(&l->st_lock);
 	*seq_out = seq;
-	kr_pm_count_commit();
-	atomic_store_explicit(&l->commits, atomic_load_explicit(&l->commits, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
 	return rc;
+}
+
+/* An undo entry appended to the lane's spill segment (the caller checked the room with
+ * kr_log_undo_fits). Not in the lane's ring: nothing to trim, and the lane is not adoptable
+ * while the transaction's undo holds it (invariant 7), so pending_first stays. */
+static int seg_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
+		      uint64_t *seq_out)
+{
+	KR_INVARIANT("pool.c", 1, log->ctl[0]->clean != KR_CLEAN_MAGIC);
+	int rc = img_pad(log, img, l->seg_lines);
+	if (rc)
+		return rc;
+	uint32_t nlines = kr_img_lines(img);
+	if (nlines > l->seg_lines - l->seg_tail)
+		return kr_err_set(KR_E_NOSPACE_LOG, "spill segment of lane %u is full", l->idx);
+	struct target t = {l->seg, l->seg_replica, l->seg_lines, 1};
+	uint64_t seq = 0;
+	rc = log_write(log, l, img, flags, &t, l->seg_tail, &seq);
+	if (seq)
+		l->seg_tail += nlines;
+	*seq_out = seq;
+	return rc;
+}
+
+int kr_log_make_room(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
+{
+	int rc = img_pad(log, img, log->lane_lines);
+	return rc ? rc : lane_make_room(log, l, kr_img_lines(img));
 }
 
 int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
@@ -840,13 +954,80 @@ int kr_log_commit_undo(struct kr_log *log, struct kr_lane *l, struct kr_img *img
 		       uint64_t *first)
 {
 	uint64_t seq = 0;
-	int rc = log_commit(log, l, img, intent ? KR_TXF_INTENT : 0, &seq);
+	uint32_t flags = intent ? KR_TXF_INTENT : 0;
+	int rc = l->seg ? seg_commit(log, l, img, flags, &seq) : log_commit(log, l, img, flags, &seq);
 	if (seq) {
 		if (!*first)
 			*first = seq;
 		lane_set_pending(l, *first, KR_HOLD_UNDO);
 	}
 	return rc;
+}
+
+/* Lines of a lane that a transaction's undo leaves free while it spills: its intents, the
+ * segments' SPILL entries and its commit go there. */
+static uint32_t spill_reserve(const struct kr_log *log) { return log->lane_lines / 4; }
+
+int kr_log_undo_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
+{
+	if (l->seg)
+		return nlines <= l->seg_lines - l->seg_tail;
+	if (!log->spill)
+		return 1;
+	uint32_t reserve = spill_reserve(log);
+	if (nlines + reserve > log->lane_lines)
+		return 0;
+	if (l->intent_open != KR_HOLD_UNDO)
+		return 1; /* nothing of this transaction pins the lane: lane_make_room trims it */
+	/* Our own undo holds durable_seq below it: only older transactions can go. */
+	for (int tries = 0; tries < 2; tries++) {
+		lane_trim(log, l);
+		if (l->used + nlines + reserve <= log->lane_lines)
+			return 1;
+		if (tries == 0 && log_force_durable(log) != KR_OK)
+			break;
+	}
+	return 0;
+}
+
+int kr_log_spill_attach(struct kr_log *log, struct kr_lane *l, uint64_t off, uint64_t replica_off,
+			uint32_t nlines, uint64_t block_off, uint64_t block_len, uint64_t *first)
+{
+	struct kr_img img;
+	kr_img_init(&img);
+	kr_img_reset(&img);
+	int rc = kr_img_intent(&img, block_off, block_len);
+	struct kr_rec_spill *sp = rc == KR_OK ? kr_img_data(&img, off, sizeof(*sp)) : NULL;
+	uint64_t seq = 0;
+	if (!sp) {
+		rc = kr_errcode();
+	} else {
+		((struct kr_rec_hdr *)sp - 1)->kind = KR_REC_SPILL;
+		sp->nlines = nlines;
+		sp->replica_off = replica_off;
+		/* In the lane, into the room kr_log_undo_fits kept: the segment's own room is
+		 * what ran out. */
+		rc = log_commit(log, l, &img, 0, &seq);
+	}
+	kr_img_free(&img);
+	if (seq) {
+		if (!*first)
+			*first = seq;
+		lane_set_pending(l, *first, KR_HOLD_UNDO);
+	}
+	if (rc == KR_OK) {
+		l->seg = (struct kr_log_cacheline *)(log->pm->base + off);
+		l->seg_replica = replica_off ? (struct kr_log_cacheline *)(log->pm->base + replica_off) : NULL;
+		l->seg_lines = nlines;
+		l->seg_tail = 0;
+	}
+	return rc;
+}
+
+void kr_log_spill_detach(struct kr_lane *l)
+{
+	l->seg = l->seg_replica = NULL;
+	l->seg_lines = l->seg_tail = 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -953,14 +1134,16 @@ struct found_tx {
 	uint32_t nlines, nrecords;
 	uint32_t lane;
 	uint32_t flags;
-	int lane_tail; /* the newest committed transaction of its lane */
+	int lane_tail;     /* the newest committed transaction of its lane */
+	uint8_t in_seg;    /* read from a spill segment of its lane */
+	uint8_t cancelled; /* a later entry of its lane cancels it (a CANCEL record) */
 };
 
 /* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
 static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
-	if (!log->hooks.touched)
+	if (!log->hooks.touched || !rec_names_bytes(h))
 		return 0;
 	if (h->kind == KR_REC_INTENT) {
 		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
@@ -973,12 +1156,7 @@ static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *dat
 	return 0;
 }
 
-/* Intent entries hold only INTENT records, other entries none. */
-static int rec_is_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	return h->kind == KR_REC_INTENT;
-}
-
+/* Intent entries hold only INTENT records (others may hold some beside a SPILL record). */
 static int rec_not_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	return h->kind != KR_REC_INTENT;
@@ -992,7 +1170,7 @@ struct overlap {
 static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	const struct overlap *o = ctx;
-	return h->off < o->hi && h->off + rec_home_len(h) > o->lo;
+	return rec_names_bytes(h) && h->off < o->hi && h->off + rec_home_len(h) > o->lo;
 }
 
 struct fresh_ctx {
@@ -1022,30 +1200,30 @@ static int rec_fresh_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *
 
 /* Checks whether lines[first..] hold a complete transaction with stamp s48. Returns the
  * line count, or 0 if incomplete. */
-static uint32_t lane_complete(const struct kr_log *log, const struct kr_log_cacheline *lines,
-			      uint32_t first, uint64_t s48)
+static uint32_t lane_complete(const struct kr_log_cacheline *lines, uint32_t ring, uint32_t first,
+			      uint64_t s48)
 {
 	const struct kr_log_cacheline *fl = &lines[first];
 	if (fl->header != (KR_LINE_FIRST | (s48 << KR_LINE_SEQ_SHIFT)))
 		return 0;
 	const struct kr_tx_first *f = (const struct kr_tx_first *)fl->payload;
-	if (f->nlines == 0 || f->nlines > log->lane_lines || f->nlines > KR_TX_MAX_LINES ||
+	if (f->nlines == 0 || f->nlines > ring || f->nlines > KR_TX_MAX_LINES ||
 	    (f->seq & KR_LINE_SEQ_MASK) != s48 || f->seq >> 48)
 		return 0;
 	for (uint32_t k = 1; k < f->nlines; k++) {
 		uint64_t want = KR_LINE_CONT | ((uint64_t)k << KR_LINE_INDEX_SHIFT) |
 				(s48 << KR_LINE_SEQ_SHIFT);
-		if (lines[(first + k) % log->lane_lines].header != want)
+		if (lines[(first + k) % ring].header != want)
 			return 0;
 	}
 	return f->nlines;
 }
 
 /* Reads the stream of a complete transaction and checks its CRC; NULL if it fails. */
-static uint8_t *lane_checked_stream(const struct kr_log *log, const struct kr_log_cacheline *lines,
+static uint8_t *lane_checked_stream(const struct kr_log_cacheline *lines, uint32_t ring,
 				    uint32_t first, uint32_t nlines)
 {
-	uint8_t *s = lane_read_stream(log, lines, first, nlines);
+	uint8_t *s = lane_read_stream(lines, ring, first, nlines);
 	if (!s)
 		return NULL;
 	struct kr_tx_first *f = (struct kr_tx_first *)s;
@@ -1060,18 +1238,24 @@ static uint8_t *lane_checked_stream(const struct kr_log *log, const struct kr_lo
 	return s;
 }
 
-/* The largest stamp in any lane line that does not exceed bound. */
-static uint64_t log_max_stamp(const struct kr_log *log, uint64_t bound)
+/* Log lines recovery reads: a lane, or a spill segment that a SPILL record of a lane's
+ * entry names (layout.h). */
+struct scan_src {
+	const struct kr_log_cacheline *lines, *replica;
+	uint32_t ring, lane;
+	int seg;
+};
+
+/* The largest stamp in the lines of src that exceeds m and does not exceed bound, or m. */
+static uint64_t src_max_stamp(const struct scan_src *src, uint64_t m, uint64_t bound)
 {
-	uint64_t m = 0;
-	for (uint32_t li = 0; li < log->nlanes; li++)
-		for (uint32_t i = 0; i < log->lane_lines; i++)
-			for (int c = 0; c < (log->lanes[li].replica ? 2 : 1); c++) {
-				uint64_t h = (c ? log->lanes[li].replica : log->lanes[li].lines)[i].header;
-				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
-				if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
-					m = stamp;
-			}
+	for (uint32_t i = 0; i < src->ring; i++)
+		for (int c = 0; c < (src->replica ? 2 : 1); c++) {
+			uint64_t h = (c ? src->replica : src->lines)[i].header;
+			uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
+			if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
+				m = stamp;
+		}
 	return m;
 }
 
@@ -1081,6 +1265,207 @@ static int found_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+struct found_set {
+	struct found_tx *v;
+	size_t n, cap;
+};
+
+/* Adds every transaction of src above d that is complete, with a good CRC, in at least
+ * one copy. */
+static int scan_src(struct kr_log *log, const struct scan_src *src, uint64_t d, struct found_set *fs,
+		    struct kr_log_recovery *st)
+{
+	for (uint32_t i = 0; i < src->ring; i++) {
+		uint64_t h = src->lines[i].header, hr = src->replica ? src->replica[i].header : 0;
+		uint64_t s48 = 0;
+		if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+			s48 = h >> KR_LINE_SEQ_SHIFT;
+		else if ((hr & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
+			s48 = hr >> KR_LINE_SEQ_SHIFT;
+		if (s48 <= d)
+			continue;
+		/* A transaction is committed iff at least one copy is complete with a good
+		 * CRC; validity decides atomicity, the CRC integrity. */
+		uint8_t *stream = NULL;
+		uint32_t n = lane_complete(src->lines, src->ring, i, s48);
+		if (n)
+			stream = lane_checked_stream(src->lines, src->ring, i, n);
+		uint32_t nr = src->replica ? lane_complete(src->replica, src->ring, i, s48) : 0;
+		if (!stream && nr) {
+			n = nr;
+			stream = lane_checked_stream(src->replica, src->ring, i, n);
+		}
+		if (!stream) {
+			if (n || nr)
+				return KR_CORRUPT(KR_E_CORRUPT_LOG,
+						  (uint64_t)((const char *)&src->lines[i] - log->pm->base),
+						  "transaction %llu is complete but fails its CRC in both "
+						  "copies", (unsigned long long)s48);
+			st->discarded++;
+			continue;
+		}
+		if (KR_GROW(fs->v, fs->cap, fs->n + 1, 64)) {
+			free(stream);
+			return kr_err_set(KR_E_NOMEM, "recovery table");
+		}
+		const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
+		fs->v[fs->n++] = (struct found_tx){f->seq, stream, n, f->nrecords, src->lane, f->flags,
+						   0, (uint8_t)src->seg, 0};
+	}
+	return KR_OK;
+}
+
+/* Walk context: the SPILL records of one lane entry, validated first (rec_validate). */
+struct spill_walk {
+	struct kr_log *log;
+	uint32_t lane;
+	struct scan_src *segs;
+	size_t n, cap;
+};
+
+static int rec_spill(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct spill_walk *w = ctx;
+	if (h->kind != KR_REC_SPILL)
+		return 0;
+	if (rec_validate(w->log, h, data))
+		return 1;
+	if (KR_GROW(w->segs, w->cap, w->n + 1, 8))
+		return 2;
+	const struct kr_rec_spill *sp = (const struct kr_rec_spill *)data;
+	char *base = w->log->pm->base;
+	w->segs[w->n++] = (struct scan_src){
+		(const struct kr_log_cacheline *)(base + h->off),
+		sp->replica_off ? (const struct kr_log_cacheline *)(base + sp->replica_off) : NULL,
+		(uint32_t)sp->nlines, w->lane, 1};
+	return 0;
+}
+
+/* Walk context: the first sequence number a CANCEL record names, or 0. */
+static int rec_cancel(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	if (h->kind == KR_REC_CANCEL)
+		*(uint64_t *)ctx = h->off;
+	return 0;
+}
+
+/* A segment's entries are undo and intents: no SPILL or CANCEL records. */
+static int rec_lane_only(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind == KR_REC_SPILL || h->kind == KR_REC_CANCEL;
+}
+
+/* Ranges that a home commit (or an abort) left final at home: the DATA records of its
+ * cancelled undo entries, each with the entry's sequence number. A transaction older than
+ * such an entry is not replayed over its range: the bytes there were made durable after it
+ * without a record that would replay them (a transaction that committed normally writes
+ * its redo, which replays after the older ones; a home commit does not). */
+struct mask {
+	uint64_t lo, hi, seq;
+};
+
+struct masks {
+	struct kr_log *log;
+	struct mask *v;
+	uint64_t *max_hi; /* max_hi[i]: the largest hi of v[0..i], for the search */
+	size_t n, cap;
+	uint64_t seq; /* the transaction being replayed */
+	int oom;
+};
+
+static int rec_mask(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct masks *mk = ctx;
+	if (h->kind != KR_REC_DATA)
+		return 0;
+	if (KR_GROW(mk->v, mk->cap, mk->n + 1, 64))
+		return 1;
+	mk->v[mk->n++] = (struct mask){h->off, h->off + h->len, mk->seq};
+	return 0;
+}
+
+static int mask_cmp(const void *a, const void *b)
+{
+	const struct mask *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int masks_build(struct masks *mk, const struct found_tx *found, size_t nfound)
+{
+	for (size_t i = 0; i < nfound; i++) {
+		if (!found[i].cancelled || (found[i].flags & KR_TXF_INTENT))
+			continue;
+		mk->seq = found[i].seq;
+		if (stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+				found[i].nrecords, rec_mask, mk))
+			return kr_err_set(KR_E_NOMEM, "recovery mask table");
+	}
+	if (!mk->n)
+		return KR_OK;
+	qsort(mk->v, mk->n, sizeof(*mk->v), mask_cmp);
+	if (!(mk->max_hi = kr_malloc(mk->n * sizeof(*mk->max_hi))))
+		return kr_err_set(KR_E_NOMEM, "recovery mask table");
+	for (size_t i = 0; i < mk->n; i++)
+		mk->max_hi[i] = i && mk->max_hi[i - 1] > mk->v[i].hi ? mk->max_hi[i - 1] : mk->v[i].hi;
+	return KR_OK;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* rec_apply, but the bytes of DATA and FRESH records that a newer mask covers stay as they
+ * are at home. Bit records never meet a mask (masks lie in objects, bits in chunk records). */
+static int rec_apply_masked(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	struct masks *mk = ctx;
+	if (h->kind != KR_REC_DATA && h->kind != KR_REC_FRESH)
+		return rec_apply(mk->log, h, data);
+	uint64_t lo = h->off, hi = h->off + rec_home_len(h);
+	/* The masks that may overlap [lo, hi): those starting below hi, back while some
+	 * earlier one still reaches past lo. */
+	size_t a = 0, b = mk->n;
+	while (a < b) {
+		size_t m = (a + b) / 2;
+		if (mk->v[m].lo < hi)
+			a = m + 1;
+		else
+			b = m;
+	}
+	size_t ncov = 0, cap = 0;
+	uint64_t(*cov)[2] = NULL;
+	for (size_t i = a; i-- > 0 && mk->max_hi[i] > lo;) {
+		const struct mask *m = &mk->v[i];
+		if (m->seq <= mk->seq || m->hi <= lo)
+			continue;
+		if (KR_GROW(cov, cap, ncov + 1, 8)) {
+			free(cov);
+			mk->oom = 1; /* nothing written: the recovery fails and runs again */
+			return 1;
+		}
+		cov[ncov][0] = m->lo > lo ? m->lo : lo;
+		cov[ncov][1] = m->hi < hi ? m->hi : hi;
+		ncov++;
+	}
+	if (ncov)
+		qsort(cov, ncov, sizeof(*cov), piece_cmp);
+	char *base = mk->log->pm->base;
+	uint64_t at = lo;
+	for (size_t i = 0; i <= ncov; i++) {
+		uint64_t end = i < ncov ? cov[i][0] : hi;
+		if (end > at) {
+			kr_pm_copy(mk->log->pm, base + at, data + (at - lo), end - at);
+			kr_pm_flush(mk->log->pm, base + at, end - at);
+		}
+		if (i < ncov && cov[i][1] > at)
+			at = cov[i][1];
+	}
+	free(cov);
+	return 0;
+}
+
 int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 {
 	uint64_t d;
@@ -1088,62 +1473,35 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	if (rc)
 		return rc;
 	uint64_t max_stamp = d;
-	size_t nfound = 0, cap = 16;
-	struct found_tx *found = kr_malloc(cap * sizeof(*found));
+	struct found_set fs = {0};
+	struct spill_walk sw = {log, 0, NULL, 0, 0};
 	memset(st, 0, sizeof(*st));
-	if (!found)
-		return kr_err_set(KR_E_NOMEM, "recovery table");
 
+	/* The lanes, then the spill segments their entries name (whose transactions are the
+	 * lane's: an in-place transaction's undo continued there). Either copy's stamps count
+	 * toward invariant 4, a segment's too. */
 	for (uint32_t li = 0; li < log->nlanes && rc == KR_OK; li++) {
 		struct kr_lane *l = &log->lanes[li];
-		for (uint32_t i = 0; i < log->lane_lines; i++) {
-			/* Either copy's stamps count toward invariant 4. */
-			for (int c = 0; c < (l->replica ? 2 : 1); c++) {
-				uint64_t h = (c ? l->replica : l->lines)[i].header;
-				uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
-				if ((h & KR_LINE_KIND_MASK) && stamp > max_stamp)
-					max_stamp = stamp;
-			}
-			uint64_t h = l->lines[i].header, hr = l->replica ? l->replica[i].header : 0;
-			uint64_t s48 = 0;
-			if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
-				s48 = h >> KR_LINE_SEQ_SHIFT;
-			else if ((hr & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
-				s48 = hr >> KR_LINE_SEQ_SHIFT;
-			if (s48 <= d)
-				continue;
-			/* A transaction is committed iff at least one copy is complete with a good
-			 * CRC; validity decides atomicity, the CRC integrity. */
-			uint8_t *stream = NULL;
-			uint32_t n = lane_complete(log, l->lines, i, s48);
-			if (n)
-				stream = lane_checked_stream(log, l->lines, i, n);
-			uint32_t nr = l->replica ? lane_complete(log, l->replica, i, s48) : 0;
-			if (!stream && nr) {
-				n = nr;
-				stream = lane_checked_stream(log, l->replica, i, n);
-			}
-			if (!stream) {
-				if (n || nr) {
-					rc = KR_CORRUPT(KR_E_CORRUPT_LOG,
-							(uint64_t)((char *)&l->lines[i] - log->pm->base),
-							"transaction %llu is complete but fails its CRC "
-							"in both copies",
-							(unsigned long long)s48);
-					break;
-				}
-				st->discarded++;
-				continue;
-			}
-			if (KR_GROW(found, cap, nfound + 1, 64)) {
-				free(stream);
-				rc = kr_err_set(KR_E_NOMEM, "recovery table");
-				break;
-			}
-			const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
-			found[nfound++] = (struct found_tx){f->seq, stream, n, f->nrecords, li, f->flags, 0};
-		}
+		struct scan_src src = {l->lines, l->replica, log->lane_lines, li, 0};
+		max_stamp = src_max_stamp(&src, max_stamp, UINT64_MAX);
+		rc = scan_src(log, &src, d, &fs, st);
 	}
+	for (size_t i = 0, nlane = fs.n; i < nlane && rc == KR_OK; i++) {
+		sw.lane = fs.v[i].lane;
+		int w = stream_walk(fs.v[i].stream, (size_t)fs.v[i].nlines * KR_LINE_PAYLOAD,
+				    fs.v[i].nrecords, rec_spill, &sw);
+		if (w == 2)
+			rc = kr_err_set(KR_E_NOMEM, "recovery table");
+		else if (w)
+			rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0, "transaction %llu has an invalid record",
+					(unsigned long long)fs.v[i].seq);
+	}
+	for (size_t k = 0; k < sw.n && rc == KR_OK; k++) {
+		max_stamp = src_max_stamp(&sw.segs[k], max_stamp, UINT64_MAX);
+		rc = scan_src(log, &sw.segs[k], d, &fs, st);
+	}
+	struct found_tx *found = fs.v;
+	size_t nfound = fs.n;
 
 	if (rc == KR_OK) {
 		/* Invariant 4 needs every real stamp; a scribbled line can carry any stamp. Real
@@ -1155,16 +1513,34 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				bound = found[i].seq;
 		bound += log->nlanes;
 		if (max_stamp > bound) {
-			max_stamp = log_max_stamp(log, bound);
-			if (max_stamp < d)
-				max_stamp = d;
+			max_stamp = d;
+			for (uint32_t li = 0; li < log->nlanes; li++) {
+				struct scan_src src = {log->lanes[li].lines, log->lanes[li].replica,
+						       log->lane_lines, li, 0};
+				max_stamp = src_max_stamp(&src, max_stamp, bound);
+			}
+			for (size_t k = 0; k < sw.n; k++)
+				max_stamp = src_max_stamp(&sw.segs[k], max_stamp, bound);
 		}
-		qsort(found, nfound, sizeof(*found), found_cmp);
+		if (nfound)
+			qsort(found, nfound, sizeof(*found), found_cmp);
 		for (size_t i = 0; i < nfound; i++) {
 			found[i].lane_tail = 1;
 			for (size_t j = i + 1; j < nfound && found[i].lane_tail; j++)
 				if (found[j].lane == found[i].lane)
 					found[i].lane_tail = 0;
+		}
+		/* Home commits and aborts cancel their transaction's undo (CANCEL records, only
+		 * in lane entries). */
+		for (size_t i = 0; i < nfound; i++) {
+			uint64_t from = 0;
+			if (found[i].in_seg)
+				continue;
+			stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+				    found[i].nrecords, rec_cancel, &from);
+			for (size_t j = 0; from && j < i; j++)
+				if (found[j].lane == found[i].lane && found[j].seq >= from)
+					found[j].cancelled = 1;
 		}
 		/* Validate everything before touching the pool: a damaged log must not scribble. */
 		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
@@ -1173,31 +1549,40 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
 			    (found[i].flags & ~KR_TXF_INTENT) ||
 			    stream_walk(found[i].stream, len, found[i].nrecords, rec_validate, log) != 0 ||
-			    stream_walk(found[i].stream, len, found[i].nrecords,
-					intent ? rec_not_intent : rec_is_intent, NULL) != 0)
+			    (intent && stream_walk(found[i].stream, len, found[i].nrecords, rec_not_intent,
+						   NULL) != 0) ||
+			    (found[i].in_seg &&
+			     stream_walk(found[i].stream, len, found[i].nrecords, rec_lane_only, NULL) != 0))
 				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
 						"transaction %llu has an invalid record",
 						(unsigned long long)found[i].seq);
 		}
 	}
+	struct masks mk = {.log = log};
+	if (rc == KR_OK)
+		rc = masks_build(&mk, found, nfound);
 	if (rc == KR_OK) {
 		for (size_t i = 0; i < nfound; i++) {
 			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
 			/* Whatever happens to the transaction, its ranges may have changed. */
 			stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
-			if (found[i].flags & KR_TXF_INTENT)
+			if ((found[i].flags & KR_TXF_INTENT) || found[i].cancelled)
 				continue;
 			struct fresh_ctx fc = {log, found, nfound, i};
 			if (stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
 				st->discarded++; /* its fence never completed: not committed */
 				continue;
 			}
-			stream_walk(found[i].stream, len, found[i].nrecords, rec_apply, log);
+			mk.seq = found[i].seq;
+			stream_walk(found[i].stream, len, found[i].nrecords, mk.n ? rec_apply_masked : rec_apply,
+				    mk.n ? (void *)&mk : (void *)log);
 			st->replayed++;
 		}
+		if (mk.oom)
+			rc = kr_err_set(KR_E_NOMEM, "recovery mask pieces");
 		/* Redundancy of what was replayed recomputed, and all of it durable, before
 		 * durable_seq moves past it. */
-		if (log->hooks.settle)
+		if (rc == KR_OK && log->hooks.settle)
 			rc = log->hooks.settle(log->hooks.ctx);
 		if (rc == KR_OK)
 			rc = kr_pm_fence(log->pm);
@@ -1205,6 +1590,9 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	for (size_t i = 0; i < nfound; i++)
 		free(found[i].stream);
 	free(found);
+	free(sw.segs);
+	free(mk.v);
+	free(mk.max_hi);
 	if (rc)
 		return rc;
 	log_set_start(log, max_stamp);
@@ -1240,8 +1628,8 @@ static void audit_lane(const struct kr_log *log, const struct kr_lane *l, uint64
 		uint64_t s48 = seq & KR_LINE_SEQ_MASK;
 		for (int c = 0; c < (l->replica ? 2 : 1); c++) {
 			const struct kr_log_cacheline *lines = c ? l->replica : l->lines;
-			uint8_t *s = lane_complete(log, lines, pos, s48) == n
-					     ? lane_checked_stream(log, lines, pos, n)
+			uint8_t *s = lane_complete(lines, log->lane_lines, pos, s48) == n
+					     ? lane_checked_stream(lines, log->lane_lines, pos, n)
 					     : NULL;
 			if (!s)
 				kr_audit_note(a, line_off(log, &lines[pos]),

@@ -83,6 +83,11 @@ struct kr_lane {
 	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
 	 * it (and so let durable_seq pass it) before its own transaction's fence. */
 	uint8_t intent_open; /* 0, KR_HOLD_INTENT or KR_HOLD_UNDO */
+
+	/* The holder's spill segment (kr_log_spill_attach), or seg NULL: undo entries that do
+	 * not fit the lane go there, appended from seg_tail. */
+	struct kr_log_cacheline *seg, *seg_replica;
+	uint32_t seg_lines, seg_tail;
 };
 #define KR_HOLD_INTENT 1 /* an intent: closed early under log pressure (invariant 6) */
 #define KR_HOLD_UNDO 2   /* undo entries of an in-place transaction (invariant 7) */
@@ -107,6 +112,9 @@ struct kr_log_hooks {
 	 * commit's writes are final, to make that column's derived data consistent again. */
 	void (*after_fault)(void *fault_ctx, uint64_t page);
 	void *fault_ctx;
+	/* Lines of a spill segment are about to change from old to new at off (outside any
+	 * record, in the heap): keep the redundancy of those bytes. */
+	void (*patch)(void *ctx, uint64_t off, const void *old, const void *new, size_t len);
 	void *ctx;
 };
 
@@ -119,6 +127,7 @@ struct kr_log {
 
 	/* Record targets recovery accepts: [lo, hi) ranges of the pool. */
 	uint64_t valid_lo[3], valid_hi[3];
+	int spill; /* the pool has LOG_SPILL: undo may continue in spill segments */
 
 	_Atomic int repairing; /* the commit gate is closed (kr_log_quiesce) */
 	_Atomic uint64_t next_seq;
@@ -134,6 +143,7 @@ struct kr_log_geom {
 	uint32_t nlanes, lane_pages;
 	struct kr_log_line *ctl[2];
 	uint64_t valid_lo[3], valid_hi[3];
+	int spill;
 };
 
 struct kr_log_recovery {
@@ -172,6 +182,10 @@ void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 /* Writes the image to the lane (and its replica) and fences once. On success the
  * transaction is durable and *seq is its sequence number. */
 int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
+/* Makes room in the lane for the image, as kr_log_commit would (KR_E_NOSPACE_LOG if an
+ * open transaction's undo pins too much of it), so that the commit that follows cannot
+ * fail for room. */
+int kr_log_make_room(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
 /* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
  * written outside the log. Recovery never applies an intent; it reports its ranges as
  * touched, whatever became of the transaction that followed it. Costs one fence. */
@@ -182,6 +196,26 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img
  * until kr_log_applied or the lane's release (invariant 7). */
 int kr_log_commit_undo(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, int intent,
 		       uint64_t *first);
+/* Whether an undo entry of nlines lines can be committed now (kr_log_commit_undo): in the
+ * lane's spill segment, or in the lane itself leaving room for the transaction's commit.
+ * When it cannot, in a pool with LOG_SPILL the caller attaches a (new) segment and asks
+ * again; elsewhere kr_log_commit_undo fails with KR_E_NOSPACE_LOG as the lane fills. */
+int kr_log_undo_fits(struct kr_log *log, struct kr_lane *lane, uint32_t nlines);
+/* Attaches a spill segment of nlines lines at pool offset off (its replica's at
+ * replica_off, or 0) to the lane, which is in an in-place transaction: commits an entry
+ * holding an intent for [block_off, block_off + block_len) and the SPILL record (one fence,
+ * part of the transaction's undo, *first as for kr_log_commit_undo), and from then on undo
+ * entries go to the segment. The block must stay out of use until the transaction's
+ * CANCEL entry (kr_img_cancel) is durable. KR_E_NOSPACE_LOG if the lane has no line left. */
+int kr_log_spill_attach(struct kr_log *log, struct kr_lane *lane, uint64_t off, uint64_t replica_off,
+			uint32_t nlines, uint64_t block_off, uint64_t block_len, uint64_t *first);
+/* The transaction is over: no segment (its block may be released once the CANCEL entry is
+ * durable). */
+void kr_log_spill_detach(struct kr_lane *lane);
+/* Appends a CANCEL record (layout.h): the lane's entries from sequence number first up to
+ * the image's own are not replayed. */
+int kr_img_cancel(struct kr_img *img, uint64_t first);
+
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */

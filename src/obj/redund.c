@@ -21,6 +21,10 @@
  *   into the record's CRC word is another commuting atomic update (with its own parity
  *   patch).
  *
+ *   A spill segment's log lines (log.c) are written outside any record: the patch hook
+ *   patches their parity from the bytes they replace, as kr_redund_patch does for the
+ *   ranges a home commit leaves in place (tx.c).
+ *
  *   Recovery replays records with plain writes (XOR deltas are not idempotent), and the log
  *   reports every range it replayed or found in an intent (redund_touched). Before
  *   durable_seq moves past those transactions (redund_settle, called by the log), the CRCs
@@ -265,9 +269,23 @@ static int redund_settle(void *ctx)
 	return KR_OK;
 }
 
+void kr_redund_patch(struct kr_redund *r, uint64_t off, const void *old, const void *new, size_t len)
+{
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, len))
+		kr_parity_patch(&r->parity, off, old, new, len);
+}
+
+/* The log's patch hook: a spill segment's lines, written outside any record, keep their
+ * columns' parity. */
+static void redund_patch(void *ctx, uint64_t off, const void *old, const void *new, size_t len)
+{
+	kr_redund_patch(ctx, off, old, new, len);
+}
+
 void kr_redund_hooks(struct kr_redund *r, struct kr_log_hooks *hooks)
 {
 	hooks->apply = redund_apply;
+	hooks->patch = redund_patch;
 	hooks->flush = redund_flush;
 	hooks->touched = redund_touched;
 	hooks->settle = redund_settle;

@@ -54,6 +54,9 @@ void kr_redund_hooks(struct kr_redund *r, struct kr_log_hooks *hooks);
  * was committed), with the parity patch that goes with it; streamed, durable at the next
  * fence. */
 void kr_redund_write_direct(struct kr_redund *r, uint64_t off, const void *src, size_t len);
+/* Bytes of the heap at off change (changed, or are about to) from old to new outside the
+ * log: patches their parity (flushed, not fenced). The caller writes the bytes. */
+void kr_redund_patch(struct kr_redund *r, uint64_t off, const void *old, const void *new, size_t len);
 
 /* CRC-32C of a chunk record's bytes 0..135. */
 uint32_t kr_redund_chunk_crc(const struct kr_chunk_meta *m);

@@ -35,6 +35,9 @@
  *     5. kr_log_apply: records written home and flushed, no fence;
  *     6. DRAM allocator state and block checksums updated; deferred frees released; lane
  *        released.
+ *   A transaction with large in-place ranges, or whose undo spilled out of its lane,
+ *   commits at home instead of copying those ranges into the redo image (the section on
+ *   large in-place transactions, below).
  *
  *   Invariants
  *   1. Nothing reaches the pool before step 2, so an abort at step 1 leaves it byte-for-byte
@@ -85,6 +88,8 @@ struct mbuf {
 			    * the ranges, buf their old ones (a fresh object: its whole block's) */
 	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
 	uint8_t stored;    /* in place by kr_tx_add_stored: the stores came first, no undo */
+	uint8_t home;      /* in place, committed at home (tx_home_write): never swapped, no
+			    * redo copy */
 	uint32_t stored_crc; /* stored: the header CRC when the object was first declared */
 	uint32_t crc_delta;  /* stored, crc_own: the checksum's patch for the declared ranges */
 	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
@@ -96,13 +101,14 @@ struct mbuf {
 	struct kr_block block;
 	struct mbuf *next; /* all buffers of the transaction */
 	struct mbuf *hnext; /* hash chain */
+	struct mbuf *fnext; /* fresh: the transaction's next new object (kr_tx.fresh) */
 	/* Kept from an earlier transaction on a recycled header (tx_recycle): a buffer of
 	 * spare_cap bytes that mbuf_alloc_buf takes instead of asking malloc. */
 	uint8_t *spare;
 	size_t spare_cap;
 };
 
-#define HASH_BUCKETS 64
+#define HASH_BITS 6 /* a transaction's first buckets (kr_tx.hash_small); more as it grows */
 
 struct kr_tx {
 	kr_pool *pool;
@@ -110,11 +116,18 @@ struct kr_tx {
 	int err;
 	char errmsg[256]; /* the first failure's message, repeated by later calls */
 	struct mbuf *mbufs;
-	struct mbuf *hash[HASH_BUCKETS];
+	/* Buffers by oid: 2^hash_bits chains, hash_small's until the transaction holds more
+	 * than two buffers a chain, then a table eight times larger (mbuf_new). */
+	struct mbuf **hash;
+	struct mbuf *hash_small[1u << HASH_BITS];
+	uint32_t hash_bits, nmbufs;
+	struct mbuf *fresh; /* the buffers of objects allocated here, through fnext */
 	struct kr_img img;
 	uint8_t direct; /* fresh payloads were written home outside the log */
 	uint64_t root_oid, root_size; /* root to publish at commit, or 0 */
 	uint64_t undo_first; /* seq of the first undo entry (in-place writes), 0 if none */
+	struct kr_block *segs; /* blocks of the spill segments (tx_spill_grow), reserved */
+	uint32_t nsegs, segs_cap;
 	uint8_t trusting;    /* kr_tx_trust: objects opened are not verified first */
 	struct kr_tx *next_open;
 	struct mbuf *spares; /* headers of ended buffers, for the next transaction (tx_recycle) */
@@ -185,14 +198,36 @@ static int tx_usable(struct kr_tx *tx)
 	return kr_pool_usable(tx->pool);
 }
 
-static unsigned hash_oid(kr_oid oid) { return (unsigned)((oid >> 4) * 0x9e3779b1u >> 26) % HASH_BUCKETS; }
+static unsigned hash_oid(const struct kr_tx *tx, kr_oid oid)
+{
+	return (unsigned)(((oid >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - tx->hash_bits));
+}
 
 static struct mbuf *mbuf_find(struct kr_tx *tx, kr_oid oid)
 {
-	for (struct mbuf *m = tx->hash[hash_oid(oid)]; m; m = m->hnext)
+	for (struct mbuf *m = tx->hash[hash_oid(tx, oid)]; m; m = m->hnext)
 		if (m->oid == oid)
 			return m;
 	return NULL;
+}
+
+/* A transaction of many objects (PMDK's hashmap_tx adds every entry of its table in one)
+ * gets eight times the chains; without memory it keeps the ones it has. */
+static void hash_grow(struct kr_tx *tx)
+{
+	uint32_t bits = tx->hash_bits + 3;
+	struct mbuf **t = kr_calloc((size_t)1 << bits, sizeof(*t));
+	if (!t)
+		return;
+	if (tx->hash != tx->hash_small)
+		free(tx->hash);
+	tx->hash = t;
+	tx->hash_bits = bits;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		unsigned b = hash_oid(tx, m->oid);
+		m->hnext = t[b];
+		t[b] = m;
+	}
 }
 
 static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
@@ -210,9 +245,11 @@ static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 	m->oid = oid;
 	m->next = tx->mbufs;
 	tx->mbufs = m;
-	unsigned b = hash_oid(oid);
+	unsigned b = hash_oid(tx, oid);
 	m->hnext = tx->hash[b];
 	tx->hash[b] = m;
+	if (++tx->nmbufs > 2u << tx->hash_bits)
+		hash_grow(tx);
 	return m;
 }
 
@@ -474,6 +511,8 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 		pool->tx->spare[lane->idx] = NULL;
 	} else if ((tx = kr_calloc(1, sizeof(*tx)))) {
 		kr_img_init(&tx->img);
+		tx->hash = tx->hash_small;
+		tx->hash_bits = HASH_BITS;
 	} else {
 		kr_log_lane_release(&pool->log, lane);
 		return kr_err_set(KR_E_NOMEM, "transaction");
@@ -503,6 +542,9 @@ static void tx_free_all(struct kr_tx *tx)
 		mbuf_free(m);
 	}
 	kr_img_free(&tx->img);
+	free(tx->segs);
+	if (tx->hash != tx->hash_small)
+		free(tx->hash);
 	free(tx);
 }
 
@@ -515,9 +557,11 @@ static void tx_recycle(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	struct mbuf *m = tx->mbufs;
+	int big = tx->hash != tx->hash_small;
 	while (m) {
 		struct mbuf *next = m->next;
-		tx->hash[hash_oid(m->oid)] = NULL;
+		if (!big)
+			tx->hash[hash_oid(tx, m->oid)] = NULL;
 		if (__builtin_expect(pool->debug != NULL, 0) && m->buf)
 			kr_debug_mbuf_retire(m->buf, m->size + 8, m->oid, m->size);
 		else if (m->buf && m->spare_cap <= SPARE_BUF_MAX)
@@ -535,6 +579,14 @@ static void tx_recycle(struct kr_tx *tx)
 		m = next;
 	}
 	tx->mbufs = NULL;
+	tx->fresh = NULL;
+	tx->nmbufs = 0;
+	if (big) { /* a large transaction's table goes; the next one starts small */
+		free(tx->hash);
+		tx->hash = tx->hash_small;
+		tx->hash_bits = HASH_BITS;
+		memset(tx->hash_small, 0, sizeof(tx->hash_small)); /* stale since the growth */
+	}
 	if (tx->img.cap > SPARE_IMG_MAX)
 		kr_img_free(&tx->img);
 	else
@@ -558,7 +610,7 @@ static void tx_recycle(struct kr_tx *tx)
  *     - at commit the two trade places (tx_swap_in_place): the old bytes go back home
  *       (cached stores, not flushed) and the new ones into the buffer, and the ordinary
  *       commit follows: checksum and parity patched from old to new, one commit fence,
- *       the new bytes applied home;
+ *       the new bytes applied home (a large transaction commits at home: below);
  *     - at abort the old bytes are written back home, flushed and fenced.
  *   A crash before the commit fence finds the undo entries above durable_seq (log.c
  *   invariant 7) and replays them: the old bytes come back, and recovery recomputes parity
@@ -594,7 +646,7 @@ static void tx_swap_in_place(struct kr_tx *tx)
 {
 	struct kr_pm *pm = &tx->pool->pm;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
-		if (!m->in_place || m->swapped || m->freed)
+		if (!m->in_place || m->swapped || m->freed || m->home)
 			continue;
 		uint8_t *home = (uint8_t *)pm->base + m->oid;
 		if (m->fresh)
@@ -671,6 +723,20 @@ static void inflight_join(kr_pool *pool, struct mbuf *m)
 	m->inflight = 1;
 }
 
+/* Caller holds inflight_lock. */
+static void inflight_leave(kr_pool *pool, struct mbuf *m)
+{
+	if (!m->inflight)
+		return;
+	if (m->iprev)
+		m->iprev->inext = m->inext;
+	else
+		pool->tx->inflight = m->inext;
+	if (m->inext)
+		m->inext->iprev = m->iprev;
+	m->inflight = 0;
+}
+
 static void inflight_leave_all(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -680,17 +746,8 @@ static void inflight_leave_all(struct kr_tx *tx)
 	if (!in)
 		return;
 	pthread_mutex_lock(&pool->tx->inflight_lock);
-	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
-		if (!m->inflight)
-			continue;
-		if (m->iprev)
-			m->iprev->inext = m->inext;
-		else
-			pool->tx->inflight = m->inext;
-		if (m->inext)
-			m->inext->iprev = m->iprev;
-		m->inflight = 0;
-	}
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		inflight_leave(pool, m);
 	pthread_mutex_unlock(&pool->tx->inflight_lock);
 }
 
@@ -771,15 +828,203 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
 	return 0;
 }
 
-/* One undo entry on the transaction's lane: DATA records of old bytes, or an intent. */
+/* ---------------------------------------------------------------------------------------
+ * Large in-place transactions: spilled undo and the home commit
+ *
+ *   An in-place transaction's undo entries share its lane with its commit. When they would
+ *   leave less than a quarter of the lane free (kr_log_undo_fits), the next ones go to a
+ *   spill segment: a block of the heap, reserved in DRAM only (its allocator records say
+ *   free), whose lines are written like a lane's, parity kept as they are written, behind
+ *   an intent for the block (log.h, layout.h). Segments grow fourfold the lane, then
+ *   twofold each. libpmemobj grows its undo log into the heap the same way; before this,
+ *   PMDK's hashmap_tx could not rebuild its table past 10250 keys in one transaction.
+ *
+ *   Such a transaction, or one whose in-place ranges would need more redo than a quarter of
+ *   the lane, commits at home. Its new bytes are home already, so instead of logging them
+ *   again (undo, redo and home: three writes) it
+ *     1. logs the checksum word of each object it changed in place, as undo (tx_home_undo):
+ *        the checksums change before the commit point;
+ *     2. builds the rest of the commit (allocations, frees, micro-buffered objects, and a
+ *        CANCEL record naming its first undo entry) and makes room for it in the lane, so
+ *        that from step 3 on nothing can fail but the media;
+ *     3. patches parity with old ^ new per range, stores each object's new checksum,
+ *        flushes the ranges and fences (tx_home_write): home, checksums and parity are new
+ *        and durable;
+ *     4. commits the rest: recovery skips the cancelled undo from then on.
+ *   A crash before step 4 replays the undo (old bytes, old checksums) and recomputes the
+ *   parity of every range it touched; after it, the new state is durable. Two fences more
+ *   than a small commit; the bytes go home once. The segments go back to the heap once
+ *   the CANCEL is durable (an abort commits one of its own, after its old bytes are home),
+ *   so that no recovery follows a SPILL record into a reused block.
+ * ------------------------------------------------------------------------------------- */
+
+/* A new spill segment for at least need lines (kr_log_spill_attach); inside the gate. */
+static int tx_spill_grow(struct kr_tx *tx, uint32_t need)
+{
+	kr_pool *pool = tx->pool;
+	uint64_t nlines = ((uint64_t)pool->log.lane_lines * 4) << (tx->nsegs < 8 ? tx->nsegs : 8);
+	if (nlines < 2ull * need)
+		nlines = 2ull * need;
+	if (nlines > KR_SEG_MAX_LINES)
+		nlines = KR_SEG_MAX_LINES;
+	int copies = tx->lane->replica ? 2 : 1;
+	/* The lines start at the block's second cache line (the first holds the header's
+	 * place): blocks this large are whole chunks, so the lines are line-aligned. */
+	uint64_t span = KR_LINE_SIZE + nlines * KR_LINE_SIZE * copies;
+	if (KR_GROW(tx->segs, tx->segs_cap, tx->nsegs + 1, 4))
+		return kr_err_set(KR_E_NOMEM, "spill segments");
+	struct kr_block b;
+	int rc = kr_heap_reserve(&pool->heap, tx->lane, span - sizeof(struct kr_obj_hdr), &b);
+	if (rc)
+		return kr_err_set(rc, "undo of an in-place transaction: no room in the heap for %llu "
+				  "more lines of it", (unsigned long long)nlines);
+	uint64_t off = b.off + KR_LINE_SIZE;
+	if (off % KR_LINE_SIZE) {
+		kr_heap_unreserve(&pool->heap, &b, 1);
+		return kr_err_set(KR_E_CORRUPT, "spill segment at 0x%llx is not line-aligned",
+				  (unsigned long long)off);
+	}
+	rc = kr_log_spill_attach(&pool->log, tx->lane, off, copies == 2 ? off + nlines * KR_LINE_SIZE : 0,
+				 (uint32_t)nlines, b.off, span, &tx->undo_first);
+	if (rc) {
+		kr_heap_unreserve(&pool->heap, &b, 1);
+		return rc;
+	}
+	tx->segs[tx->nsegs++] = b;
+	return KR_OK;
+}
+
+/* One undo entry of the transaction: DATA records of old bytes, or an intent; in the lane
+ * or a spill segment. Inside the gate. */
+static int tx_commit_undo_in(struct kr_tx *tx, int intent)
+{
+	kr_pool *pool = tx->pool;
+	uint32_t need = kr_img_lines(&tx->img);
+	int rc = kr_log_undo_fits(&pool->log, tx->lane, need) ? KR_OK : tx_spill_grow(tx, need);
+	if (rc == KR_OK)
+		rc = kr_log_commit_undo(&pool->log, tx->lane, &tx->img, intent, &tx->undo_first);
+	kr_img_reset(&tx->img);
+	return rc;
+}
+
 static int tx_commit_undo(struct kr_tx *tx, int intent)
 {
 	kr_pool *pool = tx->pool;
 	kr_log_enter(&pool->log, tx->lane);
-	int rc = kr_log_commit_undo(&pool->log, tx->lane, &tx->img, intent, &tx->undo_first);
+	int rc = tx_commit_undo_in(tx, intent);
 	kr_log_exit(&pool->log, tx->lane);
+	return rc;
+}
+
+static int home_candidate(const struct mbuf *m)
+{
+	return m->in_place && !m->fresh && !m->stored && !m->freed && m->nranges;
+}
+
+/* Whether the transaction commits at home; marks the buffers that do. */
+static int tx_home_mark(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	if (!pool->log.spill)
+		return 0;
+	uint64_t redo = 0;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (home_candidate(m)) {
+			redo += 2 * sizeof(struct kr_rec_hdr) + 8; /* the checksum's record */
+			for (uint32_t i = 0; i < m->nranges; i++)
+				redo += sizeof(struct kr_rec_hdr) + ((m->ranges[i].end - m->ranges[i].start + 7) & ~7ull);
+		}
+	if (!tx->nsegs && (redo == 0 || redo / KR_LINE_PAYLOAD < pool->log.lane_lines / 4))
+		return 0;
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		m->home = (uint8_t)home_candidate(m);
+	return 1;
+}
+
+/* Step 1: the checksum words as they are now (the commit holds their stripes), as undo. */
+static int tx_home_undo(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	if (!feat(pool, KR_FEAT_RO_OBJ_CSUM))
+		return KR_OK;
+	enum { PER_ENTRY = 1024 };
+	kr_img_reset(&tx->img);
+	int rc = KR_OK;
+	uint32_t n = 0, crc;
+	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
+		if (!m->home)
+			continue;
+		uint64_t at = m->block.off + offsetof(struct kr_obj_hdr, crc);
+		rc = kr_img_data_copy(&tx->img, at, pool->pm.base + at, 4, &crc);
+		if (rc == KR_OK && ++n == PER_ENTRY) {
+			rc = tx_commit_undo_in(tx, 0);
+			n = 0;
+		}
+	}
+	if (rc == KR_OK && n)
+		rc = tx_commit_undo_in(tx, 0);
 	kr_img_reset(&tx->img);
 	return rc;
+}
+
+/* Step 3: parity patched and checksums stored for the new bytes at home, all flushed, one
+ * fence. The buffers leave the in-flight list here: parity reflects their bytes now. */
+static int tx_home_write(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	uint8_t *base = (uint8_t *)pool->pm.base;
+	pthread_mutex_lock(&pool->tx->inflight_lock);
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		if (!m->home)
+			continue;
+		uint8_t *home = base + m->oid;
+		const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(base + m->block.off);
+		uint32_t crc = hdr->crc;
+		for (uint32_t i = 0; i < m->nranges; i++) {
+			const struct range *r = &m->ranges[i];
+			size_t len = r->end - r->start;
+			kr_redund_patch(&pool->redund, m->oid + r->start, m->buf + r->start, home + r->start, len);
+			kr_pm_flush(&pool->pm, home + r->start, len);
+			crc ^= kr_crc32c_delta2(m->buf + r->start, home + r->start, len, m->size - r->end);
+		}
+		if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
+			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
+					       &crc, sizeof(crc));
+		inflight_leave(pool, m);
+	}
+	pthread_mutex_unlock(&pool->tx->inflight_lock);
+	return kr_pm_fence(&pool->pm);
+}
+
+/* The transaction is over: its spill segments go back to the heap once durable_seq has
+ * passed the entry that cancels its undo (the commit at seq, or here an abort's CANCEL,
+ * after tx_undo_in_place made the old bytes durable): until then a recovery reads them
+ * (log.c, masks). Should that entry fail, the blocks stay reserved until the pool closes. */
+static void tx_spill_end(struct kr_tx *tx, int committed, uint64_t seq)
+{
+	kr_pool *pool = tx->pool;
+	int rc = KR_OK;
+	if (!committed) {
+		seq = 0;
+		/* A pool that failed mid-commit (tx_home_write) is for recovery to settle: its
+		 * undo must stay replayable. */
+		if ((rc = kr_pool_usable(pool)) != KR_OK)
+			goto out;
+		kr_img_reset(&tx->img);
+		kr_log_enter(&pool->log, tx->lane);
+		rc = kr_img_cancel(&tx->img, tx->undo_first);
+		if (rc == KR_OK)
+			rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
+		if (seq)
+			kr_log_applied(&pool->log, tx->lane, seq);
+		kr_log_exit(&pool->log, tx->lane);
+		kr_img_reset(&tx->img);
+	}
+out:
+	kr_log_spill_detach(tx->lane);
+	for (uint32_t i = 0; rc == KR_OK && seq && i < tx->nsegs; i++)
+		kr_heap_unreserve_at(&pool->heap, &tx->segs[i], seq);
+	tx->nsegs = 0;
 }
 
 void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
@@ -830,9 +1075,13 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 		m->in_place = 1;
 		inflight_join(pool, m);
 		pthread_mutex_unlock(&pool->tx->inflight_lock);
-		if (rc == KR_OK &&
-		    (rc = kr_img_data_copy(&tx->img, oid + off, m->buf + off, (uint32_t)len, &crc)) == KR_OK)
-			rc = tx_commit_undo(tx, 0);
+		/* A large range in pieces: one log entry holds at most KR_TX_MAX_LINES lines. */
+		enum { UNDO_PIECE = 512 << 10 };
+		for (size_t at = 0; rc == KR_OK && at < len; at += UNDO_PIECE) {
+			uint32_t n = (uint32_t)(len - at < UNDO_PIECE ? len - at : UNDO_PIECE);
+			if ((rc = kr_img_data_copy(&tx->img, oid + off + at, m->buf + off + at, n, &crc)) == KR_OK)
+				rc = tx_commit_undo(tx, 0);
+		}
 	}
 	if (rc) {
 		tx_fail(tx, rc);
@@ -847,8 +1096,8 @@ kr_oid kr_tx_owner(kr_tx *tx, uint64_t off, size_t *size, uint32_t *type)
 {
 	if (tx_owned(tx))
 		return KR_OID_NULL;
-	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (m->fresh && !m->freed && off >= m->oid && off < m->oid + m->size) {
+	for (struct mbuf *m = tx->fresh; m; m = m->fnext)
+		if (!m->freed && off >= m->oid && off < m->oid + m->size) {
 			*size = m->size;
 			if (type)
 				*type = m->type;
@@ -1000,12 +1249,14 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
  * transaction's DRAM to the lane's next one. */
-static void tx_end(struct kr_tx *tx, int committed)
+static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 {
 	kr_pool *pool = tx->pool;
 	struct kr_lane *lane = tx->lane;
 	if (!committed)
 		tx_undo_in_place(tx);
+	if (tx->nsegs)
+		tx_spill_end(tx, committed, seq);
 	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
@@ -1080,6 +1331,8 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 	m->type = type;
 	m->block = b;
 	m->fresh = 1;
+	m->fnext = tx->fresh;
+	tx->fresh = m;
 	m->full = 1; /* zeros, in a buffer made when it is first handed out (mbuf_get) */
 	*oid = m->oid;
 	return KR_OK;
@@ -1367,6 +1620,8 @@ static int tx_build_image(struct kr_tx *tx)
 				rc = kr_heap_rec_alloc(&pool->heap, &m->block, &tx->img);
 			continue;
 		}
+		if (m->home) /* committed at home (tx_home_write) */
+			continue;
 		/* Each range is checksummed as it is copied: the log's CRC of the image and, for
 		 * a whole rewrite, the object's new checksum come from that pass. */
 		uint32_t crc = 0;
@@ -1434,7 +1689,7 @@ int kr_tx_commit(kr_tx *tx)
 		return rc;
 	kr_pool *pool = tx->pool;
 	if ((rc = tx_usable(tx))) { /* sticky error: the transaction aborts */
-		tx_end(tx, 0);
+		tx_end(tx, 0, 0);
 		return rc;
 	}
 
@@ -1443,7 +1698,7 @@ int kr_tx_commit(kr_tx *tx)
 		if (m->buf && !canary_ok(m)) {
 			rc = kr_err_set(KR_E_CANARY, "micro-buffer of object 0x%llx (%llu bytes) overrun",
 					(unsigned long long)m->oid, (unsigned long long)m->size);
-			tx_end(tx, 0);
+			tx_end(tx, 0, 0);
 			return rc;
 		}
 
@@ -1454,15 +1709,23 @@ int kr_tx_commit(kr_tx *tx)
 	for (int i = 0; i < nstripes; i++)
 		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]]);
 	kr_log_enter(&pool->log, tx->lane);
+	int home = tx_home_mark(tx);
+	if (home)
+		rc = tx_home_undo(tx);
 	tx_swap_in_place(tx);
 	fresh_mark_zeros(tx);
-	rc = tx_commit_intents(tx);
+	if (rc == KR_OK)
+		rc = tx_commit_intents(tx);
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
+	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
+	    (rc = kr_log_make_room(&pool->log, tx->lane, &tx->img)) == KR_OK &&
+	    (rc = tx_home_write(tx)) != KR_OK)
+		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
 		crc_unlock(pool, stripes, nstripes);
-		tx_end(tx, 1); /* read-only: nothing to make durable */
+		tx_end(tx, 1, 0); /* read-only: nothing to make durable */
 		return KR_OK;
 	}
 
@@ -1481,7 +1744,7 @@ int kr_tx_commit(kr_tx *tx)
 		}
 		kr_log_exit(&pool->log, tx->lane);
 		crc_unlock(pool, stripes, nstripes);
-		tx_end(tx, 0);
+		tx_end(tx, 0, 0);
 		return rc;
 	}
 	if (rc) /* fenced but msync failed: durability unknown */
@@ -1511,14 +1774,14 @@ int kr_tx_commit(kr_tx *tx)
 	}
 	crc_unlock(pool, stripes, nstripes);
 	kr_heap_release(&pool->heap);
-	tx_end(tx, 1);
+	tx_end(tx, 1, seq);
 	return rc;
 }
 
 void kr_tx_abort(kr_tx *tx)
 {
 	if (tx_owned(tx) == KR_OK)
-		tx_end(tx, 0);
+		tx_end(tx, 0, 0);
 }
 
 int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, size_t len)
