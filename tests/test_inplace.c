@@ -322,6 +322,27 @@ static void sc_older_redo(kr_pool *pool, int slot)
 	sc_large(pool, slot, 0);
 }
 
+/* Two ranges named one after the other in one 1 KiB block of a large object (verified by
+ * block, vcache.h), with a store in place between them: naming the second must not take
+ * the first one's store for damage and repair it away. */
+static void sc_same_block(kr_pool *pool, int slot)
+{
+	kr_oid o = ((const kr_oid *)kr_get(pool, g_root))[slot];
+	kr_tx *tx;
+	/* Opened in a transaction that is then aborted: verified whole, which leaves its block
+	 * checksums in DRAM. */
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_ASSERT(kr_tx_add(tx, o, 0, 8), "%s", kr_errmsg());
+	kr_tx_abort(tx);
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_ASSERT(kr_tx_add_in_place(tx, o, 2100, 8), "%s", kr_errmsg());
+	app_store(pool, o, slot, 2100, 8, 91);
+	TU_ASSERT(kr_tx_add_in_place(tx, o, 2200, 8), "%s", kr_errmsg());
+	app_store(pool, o, slot, 2200, 8, 92);
+	g_committing = 1;
+	TU_OK(kr_tx_commit(tx));
+}
+
 static void run_all(kr_pool *pool, void (*each)(kr_pool *, const char *))
 {
 	g_scenario = "overwrite in place";
@@ -348,6 +369,8 @@ static void run_all(kr_pool *pool, void (*each)(kr_pool *, const char *))
 	 * reading the new segment's lines for the aborted transaction's too. */
 	g_scenario = "large in place again, after the abort";
 	snapshot(pool), sc_large(pool, 3, 0), each(pool, g_scenario);
+	g_scenario = "two ranges of one block of a large object, a store between";
+	snapshot(pool), sc_same_block(pool, 3), each(pool, g_scenario);
 	g_scenario = "home commit over an older transaction's replayable redo";
 	pin_start(pool);
 	snapshot(pool), sc_older_redo(pool, 3), pin_end(), each(pool, g_scenario);
@@ -424,6 +447,19 @@ static void misuse(kr_pool *pool)
 		}
 		TU_DEEP_CHECK(pool, round ? "after the large abort" : "after the large commit");
 	}
+	/* Undo of one line an entry, 4096 of them: the lane, then segments filled to their
+	 * last lines, each attaching the next (PMDK's hashmap_tx rebuild). */
+	TU_OK(kr_tx_begin(pool, &tx));
+	for (size_t off = 0; off < 4096 * 16; off += 16) {
+		uint8_t *p = kr_tx_add_in_place(tx, big, off, 8);
+		TU_ASSERT(p, "8 bytes in place at %zu: %s", off, kr_errmsg());
+		memset(p, 0x5c, 8);
+	}
+	TU_OK(kr_tx_commit(tx));
+	const uint8_t *now = kr_get(pool, big);
+	for (size_t i = 0; i < 4096 * 16; i++)
+		TU_ASSERT(now[i] == (i % 16 < 8 ? 0x5c : 0xa0), "byte %zu after 4096 small ranges: %#x", i, now[i]);
+	TU_DEEP_CHECK(pool, "after 4096 small ranges in place");
 	free(was);
 	TU_OK(kr_tx_begin(pool, &tx));
 	TU_OK(kr_tx_free(tx, big));

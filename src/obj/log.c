@@ -550,7 +550,7 @@ static uint8_t *lane_read_stream(const struct kr_log_cacheline *lines, uint32_t 
  * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
 static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 {
-	uint8_t *s = lane_read_stream(l->lines, log->lane_lines, l->pending_first, l->pending_nlines);
+	uint8_t *s = lane_read_stream(l->pending_lines, l->pending_ring, l->pending_first, l->pending_nlines);
 	if (!s)
 		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
 	const struct kr_tx_first *f = (const struct kr_tx_first *)s;
@@ -872,6 +872,8 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	l->fifo_count++;
 	/* Kept for adoption: where this transaction's records sit. */
 	pthread_mutex_lock(&l->st_lock);
+	l->pending_lines = l->lines;
+	l->pending_ring = log->lane_lines;
 	l->pending_first = first;
 	l->pending_nlines = nlines;
 	pthread_mutex_unlock(&l->st_lock);
@@ -879,9 +881,8 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	return rc;
 }
 
-/* An undo entry appended to the lane's spill segment (the caller checked the room with
- * kr_log_undo_fits). Not in the lane's ring: nothing to trim, and the lane is not adoptable
- * while the transaction's undo holds it (invariant 7), so pending_first stays. */
+/* An entry appended to the lane's spill segment (the caller checked the room). Not in the
+ * lane's ring: nothing to trim there. */
 static int seg_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
 		      uint64_t *seq_out)
 {
@@ -894,17 +895,24 @@ static int seg_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 		return kr_err_set(KR_E_NOSPACE_LOG, "spill segment of lane %u is full", l->idx);
 	struct target t = {l->seg, l->seg_replica, l->seg_lines, 1};
 	uint64_t seq = 0;
-	rc = log_write(log, l, img, flags, &t, l->seg_tail, &seq);
-	if (seq)
-		l->seg_tail += nlines;
+	uint32_t first = l->seg_tail;
+	rc = log_write(log, l, img, flags, &t, first, &seq);
+	if (!seq)
+		return rc;
+	l->seg_tail += nlines;
+	pthread_mutex_lock(&l->st_lock);
+	l->pending_lines = l->seg;
+	l->pending_ring = l->seg_lines;
+	l->pending_first = first;
+	l->pending_nlines = nlines;
+	pthread_mutex_unlock(&l->st_lock);
 	*seq_out = seq;
 	return rc;
 }
 
-int kr_log_make_room(struct kr_log *log, struct kr_lane *l, struct kr_img *img)
+int kr_log_wait_room(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
 {
-	int rc = img_pad(log, img, log->lane_lines);
-	return rc ? rc : lane_make_room(log, l, kr_img_lines(img));
+	return lane_make_room(log, l, nlines);
 }
 
 int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq_out)
@@ -964,22 +972,22 @@ int kr_log_commit_undo(struct kr_log *log, struct kr_lane *l, struct kr_img *img
 	return rc;
 }
 
+/* The lines of an entry that attaches a segment: the first line's prefix, an INTENT
+ * record and a SPILL record. */
+#define SPILL_ENTRY_LINES                                                                      \
+	((FIRST_SZ + 2 * sizeof(struct kr_rec_hdr) + 8 + sizeof(struct kr_rec_spill) +          \
+	  KR_LINE_PAYLOAD - 1) / KR_LINE_PAYLOAD)
+
 /* Lines of a lane that a transaction's undo leaves free while it spills: its intents, the
  * segments' SPILL entries and its commit go there. */
 static uint32_t spill_reserve(const struct kr_log *log) { return log->lane_lines / 4; }
 
-int kr_log_undo_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
+int kr_log_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines, uint32_t reserve)
 {
-	if (l->seg)
-		return nlines <= l->seg_lines - l->seg_tail;
-	if (!log->spill)
-		return 1;
-	uint32_t reserve = spill_reserve(log);
-	if (nlines + reserve > log->lane_lines)
+	if ((uint64_t)nlines + reserve > log->lane_lines)
 		return 0;
-	if (l->intent_open != KR_HOLD_UNDO)
-		return 1; /* nothing of this transaction pins the lane: lane_make_room trims it */
-	/* Our own undo holds durable_seq below it: only older transactions can go. */
+	/* Older transactions go once durable_seq passes them; an open in-place transaction
+	 * (ours, or another thread's) may hold it back for long. */
 	for (int tries = 0; tries < 2; tries++) {
 		lane_trim(log, l);
 		if (l->used + nlines + reserve <= log->lane_lines)
@@ -988,6 +996,25 @@ int kr_log_undo_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
 			break;
 	}
 	return 0;
+}
+
+int kr_log_undo_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
+{
+	if (l->seg) /* room stays for the next segment's SPILL entry */
+		return (uint64_t)nlines + SPILL_ENTRY_LINES <= l->seg_lines - l->seg_tail;
+	return !log->spill || kr_log_fits(log, l, nlines, spill_reserve(log));
+}
+
+int kr_log_last_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
+{
+	return kr_log_fits(log, l, nlines, 0) || (l->seg && nlines <= l->seg_lines - l->seg_tail);
+}
+
+int kr_log_commit_last(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq)
+{
+	if (l->seg && !kr_log_fits(log, l, kr_img_lines(img), 0))
+		return seg_commit(log, l, img, 0, seq);
+	return log_commit(log, l, img, 0, seq);
 }
 
 int kr_log_spill_attach(struct kr_log *log, struct kr_lane *l, uint64_t off, uint64_t replica_off,
@@ -1005,9 +1032,9 @@ int kr_log_spill_attach(struct kr_log *log, struct kr_lane *l, uint64_t off, uin
 		((struct kr_rec_hdr *)sp - 1)->kind = KR_REC_SPILL;
 		sp->nlines = nlines;
 		sp->replica_off = replica_off;
-		/* In the lane, into the room kr_log_undo_fits kept: the segment's own room is
-		 * what ran out. */
-		rc = log_commit(log, l, &img, 0, &seq);
+		/* In the current segment's last line (kr_log_undo_fits keeps it), or the lane's
+		 * room for the first one. */
+		rc = l->seg ? seg_commit(log, l, &img, 0, &seq) : log_commit(log, l, &img, 0, &seq);
 	}
 	kr_img_free(&img);
 	if (seq) {
@@ -1135,7 +1162,6 @@ struct found_tx {
 	uint32_t lane;
 	uint32_t flags;
 	int lane_tail;     /* the newest committed transaction of its lane */
-	uint8_t in_seg;    /* read from a spill segment of its lane */
 	uint8_t cancelled; /* a later entry of its lane cancels it (a CANCEL record) */
 };
 
@@ -1243,7 +1269,6 @@ static uint8_t *lane_checked_stream(const struct kr_log_cacheline *lines, uint32
 struct scan_src {
 	const struct kr_log_cacheline *lines, *replica;
 	uint32_t ring, lane;
-	int seg;
 };
 
 /* The largest stamp in the lines of src that exceeds m and does not exceed bound, or m. */
@@ -1310,7 +1335,7 @@ static int scan_src(struct kr_log *log, const struct scan_src *src, uint64_t d, 
 		}
 		const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
 		fs->v[fs->n++] = (struct found_tx){f->seq, stream, n, f->nrecords, src->lane, f->flags,
-						   0, (uint8_t)src->seg, 0};
+						   0, 0};
 	}
 	return KR_OK;
 }
@@ -1330,14 +1355,17 @@ static int rec_spill(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 		return 0;
 	if (rec_validate(w->log, h, data))
 		return 1;
+	char *base = w->log->pm->base;
+	for (size_t k = 0; k < w->n; k++)
+		if ((const char *)w->segs[k].lines == base + h->off)
+			return 0; /* read already (a damaged log could name one twice) */
 	if (KR_GROW(w->segs, w->cap, w->n + 1, 8))
 		return 2;
 	const struct kr_rec_spill *sp = (const struct kr_rec_spill *)data;
-	char *base = w->log->pm->base;
 	w->segs[w->n++] = (struct scan_src){
 		(const struct kr_log_cacheline *)(base + h->off),
 		sp->replica_off ? (const struct kr_log_cacheline *)(base + sp->replica_off) : NULL,
-		(uint32_t)sp->nlines, w->lane, 1};
+		(uint32_t)sp->nlines, w->lane};
 	return 0;
 }
 
@@ -1347,12 +1375,6 @@ static int rec_cancel(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data
 	if (h->kind == KR_REC_CANCEL)
 		*(uint64_t *)ctx = h->off;
 	return 0;
-}
-
-/* A segment's entries are undo and intents: no SPILL or CANCEL records. */
-static int rec_lane_only(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	return h->kind == KR_REC_SPILL || h->kind == KR_REC_CANCEL;
 }
 
 /* Ranges that a home commit (or an abort) left final at home: the DATA records of its
@@ -1482,11 +1504,18 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	 * toward invariant 4, a segment's too. */
 	for (uint32_t li = 0; li < log->nlanes && rc == KR_OK; li++) {
 		struct kr_lane *l = &log->lanes[li];
-		struct scan_src src = {l->lines, l->replica, log->lane_lines, li, 0};
+		struct scan_src src = {l->lines, l->replica, log->lane_lines, li};
 		max_stamp = src_max_stamp(&src, max_stamp, UINT64_MAX);
 		rc = scan_src(log, &src, d, &fs, st);
 	}
-	for (size_t i = 0, nlane = fs.n; i < nlane && rc == KR_OK; i++) {
+	/* Segments name the next ones (a transaction's later segments are attached from its
+	 * earlier ones): a worklist, each segment read once. */
+	for (size_t i = 0, k = 0; rc == KR_OK && (i < fs.n || k < sw.n);) {
+		if (k < sw.n) {
+			max_stamp = src_max_stamp(&sw.segs[k], max_stamp, UINT64_MAX);
+			rc = scan_src(log, &sw.segs[k++], d, &fs, st);
+			continue;
+		}
 		sw.lane = fs.v[i].lane;
 		int w = stream_walk(fs.v[i].stream, (size_t)fs.v[i].nlines * KR_LINE_PAYLOAD,
 				    fs.v[i].nrecords, rec_spill, &sw);
@@ -1495,10 +1524,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		else if (w)
 			rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0, "transaction %llu has an invalid record",
 					(unsigned long long)fs.v[i].seq);
-	}
-	for (size_t k = 0; k < sw.n && rc == KR_OK; k++) {
-		max_stamp = src_max_stamp(&sw.segs[k], max_stamp, UINT64_MAX);
-		rc = scan_src(log, &sw.segs[k], d, &fs, st);
+		i++;
 	}
 	struct found_tx *found = fs.v;
 	size_t nfound = fs.n;
@@ -1516,7 +1542,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			max_stamp = d;
 			for (uint32_t li = 0; li < log->nlanes; li++) {
 				struct scan_src src = {log->lanes[li].lines, log->lanes[li].replica,
-						       log->lane_lines, li, 0};
+						       log->lane_lines, li};
 				max_stamp = src_max_stamp(&src, max_stamp, bound);
 			}
 			for (size_t k = 0; k < sw.n; k++)
@@ -1530,12 +1556,9 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				if (found[j].lane == found[i].lane)
 					found[i].lane_tail = 0;
 		}
-		/* Home commits and aborts cancel their transaction's undo (CANCEL records, only
-		 * in lane entries). */
+		/* Home commits and aborts cancel their transaction's undo (CANCEL records). */
 		for (size_t i = 0; i < nfound; i++) {
 			uint64_t from = 0;
-			if (found[i].in_seg)
-				continue;
 			stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
 				    found[i].nrecords, rec_cancel, &from);
 			for (size_t j = 0; from && j < i; j++)
@@ -1550,9 +1573,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			    (found[i].flags & ~KR_TXF_INTENT) ||
 			    stream_walk(found[i].stream, len, found[i].nrecords, rec_validate, log) != 0 ||
 			    (intent && stream_walk(found[i].stream, len, found[i].nrecords, rec_not_intent,
-						   NULL) != 0) ||
-			    (found[i].in_seg &&
-			     stream_walk(found[i].stream, len, found[i].nrecords, rec_lane_only, NULL) != 0))
+						   NULL) != 0))
 				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
 						"transaction %llu has an invalid record",
 						(unsigned long long)found[i].seq);

@@ -79,7 +79,9 @@ struct kr_lane {
 	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
 	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0 */
 	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
-	uint32_t pending_first, pending_nlines;
+	/* Where the pending transaction's lines sit: the lane's ring, or a spill segment's. */
+	const struct kr_log_cacheline *pending_lines;
+	uint32_t pending_ring, pending_first, pending_nlines;
 	/* pending_seq is an intent whose direct writes are still going on: nobody may adopt
 	 * it (and so let durable_seq pass it) before its own transaction's fence. */
 	uint8_t intent_open; /* 0, KR_HOLD_INTENT or KR_HOLD_UNDO */
@@ -182,10 +184,9 @@ void kr_log_lane_release(struct kr_log *log, struct kr_lane *lane);
 /* Writes the image to the lane (and its replica) and fences once. On success the
  * transaction is durable and *seq is its sequence number. */
 int kr_log_commit(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
-/* Makes room in the lane for the image, as kr_log_commit would (KR_E_NOSPACE_LOG if an
- * open transaction's undo pins too much of it), so that the commit that follows cannot
- * fail for room. */
-int kr_log_make_room(struct kr_log *log, struct kr_lane *lane, struct kr_img *img);
+/* Makes room for nlines lines in the lane, waiting for durable_seq if it must (as a commit
+ * would; KR_E_NOSPACE_LOG if the holder's own undo pins too much of it). */
+int kr_log_wait_room(struct kr_log *log, struct kr_lane *lane, uint32_t nlines);
 /* Commits an intent: an image of KR_REC_INTENT records naming ranges that are about to be
  * written outside the log. Recovery never applies an intent; it reports its ranges as
  * touched, whatever became of the transaction that followed it. Costs one fence. */
@@ -196,6 +197,9 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *lane, struct kr_img
  * until kr_log_applied or the lane's release (invariant 7). */
 int kr_log_commit_undo(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, int intent,
 		       uint64_t *first);
+/* Whether nlines lines fit the lane now, leaving reserve lines free (older transactions
+ * trimmed, durable_seq forced forward once if that helps). */
+int kr_log_fits(struct kr_log *log, struct kr_lane *lane, uint32_t nlines, uint32_t reserve);
 /* Whether an undo entry of nlines lines can be committed now (kr_log_commit_undo): in the
  * lane's spill segment, or in the lane itself leaving room for the transaction's commit.
  * When it cannot, in a pool with LOG_SPILL the caller attaches a (new) segment and asks
@@ -204,11 +208,19 @@ int kr_log_undo_fits(struct kr_log *log, struct kr_lane *lane, uint32_t nlines);
 /* Attaches a spill segment of nlines lines at pool offset off (its replica's at
  * replica_off, or 0) to the lane, which is in an in-place transaction: commits an entry
  * holding an intent for [block_off, block_off + block_len) and the SPILL record (one fence,
- * part of the transaction's undo, *first as for kr_log_commit_undo), and from then on undo
- * entries go to the segment. The block must stay out of use until the transaction's
- * CANCEL entry (kr_img_cancel) is durable. KR_E_NOSPACE_LOG if the lane has no line left. */
+ * part of the transaction's undo, *first as for kr_log_commit_undo) to the current segment,
+ * or to the lane for the first, and from then on undo entries go to the new segment. The
+ * block must stay out of use until durable_seq passes the transaction's CANCEL entry
+ * (kr_img_cancel). KR_E_NOSPACE_LOG if the lane has no line left. */
 int kr_log_spill_attach(struct kr_log *log, struct kr_lane *lane, uint64_t off, uint64_t replica_off,
 			uint32_t nlines, uint64_t block_off, uint64_t block_len, uint64_t *first);
+/* Whether the final entry of a transaction that spilled, nlines lines, can be committed
+ * now by kr_log_commit_last: in the lane, or else in its segment. */
+int kr_log_last_fits(struct kr_log *log, struct kr_lane *lane, uint32_t nlines);
+/* kr_log_commit for that entry: in the lane if it fits, else in the segment (a lane full of
+ * older transactions that another thread's open undo keeps from trimming cannot hold up a
+ * transaction that holds undo itself). */
+int kr_log_commit_last(struct kr_log *log, struct kr_lane *lane, struct kr_img *img, uint64_t *seq);
 /* The transaction is over: no segment (its block may be released once the CANCEL entry is
  * durable). */
 void kr_log_spill_detach(struct kr_lane *lane);

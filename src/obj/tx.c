@@ -449,9 +449,14 @@ static int ranges_sound(const struct mbuf *m)
 
 static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 {
-	uint32_t i = 0;
-	while (i < m->nranges && m->ranges[i].end < s)
-		i++;
+	uint32_t i = 0, hi = m->nranges; /* the first range ending at or after s */
+	while (i < hi) {
+		uint32_t mid = (i + hi) / 2;
+		if (m->ranges[mid].end < s)
+			i = mid + 1;
+		else
+			hi = mid;
+	}
 	uint32_t j = i;
 	while (j < m->nranges && m->ranges[j].start <= e) {
 		if (m->ranges[j].start < s)
@@ -477,10 +482,39 @@ static int range_add(struct mbuf *m, uint64_t s, uint64_t e)
 /* The bytes [s, e) a transaction is about to read from home, of an object opened by block:
  * its blocks against their DRAM checksums. The object's CRC decides a mismatch (the DRAM
  * state may be what is wrong): it is verified whole, and repaired if it can be. */
+/* Whether [a, b) meets one of the buffer's ranges (sorted and disjoint: ranges_sound). */
+static int ranges_meet(const struct mbuf *m, uint64_t a, uint64_t b)
+{
+	uint32_t lo = 0, hi = m->nranges;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (m->ranges[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->nranges && m->ranges[lo].start < b;
+}
+
 static int range_verify(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e)
 {
-	if (kr_vcache_verify(&pool->tx->vcache, m->oid, m->size, (const uint8_t *)pool->pm.base + m->oid, s, e))
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	/* A block that meets the buffer's ranges was verified when they were named, before
+	 * the application stored into them in place: checked again, those stores would look
+	 * like damage, and the repair would put the old bytes back. */
+	int ok = 1;
+	for (uint64_t a = s / KR_VCACHE_BLOCK * KR_VCACHE_BLOCK; ok && a < e; a += KR_VCACHE_BLOCK) {
+		uint64_t b = a + KR_VCACHE_BLOCK;
+		if (!m->in_place || !ranges_meet(m, a, b))
+			ok = kr_vcache_verify(&pool->tx->vcache, m->oid, m->size, home, a > s ? a : s,
+					      b < e ? b : e);
+	}
+	if (ok)
 		return KR_OK;
+	if (m->in_place) /* a repair of the whole object now would undo the stores made */
+		return kr_err_set(KR_E_CORRUPT, "object 0x%llx is damaged where it was not yet "
+				  "written in place: the transaction aborts, and the next one to open "
+				  "it repairs it", (unsigned long long)m->oid);
 	m->by_block = 0;
 	return object_verify_repair(pool, m->oid, &m->block, NULL, NULL);
 }
@@ -916,12 +950,32 @@ static int tx_commit_undo(struct kr_tx *tx, int intent)
 	return rc;
 }
 
+static int fresh_logged(const kr_pool *pool, const struct mbuf *m);
+
+/* A generous bound of the lines of the commit's log entry (tx_build_image, tx_add_fresh),
+ * known before its checksum stripes are taken. */
+static uint32_t tx_lines_bound(const struct kr_tx *tx)
+{
+	uint64_t b = 512; /* the first line's prefix, the root lines */
+	for (const struct mbuf *m = tx->mbufs; m; m = m->next) {
+		b += 4 * sizeof(struct kr_rec_hdr) + 64; /* FRESH, allocation, free, checksum */
+		if (m->fresh && fresh_logged(tx->pool, m))
+			b += sizeof(struct kr_rec_hdr) + sizeof(struct kr_obj_hdr) + m->size + 8;
+		for (uint32_t i = 0; !m->fresh && i < m->nranges; i++)
+			b += sizeof(struct kr_rec_hdr) + m->ranges[i].end - m->ranges[i].start + 8;
+	}
+	b = b / KR_LINE_PAYLOAD + 1;
+	return b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
+}
+
 static int home_candidate(const struct mbuf *m)
 {
 	return m->in_place && !m->fresh && !m->stored && !m->freed && m->nranges;
 }
 
-/* Whether the transaction commits at home; marks the buffers that do. */
+/* Whether the transaction commits at home (its undo spilled, or its in-place ranges would
+ * need a quarter of the lane, or more than the lane has free now, as redo); marks the
+ * buffers that do. */
 static int tx_home_mark(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -934,7 +988,8 @@ static int tx_home_mark(struct kr_tx *tx)
 			for (uint32_t i = 0; i < m->nranges; i++)
 				redo += sizeof(struct kr_rec_hdr) + ((m->ranges[i].end - m->ranges[i].start + 7) & ~7ull);
 		}
-	if (!tx->nsegs && (redo == 0 || redo / KR_LINE_PAYLOAD < pool->log.lane_lines / 4))
+	if (!tx->nsegs && (redo == 0 || (redo / KR_LINE_PAYLOAD < pool->log.lane_lines / 4 &&
+					 kr_log_fits(&pool->log, tx->lane, tx_lines_bound(tx), 0))))
 		return 0;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		m->home = (uint8_t)home_candidate(m);
@@ -994,6 +1049,20 @@ static int tx_home_write(struct kr_tx *tx)
 	}
 	pthread_mutex_unlock(&pool->tx->inflight_lock);
 	return kr_pm_fence(&pool->pm);
+}
+
+/* Room for a home commit's last entry, which must not fail once tx_home_write has run: in
+ * the lane, or in a segment (a new one if need be). */
+static int tx_last_room(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	uint32_t n = kr_img_lines(&tx->img);
+	if (kr_log_last_fits(&pool->log, tx->lane, n))
+		return KR_OK;
+	int rc = tx_spill_grow(tx, n);
+	if (rc == KR_OK && !kr_log_last_fits(&pool->log, tx->lane, n))
+		rc = kr_err_set(KR_E_NOSPACE_LOG, "the commit of lane %u needs %u log lines", tx->lane->idx, n);
+	return rc;
 }
 
 /* The transaction is over: its spill segments go back to the heap once durable_seq has
@@ -1702,6 +1771,19 @@ int kr_tx_commit(kr_tx *tx)
 			return rc;
 		}
 
+	/* Room in the lane before any checksum stripe is held. A lane short of room waits for
+	 * durable_seq, which another thread's open in-place transaction holds back (log.c
+	 * invariant 7); that transaction's commit must be able to take our stripes meanwhile,
+	 * or neither moves. (A transaction with undo of its own keeps its room: the lane's
+	 * last quarter, kr_log_undo_fits.) */
+	if (!tx->undo_first) {
+		uint32_t bound = tx_lines_bound(tx);
+		if (bound <= pool->log.lane_lines && (rc = kr_log_wait_room(&pool->log, tx->lane, bound))) {
+			tx_end(tx, 0, 0);
+			return rc;
+		}
+	}
+
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
 	uint8_t stripes[CRC_LOCKS];
@@ -1719,8 +1801,7 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
 	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
-	    (rc = kr_log_make_room(&pool->log, tx->lane, &tx->img)) == KR_OK &&
-	    (rc = tx_home_write(tx)) != KR_OK)
+	    (rc = tx_last_room(tx)) == KR_OK && (rc = tx_home_write(tx)) != KR_OK)
 		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
@@ -1731,7 +1812,9 @@ int kr_tx_commit(kr_tx *tx)
 
 	/* 4. The commit point: one fence. */
 	uint64_t seq = 0;
-	if (rc == KR_OK)
+	if (rc == KR_OK && home && (rc = kr_log_commit_last(&pool->log, tx->lane, &tx->img, &seq)))
+		kr_pool_fail(pool, rc); /* after tx_home_write: only the undo can settle it now */
+	else if (rc == KR_OK && !home)
 		rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
 	if (rc && seq == 0) {
 		/* Direct writes stay in their blocks, which are free again at once: fenced
