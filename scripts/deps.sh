@@ -5,7 +5,7 @@
 # still names what is missing. DEPS_LOCK_WAIT: seconds to wait for apt's lock (600).
 set -euo pipefail
 
-# build + tests: compiler toolchain, CMake, ISA-L (CRC-32C, XOR), cmocka, pkg-config;
+# build + tests: compiler toolchain, CMake, ISA-L (CRC-32C, XOR), pkg-config;
 # clang + its runtime for the libFuzzer target and the sanitizer builds; libpmemobj-dev
 # (the baseline, whose example maps the benchmark builds from its documentation) and
 # python3 (the benchmark harness), which `make check` smoke-runs; clang-14 and llvm-14-dev
@@ -20,7 +20,7 @@ set -euo pipefail
 # glusterfs-server and glusterfs-client for the cluster test (keratin-fs as the bricks of a
 # GlusterFS volume, tests/gluster/), with attr (setfattr) and iproute2 (ip) that it uses;
 # git for its clone.
-pkgs=(build-essential cmake pkg-config libisal-dev libcmocka-dev clang libclang-rt-14-dev
+pkgs=(build-essential cmake pkg-config libisal-dev clang libclang-rt-14-dev
 	libpmemobj-dev python3 clang-14 llvm-14-dev libclang-14-dev libpmemlog-dev libpmemblk-dev
 	libuv1-dev libfuse-dev
 	libfuse3-dev fuse3 liburing-dev fio sqlite3 e2fsprogs

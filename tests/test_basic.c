@@ -1,5 +1,5 @@
 /*
- * test_basic.c - the ordinary life of a pool, through the public API (cmocka).
+ * test_basic.c - the ordinary life of a pool, through the public API .
  *
  * Create/open/close and what kr_pool_stat() says about them; the root object; allocate,
  * write, commit, close, reopen round trips (partial overwrites and frees included);
@@ -11,15 +11,12 @@
  * of kr_pool_stat() around allocations and frees of small and large objects.
  */
 #define _GNU_SOURCE
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <cmocka.h>
 
 #include "layout.h"
 #include "testutil.h"
@@ -56,7 +53,7 @@ static int teardown(void **state)
 	do {                                                                                 \
 		int rc_ = (expr);                                                            \
 		if (rc_ != KR_OK)                                                            \
-			fail_msg("%s = %d (%s): %s", #expr, rc_, kr_strerror(rc_), kr_errmsg()); \
+			TU_FAIL("%s = %d (%s): %s", #expr, rc_, kr_strerror(rc_), kr_errmsg()); \
 	} while (0)
 
 static void reopen(struct fixture *f)
@@ -75,7 +72,7 @@ static kr_oid alloc_filled(kr_pool *pool, size_t size, uint32_t type, uint64_t s
 	ASSERT_OK(kr_tx_begin(pool, &tx));
 	ASSERT_OK(kr_tx_alloc(tx, size, type, &oid));
 	uint8_t *p = kr_tx_open(tx, oid);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	tu_fill(p, size, seed);
 	ASSERT_OK(kr_tx_commit(tx));
 	return oid;
@@ -86,10 +83,10 @@ static void assert_filled(kr_pool *pool, kr_oid oid, size_t size, uint32_t type,
 	uint8_t *want = malloc(size);
 	tu_fill(want, size, seed);
 	const uint8_t *got = kr_get(pool, oid);
-	assert_non_null(got);
-	assert_int_equal(kr_size(pool, oid), size);
-	assert_int_equal(kr_type(pool, oid), type);
-	assert_memory_equal(got, want, size);
+	TU_NOT_NULL(got);
+	TU_EQ(kr_size(pool, oid), size);
+	TU_EQ(kr_type(pool, oid), type);
+	TU_MEM_EQ(got, want, size);
 	free(want);
 }
 
@@ -101,48 +98,48 @@ static void test_create_open_close(void **state)
 	struct kr_pool_stat a, b;
 	ASSERT_OK(tu_create(f->path, 16ull << 20, 8, 4, 256, &f->pool));
 	ASSERT_OK(kr_pool_stat(f->pool, &a));
-	assert_int_equal(a.pool_size, 16ull << 20);
-	assert_int_equal(a.mode, KR_MODE_EMULATED);
-	assert_int_equal(a.rows, 8);
-	assert_int_equal(a.nlanes, 4);
-	assert_int_equal(a.lane_size, 256 * 1024);
-	assert_int_equal(a.nobjects, 0);
-	assert_int_equal(a.used_bytes, 0);
-	assert_true(a.free_bytes > 0 && a.free_bytes <= a.heap_size);
-	assert_true(a.max_alloc > 0 && a.max_alloc <= a.heap_size);
+	TU_EQ(a.pool_size, 16ull << 20);
+	TU_EQ(a.mode, KR_MODE_EMULATED);
+	TU_EQ(a.rows, 8);
+	TU_EQ(a.nlanes, 4);
+	TU_EQ(a.lane_size, 256 * 1024);
+	TU_EQ(a.nobjects, 0);
+	TU_EQ(a.used_bytes, 0);
+	TU_CHECK(a.free_bytes > 0 && a.free_bytes <= a.heap_size);
+	TU_CHECK(a.max_alloc > 0 && a.max_alloc <= a.heap_size);
 	/* heap_size and meta_bytes both count the zone metadata (keratin.h), so only these
 	 * sums are bounded by the pool size. */
-	assert_true(a.heap_size + a.parity_bytes <= a.pool_size);
-	assert_true(a.meta_bytes + a.parity_bytes < a.pool_size);
-	assert_true(a.meta_bytes >= a.pool_size - a.heap_size - a.parity_bytes);
-	assert_int_equal(a.recovered, 0);
-	assert_true(tu_fully_allocated(f->path)); /* checks invariant pool.c 3 */
-	assert_non_null(kr_pool_base(f->pool));
+	TU_CHECK(a.heap_size + a.parity_bytes <= a.pool_size);
+	TU_CHECK(a.meta_bytes + a.parity_bytes < a.pool_size);
+	TU_CHECK(a.meta_bytes >= a.pool_size - a.heap_size - a.parity_bytes);
+	TU_EQ(a.recovered, 0);
+	TU_CHECK(tu_fully_allocated(f->path)); /* checks invariant pool.c 3 */
+	TU_NOT_NULL(kr_pool_base(f->pool));
 	/* The header copies as created: checks invariant pool.c 2 below, with
 	 * test_create_crash for the crash during creation. */
 	struct kr_pool_hdr hdr_a, hdr_b;
 	memcpy(&hdr_a, kr_pool_base(f->pool), sizeof(hdr_a));
 	memcpy(&hdr_b, (const char *)kr_pool_base(f->pool) + a.pool_size - KR_PAGE_SIZE, sizeof(hdr_b));
-	assert_memory_equal(&hdr_a, &hdr_b, sizeof(hdr_a));
-	assert_true(kr_pool_mapped_size(f->pool) >= a.pool_size);
+	TU_MEM_EQ(&hdr_a, &hdr_b, sizeof(hdr_a));
+	TU_CHECK(kr_pool_mapped_size(f->pool) >= a.pool_size);
 
 	reopen(f);
 	ASSERT_OK(kr_pool_stat(f->pool, &b));
-	assert_memory_equal(a.uuid, b.uuid, 16);
-	assert_int_equal(a.pool_size, b.pool_size);
-	assert_int_equal(a.nzones, b.nzones);
-	assert_int_equal(a.zone_size, b.zone_size);
-	assert_int_equal(a.free_bytes, b.free_bytes);
-	assert_int_equal(b.recovered, 0); /* a clean close needs no recovery */
-	assert_int_equal(b.replayed_txs, 0);
-	assert_int_equal(b.discarded_txs, 0);
-	assert_int_equal(b.mode, KR_MODE_EMULATED);
+	TU_MEM_EQ(a.uuid, b.uuid, 16);
+	TU_EQ(a.pool_size, b.pool_size);
+	TU_EQ(a.nzones, b.nzones);
+	TU_EQ(a.zone_size, b.zone_size);
+	TU_EQ(a.free_bytes, b.free_bytes);
+	TU_EQ(b.recovered, 0); /* a clean close needs no recovery */
+	TU_EQ(b.replayed_txs, 0);
+	TU_EQ(b.discarded_txs, 0);
+	TU_EQ(b.mode, KR_MODE_EMULATED);
 	/* KR_OPEN_PREFAULT changes nothing but the first-touch cost. */
 	ASSERT_OK(kr_pool_close(f->pool));
 	f->pool = NULL;
 	ASSERT_OK(kr_pool_open(f->path, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &f->pool));
 	ASSERT_OK(kr_pool_stat(f->pool, &b));
-	assert_memory_equal(a.uuid, b.uuid, 16);
+	TU_MEM_EQ(a.uuid, b.uuid, 16);
 	/* Sessions, transactions and closes leave both header copies as they were made. */
 	kr_oid o;
 	kr_tx *tx;
@@ -150,8 +147,8 @@ static void test_create_open_close(void **state)
 	ASSERT_OK(kr_tx_alloc(tx, 5000, 1, &o));
 	ASSERT_OK(kr_tx_commit(tx));
 	reopen(f);
-	assert_memory_equal(kr_pool_base(f->pool), &hdr_a, sizeof(hdr_a));
-	assert_memory_equal((const char *)kr_pool_base(f->pool) + a.pool_size - KR_PAGE_SIZE, &hdr_b,
+	TU_MEM_EQ(kr_pool_base(f->pool), &hdr_a, sizeof(hdr_a));
+	TU_MEM_EQ((const char *)kr_pool_base(f->pool) + a.pool_size - KR_PAGE_SIZE, &hdr_b,
 			    sizeof(hdr_b));
 
 	/* A second pool has another uuid. */
@@ -160,7 +157,7 @@ static void test_create_open_close(void **state)
 	tu_pool_path(other, sizeof(other), "basic-other");
 	ASSERT_OK(tu_create(other, 8ull << 20, 0, 0, 0, &p2));
 	ASSERT_OK(kr_pool_stat(p2, &b));
-	assert_memory_not_equal(a.uuid, b.uuid, 16);
+	TU_MEM_NE(a.uuid, b.uuid, 16);
 	ASSERT_OK(kr_pool_close(p2));
 	unlink(other);
 }
@@ -171,26 +168,26 @@ static void test_root(void **state)
 	kr_oid root, again;
 	ASSERT_OK(tu_create(f->path, 8ull << 20, 0, 0, 0, &f->pool));
 	ASSERT_OK(kr_root(f->pool, 500, &root));
-	assert_int_not_equal(root, KR_OID_NULL);
-	assert_int_equal(kr_size(f->pool, root), 500);
+	TU_NE(root, KR_OID_NULL);
+	TU_EQ(kr_size(f->pool, root), 500);
 	const uint8_t *p = kr_get(f->pool, root);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	for (int i = 0; i < 500; i++)
-		assert_int_equal(p[i], 0);
+		TU_EQ(p[i], 0);
 	ASSERT_OK(kr_root(f->pool, 500, &again));
-	assert_int_equal(again, root);
+	TU_EQ(again, root);
 	ASSERT_OK(kr_root(f->pool, 10, &again)); /* smaller: the existing root */
-	assert_int_equal(again, root);
-	assert_int_equal(kr_root(f->pool, 501, &again), KR_E_MISUSE_ARG);
+	TU_EQ(again, root);
+	TU_EQ(kr_root(f->pool, 501, &again), KR_E_MISUSE_ARG);
 
 	uint8_t bytes[500];
 	tu_fill(bytes, sizeof(bytes), 1);
 	ASSERT_OK(kr_update(f->pool, root, 0, bytes, sizeof(bytes)));
 	reopen(f);
 	ASSERT_OK(kr_root(f->pool, 500, &again));
-	assert_int_equal(again, root);
-	assert_memory_equal(kr_get(f->pool, root), bytes, sizeof(bytes));
-	assert_int_equal(kr_first(f->pool), root);
+	TU_EQ(again, root);
+	TU_MEM_EQ(kr_get(f->pool, root), bytes, sizeof(bytes));
+	TU_EQ(kr_first(f->pool), root);
 }
 
 /* ---- round trips -------------------------------------------------------------------------- */
@@ -217,16 +214,16 @@ static void test_roundtrip(void **state)
 			tu_fill(model[j], size[j], 100 + j);
 			ASSERT_OK(kr_tx_alloc(tx, size[j], 7000 + j, &oid[j]));
 			uint8_t *p = kr_tx_open(tx, oid[j]);
-			assert_non_null(p);
+			TU_NOT_NULL(p);
 			memcpy(p, model[j], size[j]);
 		}
 		ASSERT_OK(kr_tx_commit(tx));
 	}
 	reopen(f);
 	for (int j = 0; j < NOBJ; j++) {
-		assert_int_equal(kr_size(f->pool, oid[j]), size[j]);
-		assert_int_equal(kr_type(f->pool, oid[j]), 7000 + j);
-		assert_memory_equal(kr_get(f->pool, oid[j]), model[j], size[j]);
+		TU_EQ(kr_size(f->pool, oid[j]), size[j]);
+		TU_EQ(kr_type(f->pool, oid[j]), 7000 + j);
+		TU_MEM_EQ(kr_get(f->pool, oid[j]), model[j], size[j]);
 	}
 
 	/* Partial overwrites of some, frees of others, in mixed transactions. */
@@ -240,8 +237,8 @@ static void test_roundtrip(void **state)
 			size_t len = tu_rng_logu(&rng, 1, size[j]);
 			size_t off = tu_rng_below(&rng, size[j] - len + 1);
 			uint8_t *p = kr_tx_add(tx, oid[j], off, len);
-			assert_non_null(p);
-			assert_memory_equal(p, model[j] + off, len);
+			TU_NOT_NULL(p);
+			TU_MEM_EQ(p, model[j] + off, len);
 			tu_fill(p, len, round * 10 + k);
 			tu_fill(model[j] + off, len, round * 10 + k);
 		}
@@ -258,16 +255,16 @@ static void test_roundtrip(void **state)
 	size_t live = 0;
 	for (int j = 0; j < NOBJ; j++) {
 		if (!model[j]) {
-			assert_null(kr_get(f->pool, oid[j]));
+			TU_NULL(kr_get(f->pool, oid[j]));
 			continue;
 		}
 		live++;
-		assert_memory_equal(kr_get(f->pool, oid[j]), model[j], size[j]);
+		TU_MEM_EQ(kr_get(f->pool, oid[j]), model[j], size[j]);
 		free(model[j]);
 	}
 	struct kr_pool_stat st;
 	ASSERT_OK(kr_pool_stat(f->pool, &st));
-	assert_int_equal(st.nobjects, live);
+	TU_EQ(st.nobjects, live);
 }
 
 /* ---- kr_tx_get ------------------------------------------------------------------------------ */
@@ -286,75 +283,75 @@ static void test_tx_get(void **state)
 
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	/* No micro-buffer yet: kr_tx_get is the direct pointer. */
-	assert_ptr_equal(kr_tx_get(tx, a), direct);
+	TU_PTR_EQ(kr_tx_get(tx, a), direct);
 
 	uint8_t *p = kr_tx_add(tx, a, 100, 50);
-	assert_non_null(p);
-	assert_memory_equal(p, committed + 100, 50); /* copied in */
+	TU_NOT_NULL(p);
+	TU_MEM_EQ(p, committed + 100, 50); /* copied in */
 	memset(p, 0xa1, 50);
 	memset(want + 100, 0xa1, 50);
 	/* The committed bytes do not change before the commit. */
-	assert_memory_equal(kr_get(f->pool, a), committed, N);
+	TU_MEM_EQ(kr_get(f->pool, a), committed, N);
 	/* The whole object reads correctly through the micro-buffer after a partial add. */
 	const uint8_t *v = kr_tx_get(tx, a);
-	assert_non_null(v);
-	assert_memory_equal(v, want, N);
+	TU_NOT_NULL(v);
+	TU_MEM_EQ(v, want, N);
 
 	/* An overlapping second range sees the first range's writes. */
 	uint8_t *q = kr_tx_add(tx, a, 120, 100);
-	assert_non_null(q);
-	assert_memory_equal(q, want + 120, 100);
+	TU_NOT_NULL(q);
+	TU_MEM_EQ(q, want + 120, 100);
 	memset(q, 0xb2, 100);
 	memset(want + 120, 0xb2, 100);
 	/* Both pointers point into one buffer mirroring the whole object. */
 	uint8_t *r = kr_tx_add(tx, a, 900, 10);
-	assert_non_null(r);
-	assert_ptr_equal(r - 900, q - 120);
+	TU_NOT_NULL(r);
+	TU_PTR_EQ(r - 900, q - 120);
 	r[9] = 0xc3;
 	want[909] = 0xc3;
 	v = kr_tx_get(tx, a);
-	assert_memory_equal(v, want, N);
-	assert_memory_equal(kr_get(f->pool, a), committed, N);
+	TU_MEM_EQ(v, want, N);
+	TU_MEM_EQ(kr_get(f->pool, a), committed, N);
 
 	/* A new object reads as zeros plus the transaction's writes. */
 	kr_oid b;
 	ASSERT_OK(kr_tx_alloc(tx, 200, 2, &b));
 	const uint8_t *bv = kr_tx_get(tx, b);
-	assert_non_null(bv);
+	TU_NOT_NULL(bv);
 	for (int i = 0; i < 200; i++)
-		assert_int_equal(bv[i], 0);
+		TU_EQ(bv[i], 0);
 	uint8_t *bp = kr_tx_add(tx, b, 10, 5);
-	assert_non_null(bp);
+	TU_NOT_NULL(bp);
 	memcpy(bp, "hello", 5);
 	bv = kr_tx_get(tx, b);
-	assert_memory_equal(bv + 10, "hello", 5);
-	assert_int_equal(bv[9], 0);
-	assert_int_equal(bv[15], 0);
+	TU_MEM_EQ(bv + 10, "hello", 5);
+	TU_EQ(bv[9], 0);
+	TU_EQ(bv[15], 0);
 	ASSERT_OK(kr_tx_commit(tx));
 
-	assert_memory_equal(kr_get(f->pool, a), want, N);
+	TU_MEM_EQ(kr_get(f->pool, a), want, N);
 	const uint8_t *bc = kr_get(f->pool, b);
-	assert_non_null(bc);
-	assert_memory_equal(bc + 10, "hello", 5);
-	assert_int_equal(bc[0], 0);
-	assert_int_equal(bc[199], 0);
+	TU_NOT_NULL(bc);
+	TU_MEM_EQ(bc + 10, "hello", 5);
+	TU_EQ(bc[0], 0);
+	TU_EQ(bc[199], 0);
 
 	/* Abort discards the micro-buffers. */
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	p = kr_tx_add(tx, a, 0, N);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	memset(p, 0xee, N);
 	kr_tx_abort(tx);
-	assert_memory_equal(kr_get(f->pool, a), want, N);
+	TU_MEM_EQ(kr_get(f->pool, a), want, N);
 	reopen(f);
-	assert_memory_equal(kr_get(f->pool, a), want, N);
-	assert_memory_equal(kr_get(f->pool, b) + 10, "hello", 5);
+	TU_MEM_EQ(kr_get(f->pool, a), want, N);
+	TU_MEM_EQ(kr_get(f->pool, b) + 10, "hello", 5);
 
 	/* A transaction that only reads commits without changing anything. */
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
-	assert_memory_equal(kr_tx_get(tx, a), want, N);
+	TU_MEM_EQ(kr_tx_get(tx, a), want, N);
 	ASSERT_OK(kr_tx_commit(tx));
-	assert_memory_equal(kr_get(f->pool, a), want, N);
+	TU_MEM_EQ(kr_get(f->pool, a), want, N);
 }
 
 /* kr_tx_owner: the object holding an offset, as the transaction sees the pool. Objects in
@@ -386,29 +383,29 @@ static void test_tx_owner(void **state)
 		for (int k = 0; k < 3; k++) {
 			size = 0;
 			type = 0;
-			assert_int_equal(kr_tx_owner(tx, in[k], &size, &type), o[i].oid);
-			assert_int_equal(size, o[i].size);
-			assert_int_equal(type, o[i].type);
+			TU_EQ(kr_tx_owner(tx, in[k], &size, &type), o[i].oid);
+			TU_EQ(size, o[i].size);
+			TU_EQ(type, o[i].type);
 		}
-		assert_int_equal(kr_tx_owner(tx, o[i].oid - 1, &size, NULL), KR_OID_NULL); /* header */
-		assert_int_equal(kr_tx_owner(tx, o[i].oid + o[i].size, &size, NULL), KR_OID_NULL);
+		TU_EQ(kr_tx_owner(tx, o[i].oid - 1, &size, NULL), KR_OID_NULL); /* header */
+		TU_EQ(kr_tx_owner(tx, o[i].oid + o[i].size, &size, NULL), KR_OID_NULL);
 	}
-	assert_int_equal(kr_tx_owner(tx, gone, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(tx, gone, &size, NULL), KR_OID_NULL);
 	/* A damaged header size does not stretch an object past its block (100 bytes in a
 	 * 128-byte block: the byte at 200 is the next block's). */
 	struct kr_obj_hdr *h = (struct kr_obj_hdr *)((char *)kr_pool_base(f->pool) + o[0].oid - sizeof(*h));
 	uint64_t kept = h->size;
 	h->size = 1u << 20;
-	assert_int_equal(kr_tx_owner(tx, o[0].oid + 200, &size, NULL), KR_OID_NULL);
-	assert_int_equal(kr_tx_owner(tx, o[0].oid, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(tx, o[0].oid + 200, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(tx, o[0].oid, &size, NULL), KR_OID_NULL);
 	h->size = kept;
-	assert_int_equal(kr_tx_owner(tx, 0, &size, NULL), KR_OID_NULL);
-	assert_int_equal(kr_tx_owner(tx, kr_pool_mapped_size(f->pool) - 1, &size, NULL), KR_OID_NULL);
-	assert_int_equal(kr_tx_owner(tx, fresh + 10, &size, &type), fresh);
-	assert_int_equal(size, 64);
-	assert_int_equal(type, 12);
+	TU_EQ(kr_tx_owner(tx, 0, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(tx, kr_pool_mapped_size(f->pool) - 1, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(tx, fresh + 10, &size, &type), fresh);
+	TU_EQ(size, 64);
+	TU_EQ(type, 12);
 	kr_tx_abort(tx);
-	assert_int_equal(kr_tx_owner(NULL, o[0].oid, &size, NULL), KR_OID_NULL);
+	TU_EQ(kr_tx_owner(NULL, o[0].oid, &size, NULL), KR_OID_NULL);
 }
 
 static void test_update(void **state)
@@ -424,10 +421,10 @@ static void test_update(void **state)
 		tu_fill(src, len, 1000 + i);
 		ASSERT_OK(kr_update(f->pool, a, off, src, len));
 		memcpy(want + off, src, len);
-		assert_memory_equal(kr_get(f->pool, a), want, sizeof(want));
+		TU_MEM_EQ(kr_get(f->pool, a), want, sizeof(want));
 	}
 	reopen(f);
-	assert_memory_equal(kr_get(f->pool, a), want, sizeof(want));
+	TU_MEM_EQ(kr_get(f->pool, a), want, sizeof(want));
 }
 
 /* ---- iteration -------------------------------------------------------------------------------- */
@@ -445,13 +442,13 @@ static void assert_live_set(kr_pool *pool, kr_oid *expected, size_t n)
 	size_t seen = 0;
 	kr_oid prev = 0;
 	for (kr_oid o = kr_first(pool); o; o = kr_next(pool, o)) {
-		assert_true(seen < n);
-		assert_true(o > prev); /* pool order */
-		assert_int_equal(o, expected[seen]);
+		TU_CHECK(seen < n);
+		TU_CHECK(o > prev); /* pool order */
+		TU_EQ(o, expected[seen]);
 		prev = o;
 		seen++;
 	}
-	assert_int_equal(seen, n);
+	TU_EQ(seen, n);
 }
 
 static void test_iteration(void **state)
@@ -462,7 +459,7 @@ static void test_iteration(void **state)
 	struct tu_rng rng;
 	tu_rng_seed(&rng, 17);
 	ASSERT_OK(tu_create(f->path, 32ull << 20, 0, 0, 0, &f->pool));
-	assert_int_equal(kr_first(f->pool), KR_OID_NULL);
+	TU_EQ(kr_first(f->pool), KR_OID_NULL);
 	ASSERT_OK(kr_root(f->pool, 64, &all[0]));
 	for (int i = 1; i <= N; i += 10) {
 		kr_tx *tx;
@@ -490,7 +487,7 @@ static void test_iteration(void **state)
 	assert_live_set(f->pool, keep, n);
 	struct kr_pool_stat st;
 	ASSERT_OK(kr_pool_stat(f->pool, &st));
-	assert_int_equal(st.nobjects, n);
+	TU_EQ(st.nobjects, n);
 }
 
 /* ---- sizes ---------------------------------------------------------------------------------- */
@@ -516,7 +513,7 @@ static void test_sizes(void **state)
 
 	ASSERT_OK(tu_create(f->path, 64ull << 20, 0, 4, 512, &f->pool));
 	ASSERT_OK(kr_pool_stat(f->pool, &st0));
-	assert_true(st0.max_alloc >= (16u << 20));
+	TU_CHECK(st0.max_alloc >= (16u << 20));
 	for (size_t i = 0; i < n; i++) {
 		oid[i] = alloc_filled(f->pool, sizes[i], (uint32_t)i, 500 + i);
 		assert_filled(f->pool, oid[i], sizes[i], (uint32_t)i, 500 + i);
@@ -538,11 +535,11 @@ static void test_sizes(void **state)
 		tu_fill(want, sizes[i], 500 + i);
 		for (size_t off = 0; off < sizes[big]; off += 4 << 20)
 			tu_fill(want + off, 128 * 1024, off);
-		assert_memory_equal(kr_get(f->pool, oid[i]), want, sizes[i]);
+		TU_MEM_EQ(kr_get(f->pool, oid[i]), want, sizes[i]);
 		free(want);
 	}
 	ASSERT_OK(kr_pool_stat(f->pool, &st));
-	assert_int_equal(st.nobjects, n);
+	TU_EQ(st.nobjects, n);
 
 	kr_tx *tx;
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
@@ -550,8 +547,8 @@ static void test_sizes(void **state)
 		ASSERT_OK(kr_tx_free(tx, oid[i]));
 	ASSERT_OK(kr_tx_commit(tx));
 	ASSERT_OK(kr_pool_stat(f->pool, &st));
-	assert_int_equal(st.nobjects, 0);
-	assert_int_equal(st.used_bytes, st0.used_bytes);
+	TU_EQ(st.nobjects, 0);
+	TU_EQ(st.used_bytes, st0.used_bytes);
 	/* With everything freed (and the frees durable: reopen), the largest allocation
 	 * fits again. */
 	reopen(f);
@@ -559,7 +556,7 @@ static void test_sizes(void **state)
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	ASSERT_OK(kr_tx_alloc(tx, st.max_alloc, 1, &huge));
 	ASSERT_OK(kr_tx_commit(tx));
-	assert_int_equal(kr_size(f->pool, huge), st.max_alloc);
+	TU_EQ(kr_size(f->pool, huge), st.max_alloc);
 	free(piece);
 	free(oid);
 }
@@ -590,18 +587,18 @@ static void test_stat_accounting(void **state)
 		kr_tx *tx;
 		kr_oid oid;
 		ASSERT_OK(kr_pool_stat(f->pool, &s0));
-		assert_true(s0.used_bytes + s0.free_bytes <= s0.heap_size);
+		TU_CHECK(s0.used_bytes + s0.free_bytes <= s0.heap_size);
 
 		ASSERT_OK(kr_tx_begin(f->pool, &tx));
 		ASSERT_OK(kr_tx_alloc(tx, sz, 1, &oid));
 		ASSERT_OK(kr_tx_commit(tx));
 		ASSERT_OK(kr_pool_stat(f->pool, &s1));
-		assert_int_equal(s1.nobjects, s0.nobjects + 1);
-		assert_int_equal(s1.used_bytes - s0.used_bytes, block_bytes(sz));
-		assert_true(s0.free_bytes - s1.free_bytes >= block_bytes(sz));
-		assert_true(s1.used_bytes + s1.free_bytes <= s1.heap_size);
+		TU_EQ(s1.nobjects, s0.nobjects + 1);
+		TU_EQ(s1.used_bytes - s0.used_bytes, block_bytes(sz));
+		TU_CHECK(s0.free_bytes - s1.free_bytes >= block_bytes(sz));
+		TU_CHECK(s1.used_bytes + s1.free_bytes <= s1.heap_size);
 		if (block_bytes(sz) >= KR_CHUNK_SIZE) /* whole chunks: no run formatting slack */
-			assert_int_equal(s1.used_bytes + s1.free_bytes, s0.used_bytes + s0.free_bytes);
+			TU_EQ(s1.used_bytes + s1.free_bytes, s0.used_bytes + s0.free_bytes);
 		else
 			run_slack += block_bytes(sz);
 
@@ -609,34 +606,34 @@ static void test_stat_accounting(void **state)
 		ASSERT_OK(kr_tx_free(tx, oid));
 		ASSERT_OK(kr_tx_commit(tx));
 		ASSERT_OK(kr_pool_stat(f->pool, &s2));
-		assert_int_equal(s2.nobjects, s0.nobjects);
-		assert_int_equal(s2.used_bytes, s0.used_bytes);
+		TU_EQ(s2.nobjects, s0.nobjects);
+		TU_EQ(s2.used_bytes, s0.used_bytes);
 		/* A freed block becomes available only once the free is below durable_seq
 		 * (heap invariant 3), so free_bytes may lag, but never overshoot. */
-		assert_true(s2.free_bytes >= s1.free_bytes && s2.free_bytes <= s0.free_bytes);
+		TU_CHECK(s2.free_bytes >= s1.free_bytes && s2.free_bytes <= s0.free_bytes);
 	}
 	/* After a reopen the accounting is rebuilt from the heap metadata: nothing is used,
 	 * and everything is free except the tails of the runs formatted above. */
 	reopen(f);
 	ASSERT_OK(kr_pool_stat(f->pool, &s1));
-	assert_int_equal(s1.used_bytes, fresh.used_bytes);
-	assert_int_equal(s1.nobjects, 0);
-	assert_true(s1.free_bytes <= fresh.free_bytes);
-	assert_true(s1.free_bytes + run_slack >= fresh.free_bytes);
+	TU_EQ(s1.used_bytes, fresh.used_bytes);
+	TU_EQ(s1.nobjects, 0);
+	TU_CHECK(s1.free_bytes <= fresh.free_bytes);
+	TU_CHECK(s1.free_bytes + run_slack >= fresh.free_bytes);
 }
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_create_open_close, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_root, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tx_get, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tx_owner, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_update, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_iteration, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sizes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_stat_accounting, setup, teardown),
+	const struct tu_case tests[] = {
+		TU_CASE(test_create_open_close, setup, teardown),
+		TU_CASE(test_root, setup, teardown),
+		TU_CASE(test_roundtrip, setup, teardown),
+		TU_CASE(test_tx_get, setup, teardown),
+		TU_CASE(test_tx_owner, setup, teardown),
+		TU_CASE(test_update, setup, teardown),
+		TU_CASE(test_iteration, setup, teardown),
+		TU_CASE(test_sizes, setup, teardown),
+		TU_CASE(test_stat_accounting, setup, teardown),
 	};
-	return cmocka_run_group_tests_name("basic", tests, NULL, NULL);
+	return TU_RUN_CASES("basic", tests);
 }

@@ -8,14 +8,11 @@
  * every piece's CRC and every copied byte. kr_crc32c_combine and kr_crc32c_copy_extend
  * against the CRC of the joined bytes.
  */
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cmocka.h>
 
 #include "csum.h"
 #include "testutil.h"
@@ -24,13 +21,13 @@ static void check_copy(const uint8_t *src, size_t piece, unsigned n)
 {
 	uint8_t *dst = malloc(piece * n);
 	uint32_t *crc = malloc(n * sizeof(*crc));
-	assert_non_null(dst);
-	assert_non_null(crc);
+	TU_NOT_NULL(dst);
+	TU_NOT_NULL(crc);
 	memset(dst, 0x5a, piece * n);
 	kr_crc32c_copy(dst, src, piece, n, crc);
-	assert_memory_equal(dst, src, piece * n);
+	TU_MEM_EQ(dst, src, piece * n);
 	for (unsigned i = 0; i < n; i++)
-		assert_int_equal(crc[i], tu_crc32c(src + i * piece, piece));
+		TU_EQ(crc[i], tu_crc32c(src + i * piece, piece));
 	free(dst);
 	free(crc);
 }
@@ -41,7 +38,7 @@ static void test_copy(void **state)
 	static const size_t pieces[] = {64, 512, 4096, 1, 100, 520};
 	enum { BYTES = 4 * 4096 + 64 };
 	uint8_t *buf = aligned_alloc(64, BYTES);
-	assert_non_null(buf);
+	TU_NOT_NULL(buf);
 	srandom(7);
 	for (int fill = 0; fill < 12; fill++) {
 		for (size_t i = 0; i < BYTES; i++)
@@ -62,8 +59,8 @@ static void test_combine(void **state)
 	static const size_t lens[] = {0, 1, 2, 3, 4, 5, 7, 8, 12, 56, 64, 100, 1000, 1024, 4093, 4096, 65536, 65539};
 	enum { BYTES = 2 * 65539 };
 	uint8_t *buf = malloc(BYTES), *dst = malloc(BYTES);
-	assert_non_null(buf);
-	assert_non_null(dst);
+	TU_NOT_NULL(buf);
+	TU_NOT_NULL(dst);
 	srandom(11);
 	for (size_t i = 0; i < BYTES; i++)
 		buf[i] = (uint8_t)random();
@@ -71,10 +68,10 @@ static void test_combine(void **state)
 		for (size_t b = 0; b < sizeof(lens) / sizeof(lens[0]); b++) {
 			const uint8_t *pb = buf + lens[a];
 			uint32_t want = tu_crc32c(buf, lens[a] + lens[b]);
-			assert_int_equal(kr_crc32c_combine(tu_crc32c(buf, lens[a]), tu_crc32c(pb, lens[b]), lens[b]), want);
+			TU_EQ(kr_crc32c_combine(tu_crc32c(buf, lens[a]), tu_crc32c(pb, lens[b]), lens[b]), want);
 			memset(dst, 0x5a, lens[b]);
-			assert_int_equal(kr_crc32c_copy_extend(tu_crc32c(buf, lens[a]), dst, pb, lens[b]), want);
-			assert_memory_equal(dst, pb, lens[b]);
+			TU_EQ(kr_crc32c_copy_extend(tu_crc32c(buf, lens[a]), dst, pb, lens[b]), want);
+			TU_MEM_EQ(dst, pb, lens[b]);
 		}
 	free(buf);
 	free(dst);
@@ -82,9 +79,9 @@ static void test_combine(void **state)
 
 int main(void)
 {
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_copy),
-		cmocka_unit_test(test_combine),
+	const struct tu_case tests[] = {
+		TU_CASE(test_copy, NULL, NULL),
+		TU_CASE(test_combine, NULL, NULL),
 	};
-	return cmocka_run_group_tests_name("csum", tests, NULL, NULL);
+	return TU_RUN_CASES("csum", tests);
 }

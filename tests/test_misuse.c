@@ -1,6 +1,6 @@
 /*
  * test_misuse.c - every wrong use of the API and every unusable file gets the specific
- * error code keratin.h documents, a non-empty kr_errmsg(), and never a crash (cmocka).
+ * error code keratin.h documents, a non-empty kr_errmsg(), and never a crash .
  *
  * Covered: invalid oids (0, inside another object, misaligned, in the metadata, beyond the
  * pool) to every oid-taking call; freed oids; double frees in one transaction and across
@@ -21,7 +21,6 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
-#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,8 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
 #include "layout.h"
 #include "testutil.h"
 
@@ -39,20 +36,14 @@
 
 static void check_err(int rc, int want1, int want2, const char *expr, const char *file, int line)
 {
-	if (rc != want1 && rc != want2) {
-		print_error("%s = %d (%s), expected %d (%s): %s\n", expr, rc, kr_strerror(rc),
-			       want1, kr_strerror(want1), kr_errmsg());
-		_fail(file, line);
-	}
-	if (kr_errcode() != rc) {
-		print_error("%s: kr_errcode() = %d, returned %d\n", expr, kr_errcode(), rc);
-		_fail(file, line);
-	}
+	if (rc != want1 && rc != want2)
+		tu_fail_at(file, line, "%s = %d (%s), expected %d (%s): %s", expr, rc, kr_strerror(rc),
+			   want1, kr_strerror(want1), kr_errmsg());
+	if (kr_errcode() != rc)
+		tu_fail_at(file, line, "%s: kr_errcode() = %d, returned %d", expr, kr_errcode(), rc);
 	const char *m = kr_errmsg();
-	if (!m || !*m) {
-		print_error("%s: empty kr_errmsg()\n", expr);
-		_fail(file, line);
-	}
+	if (!m || !*m)
+		tu_fail_at(file, line, "%s: empty kr_errmsg()", expr);
 }
 
 /* expr returns an int error code that must be `want` (or one of two acceptable codes). */
@@ -61,10 +52,8 @@ static void check_err(int rc, int want1, int want2, const char *expr, const char
 /* expr returns a pointer or value that must be `nullv`, with kr_errcode() == want. */
 #define EXPECT_FAILV(expr, nullv, w1, w2)                                                   \
 	do {                                                                                \
-		if ((expr) != (nullv)) {                                                    \
-			print_error("%s did not fail\n", #expr);                         \
-			_fail(__FILE__, __LINE__);                                          \
-		}                                                                           \
+		if ((expr) != (nullv))                                                      \
+			tu_fail_at(__FILE__, __LINE__, "%s did not fail", #expr);           \
 		check_err(kr_errcode(), (w1), (w2), #expr, __FILE__, __LINE__);             \
 	} while (0)
 #define EXPECT_NULL(expr, want) EXPECT_FAILV((expr), NULL, (want), (want))
@@ -73,7 +62,7 @@ static void check_err(int rc, int want1, int want2, const char *expr, const char
 	do {                                                                                 \
 		int rc_ = (expr);                                                            \
 		if (rc_ != KR_OK)                                                            \
-			fail_msg("%s = %d (%s): %s", #expr, rc_, kr_strerror(rc_), kr_errmsg()); \
+			TU_FAIL("%s = %d (%s): %s", #expr, rc_, kr_strerror(rc_), kr_errmsg()); \
 	} while (0)
 
 struct fixture {
@@ -136,12 +125,12 @@ static void assert_unchanged(struct fixture *f, const struct snap *before)
 {
 	struct snap now;
 	take_snap(f, &now);
-	assert_int_equal(now.st.used_bytes, before->st.used_bytes);
-	assert_int_equal(now.st.free_bytes, before->st.free_bytes);
-	assert_int_equal(now.st.nobjects, before->st.nobjects);
-	assert_memory_equal(now.a, before->a, 100);
-	assert_int_equal(now.nlive, before->nlive);
-	assert_memory_equal(now.live, before->live, now.nlive * sizeof(kr_oid));
+	TU_EQ(now.st.used_bytes, before->st.used_bytes);
+	TU_EQ(now.st.free_bytes, before->st.free_bytes);
+	TU_EQ(now.st.nobjects, before->st.nobjects);
+	TU_MEM_EQ(now.a, before->a, 100);
+	TU_EQ(now.nlive, before->nlive);
+	TU_MEM_EQ(now.live, before->live, now.nlive * sizeof(kr_oid));
 }
 
 /* The first allocation of a size class may format a run in a committed internal
@@ -187,7 +176,7 @@ static void bad_oid_everywhere(struct fixture *f, kr_oid bad, int want1, int wan
 
 	/* kr_next from a bad oid has no error contract, but must not crash or invent objects */
 	kr_oid n = kr_next(f->pool, bad);
-	assert_true(n == KR_OID_NULL || kr_get(f->pool, n) != NULL);
+	TU_CHECK(n == KR_OID_NULL || kr_get(f->pool, n) != NULL);
 }
 
 static void test_invalid_oids(void **state)
@@ -325,7 +314,7 @@ static void test_ranges(void **state)
 	/* The last byte is fine. */
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	uint8_t *p = kr_tx_add(tx, f->a, 99, 1);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	kr_tx_abort(tx);
 	assert_unchanged(f, &before);
 	EXPECT_ERR(kr_update(f->pool, f->a, 0, NULL, 10), KR_E_MISUSE_ARG);
@@ -342,12 +331,12 @@ static void test_tx_state(void **state)
 	EXPECT_ERR(kr_tx_begin(f->pool, &tx2), KR_E_MISUSE_STATE);
 	/* the first transaction is not disturbed by the refused second one */
 	uint8_t *p = kr_tx_add(tx, f->a, 0, 4);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	memcpy(p, "abcd", 4);
 	/* close refuses while a transaction is open, and closes nothing */
 	EXPECT_ERR(kr_pool_close(f->pool), KR_E_MISUSE_STATE);
 	ASSERT_OK(kr_tx_commit(tx));
-	assert_memory_equal(kr_get(f->pool, f->a), "abcd", 4);
+	TU_MEM_EQ(kr_get(f->pool, f->a), "abcd", 4);
 	/* After the end a new transaction can begin. */
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	kr_tx_abort(tx);
@@ -395,9 +384,9 @@ static void test_open_twice(void **state)
 	struct fixture *f = *state;
 	kr_pool *p2 = NULL;
 	EXPECT_ERR(tu_open(f->path, &p2), KR_E_IO_BUSY);
-	assert_null(p2);
+	TU_NULL(p2);
 	/* the first handle is unaffected */
-	assert_memory_equal(kr_get(f->pool, f->a), f->a_bytes, 100);
+	TU_MEM_EQ(kr_get(f->pool, f->a), f->a_bytes, 100);
 	ASSERT_OK(kr_pool_close(f->pool));
 	f->pool = NULL;
 	ASSERT_OK(tu_open(f->path, &f->pool));
@@ -450,7 +439,7 @@ static void test_nospace_heap(void **state)
 		ASSERT_OK(kr_tx_commit(tx));
 		n++;
 	}
-	assert_true(n > 5 && n < 64);
+	TU_CHECK(n > 5 && n < 64);
 	/* The pool stays usable: free one, and the allocation fits again. */
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	ASSERT_OK(kr_tx_free(tx, objs[0]));
@@ -463,7 +452,7 @@ static void test_nospace_heap(void **state)
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	ASSERT_OK(kr_tx_alloc(tx, 1 << 20, 9, &objs[0]));
 	ASSERT_OK(kr_tx_commit(tx));
-	assert_memory_equal(kr_get(f->pool, f->a), f->a_bytes, 100);
+	TU_MEM_EQ(kr_get(f->pool, f->a), f->a_bytes, 100);
 }
 
 static void test_nospace_log(void **state)
@@ -480,7 +469,7 @@ static void test_nospace_log(void **state)
 	ASSERT_OK(kr_tx_alloc(tx, 64 * 1024, 1, &big)); /* new objects are not logged */
 	ASSERT_OK(kr_tx_commit(tx));
 	const uint8_t *before = kr_get(pool, big);
-	assert_non_null(before);
+	TU_NOT_NULL(before);
 
 	ASSERT_OK(kr_tx_begin(pool, &tx));
 	uint8_t *p = kr_tx_open(tx, big);
@@ -492,7 +481,7 @@ static void test_nospace_log(void **state)
 	EXPECT_ERR(kr_tx_commit(tx), KR_E_NOSPACE_LOG);
 	for (int i = 0; i < 64 * 1024; i++)
 		if (before[i] != 0)
-			fail_msg("byte %d changed by a transaction that failed", i);
+			TU_FAIL("byte %d changed by a transaction that failed", i);
 	/* Smaller transactions still work. */
 	ASSERT_OK(kr_update(pool, big, 100, "ok", 2));
 	ASSERT_OK(kr_pool_close(pool));
@@ -507,7 +496,7 @@ static void test_canary(void **state)
 	take_snap(f, &before);
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	uint8_t *p = kr_tx_open(tx, f->a);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	p[0] = 0x11;
 	p[100] = 0x55; /* one byte past the 100-byte object: the application scribbled */
 	EXPECT_ERR(kr_tx_commit(tx), KR_E_CANARY);
@@ -535,12 +524,12 @@ static void test_abort_leaks_nothing(void **state)
 		for (int i = 0; i < 6; i++) {
 			ASSERT_OK(kr_tx_alloc(tx, abort_size(i), 4, &o));
 			uint8_t *p = kr_tx_add(tx, o, 0, 1);
-			assert_non_null(p);
+			TU_NOT_NULL(p);
 			*p = 1;
 		}
 		ASSERT_OK(kr_tx_free(tx, f->a));
 		uint8_t *q = kr_tx_add(tx, f->big, 10, 10);
-		assert_non_null(q);
+		TU_NOT_NULL(q);
 		memset(q, 0xff, 10);
 		kr_tx_abort(tx);
 		assert_unchanged(f, &before);
@@ -551,8 +540,8 @@ static void test_abort_leaks_nothing(void **state)
 	ASSERT_OK(tu_open(f->path, &f->pool));
 	struct snap after;
 	take_snap(f, &after);
-	assert_int_equal(after.st.used_bytes, before.st.used_bytes);
-	assert_int_equal(after.st.nobjects, before.st.nobjects);
+	TU_EQ(after.st.used_bytes, before.st.used_bytes);
+	TU_EQ(after.st.nobjects, before.st.nobjects);
 }
 
 static void test_sticky_error(void **state)
@@ -567,7 +556,7 @@ static void test_sticky_error(void **state)
 	uint8_t *file0 = tu_read_file(f->path, &len0);
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	uint8_t *p = kr_tx_add(tx, f->a, 10, 20);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	memset(p, 0xcc, 20);
 	ASSERT_OK(kr_tx_alloc(tx, 777, 5, &fresh));
 	ASSERT_OK(kr_tx_free(tx, f->big));
@@ -584,8 +573,8 @@ static void test_sticky_error(void **state)
 	/* checks invariant tx.c 1: nothing of an aborted transaction reached the pool, not
 	 * even its log lanes: the file is byte-for-byte what it was before kr_tx_begin. */
 	uint8_t *file1 = tu_read_file(f->path, &len1);
-	assert_int_equal(len0, len1);
-	assert_memory_equal(file0, file1, len0);
+	TU_EQ(len0, len1);
+	TU_MEM_EQ(file0, file1, len0);
 	free(file0);
 	free(file1);
 	EXPECT_FAILV(kr_get(f->pool, fresh), NULL, KR_E_MISUSE_OID, KR_E_MISUSE_FREED);
@@ -621,8 +610,8 @@ static void test_create_errors(void **state)
 		o.struct_size = sizeof(o);
 		o.flags = KR_OPEN_FORCE_PMEM;
 		EXPECT_ERR(kr_pool_create(path, &o, &p), KR_E_MISUSE_ARG);
-		assert_null(p);
-		assert_int_equal(access(path, F_OK), -1); /* and no file left behind */
+		TU_NULL(p);
+		TU_EQ(access(path, F_OK), -1); /* and no file left behind */
 	}
 	struct kr_create_opts ok = { .struct_size = sizeof(ok), .size = 8 << 20,
 				     .flags = KR_OPEN_FORCE_PMEM };
@@ -638,12 +627,12 @@ static void test_create_errors(void **state)
 	EXPECT_ERR(kr_pool_create(path, &ok, &p), KR_E_IO_EXISTS);
 	size_t len;
 	char *txt = tu_read_file(path, &len); /* untouched */
-	assert_int_equal(len, 6);
-	assert_memory_equal(txt, "hello\n", 6);
+	TU_EQ(len, 6);
+	TU_MEM_EQ(txt, "hello\n", 6);
 	free(txt);
 	unlink(path);
 	ASSERT_OK(tu_open(f->path, &f->pool));
-	assert_memory_equal(kr_get(f->pool, f->a), f->a_bytes, 100);
+	TU_MEM_EQ(kr_get(f->pool, f->a), f->a_bytes, 100);
 }
 
 /* Option structs carry their size: a caller that did not set it, or was built against
@@ -661,16 +650,16 @@ static void test_opts_size(void **state)
 		struct kr_create_opts co = {.struct_size = wrong[i], .size = 8 << 20,
 					    .flags = KR_OPEN_FORCE_PMEM};
 		EXPECT_ERR(kr_pool_create(path, &co, &p), KR_E_MISUSE_ARG);
-		assert_non_null(strstr(kr_errmsg(), "kr_create_opts.struct_size"));
-		assert_null(p);
+		TU_NOT_NULL(strstr(kr_errmsg(), "kr_create_opts.struct_size"));
+		TU_NULL(p);
 
 		kr_hmap *h = NULL;
 		struct kr_hmap_opts ho = {.struct_size = wrong[i], .size = 1 << 20,
 					  .flags = KR_OPEN_FORCE_PMEM};
 		EXPECT_ERR(kr_hmap_create(path, &ho, &h), KR_E_MISUSE_ARG);
-		assert_non_null(strstr(kr_errmsg(), "kr_hmap_opts.struct_size"));
-		assert_null(h);
-		assert_int_equal(access(path, F_OK), -1);
+		TU_NOT_NULL(strstr(kr_errmsg(), "kr_hmap_opts.struct_size"));
+		TU_NULL(h);
+		TU_EQ(access(path, F_OK), -1);
 
 		tu_write_file(path, "0123", 4); /* any file; the size is judged first */
 		kr_region *r = NULL;
@@ -679,8 +668,8 @@ static void test_opts_size(void **state)
 		struct kr_region_opts ro = KR_REGION_OPTS_INIT;
 		ro.struct_size = wrong[i];
 		EXPECT_ERR(kr_region_open(path, &ro, &r, &base, &len), KR_E_MISUSE_ARG);
-		assert_non_null(strstr(kr_errmsg(), "kr_region_opts.struct_size"));
-		assert_null(r);
+		TU_NOT_NULL(strstr(kr_errmsg(), "kr_region_opts.struct_size"));
+		TU_NULL(r);
 		unlink(path);
 	}
 	/* The right sizes are what every other test passes, and the README's programs start
@@ -692,7 +681,7 @@ static void expect_open_fails(const char *path, int want1, int want2)
 	kr_pool *p = NULL;
 	int rc = tu_open(path, &p);
 	check_err(rc, want1, want2, path, __FILE__, __LINE__);
-	assert_null(p);
+	TU_NULL(p);
 }
 
 static void test_open_not_a_pool(void **state)
@@ -762,10 +751,10 @@ static void header_case(struct fixture *f, void (*edit)(struct kr_pool_hdr *), b
 	kr_pool *p = NULL;
 	int rc = tu_open(f->path, &p);
 	check_err(rc, want1, want2, what, __FILE__, __LINE__);
-	assert_null(p);
+	TU_NULL(p);
 	write_headers(f->path, a.pool_size, &a, &b);
 	ASSERT_OK(tu_open(f->path, &p));
-	assert_memory_equal(kr_get(p, f->a), f->a_bytes, 100);
+	TU_MEM_EQ(kr_get(p, f->a), f->a_bytes, 100);
 	ASSERT_OK(kr_pool_close(p));
 }
 
@@ -843,7 +832,7 @@ static void test_open_bad_headers(void **state)
 			write_headers(f->path, a.pool_size, &bad, &b);
 		kr_pool *p;
 		ASSERT_OK(tu_open(f->path, &p));
-		assert_memory_equal(kr_get(p, f->a), f->a_bytes, 100);
+		TU_MEM_EQ(kr_get(p, f->a), f->a_bytes, 100);
 		ASSERT_OK(kr_pool_close(p));
 		write_headers(f->path, a.pool_size, &a, &b);
 	}
@@ -864,12 +853,12 @@ static void test_open_truncated(void **state)
 				  4096 };
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
 		tu_write_file(f->path, orig, len);
-		assert_int_equal(truncate(f->path, (off_t)cuts[i]), 0);
+		TU_EQ(truncate(f->path, (off_t)cuts[i]), 0);
 		expect_open_fails(f->path, KR_E_FORMAT_TRUNCATED, KR_E_FORMAT_TRUNCATED);
 	}
 	/* Shorter than one header: there is no pool to speak of. */
 	tu_write_file(f->path, orig, len);
-	assert_int_equal(truncate(f->path, 100), 0);
+	TU_EQ(truncate(f->path, 100), 0);
 	expect_open_fails(f->path, KR_E_FORMAT_NOT_POOL, KR_E_FORMAT_TRUNCATED);
 	tu_write_file(f->path, orig, len);
 	free(orig);
@@ -881,21 +870,21 @@ static void test_strerror(void **state)
 	(void)state;
 	for (size_t i = 0; i < tu_n_errs; i++) {
 		const char *s = kr_strerror(tu_all_errs[i]);
-		assert_non_null(s);
-		assert_true(strlen(s) > 0);
+		TU_NOT_NULL(s);
+		TU_CHECK(strlen(s) > 0);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(s, kr_strerror(tu_all_errs[j])) == 0)
-				fail_msg("codes %d and %d share the text \"%s\"", tu_all_errs[i],
+				TU_FAIL("codes %d and %d share the text \"%s\"", tu_all_errs[i],
 					 tu_all_errs[j], s);
-		assert_int_equal(KR_ERR_CLASS(tu_all_errs[i]), -((-tu_all_errs[i]) & ~0xff));
+		TU_EQ(KR_ERR_CLASS(tu_all_errs[i]), -((-tu_all_errs[i]) & ~0xff));
 	}
-	assert_non_null(kr_strerror(KR_OK));
-	assert_non_null(kr_strerror(-0x9999));
-	assert_non_null(kr_strerror(12345));
-	assert_non_null(kr_strerror(INT32_MIN));
-	assert_int_equal(KR_ERR_CLASS(KR_E_MISUSE_OID), KR_E_MISUSE);
-	assert_int_equal(KR_ERR_CLASS(KR_E_FORMAT_TRUNCATED), KR_E_FORMAT);
-	assert_int_equal(KR_ERR_CLASS(KR_E_CANARY), KR_E_POOL_FAILED);
+	TU_NOT_NULL(kr_strerror(KR_OK));
+	TU_NOT_NULL(kr_strerror(-0x9999));
+	TU_NOT_NULL(kr_strerror(12345));
+	TU_NOT_NULL(kr_strerror(INT32_MIN));
+	TU_EQ(KR_ERR_CLASS(KR_E_MISUSE_OID), KR_E_MISUSE);
+	TU_EQ(KR_ERR_CLASS(KR_E_FORMAT_TRUNCATED), KR_E_FORMAT);
+	TU_EQ(KR_ERR_CLASS(KR_E_CANARY), KR_E_POOL_FAILED);
 }
 
 /* ---- the second thread -------------------------------------------------------------------------- */
@@ -926,17 +915,17 @@ static void test_foreign_thread(void **state)
 	take_snap(f, &before);
 	ASSERT_OK(kr_tx_begin(f->pool, &tx));
 	uint8_t *p = kr_tx_add(tx, f->a, 0, 4);
-	assert_non_null(p);
+	TU_NOT_NULL(p);
 	memcpy(p, "mine", 4);
 	struct thread_arg t = { .tx = tx, .a = f->a };
 	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, foreign_thread, &t), 0);
+	TU_EQ(pthread_create(&th, NULL, foreign_thread, &t), 0);
 	pthread_join(th, NULL);
-	assert_int_equal(t.rc_add, KR_E_MISUSE_THREAD);
-	assert_int_equal(t.err_add, 1);
-	assert_int_equal(t.rc_alloc, KR_E_MISUSE_THREAD);
-	assert_int_equal(t.rc_free, KR_E_MISUSE_THREAD);
-	assert_int_equal(t.rc_commit, KR_E_MISUSE_THREAD);
+	TU_EQ(t.rc_add, KR_E_MISUSE_THREAD);
+	TU_EQ(t.err_add, 1);
+	TU_EQ(t.rc_alloc, KR_E_MISUSE_THREAD);
+	TU_EQ(t.rc_free, KR_E_MISUSE_THREAD);
+	TU_EQ(t.rc_commit, KR_E_MISUSE_THREAD);
 	/* The foreign commit neither committed nor ended the owner's transaction. */
 	assert_unchanged(f, &before);
 	kr_tx_abort(tx);
@@ -948,32 +937,32 @@ static void test_foreign_thread(void **state)
 int main(int argc, char **argv)
 {
 	const char *group = argc > 1 ? argv[1] : "main";
-	const struct CMUnitTest main_tests[] = {
-		cmocka_unit_test_setup_teardown(test_invalid_oids, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_freed_oid, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_double_free_one_tx, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_tx_state, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_twice, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_alloc_sizes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_nospace_heap, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_nospace_log, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_canary, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_abort_leaks_nothing, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_sticky_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
-		cmocka_unit_test(test_opts_size),
-		cmocka_unit_test(test_open_not_a_pool),
-		cmocka_unit_test_setup_teardown(test_open_bad_headers, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_truncated, setup, teardown),
-		cmocka_unit_test(test_strerror),
+	const struct tu_case main_tests[] = {
+		TU_CASE(test_invalid_oids, setup, teardown),
+		TU_CASE(test_freed_oid, setup, teardown),
+		TU_CASE(test_double_free_one_tx, setup, teardown),
+		TU_CASE(test_ranges, setup, teardown),
+		TU_CASE(test_tx_state, setup, teardown),
+		TU_CASE(test_open_twice, setup, teardown),
+		TU_CASE(test_alloc_sizes, setup, teardown),
+		TU_CASE(test_nospace_heap, setup, teardown),
+		TU_CASE(test_nospace_log, setup, teardown),
+		TU_CASE(test_canary, setup, teardown),
+		TU_CASE(test_abort_leaks_nothing, setup, teardown),
+		TU_CASE(test_sticky_error, setup, teardown),
+		TU_CASE(test_create_errors, setup, teardown),
+		TU_CASE(test_opts_size, NULL, NULL),
+		TU_CASE(test_open_not_a_pool, NULL, NULL),
+		TU_CASE(test_open_bad_headers, setup, teardown),
+		TU_CASE(test_open_truncated, setup, teardown),
+		TU_CASE(test_strerror, NULL, NULL),
 	};
-	const struct CMUnitTest thread_tests[] = {
-		cmocka_unit_test_setup_teardown(test_foreign_thread, setup, teardown),
+	const struct tu_case thread_tests[] = {
+		TU_CASE(test_foreign_thread, setup, teardown),
 	};
 	int failed = !strcmp(group, "thread")
-			     ? cmocka_run_group_tests_name("misuse-thread", thread_tests, NULL, NULL)
-			     : cmocka_run_group_tests_name("misuse", main_tests, NULL, NULL);
+			     ? TU_RUN_CASES("misuse-thread", thread_tests)
+			     : TU_RUN_CASES("misuse", main_tests);
 	printf("deep checks run: %u\n", tu_deep_checks());
 	return failed;
 }

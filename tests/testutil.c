@@ -44,6 +44,29 @@ noreturn void tu_fail_at(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
+void tu_cmp_at(const char *file, int line, const char *what, long long a, long long b, int eq)
+{
+	if ((a == b) != eq)
+		tu_fail_at(file, line, "%s: %lld vs %lld", what, a, b);
+}
+
+int tu_run_cases(const char *group, const struct tu_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		void *state = NULL;
+		printf("%s: %s\n", group, cases[i].name);
+		fflush(stdout);
+		if (cases[i].setup && cases[i].setup(&state) != 0)
+			tu_fail_at(__FILE__, __LINE__, "%s: %s: set-up failed", group, cases[i].name);
+		cases[i].fn(&state);
+		if (cases[i].teardown && cases[i].teardown(&state) != 0)
+			tu_fail_at(__FILE__, __LINE__, "%s: %s: tear-down failed", group, cases[i].name);
+		printf("%s: %s ok\n", group, cases[i].name);
+	}
+	printf("%s: %zu cases passed\n", group, n);
+	return 0;
+}
+
 bool tu_sanitized(void)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) ||                        \

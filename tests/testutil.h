@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdnoreturn.h>
+#include <string.h>
 
 #include "keratin.h"
 
@@ -35,6 +36,35 @@ noreturn void tu_fail_at(const char *file, int line, const char *fmt, ...)
 			tu_fail_at(__FILE__, __LINE__, "%s returned %d (%s): %s", #expr,   \
 				   tu_rc_, kr_strerror(tu_rc_), kr_errmsg());              \
 	} while (0)
+
+/* Assertions of values, each failing with both sides printed. */
+#define TU_CHECK(cond) TU_ASSERT(cond, "%s", "")
+#define TU_EQ(a, b) tu_cmp_at(__FILE__, __LINE__, #a " == " #b, (long long)(a), (long long)(b), 1)
+#define TU_NE(a, b) tu_cmp_at(__FILE__, __LINE__, #a " != " #b, (long long)(a), (long long)(b), 0)
+#define TU_MEM_EQ(a, b, n) TU_ASSERT(memcmp((a), (b), (n)) == 0, "%zu bytes differ", (size_t)(n))
+#define TU_MEM_NE(a, b, n) TU_ASSERT(memcmp((a), (b), (n)) != 0, "%zu bytes equal", (size_t)(n))
+#define TU_NOT_NULL(p) TU_ASSERT((p) != NULL, "%s", "")
+#define TU_NULL(p) TU_ASSERT((p) == NULL, "%s", "")
+#define TU_PTR_EQ(a, b) TU_ASSERT((const void *)(a) == (const void *)(b), "%p != %p", (const void *)(a), \
+				  (const void *)(b))
+/* Fails "what: a vs b" unless a == b (eq) or a != b (!eq). */
+void tu_cmp_at(const char *file, int line, const char *what, long long a, long long b, int eq);
+
+/* ---- cases ---------------------------------------------------------------------------- */
+
+/* A program of several cases: each runs fn(&state) between setup and teardown (either may
+ * be NULL; they return 0 on success), in order, announced as it starts and reported as it
+ * passes. A failing case ends the program (tu_fail_at), as in every other test here. */
+struct tu_case {
+	const char *name;
+	void (*fn)(void **state);
+	int (*setup)(void **state);
+	int (*teardown)(void **state);
+};
+#define TU_CASE(fn, setup, teardown) {#fn, fn, setup, teardown}
+#define TU_RUN_CASES(group, cases) tu_run_cases(group, cases, sizeof(cases) / sizeof((cases)[0]))
+/* Returns 0 (every case passed). */
+int tu_run_cases(const char *group, const struct tu_case *cases, size_t n);
 
 /* ---- configuration ------------------------------------------------------------------ */
 
