@@ -8,6 +8,9 @@
  *              after them the checker is clean (every shard's free count matches its bits),
  *              statfs's free counts equal a recount of what the files hold, and a remount
  *              (with the default shards and with one) gives the same counts
+ *              Run by make check's ThreadSanitizer stage too, where a breach of the locking
+ *              rules is a data race or a lock-order inversion and fails the test: this one
+ *              checks invariants fs_enter.c 1, fs_enter.c 2, fs_enter.c 4, fs_enter.c 6, fs_enter.c 7.
  *   enospc     one thread whose home shard is full still gets pages from the others (a
  *              write needing more than its shard has left takes runs from two shards); once
  *              every shard is full a write fails with -ENOSPC, the file as it was, every

@@ -275,6 +275,8 @@ static inline void *krfs_ptr(const struct kr_fs *fs, uint64_t off) { return fs->
 /* ---- the way in and out of every call (fs_enter.c) ------------------------------------ */
 /* Takes the lock exclusive; -EINVAL for a NULL fs, -EIO (lock released) in the error state. */
 int krfs_enter(struct kr_fs *fs);
+/* Exclusive, whatever the error state: the check and the unmount. */
+void krfs_enter_any(struct kr_fs *fs);
 /* The same, shared (a data-path operation: it also takes its inode's mutex, krfs_enter_inode). */
 int krfs_enter_shared(struct kr_fs *fs);
 /* Releases the lock, exclusive or shared. */

@@ -179,6 +179,7 @@ int krfs_gc_maybe(struct kr_fs *fs, struct krfs_inode *ip)
 	uint64_t need = compaction_need(fs, ip);
 	if (need == 0 || need > krfs_bm_nfree(&fs->meta_bm))
 		return 0;
+	KR_INVARIANT("fs_enter.c", 3, krfs_exclusive(fs)); /* a shared holder compacts no log */
 	int rc = krfs_log_compact(fs, ip);
 	return rc == 0 ? 1 : rc == -EIO ? rc : 0;
 }

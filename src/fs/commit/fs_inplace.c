@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "fs.h"
+#include "invariant.h"
 
 /* The strips of a page that bytes [lo, hi) touch, as a mask (bit s = strip s). */
 static unsigned strip_mask(unsigned lo, unsigned hi)
@@ -90,6 +91,7 @@ static void patch_pages(struct krfs_op *op, void *ctx)
 
 int krfs_write_inplace(struct kr_fs *fs, struct krfs_inode *ip, const void *buf, uint64_t off, uint64_t len)
 {
+	KR_INVARIANT("fs_enter.c", 3, krfs_exclusive(fs)); /* a shared holder writes nothing in place */
 	struct krfs_jbuf *j = kr_malloc(sizeof(*j)); /* a page: too big for the stack */
 	if (!j)
 		return KRFS_ERR(-ENOMEM, KR_E_NOMEM, "in-place write: no memory for the intent");

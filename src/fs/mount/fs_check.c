@@ -277,7 +277,7 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 	memset(rep, 0, sizeof(*rep));
 	if (!fs)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_check: NULL");
-	pthread_rwlock_wrlock(&fs->lock);
+	krfs_enter_any(fs);
 	struct checker c = {.out = out};
 	struct owners o = {
 		.meta = kr_calloc(fs->sb.meta_pages, sizeof(uint64_t)),
@@ -320,6 +320,6 @@ int kr_fs_check(kr_fs *fs, FILE *out, struct kr_fs_check_report *rep)
 	free(o.names);
 	free(o.subdirs);
 	free(o.named_in);
-	pthread_rwlock_unlock(&fs->lock);
+	krfs_leave(fs);
 	return rc;
 }

@@ -501,7 +501,7 @@ int kr_fs_unmount(kr_fs *fs)
 	if (!fs)
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_fs_unmount: NULL");
 	int rc = KR_OK;
-	pthread_rwlock_wrlock(&fs->lock);
+	krfs_enter_any(fs);
 	if (fs->failed) {
 		rc = kr_err_set(KR_E_IO_SYNC, "%s: unmounted in the error state (not marked clean)", fs->path);
 	} else {
@@ -509,7 +509,7 @@ int kr_fs_unmount(kr_fs *fs)
 		if (krfs_sb_write(fs) != KR_OK)
 			rc = kr_err_set(KR_E_IO_SYNC, "%s: marking the superblock clean", fs->path);
 	}
-	pthread_rwlock_unlock(&fs->lock);
+	krfs_leave(fs);
 	fs_free(fs);
 	return rc;
 }

@@ -77,6 +77,7 @@ static void repair_put(struct kr_fs *fs, uint64_t pg, unsigned s, const uint8_t 
 		       const uint32_t *b)
 {
 	KR_INVARIANT("fs_data.c", 3, krfs_exclusive(fs));
+	KR_INVARIANT("fs_enter.c", 3, krfs_exclusive(fs)); /* a shared holder repairs nothing */
 	KR_INVARIANT("fs_data.c", 2, crc_ok(kr_crc32c(strip, KRFS_STRIP), a, b, s));
 	put(fs, krfs_data_off(fs, pg) + s * KRFS_STRIP, strip, KRFS_STRIP);
 }

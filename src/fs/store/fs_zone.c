@@ -118,6 +118,8 @@ int krfs_zone_intent(struct krfs_op *op, uint64_t start, uint64_t n)
 	/* Fence: the window is durable before any parity byte in it changes. */
 	if ((rc = krfs_fence(fs)) == 0) {
 		KR_INVARIANT("fs_zone.c", 2, len <= fs->zone_rows);
+		/* The window moves only when no other operation holds it. */
+		KR_INVARIANT("fs_enter.c", 5, fs->zone_users == (op->zone_held ? 1u : 0u));
 		fs->zone_first = start;
 		fs->zone_len = len;
 		hold(op);
