@@ -24,7 +24,27 @@
 #include "keratin_fs.h"
 #include "util.h"
 
-const char fs_synopsis[] = "mkfs|mount|umount|info|fsck|scrub|snapshot|requests|ls|cat|put|mkdir|rm|locate ARGS [OPTIONS]";
+/* The verbs: name, the operands after the verb, and what they are (for the usage error).
+ * One list, from which both the table below and the synopsis are made. (snapshot has verbs
+ * of its own and is parsed apart.) */
+#define FS_VERBS(X)                                                                            \
+	X(mkfs, 1, "POOL")                                                                     \
+	X(mount, 2, "POOL and DIR")                                                            \
+	X(umount, 1, "DIR")                                                                    \
+	X(info, 1, "POOL or DIR")                                                              \
+	X(fsck, 1, "POOL")                                                                     \
+	X(check, 1, "POOL")                                                                    \
+	X(repair, 1, "POOL")                                                                   \
+	X(scrub, 1, "POOL or DIR")                                                             \
+	X(requests, 1, "DIR (a mount)")                                                        \
+	X(ls, 2, "POOL and a PATH")                                                            \
+	X(cat, 2, "POOL and a PATH")                                                           \
+	X(put, 3, "POOL, a local FILE and a PATH")                                             \
+	X(mkdir, 2, "POOL and a PATH")                                                         \
+	X(rm, 2, "POOL and a PATH")                                                            \
+	X(locate, 3, "POOL, a PATH and a file OFFSET")
+#define FS_VERB_SYNOPSIS(name, nargs, operands) #name "|"
+const char fs_synopsis[] = FS_VERBS(FS_VERB_SYNOPSIS) "snapshot ARGS [OPTIONS]";
 const char fs_details[] =
 	"keratin-fs: a fault-tolerant file system in one pool file (NOVA-Fortis's design).\n"
 	"\n"
@@ -375,19 +395,12 @@ static int do_snapshot(int argc, char **argv, unsigned flags)
 	return rc;
 }
 
-/* The verbs: name, the operands after the verb, and what they are (for the usage error). */
+#define FS_VERB_ENTRY(name, nargs, operands) {#name, nargs, operands},
 static const struct verb {
 	const char *name;
 	int nargs;
 	const char *operands;
-} verbs[] = {
-	{"mkfs", 1, "POOL"},       {"mount", 2, "POOL and DIR"}, {"umount", 1, "DIR"},
-	{"info", 1, "POOL or DIR"}, {"check", 1, "POOL"},         {"fsck", 1, "POOL"},
-	{"repair", 1, "POOL"},      {"scrub", 1, "POOL or DIR"},  {"ls", 2, "POOL and a PATH"},
-	{"cat", 2, "POOL and a PATH"}, {"put", 3, "POOL, a local FILE and a PATH"},
-	{"mkdir", 2, "POOL and a PATH"}, {"rm", 2, "POOL and a PATH"},
-	{"locate", 3, "POOL, a PATH and a file OFFSET"}, {"requests", 1, "DIR (a mount)"},
-};
+} verbs[] = {FS_VERBS(FS_VERB_ENTRY)};
 
 
 int fs_command(int argc, char **argv)

@@ -19,7 +19,19 @@
 #include "regioncmd.h"
 #include "util.h"
 
-const char region_synopsis[] = "protect|status|check|repair|scrub FILE [--sidecar PATH] [--rate MIB]";
+/* The verbs, one list for the synopsis and for what the parser accepts. */
+#define REGION_VERBS "protect|status|check|repair|scrub"
+const char region_synopsis[] = REGION_VERBS " FILE [--sidecar PATH] [--rate MIB]";
+
+/* Whether verb is one of REGION_VERBS. */
+static bool region_verb(const char *verb)
+{
+	size_t n = strlen(verb);
+	for (const char *p = REGION_VERBS; n && (p = strstr(p, verb)); p += n)
+		if ((p == REGION_VERBS || p[-1] == '|') && (p[n] == '|' || p[n] == '\0'))
+			return true;
+	return false;
+}
 const char region_details[] =
 	"Protected regions: any file an application maps and writes with plain stores,\n"
 	"covered by page checksums and stripe parity kept in a sidecar file (FILE.krs) by\n"
@@ -226,12 +238,10 @@ int region_command(int argc, char **argv)
 		}
 	}
 	if (optind >= argc)
-		return util_usage_error(prog, "missing protect, status, check, repair or scrub");
+		return util_usage_error(prog, "missing the subcommand (%s)", REGION_VERBS);
 	const char *verb = argv[optind];
-	bool known = !strcmp(verb, "protect") || !strcmp(verb, "status") || !strcmp(verb, "check") || !strcmp(verb, "repair") ||
-		     !strcmp(verb, "scrub");
-	if (!known)
-		return util_usage_error(prog, "unknown subcommand '%s' (protect, status, check, repair, scrub)", verb);
+	if (!region_verb(verb))
+		return util_usage_error(prog, "unknown subcommand '%s' (%s)", verb, REGION_VERBS);
 	if (optind + 1 >= argc)
 		return util_usage_error(prog, "missing FILE");
 	if (optind + 2 < argc)
