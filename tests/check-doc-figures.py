@@ -19,8 +19,9 @@ from (an HTML comment, so the rendered page does not show it):
            shown. The rendered SAYS must appear on the line before the marker.
 
 The script fails on a figure that no longer matches its table, on a marker whose table or
-rows are gone, and on a line of README (outside code blocks) with a ratio ("1.5x") but no
-marker, or with a percentage in its performance section ("### Speed").
+rows are gone, and on a line of README (outside code blocks) with a ratio ("1.5x") or a
+time in microseconds ("42 µs") but no marker, or with a percentage in its performance
+section ("### Speed").
 """
 import os
 import re
@@ -81,7 +82,7 @@ def main():
         if line.startswith("#"):
             section = line.lstrip("#").strip()
         marks = list(MARK.finditer(line))
-        figure = r"\d(\.\d+)?x\b|\d+ ?%" if section == "Speed" else r"\d(\.\d+)?x\b"
+        figure = r"\d(\.\d+)?x\b|\d+(\.\d+)? ?µs" + (r"|\d+ ?%" if section == "Speed" else "")
         if not marks and re.search(figure, line):
             problems.append("README.md:%d: a figure without a bench marker: %s" % (i, line.strip()))
         for m in marks:
