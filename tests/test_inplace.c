@@ -322,6 +322,19 @@ static void sc_older_redo(kr_pool *pool, int slot)
 	sc_large(pool, slot, 0);
 }
 
+/* 5000 bytes in place: the undo fits the lane, and the commit is at home by size
+ * (HOME_MIN_REDO, tx.c), with no segment. */
+static void sc_home_by_size(kr_pool *pool, int slot)
+{
+	kr_oid o = ((const kr_oid *)kr_get(pool, g_root))[slot];
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_ASSERT(kr_tx_add_in_place(tx, o, 3000, 5000), "%s", kr_errmsg());
+	app_store(pool, o, slot, 3000, 5000, 95);
+	g_committing = 1;
+	TU_OK(kr_tx_commit(tx));
+}
+
 /* Two ranges named one after the other in one 1 KiB block of a large object (verified by
  * block, vcache.h), with a store in place between them: naming the second must not take
  * the first one's store for damage and repair it away. */
@@ -369,6 +382,8 @@ static void run_all(kr_pool *pool, void (*each)(kr_pool *, const char *))
 	 * reading the new segment's lines for the aborted transaction's too. */
 	g_scenario = "large in place again, after the abort";
 	snapshot(pool), sc_large(pool, 3, 0), each(pool, g_scenario);
+	g_scenario = "home commit by size, no segment";
+	snapshot(pool), sc_home_by_size(pool, 3), each(pool, g_scenario);
 	g_scenario = "two ranges of one block of a large object, a store between";
 	snapshot(pool), sc_same_block(pool, 3), each(pool, g_scenario);
 	g_scenario = "home commit over an older transaction's replayable redo";
