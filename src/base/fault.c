@@ -57,6 +57,17 @@ void *kr_malloc(size_t n) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : mal
 
 void *kr_calloc(size_t n, size_t size) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : calloc(n, size); }
 
+void *kr_calloc_aligned(size_t align, size_t n, size_t size)
+{
+	COUNT_ALLOC();
+	void *p = NULL;
+	if (fault_now(ENOMEM) || (size && n > SIZE_MAX / size) ||
+	    posix_memalign(&p, align, n * size ? n * size : align) != 0)
+		return NULL;
+	memset(p, 0, n * size);
+	return p;
+}
+
 void *kr_realloc(void *p, size_t n) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : realloc(p, n); }
 
 char *kr_strdup(const char *s) { return COUNT_ALLOC(), fault_now(ENOMEM) ? NULL : strdup(s); }

@@ -33,6 +33,8 @@ int kr_fault_fired(void);
 
 void *kr_malloc(size_t n);
 void *kr_calloc(size_t n, size_t size);
+/* kr_calloc at an address that is a multiple of align (a power of two, at least a pointer). */
+void *kr_calloc_aligned(size_t align, size_t n, size_t size);
 void *kr_realloc(void *p, size_t n);
 char *kr_strdup(const char *s);
 #ifdef KR_DEBUG_INVARIANTS

@@ -377,7 +377,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
 	log->spill = g->spill;
 	pthread_mutex_init(&log->d_lock, NULL);
-	log->lanes = kr_calloc(g->nlanes, sizeof(struct kr_lane));
+	log->lanes = kr_calloc_aligned(_Alignof(struct kr_lane), g->nlanes, sizeof(struct kr_lane));
 	if (!log->lanes)
 		return kr_err_set(KR_E_NOMEM, "%u lanes", g->nlanes);
 	for (uint32_t i = 0; i < g->nlanes; i++) {

@@ -54,7 +54,8 @@ uint32_t kr_img_lines(const struct kr_img *img);
 struct kr_log;
 
 struct kr_lane {
-	pthread_mutex_t lock; /* held by the transaction using the lane */
+	/* Each lane on lines of its own (the lane array is line-aligned, kr_log_init). */
+	_Alignas(64) pthread_mutex_t lock; /* held by the transaction using the lane */
 	uint32_t idx;
 	struct kr_log *log;
 	struct kr_log_cacheline *lines, *replica;
