@@ -185,6 +185,7 @@ int kr_heap_init(struct kr_heap *h, struct kr_pm *pm, struct kr_log *log,
 	h->chunks_per_zone = hdr->chunks_per_zone;
 	h->meta_pages = hdr->zone_meta_pages;
 	h->classes = kr_class_table(hdr->incompat, &h->nclasses);
+	atomic_store(&h->release_at, UINT64_MAX);
 	h->max_alloc = (uint64_t)hdr->chunks_per_zone * KR_CHUNK_SIZE - sizeof(struct kr_obj_hdr);
 	pthread_mutex_init(&h->lock, NULL);
 	h->chunks = kr_calloc((size_t)h->g.nzones * h->chunks_per_zone, sizeof(*h->chunks));
@@ -605,6 +606,14 @@ void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/* release_at from the queue as it is now. Caller holds h->lock. */
+static void release_at_set(struct kr_heap *h)
+{
+	atomic_store_explicit(&h->release_at,
+			      h->npending > h->quarantine ? h->pending[h->pending_first].seq : UINT64_MAX,
+			      memory_order_relaxed);
+}
+
 /* Queues a release at durable_seq >= seq (heap_release). Caller holds h->lock. */
 static void pending_push(struct kr_heap *h, uint64_t seq, uint32_t gid, uint32_t index)
 {
@@ -624,6 +633,7 @@ static void pending_push(struct kr_heap *h, uint64_t seq, uint32_t gid, uint32_t
 	}
 	h->pending[(h->pending_first + h->npending) % h->pending_cap] = (struct kr_pending){seq, gid, index};
 	h->npending++;
+	release_at_set(h);
 }
 
 void kr_heap_unreserve_at(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
@@ -685,10 +695,18 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 	}
 	KR_INVARIANT("heap.c", 4, h->used_bytes + h->free_bytes <=
 				      (uint64_t)h->g.nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
+	release_at_set(h);
 	pthread_mutex_unlock(&h->lock);
 }
 
-void kr_heap_release(struct kr_heap *h) { heap_release(h, h->quarantine); }
+void kr_heap_release(struct kr_heap *h)
+{
+	/* Most commits have nothing to release yet: no lock for them. A free queued meanwhile
+	 * by another thread goes at a later commit. */
+	if (atomic_load_explicit(&h->release_at, memory_order_relaxed) > kr_log_durable_seq(h->log))
+		return;
+	heap_release(h, h->quarantine);
+}
 void kr_heap_release_all(struct kr_heap *h) { heap_release(h, 0); }
 
 /* ---------------------------------------------------------------------------------------

@@ -54,6 +54,10 @@ struct kr_heap {
 	} avail[KR_MAX_NCLASSES];
 	struct kr_pending *pending; /* deferred frees, in commit order */
 	size_t npending, pending_first, pending_cap;
+	/* The durable_seq from which heap_release has a free to release (the oldest pending
+	 * one's beyond the quarantine), UINT64_MAX if none: set under the lock, read without
+	 * it, so that a commit with nothing to release takes no global lock. */
+	_Atomic uint64_t release_at;
 	uint32_t cursor; /* next-fit position for extents and new runs */
 	/* The fresh frontier F (layout.h's fresh_word): no chunk at or past it has held an
 	 * object since the pool was made. Moves up as chunks are taken, before anything is
