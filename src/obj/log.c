@@ -246,6 +246,13 @@ static uint32_t rec_home_len(const struct kr_rec_hdr *h)
 	return h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
 }
 
+/* n bytes of a record home at off, flushed: a replay's plain write. */
+static void put_home(struct kr_log *log, uint64_t off, const void *src, size_t n)
+{
+	kr_pm_copy(log->pm, log->pm->base + off, src, n);
+	kr_pm_flush(log->pm, log->pm->base + off, n);
+}
+
 static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
@@ -253,8 +260,7 @@ static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 	switch (h->kind) {
 	case KR_REC_DATA:
 	case KR_REC_FRESH:
-		kr_pm_copy(log->pm, dst, data, rec_home_len(h));
-		kr_pm_flush(log->pm, dst, rec_home_len(h));
+		put_home(log, h->off, data, rec_home_len(h));
 		break;
 	case KR_REC_SETBITS:
 		kr_pm_or64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
@@ -836,12 +842,25 @@ static int img_pad(struct kr_log *log, struct kr_img *img, uint32_t ring)
 {
 	uint32_t nlines = kr_img_lines(img);
 	if (nlines > ring || nlines > KR_TX_MAX_LINES)
-		return kr_err_set(KR_E_NOSPACE_LOG, "transaction needs %u log lines; a lane holds %u",
-				  nlines, ring);
+		return kr_err_set(KR_E_NOSPACE_LOG, "transaction needs %u log lines; %u is the most it may take here",
+				  nlines, ring < KR_TX_MAX_LINES ? ring : KR_TX_MAX_LINES);
 	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
 		return kr_errcode();
 	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
 	return KR_OK;
+}
+
+/* Kept for adoption: where the lane's last transaction's records sit (its ring, or its
+ * spill segment's). */
+static void pending_at(struct kr_lane *l, const struct kr_log_cacheline *lines, uint32_t ring,
+		       uint32_t first, uint32_t nlines)
+{
+	pthread_mutex_lock(&l->st_lock);
+	l->pending_lines = lines;
+	l->pending_ring = ring;
+	l->pending_first = first;
+	l->pending_nlines = nlines;
+	pthread_mutex_unlock(&l->st_lock);
 }
 
 static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint32_t flags,
@@ -870,13 +889,7 @@ static int log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	l->fifo_seq[slot] = seq;
 	l->fifo_nlines[slot] = nlines;
 	l->fifo_count++;
-	/* Kept for adoption: where this transaction's records sit. */
-	pthread_mutex_lock(&l->st_lock);
-	l->pending_lines = l->lines;
-	l->pending_ring = log->lane_lines;
-	l->pending_first = first;
-	l->pending_nlines = nlines;
-	pthread_mutex_unlock(&l->st_lock);
+	pending_at(l, l->lines, log->lane_lines, first, nlines);
 	*seq_out = seq;
 	return rc;
 }
@@ -900,12 +913,7 @@ static int seg_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img,
 	if (!seq)
 		return rc;
 	l->seg_tail += nlines;
-	pthread_mutex_lock(&l->st_lock);
-	l->pending_lines = l->seg;
-	l->pending_ring = l->seg_lines;
-	l->pending_first = first;
-	l->pending_nlines = nlines;
-	pthread_mutex_unlock(&l->st_lock);
+	pending_at(l, l->seg, l->seg_lines, first, nlines);
 	*seq_out = seq;
 	return rc;
 }
@@ -958,17 +966,24 @@ void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
  * transaction, unadoptable, so durable_seq cannot pass any of them (invariant 7). With
  * intent, the entry is an intent instead (new objects written in place: free space until
  * the commit, so nothing to restore, only parity to recompute), held the same way. */
+/* Entry seq (0: none was committed) is part of the lane's open undo, which begins at
+ * *first (set to seq if 0): the lane stays pending there (invariant 7). */
+static void undo_hold(struct kr_lane *l, uint64_t seq, uint64_t *first)
+{
+	if (!seq)
+		return;
+	if (!*first)
+		*first = seq;
+	lane_set_pending(l, *first, KR_HOLD_UNDO);
+}
+
 int kr_log_commit_undo(struct kr_log *log, struct kr_lane *l, struct kr_img *img, int intent,
 		       uint64_t *first)
 {
 	uint64_t seq = 0;
 	uint32_t flags = intent ? KR_TXF_INTENT : 0;
 	int rc = l->seg ? seg_commit(log, l, img, flags, &seq) : log_commit(log, l, img, flags, &seq);
-	if (seq) {
-		if (!*first)
-			*first = seq;
-		lane_set_pending(l, *first, KR_HOLD_UNDO);
-	}
+	undo_hold(l, seq, first);
 	return rc;
 }
 
@@ -982,7 +997,10 @@ int kr_log_commit_undo(struct kr_log *log, struct kr_lane *l, struct kr_img *img
  * segments' SPILL entries and its commit go there. */
 static uint32_t spill_reserve(const struct kr_log *log) { return log->lane_lines / 4; }
 
-int kr_log_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines, uint32_t reserve)
+/* Whether nlines fit the lane with reserve lines to spare, once what durable_seq has passed
+ * is trimmed; with force, durable_seq is pushed forward once first if that is short. */
+static int lane_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines, uint32_t reserve,
+		     int force)
 {
 	if ((uint64_t)nlines + reserve > log->lane_lines)
 		return 0;
@@ -992,10 +1010,15 @@ int kr_log_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines, uint32_t
 		lane_trim(log, l);
 		if (l->used + nlines + reserve <= log->lane_lines)
 			return 1;
-		if (tries == 0 && log_force_durable(log) != KR_OK)
+		if (!force || tries > 0 || log_force_durable(log) != KR_OK)
 			break;
 	}
 	return 0;
+}
+
+int kr_log_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines, uint32_t reserve)
+{
+	return lane_fits(log, l, nlines, reserve, 1);
 }
 
 int kr_log_undo_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
@@ -1012,7 +1035,9 @@ int kr_log_last_fits(struct kr_log *log, struct kr_lane *l, uint32_t nlines)
 
 int kr_log_commit_last(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uint64_t *seq)
 {
-	if (l->seg && !kr_log_fits(log, l, kr_img_lines(img), 0))
+	/* kr_log_last_fits has pushed durable_seq already where that helped: room in the lane
+	 * has only grown since. */
+	if (l->seg && !lane_fits(log, l, kr_img_lines(img), 0, 0))
 		return seg_commit(log, l, img, 0, seq);
 	return log_commit(log, l, img, 0, seq);
 }
@@ -1037,11 +1062,7 @@ int kr_log_spill_attach(struct kr_log *log, struct kr_lane *l, uint64_t off, uin
 		rc = l->seg ? seg_commit(log, l, &img, 0, &seq) : log_commit(log, l, &img, 0, &seq);
 	}
 	kr_img_free(&img);
-	if (seq) {
-		if (!*first)
-			*first = seq;
-		lane_set_pending(l, *first, KR_HOLD_UNDO);
-	}
+	undo_hold(l, seq, first);
 	if (rc == KR_OK) {
 		l->seg = (struct kr_log_cacheline *)(log->pm->base + off);
 		l->seg_replica = replica_off ? (struct kr_log_cacheline *)(log->pm->base + replica_off) : NULL;
@@ -1473,14 +1494,11 @@ static int rec_apply_masked(void *ctx, const struct kr_rec_hdr *h, const uint8_t
 	}
 	if (ncov)
 		qsort(cov, ncov, sizeof(*cov), piece_cmp);
-	char *base = mk->log->pm->base;
 	uint64_t at = lo;
 	for (size_t i = 0; i <= ncov; i++) {
 		uint64_t end = i < ncov ? cov[i][0] : hi;
-		if (end > at) {
-			kr_pm_copy(mk->log->pm, base + at, data + (at - lo), end - at);
-			kr_pm_flush(mk->log->pm, base + at, end - at);
-		}
+		if (end > at)
+			put_home(mk->log, at, data + (at - lo), end - at);
 		if (i < ncov && cov[i][1] > at)
 			at = cov[i][1];
 	}

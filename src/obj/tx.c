@@ -873,14 +873,14 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
  *   twofold each. libpmemobj grows its undo log into the heap the same way; before this,
  *   PMDK's hashmap_tx could not rebuild its table past 10250 keys in one transaction.
  *
- *   Such a transaction, or one whose in-place ranges would need more redo than a quarter of
- *   the lane, commits at home. Its new bytes are home already, so instead of logging them
- *   again (undo, redo and home: three writes) it
+ *   Such a transaction, or one whose in-place ranges would need HOME_MIN_REDO bytes of
+ *   redo, or more than the lane can take, commits at home. Its new bytes are home already,
+ *   so instead of logging them again (undo, redo and home: three writes) it
  *     1. logs the checksum word of each object it changed in place, as undo (tx_home_undo):
  *        the checksums change before the commit point;
  *     2. builds the rest of the commit (allocations, frees, micro-buffered objects, and a
- *        CANCEL record naming its first undo entry) and makes room for it in the lane, so
- *        that from step 3 on nothing can fail but the media;
+ *        CANCEL record naming its first undo entry) and makes room for it, in the lane or
+ *        in a segment (tx_last_room), so that from step 3 on nothing can fail but the media;
  *     3. patches parity with old ^ new per range, stores each object's new checksum,
  *        flushes the ranges and fences (tx_home_write): home, checksums and parity are new
  *        and durable;
@@ -888,8 +888,8 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
  *   A crash before step 4 replays the undo (old bytes, old checksums) and recomputes the
  *   parity of every range it touched; after it, the new state is durable. Two fences more
  *   than a small commit; the bytes go home once. The segments go back to the heap once
- *   the CANCEL is durable (an abort commits one of its own, after its old bytes are home),
- *   so that no recovery follows a SPILL record into a reused block.
+ *   durable_seq passes the CANCEL (an abort commits one of its own, after its old bytes are
+ *   home), so that every segment a replayable SPILL record names still holds its lines.
  * ------------------------------------------------------------------------------------- */
 
 /* A new spill segment for at least need lines (kr_log_spill_attach); inside the gate. */
@@ -913,11 +913,6 @@ static int tx_spill_grow(struct kr_tx *tx, uint32_t need)
 		return kr_err_set(rc, "undo of an in-place transaction: no room in the heap for %llu "
 				  "more lines of it", (unsigned long long)nlines);
 	uint64_t off = b.off + KR_LINE_SIZE;
-	if (off % KR_LINE_SIZE) {
-		kr_heap_unreserve(&pool->heap, &b, 1);
-		return kr_err_set(KR_E_CORRUPT, "spill segment at 0x%llx is not line-aligned",
-				  (unsigned long long)off);
-	}
 	rc = kr_log_spill_attach(&pool->log, tx->lane, off, copies == 2 ? off + nlines * KR_LINE_SIZE : 0,
 				 (uint32_t)nlines, b.off, span, &tx->undo_first);
 	if (rc) {
@@ -1091,7 +1086,7 @@ static void tx_spill_end(struct kr_tx *tx, int committed, uint64_t seq)
 		kr_log_enter(&pool->log, tx->lane);
 		rc = kr_img_cancel(&tx->img, tx->undo_first);
 		if (rc == KR_OK)
-			rc = kr_log_commit(&pool->log, tx->lane, &tx->img, &seq);
+			rc = kr_log_commit_last(&pool->log, tx->lane, &tx->img, &seq);
 		if (seq)
 			kr_log_applied(&pool->log, tx->lane, seq);
 		kr_log_exit(&pool->log, tx->lane);
