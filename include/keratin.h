@@ -91,7 +91,8 @@ struct kr_create_opts {
 	uint32_t rows;   /* data rows per zone (parity costs 1/rows); 0 = default (100) */
 	uint32_t nlanes; /* log lanes = concurrent transactions; 0 = default (16) */
 	/* Size of one lane in KiB, a multiple of 4 from 16 to 1024 (others: KR_E_MISUSE_ARG).
-	 * It bounds one transaction's changes to existing objects (KR_E_NOSPACE_LOG beyond).
+	 * It bounds one transaction's micro-buffered changes to existing objects
+	 * (KR_E_NOSPACE_LOG beyond); in-place changes continue in the heap (kr_tx_add_in_place).
 	 * 0 = default: size / 16 / nlanes, clamped to 16..256 KiB, so that both lane copies
 	 * take at most 1/8 of a small pool. */
 	uint32_t lane_kib;
@@ -398,13 +399,17 @@ KR_API int kr_update(kr_pool *pool, kr_oid oid, size_t off, const void *src, siz
  * as an undo entry (one fence, like libpmemobj's snapshot), so the application may then
  * store there directly and read its stores back from there. At commit the stores become
  * durable with the object's checksum and parity following them (the ordinary commit: one
- * fence); at abort, or after a crash before the commit, the old bytes come back. On an
+ * fence; from 4 KiB of in-place bytes, or when the undo outgrew the lane, a commit at home
+ * that does not log them again: three fences); at abort, or after a crash before the
+ * commit, the old bytes come back. On an
  * object allocated by the same transaction the whole object is written in place (an intent
  * makes recovery recompute the parity of its block if the commit never happens), and reads
  * zeros. An object
  * is written either in place or through micro-buffers within one transaction
- * (KR_E_MISUSE_STATE otherwise); kr_tx_get returns its home bytes. A transaction's undo
- * entries must fit one log lane (KR_E_NOSPACE_LOG). NULL on error, as kr_tx_add.
+ * (KR_E_MISUSE_STATE otherwise); kr_tx_get returns its home bytes. Undo entries that would
+ * leave less than a quarter of the log lane free continue in blocks of the heap (pools
+ * made since the LOG_SPILL format feature; older pools: KR_E_NOSPACE_LOG when the lane is
+ * full; no heap room: KR_E_NOSPACE_HEAP). NULL on error, as kr_tx_add.
  *
  * kr_tx_add_stored: the application HAS stored into [off, off+len) of a live object,
  * outside any transaction (libpmemobj's pmemobj_persist after direct stores): the bytes
