@@ -229,17 +229,20 @@ _Static_assert(offsetof(struct kr_log_line, fresh_word) == 16, "fresh_word at 16
  * undo entries outgrow its lane continues them in a spill segment: a block of the heap,
  * free in the allocator's records, holding nlines log lines (and as many again for the
  * replica when the pool keeps one), written like a lane's but never wrapping.
- *   SPILL (kind 6), in an entry of the lane (flags 0) beside the INTENT record of the
- *     segment's block: off = the segment's first line, data = { nlines, replica_off (0:
- *     none) } (16 bytes). Recovery reads the segment's complete transactions above
- *     durable_seq as the lane's own. Only lane entries hold SPILL records.
+ *   SPILL (kind 6), in an entry (flags 0) beside the INTENT record of the segment's
+ *     block, in the lane for a transaction's first segment and in the current segment for
+ *     the next ones: off = the segment's first line, data = { nlines, replica_off (0:
+ *     none) } (16 bytes). Recovery reads each segment a replayable SPILL record names, once,
+ *     and takes its complete transactions above durable_seq as the lane's own.
  *   CANCEL (kind 7), in the entry that commits such a transaction (its "home commit": the
- *     new bytes, checksums and parity made durable in place, then this entry): off = the
- *     sequence number of the transaction's first undo entry, data = 8 zero bytes. The
- *     lane's entries (its segments' included) with sequence numbers from off up to this
- *     entry's are not replayed; their ranges are still recomputed. An aborted transaction
- *     that spilled commits an entry holding only a CANCEL record once its old bytes are
- *     back home, so that nothing follows its SPILL records into blocks reused since.
+ *     new bytes, checksums and parity made durable in place, then this entry; in the lane,
+ *     or in the segment when the lane has no room): off = the sequence number of the
+ *     transaction's first undo entry, data = 8 zero bytes. The lane's entries (its
+ *     segments' included) with sequence numbers from off up to this entry's are not
+ *     replayed, and no older record is replayed over their ranges; the ranges are still
+ *     recomputed. An aborted transaction that spilled commits an entry holding only a
+ *     CANCEL record once its old bytes are back home. Segments return to the heap once
+ *     durable_seq passes the CANCEL, so a replayable SPILL record names intact lines.
  *
  * crc = CRC-32C of the whole payload stream (56 * nlines bytes, with the crc field itself
  * taken as zero). Header words are not covered: validity decides atomicity, the CRC

@@ -63,8 +63,9 @@
  *      replayable SPILL record names still holds its lines.
  *
  *   Spilled undo. An in-place transaction's undo entries go to a spill segment (a heap
- *   block named by a SPILL record in the lane) when they would leave less than a quarter of
- *   the lane free (kr_log_undo_fits): the rest is for the transaction's commit. Segment
+ *   block named by a SPILL record in the lane, or in the segment before it) when they
+ *   would leave less than a quarter of the lane free (kr_log_undo_fits): the rest is for
+ *   the transaction's commit, which may go to the segment too (kr_log_commit_last). Segment
  *   lines are written as lane lines are, but through the patch hook, which keeps the
  *   heap's parity as they change; recovery reads the segments that replayable SPILL records
  *   name and takes their transactions for the lane's.
