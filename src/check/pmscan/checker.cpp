@@ -979,13 +979,66 @@ bool PmScanChecker::failed(SVal V, ProgramStateRef St) const
 	return D && !D->isUnknown() && !St->assume(*D, true);
 }
 
+// What a library write to Dst of Len bytes (Len unknown: -1) may have changed: the field
+// the destination lies in, when it lies in one and a known length does not run past it, or
+// else the whole object. The analyzer's own evaluation of such a call forgets the whole
+// object, and with it what the path knew of the other fields (a node's count just
+// incremented), so that it then follows paths no run can take.
+static ProgramStateRef forgetWritten(ProgramStateRef St, CheckerContext &C, SVal Dst, SVal Len)
+{
+	const MemRegion *R = Dst.getAsRegion();
+	if (!R)
+		return St;
+	R = R->StripCasts();
+	while (const auto *ER = dyn_cast<ElementRegion>(R))
+		R = ER->getSuperRegion()->StripCasts();
+	RegionAndSymbolInvalidationTraits Traits;
+	if (const auto *FR = dyn_cast<FieldRegion>(R)) {
+		const MemRegion *Raw = Dst.getAsRegion();
+		RegionOffset At = Raw->getAsOffset(), Field = FR->getAsOffset();
+		int64_t FieldSize = sizeOfType(C.getASTContext(), FR->getValueType());
+		auto N = Len.getAs<nonloc::ConcreteInt>();
+		bool Fits = !N;
+		if (N && !At.hasSymbolicOffset() && !Field.hasSymbolicOffset() && FieldSize > 0)
+			Fits = (At.getOffset() - Field.getOffset()) / 8 + (int64_t)N->getValue().getZExtValue() <=
+			       FieldSize;
+		if (Fits)
+			Traits.setTrait(FR, RegionAndSymbolInvalidationTraits::TK_DoNotInvalidateSuperRegion);
+		else
+			R = FR->getBaseRegion();
+	}
+	return St->invalidateRegions({R}, nullptr, C.blockCount(), C.getLocationContext(), false,
+				     nullptr, nullptr, &Traits);
+}
+
 bool PmScanChecker::evalCall(const CallEvent &Call, CheckerContext &C) const
 {
 	const Model *M = modelOf(Call);
 	if (!M)
 		return false;
 	switch (M->Kind) {
-	case Fn::Write:
+	case Fn::Write: {
+		// Into a persistent object: evaluated here, forgetting only what it wrote (the
+		// store itself was noted before the call). Elsewhere: the analyzer's own way.
+		const Expr *E = Call.getOriginExpr();
+		SVal Dst = M->Addr < (int)Call.getNumArgs() ? Call.getArgSVal(M->Addr) : UnknownVal();
+		const MemRegion *R = Dst.getAsRegion();
+		ProgramStateRef St = C.getState();
+		if (!E || !R || !St->get<ObjStates>(placeOf(R, C.getASTContext()).Base))
+			return false;
+		SVal Len = M->Len >= 0 && M->Len < (int)Call.getNumArgs() ? Call.getArgSVal(M->Len)
+									: UnknownVal();
+		St = forgetWritten(St, C, Dst, Len);
+		QualType RT = Call.getResultType();
+		if (RT->isPointerType())
+			St = St->BindExpr(E, C.getLocationContext(), Dst);
+		else if (!RT->isVoidType())
+			St = St->BindExpr(E, C.getLocationContext(),
+					  C.getSValBuilder().conjureSymbolVal(&RetTag, E, C.getLocationContext(),
+									      RT, C.blockCount()));
+		C.addTransition(St);
+		return true;
+	}
 	case Fn::Volatile:
 	case Fn::ListRemove:
 		return false; // the analyzer's own evaluation; the checker watches around it
@@ -1021,11 +1074,26 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	};
 	auto regLoc = [&](SymbolRef R) { return loc::MemRegionVal(C.getStoreManager().getRegionManager().getSymbolicRegion(R)); };
 	// A fresh oid (a PMEMoid-typed symbol, or a kr_oid integer) naming a fresh object.
+	// A zeroed allocation (a zalloc, or flags that surely hold POBJ_XALLOC_ZERO) reads as
+	// zero until written: a path on which a fresh node's counter is not 0 (so it is "full",
+	// split and freed) is one no run takes, and what the checker would report on it (the
+	// node used after that free) would be false.
+	auto zeroed = [&]() {
+		if (M.Zero)
+			return true;
+		if (M.Flags < 0)
+			return false;
+		auto F = arg(M.Flags).getAs<nonloc::ConcreteInt>();
+		return F && (F->getValue().getZExtValue() & FlagZero);
+	};
+	// A fresh oid (a PMEMoid-typed symbol, or a kr_oid integer) naming a fresh object.
 	auto newObject = [&](ProgramStateRef S, QualType OidT, ObjState O, SVal &OidV) {
 		SymbolRef Key = conjure(C, CE, OidT, &OidTag);
 		SymbolRef Reg = conjure(C, CE, Ctx.VoidPtrTy, &RegTag);
 		OidV = nonloc::SymbolVal(Key);
 		S = S->set<ObjStates>(Reg, O);
+		if (zeroed())
+			S = S->bindDefaultZero(regLoc(Reg), LC);
 		return S->set<OidToReg>(Key, Reg);
 	};
 	// The action array a pointer into one belongs to (&act[i] and act meet in act's region),
@@ -1399,8 +1467,7 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		Lin Len = linOf(arg(M.Len));
 		std::string Name = Call.getCalleeIdentifier()->getName().str();
 		St = writeAt(St, C, Dst, Len, CE, Name + " to " + sourceText(Call.getArgExpr(M.Addr), C));
-		if (const MemRegion *R = Dst.getAsRegion())
-			St = St->invalidateRegions({R}, CE, C.blockCount(), LC, false);
+		St = forgetWritten(St, C, Dst, arg(M.Len));
 		if (!(Flags & MemNoFlush))
 			St = noteFlush(St, C, Call, Dst, Len, false);
 		if (M.Fence && !(Flags & (MemNoDrain | MemNoFlush)))

@@ -97,8 +97,16 @@ llvm::StringMap<Model> buildTable()
 
 	// Atomic (non-transactional) allocation: the library persists object and oid.
 	T["pmemobj_alloc"] = atomicAlloc(1, 2);
-	T["pmemobj_zalloc"] = atomicAlloc(1, 2);
-	T["pmemobj_xalloc"] = atomicAlloc(1, 2);
+	{
+		Model Z = atomicAlloc(1, 2);
+		Z.Zero = true;
+		T["pmemobj_zalloc"] = Z;
+	}
+	{
+		Model X = atomicAlloc(1, 2);
+		X.Flags = 4; // pmemobj_xalloc(pop, oidp, size, type_num, flags, ...)
+		T["pmemobj_xalloc"] = X;
+	}
 	T["pmemobj_strdup"] = atomicAlloc(1, -1);
 	T["pmemobj_wcsdup"] = atomicAlloc(1, -1);
 	T["pmemobj_realloc"] = addrLen(Fn::AtomicRealloc, 1, 2);
