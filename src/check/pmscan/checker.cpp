@@ -34,6 +34,9 @@
 //                          Existing, Freed -> Invalid, logs dropped
 //   call the analyzer cannot see, given a pointer to or the oid of an object
 //                          the object becomes Opaque: it draws no more reports
+//   loop widened           the locals no loop of the function changes get back their
+//                          values (LastVal, loops.cpp); a range read from what the
+//                          widening forgot is judged as in the lenient mode (Widened)
 #include "pmscan.h"
 
 #include "clang/AST/ASTContext.h"
@@ -63,6 +66,14 @@ REGISTER_SET_WITH_PROGRAMSTATE(CallRets, SymbolRef)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(SawFailure, bool)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxDepth, unsigned)
 REGISTER_TRAIT_WITH_PROGRAMSTATE(TxStage, unsigned)
+// The last value bound to each local variable or parameter that the loops of its function
+// leave alone (loops.cpp): what a loop widening must not forget.
+REGISTER_MAP_WITH_PROGRAMSTATE(LastVal, const MemRegion *, SVal)
+// One symbol of each loop widening on the path: what the frame's variables and the objects
+// they point to read as after it are symbols the analyzer conjured at the same statement
+// and step, unrelated to what they held before. Kept while the path lasts, dead or not: a
+// marker is compared, never read.
+REGISTER_SET_WITH_PROGRAMSTATE(Widened, SymbolRef)
 
 namespace {
 
@@ -85,7 +96,8 @@ class PmScanChecker
     : public Checker<check::PreCall, check::PostCall, eval::Call, check::Bind, check::Location,
 		     check::EndFunction, check::PointerEscape, check::PostStmt<CastExpr>,
 		     check::PostStmt<BinaryOperator>,
-		     check::LiveSymbols, check::DeadSymbols> {
+		     check::LiveSymbols, check::DeadSymbols, check::BeginFunction,
+		     check::RegionChanges> {
 public:
 	bool Strict = false;
 
@@ -101,6 +113,11 @@ public:
 	void checkPostStmt(const BinaryOperator *BO, CheckerContext &C) const;
 	void checkLiveSymbols(ProgramStateRef St, SymbolReaper &SR) const;
 	void checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const;
+	void checkBeginFunction(CheckerContext &C) const;
+	ProgramStateRef checkRegionChanges(ProgramStateRef St, const InvalidatedSymbols *Invalidated,
+					   ArrayRef<const MemRegion *> Explicit,
+					   ArrayRef<const MemRegion *> Regions,
+					   const LocationContext *LC, const CallEvent *Call) const;
 
 private:
 	BugType MissingFlush{this, "rule 1 (missing-flush)", "Persistence"};
@@ -153,6 +170,12 @@ private:
 	// same file (for the objects of calls the analyzer did not follow).
 	mutable llvm::DenseSet<const Decl *> Allocators;
 	bool failed(SVal V, ProgramStateRef St) const;
+
+	// loopVarsOf for each function met, read once.
+	mutable llvm::DenseMap<const Decl *, LoopVars> LoopVarsOf;
+	const LoopVars &loopVars(const Decl *D) const;
+	ProgramStateRef remember(ProgramStateRef St, const MemRegion *R, SVal V) const;
+	static bool forgotten(const Lin &L, ProgramStateRef St);
 
 	bool evalModel(const Model &M, const CallEvent &Call, CheckerContext &C) const;
 };
@@ -506,11 +529,12 @@ ProgramStateRef PmScanChecker::objectFor(ProgramStateRef St, CheckerContext &C, 
 				}
 	Reg = conjure(C, E, C.getASTContext().VoidPtrTy, &RegTag);
 	// An oid whose value the store lost (Unknown: the analyzer gave up on an array written
-	// at a symbolic index, say) cannot be matched with the adds and stores made through the
-	// same oid elsewhere: each use would be a new object, and every store to it rule 2. Such
-	// an object is opaque, as one passed to a call the analyzer cannot see.
+	// at a symbolic index, say; or read from memory a loop widening forgot) cannot be
+	// matched with the adds and stores made through the same oid elsewhere: each use would
+	// be a new object, and every store to it rule 2. Such an object is opaque, as one passed
+	// to a call the analyzer cannot see.
 	ObjState N;
-	N.Opaque = !O.Key && O.OffVal.isUnknown();
+	N.Opaque = (!O.Key && O.OffVal.isUnknown()) || (O.Key && forgotten(Lin::symbol(O.Key), St));
 	St = St->set<ObjStates>(Reg, N);
 	if (O.Key)
 		St = St->set<OidToReg>(O.Key, Reg);
@@ -621,7 +645,15 @@ ProgramStateRef PmScanChecker::noteStore(ProgramStateRef St, CheckerContext &C, 
 	}
 	ObjState N = *O;
 	if (inTx(St) && O->K == ObjState::Existing) {
-		bool Ok = Strict ? logged(*O, Off, Len, St, C.getSValBuilder()) : O->AnyLogged;
+		bool Ok = O->AnyLogged;
+		// Strict: the logged ranges must cover the store, unless the widening forgot what
+		// would tell (then judged as lenient).
+		if (Strict && !logged(*O, Off, Len, St, C.getSValBuilder()) &&
+		    !(Ok && (forgotten(Off, St) || forgotten(Len, St) ||
+			     llvm::any_of(O->Logged, [&](const Rec &L) {
+				     return forgotten(L.Off, St) || forgotten(L.Len, St);
+			     }))))
+			Ok = false;
 		if (!Ok)
 			reportBug(C, UnloggedWrite,
 			       "'" + What + "' written in a transaction without being added to "
@@ -770,12 +802,15 @@ ProgramStateRef PmScanChecker::noteFlush(ProgramStateRef St, CheckerContext &C, 
 		N.Modified.clear();
 		return St->set<ObjStates>(P.Base, N);
 	}
+	bool FlushForgotten = forgotten(P.Off, St) || forgotten(Len, St);
 	llvm::SmallVector<Rec, 2> Left;
 	for (const Rec &M : N.Modified) {
 		if (Partial && (M.Off.minus(P.Off).isConst() && M.Off.minus(P.Off).K == 0))
 			continue; // reported as 1b: the rest of the block is that report's
 		if (provablyInside(P.Off, Len, M.Off, M.Len, St, SVB))
 			continue;
+		if (FlushForgotten || forgotten(M.Off, St) || forgotten(M.Len, St))
+			continue; // the widening forgot what would tell: judged as lenient
 		if (allConst(M.Off, M.Len, P.Off, Len)) {
 			for (const Rec &Q : subtract(M, P.Off, Len))
 				Left.push_back(Q);
@@ -1539,10 +1574,15 @@ void PmScanChecker::checkPostStmt(const BinaryOperator *BO, CheckerContext &C) c
 void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext &C) const
 {
 	const MemRegion *R = Loc.getAsRegion();
-	if (getenv("PMSCAN_DEBUG") && R) { llvm::errs() << "bind "; R->dump(); llvm::errs() << " = "; Val.dump(); llvm::errs() << "\n"; }
-	if (!R || isa<DeclStmt>(S))
+	if (!R)
 		return;
 	ProgramStateRef St = C.getState();
+	if (ProgramStateRef N = remember(St, R, Val); N != St) {
+		C.addTransition(N);
+		return; // a variable, not persistent memory
+	}
+	if (isa<DeclStmt>(S))
+		return;
 	Place P = placeOf(R, C.getASTContext());
 	if (!P.Base || !St->get<ObjStates>(P.Base))
 		return;
@@ -1800,8 +1840,117 @@ void PmScanChecker::checkDeadSymbols(SymbolReaper &SR, CheckerContext &C) const
 	for (SymbolRef S : St->get<Volatile>())
 		if (!SR.isLive(S))
 			St = St->remove<Volatile>(S);
+	// Variables of frames that have returned.
+	const StackFrameContext *Now = C.getLocationContext()->getStackFrame();
+	for (const auto &E : St->get<LastVal>()) {
+		const StackFrameContext *Of = cast<VarRegion>(E.first)->getStackFrame();
+		if (Of != Now && !Of->isParentOf(Now))
+			St = St->remove<LastVal>(E.first);
+	}
 	St = St->set<SawFailure>(Failed);
 	C.addTransition(St);
+}
+
+// --- loop widening -------------------------------------------------------------------------
+
+const LoopVars &PmScanChecker::loopVars(const Decl *D) const
+{
+	auto It = LoopVarsOf.find(D);
+	if (It == LoopVarsOf.end())
+		It = LoopVarsOf.insert({D, loopVarsOf(D)}).first;
+	return It->second;
+}
+
+// Keeps V as variable R's last value if R is a local or a parameter that the loops of its
+// function leave alone.
+ProgramStateRef PmScanChecker::remember(ProgramStateRef St, const MemRegion *R, SVal V) const
+{
+	const auto *VR = dyn_cast<VarRegion>(R);
+	if (!VR || !VR->getStackFrame())
+		return St;
+	if (!loopVars(VR->getStackFrame()->getDecl()).unchanged(VR->getDecl()))
+		return St;
+	return St->set<LastVal>(R, V);
+}
+
+// Whether L is read from what a loop widening forgot: a term conjured by a widening of the
+// path (at its statement and step), or derived from such a symbol.
+bool PmScanChecker::forgotten(const Lin &L, ProgramStateRef St)
+{
+	if (St->get<Widened>().isEmpty())
+		return false;
+	for (const auto &T : L.Terms) {
+		SymbolRef S = T.first;
+		while (const auto *D = dyn_cast<SymbolDerived>(S))
+			S = D->getParentSymbol();
+		const auto *C = dyn_cast<SymbolConjured>(S);
+		if (!C)
+			continue;
+		for (SymbolRef W : St->get<Widened>()) {
+			const auto *WC = cast<SymbolConjured>(W);
+			if (WC->getStmt() == C->getStmt() && WC->getCount() == C->getCount())
+				return true;
+		}
+	}
+	return false;
+}
+
+// A parameter's value is bound when its frame is entered, without a bind the checker sees.
+void PmScanChecker::checkBeginFunction(CheckerContext &C) const
+{
+	const auto *FD = dyn_cast_or_null<FunctionDecl>(C.getLocationContext()->getDecl());
+	if (!FD)
+		return;
+	ProgramStateRef St = C.getState();
+	MemRegionManager &MRM = C.getStoreManager().getRegionManager();
+	for (const ParmVarDecl *P : FD->parameters()) {
+		const MemRegion *R = MRM.getVarRegion(P, C.getLocationContext());
+		St = remember(St, R, St->getSVal(R));
+	}
+	C.addTransition(St);
+}
+
+// The analyzer widens a loop by forgetting the whole frame's locals, parameters and
+// globals (an invalidation with no call, of the stack's memory spaces). Put back what the
+// function's loops cannot have changed.
+ProgramStateRef PmScanChecker::checkRegionChanges(ProgramStateRef St,
+						  const InvalidatedSymbols *Invalidated,
+						  ArrayRef<const MemRegion *> Explicit,
+						  ArrayRef<const MemRegion *> Regions,
+						  const LocationContext *LC, const CallEvent *Call) const
+{
+	if (Call || !LC || llvm::none_of(Explicit, [](const MemRegion *R) {
+		    return isa<StackLocalsSpaceRegion>(R);
+	    }))
+		return St;
+	const StackFrameContext *SF = LC->getStackFrame();
+	const LoopVars &L = loopVars(SF->getDecl());
+	// The objects reached through the frame's variables were forgotten too: what the loop
+	// stored in them is still in ObjStates, but ranges read from their new contents, or
+	// indexed by a forgotten counter, can no longer be compared with it. One symbol the
+	// widening conjured marks them all (forgotten()).
+	StoreManager &SM = St->getStateManager().getStoreManager();
+	auto mark = [&](SVal V) {
+		SymbolRef S = V.getAsSymbol();
+		while (const auto *D = dyn_cast_or_null<SymbolDerived>(S))
+			S = D->getParentSymbol();
+		if (isa_and_nonnull<SymbolConjured>(S))
+			St = St->add<Widened>(S);
+	};
+	for (const MemRegion *R : Regions)
+		if (R == R->getBaseRegion() && isa<SymbolicRegion>(R))
+			if (Optional<SVal> D = SM.getDefaultBinding(St->getStore(), R))
+				mark(*D);
+	if (L.Scalar)
+		mark(St->getSVal(SM.getRegionManager().getVarRegion(L.Scalar, SF)));
+	for (const auto &E : St->get<LastVal>()) {
+		const auto *VR = cast<VarRegion>(E.first);
+		if (VR->getStackFrame() != SF || !L.unchanged(VR->getDecl()))
+			continue;
+		mark(St->getSVal(VR));
+		St = St->bindLoc(loc::MemRegionVal(VR), E.second, LC, false);
+	}
+	return St;
 }
 
 // --- registration --------------------------------------------------------------------------

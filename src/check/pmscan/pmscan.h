@@ -13,6 +13,7 @@
 
 #include "clang/StaticAnalyzer/Core/PathSensitive/ProgramState.h"
 #include "clang/StaticAnalyzer/Core/PathSensitive/SValBuilder.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
@@ -58,6 +59,17 @@ struct Place {
 	Lin Off;
 };
 Place placeOf(const MemRegion *R, clang::ASTContext &Ctx);
+
+// The local variables and parameters a function's loops may change (loops.cpp): assigned,
+// incremented or declared inside a loop, or with their address taken anywhere. Read once
+// per function, for undoing the analyzer's loop widening.
+struct LoopVars {
+	llvm::DenseSet<const clang::VarDecl *> Changed;
+	const clang::VarDecl *Scalar = nullptr; // a local or parameter of scalar type, if any:
+						// read after a widening, it shows what it conjured
+	bool unchanged(const clang::VarDecl *V) const { return !Changed.count(V); }
+};
+LoopVars loopVarsOf(const clang::Decl *D);
 
 // True when D >= 0 on every path the state allows (a constant, or one or two symbols that
 // the path's constraints bound).
