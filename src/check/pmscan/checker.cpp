@@ -31,7 +31,10 @@
 //                          rule 1c for an object flushed since the last barrier
 //   tx begin / nested end  depth +1 / -1
 //   outermost commit       rule 3 for NewAlloc objects never written; NewAlloc ->
-//                          Existing, Freed -> Invalid, logs dropped
+//                          Existing, Freed -> Invalid, logs dropped; the path ends if a
+//                          freed object is still named where it was read or stored
+//                          (stillLinked), and a use of it held since (Use) is reported
+//                          if not
 //   call the analyzer cannot see, given a pointer to or the oid of an object
 //                          the object becomes Opaque: it draws no more reports
 //   loop widened           the locals no loop of the function changes get back their
@@ -149,6 +152,10 @@ private:
 	ProgramStateRef noFenceFollows(ProgramStateRef St, CheckerContext &C, SymbolRef Only,
 				       const std::string &Where) const;
 	ProgramStateRef commit(ProgramStateRef St, CheckerContext &C) const;
+	bool stillLinked(ProgramStateRef St, SymbolRef Reg, CheckerContext &C) const;
+	ProgramStateRef useAfterFree(ProgramStateRef St, CheckerContext &C, SymbolRef Reg,
+				     const Stmt *S, const LocationContext *LC, bool Writes) const;
+	std::string useDetail(const ObjState &O, const Stmt *S, bool Writes, CheckerContext &C) const;
 	ProgramStateRef opaque(ProgramStateRef St, SymbolRef Sym) const;
 	ProgramStateRef freedAtomically(ProgramStateRef St, const Oid &O, const Expr *Site,
 					const LocationContext *LC) const;
@@ -633,16 +640,8 @@ ProgramStateRef PmScanChecker::noteStore(ProgramStateRef St, CheckerContext &C, 
 	if (!O || O->Opaque)
 		return St;
 	const LocationContext *LC = C.getLocationContext();
-	if (O->K == ObjState::Invalid || O->Freed) {
-		reportBug(C, UseAfterFree,
-		       "'" + What + "' written after its object was " +
-			   (O->K == ObjState::Invalid && !O->Freed ? "freed or unmapped" : "freed") +
-			   " (line " + std::to_string(C.getSourceManager().getExpansionLineNumber(
-					      O->Site ? O->Site->getBeginLoc() : SourceLocation())) +
-			   ")",
-		       S, LC);
-		return St;
-	}
+	if (O->K == ObjState::Invalid || O->Freed)
+		return useAfterFree(St, C, Reg, S, LC, true);
 	ObjState N = *O;
 	if (inTx(St) && O->K == ObjState::Existing) {
 		bool Ok = O->AnyLogged;
@@ -868,10 +867,60 @@ ProgramStateRef PmScanChecker::noFenceFollows(ProgramStateRef St, CheckerContext
 	return St;
 }
 
+// Whether the object Reg is still named where its oid was read from or stored to: memory
+// reached through a pointer (a field of an object that is not freed, say) holds one of its
+// oids (the same symbol) now.
+bool PmScanChecker::stillLinked(ProgramStateRef St, SymbolRef Reg, CheckerContext &C) const
+{
+	auto livesOn = [&](const MemRegion *R) {
+		const auto *SR = dyn_cast<SymbolicRegion>(R->getBaseRegion());
+		const ObjState *H = SR ? St->get<ObjStates>(SR->getSymbol()) : nullptr;
+		return SR && !(H && (H->Freed || H->K == ObjState::Invalid));
+	};
+	if (const ObjState *O = St->get<ObjStates>(Reg))
+		for (const MemRegion *R : O->LinkedAt)
+			if (livesOn(R)) {
+				Oid Now = oidOf(St->getSVal(R), St, C);
+				const SymbolRef *Named = Now.Key ? St->get<OidToReg>(Now.Key) : nullptr;
+				if (Named && *Named == Reg)
+					return true;
+			}
+	for (const auto &E : St->get<OidToReg>()) {
+		if (E.second != Reg)
+			continue;
+		const MemRegion *Place = nullptr;
+		if (const auto *V = dyn_cast<SymbolRegionValue>(E.first))
+			Place = V->getRegion();
+		else if (const auto *D = dyn_cast<SymbolDerived>(E.first))
+			Place = D->getRegion();
+		SymbolRef From = loadedFrom(E.first); // memory reached through a pointer, not a variable
+		const ObjState *Holder = From ? St->get<ObjStates>(From) : nullptr;
+		if (!Place || !From || (Holder && (Holder->Freed || Holder->K == ObjState::Invalid)))
+			continue;
+		if (St->getSVal(Place).getAsSymbol() == E.first)
+			return true;
+	}
+	return false;
+}
+
+// The outermost commit: rule 3, and the transaction's frees take effect. Null when the
+// path commits a free that leaves the object named where the path found it (stillLinked): a
+// dangling oid in persistent memory. A program whose transactions keep its structures whole
+// never commits one; the analyzer does on paths the program's data rules out (a list's head
+// taken to have a predecessor, unlinked through it and freed while the root still names
+// it), and everything it would report further on such a path is about a structure no run
+// builds. The caller ends the path.
 ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) const
 {
 	if (St->get<TxDepth>() != 1)
 		return St; // a nested commit changes nothing until the outermost one
+	for (const auto &E : St->get<ObjStates>())
+		if (E.second.Freed && !E.second.Opaque && stillLinked(St, E.first, C))
+			return nullptr;
+	for (const auto &E : St->get<ObjStates>())
+		if (E.second.Freed && E.second.Use)
+			reportBug(C, UseAfterFree, useDetail(E.second, E.second.Use, E.second.UseWrites, C),
+			       E.second.Use, E.second.UseLC);
 	for (const auto &E : St->get<ObjStates>()) {
 		const ObjState &O = E.second;
 		if (O.K != ObjState::NewAlloc && !O.Freed && O.Logged.empty() && !O.AnyLogged)
@@ -888,6 +937,8 @@ ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) con
 		if (O.Freed) {
 			N.K = ObjState::Invalid;
 			N.Freed = false;
+			N.Use = nullptr;
+			N.UseLC = nullptr;
 		}
 		N.Logged.clear();
 		N.AnyLogged = false;
@@ -1402,7 +1453,12 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 	case Fn::TxCommit: {
 		unsigned Stage = St->get<TxStage>();
 		if (Stage == StageWork) {
-			St = commit(St, C);
+			ProgramStateRef Committed = commit(St, C);
+			if (!Committed) {
+				C.generateSink(St, C.getPredecessor());
+				return true;
+			}
+			St = Committed;
 			Stage = StageOnCommit;
 		} else if (M.Kind == Fn::TxProcess) {
 			Stage = Stage == StageOnCommit || Stage == StageOnAbort ? StageFinally
@@ -1424,7 +1480,12 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 			C.generateSink(St, C.getPredecessor());
 			return true;
 		}
-		St = commit(St, C);
+		ProgramStateRef Committed = commit(St, C);
+		if (!Committed) {
+			C.generateSink(St, C.getPredecessor());
+			return true;
+		}
+		St = Committed;
 		unsigned D = St->get<TxDepth>();
 		St = St->set<TxDepth>(D > 0 ? D - 1 : 0)->set<TxStage>(D > 1 ? StageWork : StageNone);
 		C.addTransition(retInt(St, 0));
@@ -1581,11 +1642,25 @@ void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext 
 		C.addTransition(N);
 		return; // a variable, not persistent memory
 	}
-	if (isa<DeclStmt>(S))
+	// An oid stored through a pointer: where the object is named (stillLinked).
+	if (const auto *TR = dyn_cast<TypedValueRegion>(R))
+		if (isOidRecord(TR->getValueType()) && isa<SymbolicRegion>(R->getBaseRegion())) {
+			Oid O = oidOf(Val, St, C);
+			const SymbolRef *Reg = O.Key ? St->get<OidToReg>(O.Key) : nullptr;
+			const ObjState *OS = Reg ? St->get<ObjStates>(*Reg) : nullptr;
+			if (OS && OS->LinkedAt.size() < 4 && !llvm::is_contained(OS->LinkedAt, R)) {
+				ObjState N = *OS;
+				N.LinkedAt.push_back(R);
+				St = St->set<ObjStates>(*Reg, N);
+			}
+		}
+	if (isa<DeclStmt>(S) || !placeOf(R, C.getASTContext()).Base ||
+	    !St->get<ObjStates>(placeOf(R, C.getASTContext()).Base)) {
+		if (St != C.getState())
+			C.addTransition(St);
 		return;
+	}
 	Place P = placeOf(R, C.getASTContext());
-	if (!P.Base || !St->get<ObjStates>(P.Base))
-		return;
 	int64_t Size = -1;
 	if (const auto *TR = dyn_cast<TypedValueRegion>(R))
 		Size = sizeOfType(C.getASTContext(), TR->getValueType());
@@ -1594,7 +1669,7 @@ void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext 
 			Size = sizeOfType(C.getASTContext(), E->getType());
 	ProgramStateRef N = noteStore(St, C, P.Base, P.Off, Size < 0 ? Lin::constant(1) : Lin::constant(Size),
 				  S, sourceText(storedExpr(S), C));
-	if (N != St)
+	if (N != C.getState())
 		C.addTransition(N);
 }
 
@@ -1612,13 +1687,50 @@ void PmScanChecker::checkLocation(SVal Loc, bool IsLoad, const Stmt *S, CheckerC
 	const ObjState *O = St->get<ObjStates>(P.Base);
 	if (!O || O->Opaque || !(O->K == ObjState::Invalid || O->Freed))
 		return;
-	reportBug(C, UseAfterFree,
-	       "'" + sourceText(S, C) + "' read after its object was " +
-		   (O->Freed ? "freed" : "freed or unmapped") + " (line " +
-		   std::to_string(C.getSourceManager().getExpansionLineNumber(
-		       O->Site ? O->Site->getBeginLoc() : SourceLocation())) +
-		   ")",
-	       S, C.getLocationContext());
+	ProgramStateRef N = useAfterFree(St, C, P.Base, S, C.getLocationContext(), false);
+	if (N != St)
+		C.addTransition(N);
+}
+
+// What a rule 4 report says of a use of object O at S.
+std::string PmScanChecker::useDetail(const ObjState &O, const Stmt *S, bool Writes,
+				     CheckerContext &C) const
+{
+	std::string What;
+	if (!Writes)
+		What = sourceText(S, C);
+	else if (const auto *CE = dyn_cast<CallExpr>(S))
+		What = (CE->getDirectCallee() ? CE->getDirectCallee()->getName().str() : "call") +
+		       " to " + (CE->getNumArgs() ? sourceText(CE->getArg(0), C) : "");
+	else
+		What = sourceText(storedExpr(S), C);
+	return "'" + What + "' " + (Writes ? "written" : "read") + " after its object was " +
+	       (O.K == ObjState::Invalid && !O.Freed ? "freed or unmapped" : "freed") + " (line " +
+	       std::to_string(C.getSourceManager().getExpansionLineNumber(
+		       O.Site ? O.Site->getBeginLoc() : SourceLocation())) +
+	       ")";
+}
+
+// Rule 4 for a use of the freed or invalid object Reg at S. A use of an object freed by the
+// running transaction and still named where its oid was read from is held until the
+// commit (commit()): a path that keeps it named to the end is one the program's data rule
+// out, and ends there without a report.
+ProgramStateRef PmScanChecker::useAfterFree(ProgramStateRef St, CheckerContext &C, SymbolRef Reg,
+					    const Stmt *S, const LocationContext *LC,
+					    bool Writes) const
+{
+	const ObjState *O = St->get<ObjStates>(Reg);
+	if (O->Freed && stillLinked(St, Reg, C)) {
+		if (O->Use)
+			return St;
+		ObjState N = *O;
+		N.Use = S;
+		N.UseLC = LC;
+		N.UseWrites = Writes;
+		return St->set<ObjStates>(Reg, N);
+	}
+	reportBug(C, UseAfterFree, useDetail(*O, S, Writes, C), S, LC);
+	return St;
 }
 
 // TOID(T) casts: `(TOID(T))pmemobj_tx_alloc(...)`, a GNU cast of a PMEMoid to a union.

@@ -360,6 +360,12 @@ void ObjState::Profile(llvm::FoldingSetNodeID &ID) const
 	ID.AddPointer(UnfencedLC);
 	ID.AddPointer(Actions);
 	ID.AddInteger(ActionIndex);
+	ID.AddPointer(Use);
+	ID.AddPointer(UseLC);
+	ID.AddBoolean(UseWrites);
+	ID.AddInteger(LinkedAt.size());
+	for (const MemRegion *R : LinkedAt)
+		ID.AddPointer(R);
 	Size.Profile(ID);
 	ID.AddInteger(Modified.size());
 	for (const Rec &R : Modified)

@@ -117,6 +117,14 @@ struct ObjState {
 	// element drops it; publish makes it live.
 	const clang::ento::MemRegion *Actions = nullptr;
 	int64_t ActionIndex = -1;
+	// The first use of a Freed object still named where its oid was read from: reported at
+	// the commit if the transaction unlinks it by then (else the path ends there).
+	// Memory (reached through a pointer) the path stored the object's oid into, for
+	// stillLinked: a commit that leaves a freed object named there ends the path.
+	llvm::SmallVector<const clang::ento::MemRegion *, 2> LinkedAt;
+	const clang::Stmt *Use = nullptr;
+	const clang::LocationContext *UseLC = nullptr;
+	bool UseWrites = false;
 	Lin Size; // the allocation's size, when known
 	llvm::SmallVector<Rec, 2> Modified; // stored to and not yet flushed
 	llvm::SmallVector<Rec, 1> Logged;   // added to the undo log in the running transaction
@@ -127,7 +135,8 @@ struct ObjState {
 		       Opaque == O.Opaque && AnyLogged == O.AnyLogged && NonNull == O.NonNull &&
 		       Site == O.Site && SiteLC == O.SiteLC && Unfenced == O.Unfenced &&
 		       UnfencedLC == O.UnfencedLC && Actions == O.Actions &&
-		       ActionIndex == O.ActionIndex && Size == O.Size &&
+		       ActionIndex == O.ActionIndex && Use == O.Use && UseLC == O.UseLC &&
+		       UseWrites == O.UseWrites && LinkedAt == O.LinkedAt && Size == O.Size &&
 		       Modified == O.Modified &&
 		       Logged == O.Logged;
 	}
