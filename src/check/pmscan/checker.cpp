@@ -37,6 +37,9 @@
 //                          if not
 //   call the analyzer cannot see, given a pointer to or the oid of an object
 //                          the object becomes Opaque: it draws no more reports
+//   call of a function of this file the analyzer did not follow
+//                          what it may have written is forgotten (Widened): an oid read
+//                          from it names an Opaque object
 //   loop widened           the locals no loop of the function changes get back their
 //                          values (LastVal, loops.cpp); a range read from what the
 //                          widening forgot is judged as in the lenient mode (Widened)
@@ -2031,16 +2034,6 @@ ProgramStateRef PmScanChecker::checkRegionChanges(ProgramStateRef St,
 						  ArrayRef<const MemRegion *> Regions,
 						  const LocationContext *LC, const CallEvent *Call) const
 {
-	if (Call || !LC || llvm::none_of(Explicit, [](const MemRegion *R) {
-		    return isa<StackLocalsSpaceRegion>(R);
-	    }))
-		return St;
-	const StackFrameContext *SF = LC->getStackFrame();
-	const LoopVars &L = loopVars(SF->getDecl());
-	// The objects reached through the frame's variables were forgotten too: what the loop
-	// stored in them is still in ObjStates, but ranges read from their new contents, or
-	// indexed by a forgotten counter, can no longer be compared with it. One symbol the
-	// widening conjured marks them all (forgotten()).
 	StoreManager &SM = St->getStateManager().getStoreManager();
 	auto mark = [&](SVal V) {
 		SymbolRef S = V.getAsSymbol();
@@ -2049,10 +2042,34 @@ ProgramStateRef PmScanChecker::checkRegionChanges(ProgramStateRef St,
 		if (isa_and_nonnull<SymbolConjured>(S))
 			St = St->add<Widened>(S);
 	};
-	for (const MemRegion *R : Regions)
-		if (R == R->getBaseRegion() && isa<SymbolicRegion>(R))
-			if (Optional<SVal> D = SM.getDefaultBinding(St->getStore(), R))
-				mark(*D);
+	// The objects whose contents were forgotten: what the path stored in them is still in
+	// ObjStates, but ranges read from their new contents can no longer be compared with it,
+	// nor an oid read from them matched with the objects the path knows. One symbol of the
+	// invalidation marks them all (forgotten()).
+	auto markObjects = [&]() {
+		for (const MemRegion *R : Regions)
+			if (R == R->getBaseRegion() && isa<SymbolicRegion>(R))
+				if (Optional<SVal> D = SM.getDefaultBinding(St->getStore(), R))
+					mark(*D);
+	};
+	if (Call) {
+		// A function of this file that the analyzer evaluated without following it (its
+		// budget ran out; pminvaders2's remove_aliens): what it may have written is as
+		// forgotten as after a widening. A function without a body here is another
+		// matter: what it does is unseen, and its objects become opaque where they are
+		// handed to it (checkPointerEscape), not where they are reached again.
+		const Decl *D = Call->getDecl();
+		if (D && D->hasBody() && !modelOf(*Call))
+			markObjects();
+		return St;
+	}
+	if (!LC || llvm::none_of(Explicit, [](const MemRegion *R) {
+		    return isa<StackLocalsSpaceRegion>(R);
+	    }))
+		return St;
+	const StackFrameContext *SF = LC->getStackFrame();
+	const LoopVars &L = loopVars(SF->getDecl());
+	markObjects();
 	if (L.Scalar)
 		mark(St->getSVal(SM.getRegionManager().getVarRegion(L.Scalar, SF)));
 	for (const auto &E : St->get<LastVal>()) {
