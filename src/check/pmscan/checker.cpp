@@ -646,6 +646,16 @@ ProgramStateRef PmScanChecker::noteStore(ProgramStateRef St, CheckerContext &C, 
 	if (O->K == ObjState::Invalid || O->Freed)
 		return useAfterFree(St, C, Reg, S, LC, true);
 	ObjState N = *O;
+	if (O->Keratin) {
+		// keratin's objects change only through a transaction's buffers (kr_tx_open,
+		// kr_tx_add) or kr_update; kr_get's bytes are the committed ones, which a store
+		// changes behind the checksum and the parity.
+		reportBug(C, UnloggedWrite,
+		       "'" + What + "' written through kr_get's pointer, outside every transaction's "
+				    "buffers",
+		       S, LC);
+		return St;
+	}
 	if (inTx(St) && O->K == ObjState::Existing) {
 		bool Ok = O->AnyLogged;
 		// Strict: the logged ranges must cover the store, unless the widening forgot what
@@ -1246,7 +1256,8 @@ bool PmScanChecker::evalModel(const Model &M, const CallEvent &Call, CheckerCont
 		}
 		SymbolRef Reg;
 		St = objectFor(St, C, CE, O, Reg);
-		if (getenv("PMSCAN_DEBUG")) { llvm::errs() << "direct@" << C.getSourceManager().getExpansionLineNumber(CE->getBeginLoc()) << " arg "; arg(M.Oid).dump(); llvm::errs() << " off "; O.OffVal.dump(); llvm::errs() << " key "; if (O.Key) O.Key->dump(); llvm::errs() << " -> "; Reg->dump(); llvm::errs() << "\n"; }
+		if (M.Kind == Fn::KrGet)
+			St = setState(St, Reg, [](ObjState &N) { N.Keratin = true; });
 		St = St->BindExpr(CE, LC, regLoc(Reg));
 		St = St->assume(regLoc(Reg), true);
 		if (St)

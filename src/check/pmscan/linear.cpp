@@ -354,6 +354,7 @@ void ObjState::Profile(llvm::FoldingSetNodeID &ID) const
 	ID.AddBoolean(Opaque);
 	ID.AddBoolean(AnyLogged);
 	ID.AddBoolean(NonNull);
+	ID.AddBoolean(Keratin);
 	ID.AddPointer(Site);
 	ID.AddPointer(SiteLC);
 	ID.AddPointer(Unfenced);

@@ -107,6 +107,7 @@ struct ObjState {
 	bool Opaque = false;      // handed to code the analysis cannot see: no more reports
 	bool AnyLogged = false;   // some range added to the running transaction's undo log
 	bool NonNull = false;     // its oid is never OID_NULL (an allocation that succeeded)
+	bool Keratin = false;     // reached through kr_get: committed bytes, never stored to
 	const clang::Stmt *Site = nullptr; // allocation (rule 3) or free/unmap (rule 4)
 	const clang::LocationContext *SiteLC = nullptr;
 	// The last flush of the object since the path's last barrier (rule 1c), or null.
@@ -133,6 +134,7 @@ struct ObjState {
 	{
 		return K == O.K && Freed == O.Freed && Initialized == O.Initialized &&
 		       Opaque == O.Opaque && AnyLogged == O.AnyLogged && NonNull == O.NonNull &&
+		       Keratin == O.Keratin &&
 		       Site == O.Site && SiteLC == O.SiteLC && Unfenced == O.Unfenced &&
 		       UnfencedLC == O.UnfencedLC && Actions == O.Actions &&
 		       ActionIndex == O.ActionIndex && Use == O.Use && UseLC == O.UseLC &&

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """run_cases.py - keratin-pmscan against programs whose bugs are marked in their source.
 
-    run_cases.py DRIVER MODE DIR...      MODE: strict or lenient
+    run_cases.py DRIVER MODE [-IDIR...] DIR|FILE...      MODE: strict or lenient
 
-Every C file in the directories is analysed alone (with -I its directory). A line marked
+Every C and C++ file in the directories, and every file named, is analysed alone (with -I
+its directory, and the -I flags given). A line marked
 `/* expect: R NAME */` must draw a report of rule R there, or on a line of the same file
 marked `/* related: R NAME */`; every report must answer such a marker; a file without
 markers must draw none. Rules 5 and 6 are not static rules: their markers are skipped.
@@ -59,21 +60,27 @@ def lenient_misses():
 def main(argv):
     if len(argv) < 3 or argv[1] not in ("strict", "lenient"):
         sys.exit(__doc__)
-    driver, mode, dirs = argv[0], argv[1], argv[2:]
+    driver, mode = argv[0], argv[1]
+    incs = [a for a in argv[2:] if a.startswith("-I")]
+    paths = [a for a in argv[2:] if not a.startswith("-I")]
     if not driver or not os.path.isfile(driver):
         print("SKIP: keratin-pmscan is not built (clang-14 development files missing)")
         return 77
     misses = lenient_misses() if mode == "lenient" else set()
     failures, found_per_rule, missed_per_rule, nfiles = 0, {}, {}, 0
-    for d in dirs:
-        for name in sorted(os.listdir(d)):
-            if not name.endswith((".c", ".cpp")):
-                continue
+    files = []
+    for a in paths:
+        if os.path.isdir(a):
+            files += [os.path.join(a, n) for n in sorted(os.listdir(a)) if n.endswith((".c", ".cpp"))]
+        else:
+            files.append(a)
+    if True:
+        for path in files:
+            d, name = os.path.split(path)
             nfiles += 1
-            path = os.path.join(d, name)
             expect, related = markers(path)
             cmd = [sys.executable, driver, "-q"] + (["--strict"] if mode == "strict" else [])
-            p = subprocess.run(cmd + [path, "--", "-I", d], stdout=subprocess.PIPE,
+            p = subprocess.run(cmd + [path, "--", "-I", d] + incs, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, universal_newlines=True)
             reports = []
             for line in p.stdout.splitlines():
