@@ -4,7 +4,7 @@
  * front slot. The shifted entries stay in the cache; a crash may leave the old ones where
  * the count says newer ones are.
  */
-#include "../cases/case.h"
+#include "case.h"
 
 struct log {
 	uint64_t n;

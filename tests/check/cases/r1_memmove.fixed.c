@@ -2,7 +2,7 @@
  * r1_memmove.fixed.c - the twin of r1_memmove.bug.c: a newest-first log shifts its
  * entries up with memmove and persists the new entry and every shifted one.
  */
-#include "../cases/case.h"
+#include "case.h"
 
 struct log {
 	uint64_t n;
