@@ -84,7 +84,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "invariant.h"
-#include "log.h"
+#include "log_int.h"
 
 #define FIRST_SZ sizeof(struct kr_tx_first)
 
@@ -217,9 +217,8 @@ uint32_t kr_img_lines(const struct kr_img *img)
 
 /* Walks the records of a payload stream; calls fn for each. Returns KR_OK or the first
  * nonzero value fn returns. Used to apply, to validate and to adopt. */
-typedef int (*rec_fn)(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
 
-static int stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, rec_fn fn,
+int kr_log_stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, kr_rec_fn fn,
 		       void *ctx)
 {
 	size_t pos = FIRST_SZ;
@@ -242,26 +241,26 @@ static int stream_walk(const uint8_t *stream, size_t len, uint32_t nrecords, rec
  * Applying records home
  * ------------------------------------------------------------------------------------- */
 /* Bytes a record writes at its home offset. */
-static uint32_t rec_home_len(const struct kr_rec_hdr *h)
+uint32_t kr_log_rec_home_len(const struct kr_rec_hdr *h)
 {
 	return h->kind == KR_REC_FRESH ? (uint32_t)sizeof(struct kr_obj_hdr) : h->len;
 }
 
 /* n bytes of a record home at off, flushed: a replay's plain write. */
-static void put_home(struct kr_log *log, uint64_t off, const void *src, size_t n)
+void kr_log_put_home(struct kr_log *log, uint64_t off, const void *src, size_t n)
 {
 	kr_pm_copy(log->pm, log->pm->base + off, src, n);
 	kr_pm_flush(log->pm, log->pm->base + off, n);
 }
 
-static int rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+int kr_log_rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
 	char *dst = log->pm->base + h->off;
 	switch (h->kind) {
 	case KR_REC_DATA:
 	case KR_REC_FRESH:
-		put_home(log, h->off, data, rec_home_len(h));
+		kr_log_put_home(log, h->off, data, kr_log_rec_home_len(h));
 		break;
 	case KR_REC_SETBITS:
 		kr_pm_or64(log->pm, (uint64_t *)dst, *(const uint64_t *)data);
@@ -285,13 +284,13 @@ static int rec_apply_hooked(void *ctx, const struct kr_rec_hdr *h, const uint8_t
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img)
 {
 	kr_pm_defer_flushes(&l->deferred);
-	stream_walk(img->buf, img->len, img->nrecords, log->hooks.apply ? rec_apply_hooked : rec_apply,
+	kr_log_stream_walk(img->buf, img->len, img->nrecords, log->hooks.apply ? rec_apply_hooked : kr_log_rec_apply,
 		    log);
 	kr_pm_defer_flushes(NULL);
 }
 
 /* SPILL and CANCEL records name no bytes of their own at their offset. */
-static int rec_names_bytes(const struct kr_rec_hdr *h)
+int kr_log_rec_names_bytes(const struct kr_rec_hdr *h)
 {
 	return h->kind != KR_REC_SPILL && h->kind != KR_REC_CANCEL;
 }
@@ -299,11 +298,11 @@ static int rec_names_bytes(const struct kr_rec_hdr *h)
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
-	if (!rec_names_bytes(h))
+	if (!kr_log_rec_names_bytes(h))
 		return 0;
 	/* An intent's range was written directly (with its parity) by the thread that
 	 * logged it: adopting it means fencing those writes too. */
-	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : rec_home_len(h);
+	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : kr_log_rec_home_len(h);
 	kr_pm_flush(log->pm, log->pm->base + h->off, len);
 	if (log->hooks.flush)
 		log->hooks.flush(log->hooks.ctx, h->off, len);
@@ -319,7 +318,7 @@ static int in_valid_range(const struct kr_log *log, uint64_t off, uint64_t len)
 }
 
 /* Recovery only trusts records whose target lies in the heap or the root lines. */
-static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+int kr_log_rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	const struct kr_log *log = ctx;
 	if (h->reserved != 0)
@@ -361,7 +360,7 @@ static int rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *da
 
 /* A FRESH object's directly written payload must match the CRC-64 its record carries,
  * unless something later legitimately changed it; see kr_log_recover. */
-static int rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
+int kr_log_rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
 			      const uint8_t *data)
 {
 	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
@@ -433,7 +432,7 @@ static uint64_t durable_word(uint64_t d)
  * value that reached the media is valid: it is stored only after the transactions it
  * covers are durable). Fails if neither copy is intact, since replaying from a guess
  * could apply an old transaction over a newer one whose log lines were reused. */
-static int ctl_durable(const struct kr_log *log, uint64_t *out)
+int kr_log_ctl_durable(const struct kr_log *log, uint64_t *out)
 {
 	int found = 0;
 	*out = 0;
@@ -463,7 +462,7 @@ uint64_t kr_log_fresh_word(struct kr_log *log)
 	return kr_log_is_clean(log) && w == log->ctl[1]->fresh_word ? w : 0;
 }
 
-static void log_set_start(struct kr_log *log, uint64_t d)
+void kr_log_set_start(struct kr_log *log, uint64_t d)
 {
 	atomic_store(&log->d_durable, d);
 	log->d_written = d;
@@ -473,9 +472,9 @@ static void log_set_start(struct kr_log *log, uint64_t d)
 int kr_log_start_clean(struct kr_log *log)
 {
 	uint64_t d;
-	int rc = ctl_durable(log, &d);
+	int rc = kr_log_ctl_durable(log, &d);
 	if (rc == KR_OK)
-		log_set_start(log, d);
+		kr_log_set_start(log, d);
 	return rc;
 }
 
@@ -483,7 +482,7 @@ int kr_log_start_clean(struct kr_log *log)
  * flushes; the caller fences. A fresh word is only ever stored with the clean magic, so
  * whatever subset of these stores a crash keeps, a fresh word is never trusted without a
  * clean close behind it (kr_log_fresh_word). */
-static void ctl_store(struct kr_log *log, uint64_t d, uint64_t clean, uint64_t fresh)
+void kr_log_ctl_store(struct kr_log *log, uint64_t d, uint64_t clean, uint64_t fresh)
 {
 	for (int i = 0; i < 2; i++) {
 		kr_pm_store64(log->pm, &log->ctl[i]->durable_word, durable_word(d));
@@ -525,7 +524,7 @@ static uint64_t log_advance_durable(struct kr_log *log)
 	uint64_t stored = 0;
 	pthread_mutex_lock(&log->d_lock);
 	if (d > log->d_written) {
-		ctl_store(log, d, 0, 0);
+		kr_log_ctl_store(log, d, 0, 0);
 		log->d_written = d;
 		stored = d;
 	}
@@ -541,7 +540,7 @@ static void log_publish_durable(struct kr_log *log, uint64_t d)
 }
 
 /* Reads a transaction's payload stream out of its lane lines into a malloc'd buffer. */
-static uint8_t *lane_read_stream(const struct kr_log_cacheline *lines, uint32_t ring,
+uint8_t *kr_log_lane_read_stream(const struct kr_log_cacheline *lines, uint32_t ring,
 				 uint32_t first, uint32_t nlines)
 {
 	uint8_t *s = kr_malloc((size_t)nlines * KR_LINE_PAYLOAD);
@@ -557,11 +556,11 @@ static uint8_t *lane_read_stream(const struct kr_log_cacheline *lines, uint32_t 
  * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
 static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 {
-	uint8_t *s = lane_read_stream(l->pending_lines, l->pending_ring, l->pending_first, l->pending_nlines);
+	uint8_t *s = kr_log_lane_read_stream(l->pending_lines, l->pending_ring, l->pending_first, l->pending_nlines);
 	if (!s)
 		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
 	const struct kr_tx_first *f = (const struct kr_tx_first *)s;
-	stream_walk(s, (size_t)l->pending_nlines * KR_LINE_PAYLOAD, f->nrecords, rec_flush, log);
+	kr_log_stream_walk(s, (size_t)l->pending_nlines * KR_LINE_PAYLOAD, f->nrecords, rec_flush, log);
 	free(s);
 	l->pending_tid = self_tid();
 	return KR_OK;
@@ -844,7 +843,7 @@ static int img_pad(struct kr_log *log, struct kr_img *img, uint32_t ring)
 	uint32_t nlines = kr_img_lines(img);
 	if (nlines > ring || nlines > KR_TX_MAX_LINES)
 		return kr_err_set(KR_E_NOSPACE_LOG, "transaction needs %u log lines; %u is the most it may take here",
-				  nlines, ring < KR_TX_MAX_LINES ? ring : KR_TX_MAX_LINES);
+				  nlines, (unsigned)(ring < KR_TX_MAX_LINES ? ring : KR_TX_MAX_LINES));
 	if (img_reserve(img, (size_t)nlines * KR_LINE_PAYLOAD - img->len) != KR_OK)
 		return kr_errcode();
 	memset(img->buf + img->len, 0, (size_t)nlines * KR_LINE_PAYLOAD - img->len);
@@ -1146,7 +1145,7 @@ void kr_log_unsuspend(int token)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Open, close, recovery
+ * Open and close (recovery: log_recover.c)
  * ------------------------------------------------------------------------------------- */
 void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2], uint64_t fresh_word)
 {
@@ -1160,7 +1159,7 @@ void kr_log_format(struct kr_pm *pm, struct kr_log_line *ctl[2], uint64_t fresh_
 
 int kr_log_mark_open(struct kr_log *log)
 {
-	ctl_store(log, atomic_load(&log->d_durable), 0, 0);
+	kr_log_ctl_store(log, atomic_load(&log->d_durable), 0, 0);
 	return kr_pm_fence(log->pm);
 }
 
@@ -1172,83 +1171,14 @@ int kr_log_mark_clean(struct kr_log *log, uint64_t fresh_word)
 	uint64_t d = atomic_load(&log->next_seq) - 1;
 	/* Every transaction is durable: no lane holds one in flight or pending. */
 	KR_INVARIANT("pool.c", 1, log_compute_durable(log) == d);
-	ctl_store(log, d, KR_CLEAN_MAGIC, fresh_word);
+	kr_log_ctl_store(log, d, KR_CLEAN_MAGIC, fresh_word);
 	log->d_written = d;
 	return kr_pm_fence(log->pm);
 }
 
-struct found_tx {
-	uint64_t seq;
-	uint8_t *stream;
-	uint32_t nlines, nrecords;
-	uint32_t lane;
-	uint32_t flags;
-	int lane_tail;     /* the newest committed transaction of its lane */
-	uint8_t cancelled; /* a later entry of its lane cancels it (a CANCEL record) */
-};
-
-/* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
-static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	struct kr_log *log = ctx;
-	if (!log->hooks.touched || !rec_names_bytes(h))
-		return 0;
-	if (h->kind == KR_REC_INTENT) {
-		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
-	} else if (h->kind == KR_REC_FRESH) {
-		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
-		log->hooks.touched(log->hooks.ctx, h->off, sizeof(f->hdr) + f->hdr.size);
-	} else {
-		log->hooks.touched(log->hooks.ctx, h->off, rec_home_len(h));
-	}
-	return 0;
-}
-
-/* Intent entries hold only INTENT records (others may hold some beside a SPILL record). */
-static int rec_not_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	return h->kind != KR_REC_INTENT;
-}
-
-/* Walk context: does any record of a transaction write inside [lo, hi)? */
-struct overlap {
-	uint64_t lo, hi;
-};
-
-static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	const struct overlap *o = ctx;
-	return rec_names_bytes(h) && h->off < o->hi && h->off + rec_home_len(h) > o->lo;
-}
-
-struct fresh_ctx {
-	const struct kr_log *log;
-	const struct found_tx *found;
-	size_t nfound, i;
-};
-
-/* Is this FRESH record's payload proof that its transaction's fence never completed?
- * Only a lane's newest transaction can be torn (a lane commits one transaction after the
- * other, each after the previous one's fence). And if a later committed transaction wrote
- * into the object, the allocating commit had returned (the object was not live before),
- * so its payload may differ and nothing is torn. */
-static int rec_fresh_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	const struct fresh_ctx *c = ctx;
-	if (h->kind != KR_REC_FRESH || !c->found[c->i].lane_tail)
-		return 0;
-	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
-	struct overlap o = {h->off + sizeof(f->hdr), h->off + sizeof(f->hdr) + f->hdr.size};
-	for (size_t j = c->i + 1; j < c->nfound; j++)
-		if (stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
-				c->found[j].nrecords, rec_overlaps, &o))
-			return 0;
-	return rec_fresh_mismatch(c->log, h, data);
-}
-
 /* Checks whether lines[first..] hold a complete transaction with stamp s48. Returns the
  * line count, or 0 if incomplete. */
-static uint32_t lane_complete(const struct kr_log_cacheline *lines, uint32_t ring, uint32_t first,
+uint32_t kr_log_lane_complete(const struct kr_log_cacheline *lines, uint32_t ring, uint32_t first,
 			      uint64_t s48)
 {
 	const struct kr_log_cacheline *fl = &lines[first];
@@ -1268,10 +1198,10 @@ static uint32_t lane_complete(const struct kr_log_cacheline *lines, uint32_t rin
 }
 
 /* Reads the stream of a complete transaction and checks its CRC; NULL if it fails. */
-static uint8_t *lane_checked_stream(const struct kr_log_cacheline *lines, uint32_t ring,
+uint8_t *kr_log_lane_checked_stream(const struct kr_log_cacheline *lines, uint32_t ring,
 				    uint32_t first, uint32_t nlines)
 {
-	uint8_t *s = lane_read_stream(lines, ring, first, nlines);
+	uint8_t *s = kr_log_lane_read_stream(lines, ring, first, nlines);
 	if (!s)
 		return NULL;
 	struct kr_tx_first *f = (struct kr_tx_first *)s;
@@ -1284,360 +1214,6 @@ static uint8_t *lane_checked_stream(const struct kr_log_cacheline *lines, uint32
 		return NULL;
 	}
 	return s;
-}
-
-/* Log lines recovery reads: a lane, or a spill segment that a SPILL record of a lane's
- * entry names (layout.h). */
-struct scan_src {
-	const struct kr_log_cacheline *lines, *replica;
-	uint32_t ring, lane;
-};
-
-/* The largest stamp in the lines of src that exceeds m and does not exceed bound, or m. */
-static uint64_t src_max_stamp(const struct scan_src *src, uint64_t m, uint64_t bound)
-{
-	for (uint32_t i = 0; i < src->ring; i++)
-		for (int c = 0; c < (src->replica ? 2 : 1); c++) {
-			uint64_t h = (c ? src->replica : src->lines)[i].header;
-			uint64_t stamp = h >> KR_LINE_SEQ_SHIFT;
-			if ((h & KR_LINE_KIND_MASK) && stamp > m && stamp <= bound)
-				m = stamp;
-		}
-	return m;
-}
-
-static int found_cmp(const void *a, const void *b)
-{
-	const struct found_tx *x = a, *y = b;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-struct found_set {
-	struct found_tx *v;
-	size_t n, cap;
-};
-
-/* Adds every transaction of src above d that is complete, with a good CRC, in at least
- * one copy. */
-static int scan_src(struct kr_log *log, const struct scan_src *src, uint64_t d, struct found_set *fs,
-		    struct kr_log_recovery *st)
-{
-	for (uint32_t i = 0; i < src->ring; i++) {
-		uint64_t h = src->lines[i].header, hr = src->replica ? src->replica[i].header : 0;
-		uint64_t s48 = 0;
-		if ((h & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
-			s48 = h >> KR_LINE_SEQ_SHIFT;
-		else if ((hr & KR_LINE_KIND_MASK) == KR_LINE_FIRST)
-			s48 = hr >> KR_LINE_SEQ_SHIFT;
-		if (s48 <= d)
-			continue;
-		/* A transaction is committed iff at least one copy is complete with a good
-		 * CRC; validity decides atomicity, the CRC integrity. */
-		uint8_t *stream = NULL;
-		uint32_t n = lane_complete(src->lines, src->ring, i, s48);
-		if (n)
-			stream = lane_checked_stream(src->lines, src->ring, i, n);
-		uint32_t nr = src->replica ? lane_complete(src->replica, src->ring, i, s48) : 0;
-		if (!stream && nr) {
-			n = nr;
-			stream = lane_checked_stream(src->replica, src->ring, i, n);
-		}
-		if (!stream) {
-			if (n || nr)
-				return KR_CORRUPT(KR_E_CORRUPT_LOG,
-						  (uint64_t)((const char *)&src->lines[i] - log->pm->base),
-						  "transaction %llu is complete but fails its CRC in both "
-						  "copies", (unsigned long long)s48);
-			st->discarded++;
-			continue;
-		}
-		if (KR_GROW(fs->v, fs->cap, fs->n + 1, 64)) {
-			free(stream);
-			return kr_err_set(KR_E_NOMEM, "recovery table");
-		}
-		const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
-		fs->v[fs->n++] = (struct found_tx){f->seq, stream, n, f->nrecords, src->lane, f->flags,
-						   0, 0};
-	}
-	return KR_OK;
-}
-
-/* Walk context: the SPILL records of one lane entry, validated first (rec_validate). */
-struct spill_walk {
-	struct kr_log *log;
-	uint32_t lane;
-	struct scan_src *segs;
-	size_t n, cap;
-};
-
-static int rec_spill(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	struct spill_walk *w = ctx;
-	if (h->kind != KR_REC_SPILL)
-		return 0;
-	if (rec_validate(w->log, h, data))
-		return 1;
-	char *base = w->log->pm->base;
-	for (size_t k = 0; k < w->n; k++)
-		if ((const char *)w->segs[k].lines == base + h->off)
-			return 0; /* read already (a damaged log could name one twice) */
-	if (KR_GROW(w->segs, w->cap, w->n + 1, 8))
-		return 2;
-	const struct kr_rec_spill *sp = (const struct kr_rec_spill *)data;
-	w->segs[w->n++] = (struct scan_src){
-		(const struct kr_log_cacheline *)(base + h->off),
-		sp->replica_off ? (const struct kr_log_cacheline *)(base + sp->replica_off) : NULL,
-		(uint32_t)sp->nlines, w->lane};
-	return 0;
-}
-
-/* Walk context: the first sequence number a CANCEL record names, or 0. */
-static int rec_cancel(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	if (h->kind == KR_REC_CANCEL)
-		*(uint64_t *)ctx = h->off;
-	return 0;
-}
-
-/* Ranges that a home commit (or an abort) left final at home: the DATA records of its
- * cancelled undo entries, each with the entry's sequence number. A transaction older than
- * such an entry is not replayed over its range: the bytes there were made durable after it
- * without a record that would replay them (a transaction that committed normally writes
- * its redo, which replays after the older ones; a home commit does not). */
-struct mask {
-	uint64_t lo, hi, seq;
-};
-
-struct masks {
-	struct kr_log *log;
-	struct mask *v;
-	uint64_t *max_hi; /* max_hi[i]: the largest hi of v[0..i], for the search */
-	size_t n, cap;
-	uint64_t seq; /* the transaction being replayed */
-	int oom;
-};
-
-static int rec_mask(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	struct masks *mk = ctx;
-	if (h->kind != KR_REC_DATA)
-		return 0;
-	if (KR_GROW(mk->v, mk->cap, mk->n + 1, 64))
-		return 1;
-	mk->v[mk->n++] = (struct mask){h->off, h->off + h->len, mk->seq};
-	return 0;
-}
-
-static int mask_cmp(const void *a, const void *b)
-{
-	const struct mask *x = a, *y = b;
-	return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static int masks_build(struct masks *mk, const struct found_tx *found, size_t nfound)
-{
-	for (size_t i = 0; i < nfound; i++) {
-		if (!found[i].cancelled || (found[i].flags & KR_TXF_INTENT))
-			continue;
-		mk->seq = found[i].seq;
-		if (stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-				found[i].nrecords, rec_mask, mk))
-			return kr_err_set(KR_E_NOMEM, "recovery mask table");
-	}
-	if (!mk->n)
-		return KR_OK;
-	qsort(mk->v, mk->n, sizeof(*mk->v), mask_cmp);
-	if (!(mk->max_hi = kr_malloc(mk->n * sizeof(*mk->max_hi))))
-		return kr_err_set(KR_E_NOMEM, "recovery mask table");
-	for (size_t i = 0; i < mk->n; i++)
-		mk->max_hi[i] = i && mk->max_hi[i - 1] > mk->v[i].hi ? mk->max_hi[i - 1] : mk->v[i].hi;
-	return KR_OK;
-}
-
-static int piece_cmp(const void *a, const void *b)
-{
-	const uint64_t *x = a, *y = b;
-	return x[0] < y[0] ? -1 : x[0] > y[0];
-}
-
-/* rec_apply, but the bytes of DATA and FRESH records that a newer mask covers stay as they
- * are at home. Bit records never meet a mask (masks lie in objects, bits in chunk records). */
-static int rec_apply_masked(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	struct masks *mk = ctx;
-	if (h->kind != KR_REC_DATA && h->kind != KR_REC_FRESH)
-		return rec_apply(mk->log, h, data);
-	uint64_t lo = h->off, hi = h->off + rec_home_len(h);
-	/* The masks that may overlap [lo, hi): those starting below hi, back while some
-	 * earlier one still reaches past lo. */
-	size_t a = 0, b = mk->n;
-	while (a < b) {
-		size_t m = (a + b) / 2;
-		if (mk->v[m].lo < hi)
-			a = m + 1;
-		else
-			b = m;
-	}
-	size_t ncov = 0, cap = 0;
-	uint64_t(*cov)[2] = NULL;
-	for (size_t i = a; i-- > 0 && mk->max_hi[i] > lo;) {
-		const struct mask *m = &mk->v[i];
-		if (m->seq <= mk->seq || m->hi <= lo)
-			continue;
-		if (KR_GROW(cov, cap, ncov + 1, 8)) {
-			free(cov);
-			mk->oom = 1; /* nothing written: the recovery fails and runs again */
-			return 1;
-		}
-		cov[ncov][0] = m->lo > lo ? m->lo : lo;
-		cov[ncov][1] = m->hi < hi ? m->hi : hi;
-		ncov++;
-	}
-	if (ncov)
-		qsort(cov, ncov, sizeof(*cov), piece_cmp);
-	uint64_t at = lo;
-	for (size_t i = 0; i <= ncov; i++) {
-		uint64_t end = i < ncov ? cov[i][0] : hi;
-		if (end > at)
-			put_home(mk->log, at, data + (at - lo), end - at);
-		if (i < ncov && cov[i][1] > at)
-			at = cov[i][1];
-	}
-	free(cov);
-	return 0;
-}
-
-int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
-{
-	uint64_t d;
-	int rc = ctl_durable(log, &d);
-	if (rc)
-		return rc;
-	uint64_t max_stamp = d;
-	struct found_set fs = {0};
-	struct spill_walk sw = {log, 0, NULL, 0, 0};
-	memset(st, 0, sizeof(*st));
-
-	/* The lanes, then the spill segments their entries name (whose transactions are the
-	 * lane's: an in-place transaction's undo continued there). Either copy's stamps count
-	 * toward invariant 4, a segment's too. */
-	for (uint32_t li = 0; li < log->nlanes && rc == KR_OK; li++) {
-		struct kr_lane *l = &log->lanes[li];
-		struct scan_src src = {l->lines, l->replica, log->lane_lines, li};
-		max_stamp = src_max_stamp(&src, max_stamp, UINT64_MAX);
-		rc = scan_src(log, &src, d, &fs, st);
-	}
-	/* Segments name the next ones (a transaction's later segments are attached from its
-	 * earlier ones): a worklist, each segment read once. */
-	for (size_t i = 0, k = 0; rc == KR_OK && (i < fs.n || k < sw.n);) {
-		if (k < sw.n) {
-			max_stamp = src_max_stamp(&sw.segs[k], max_stamp, UINT64_MAX);
-			rc = scan_src(log, &sw.segs[k++], d, &fs, st);
-			continue;
-		}
-		sw.lane = fs.v[i].lane;
-		int w = stream_walk(fs.v[i].stream, (size_t)fs.v[i].nlines * KR_LINE_PAYLOAD,
-				    fs.v[i].nrecords, rec_spill, &sw);
-		if (w == 2)
-			rc = kr_err_set(KR_E_NOMEM, "recovery table");
-		else if (w)
-			rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0, "transaction %llu has an invalid record",
-					(unsigned long long)fs.v[i].seq);
-		i++;
-	}
-	struct found_tx *found = fs.v;
-	size_t nfound = fs.n;
-
-	if (rc == KR_OK) {
-		/* Invariant 4 needs every real stamp; a scribbled line can carry any stamp. Real
-		 * ones are bounded: every transaction above the newest complete one (or above
-		 * durable_seq) was in flight at the crash, at most one per lane. */
-		uint64_t bound = d;
-		for (size_t i = 0; i < nfound; i++)
-			if (found[i].seq > bound)
-				bound = found[i].seq;
-		bound += log->nlanes;
-		if (max_stamp > bound) {
-			max_stamp = d;
-			for (uint32_t li = 0; li < log->nlanes; li++) {
-				struct scan_src src = {log->lanes[li].lines, log->lanes[li].replica,
-						       log->lane_lines, li};
-				max_stamp = src_max_stamp(&src, max_stamp, bound);
-			}
-			for (size_t k = 0; k < sw.n; k++)
-				max_stamp = src_max_stamp(&sw.segs[k], max_stamp, bound);
-		}
-		if (nfound)
-			qsort(found, nfound, sizeof(*found), found_cmp);
-		for (size_t i = 0; i < nfound; i++) {
-			found[i].lane_tail = 1;
-			for (size_t j = i + 1; j < nfound && found[i].lane_tail; j++)
-				if (found[j].lane == found[i].lane)
-					found[i].lane_tail = 0;
-		}
-		/* Home commits and aborts cancel their transaction's undo (CANCEL records). */
-		for (size_t i = 0; i < nfound; i++) {
-			uint64_t from = 0;
-			stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-				    found[i].nrecords, rec_cancel, &from);
-			for (size_t j = 0; from && j < i; j++)
-				if (found[j].lane == found[i].lane && found[j].seq >= from)
-					found[j].cancelled = 1;
-		}
-		/* Validate everything before touching the pool: a damaged log must not scribble. */
-		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
-			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
-			int intent = found[i].flags == KR_TXF_INTENT;
-			if ((i > 0 && found[i].seq == found[i - 1].seq) ||
-			    (found[i].flags & ~KR_TXF_INTENT) ||
-			    stream_walk(found[i].stream, len, found[i].nrecords, rec_validate, log) != 0 ||
-			    (intent && stream_walk(found[i].stream, len, found[i].nrecords, rec_not_intent,
-						   NULL) != 0))
-				rc = KR_CORRUPT(KR_E_CORRUPT_LOG, 0,
-						"transaction %llu has an invalid record",
-						(unsigned long long)found[i].seq);
-		}
-	}
-	struct masks mk = {.log = log};
-	if (rc == KR_OK)
-		rc = masks_build(&mk, found, nfound);
-	if (rc == KR_OK) {
-		for (size_t i = 0; i < nfound; i++) {
-			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
-			/* Whatever happens to the transaction, its ranges may have changed. */
-			stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
-			if ((found[i].flags & KR_TXF_INTENT) || found[i].cancelled)
-				continue;
-			struct fresh_ctx fc = {log, found, nfound, i};
-			if (stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
-				st->discarded++; /* its fence never completed: not committed */
-				continue;
-			}
-			mk.seq = found[i].seq;
-			stream_walk(found[i].stream, len, found[i].nrecords, mk.n ? rec_apply_masked : rec_apply,
-				    mk.n ? (void *)&mk : (void *)log);
-			st->replayed++;
-		}
-		if (mk.oom)
-			rc = kr_err_set(KR_E_NOMEM, "recovery mask pieces");
-		/* Redundancy of what was replayed recomputed, and all of it durable, before
-		 * durable_seq moves past it. */
-		if (rc == KR_OK && log->hooks.settle)
-			rc = log->hooks.settle(log->hooks.ctx);
-		if (rc == KR_OK)
-			rc = kr_pm_fence(log->pm);
-	}
-	for (size_t i = 0; i < nfound; i++)
-		free(found[i].stream);
-	free(found);
-	free(sw.segs);
-	free(mk.v);
-	free(mk.max_hi);
-	if (rc)
-		return rc;
-	log_set_start(log, max_stamp);
-	ctl_store(log, max_stamp, 0, 0);
-	return kr_pm_fence(log->pm);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -1668,8 +1244,8 @@ static void audit_lane(const struct kr_log *log, const struct kr_lane *l, uint64
 		uint64_t s48 = seq & KR_LINE_SEQ_MASK;
 		for (int c = 0; c < (l->replica ? 2 : 1); c++) {
 			const struct kr_log_cacheline *lines = c ? l->replica : l->lines;
-			uint8_t *s = lane_complete(lines, log->lane_lines, pos, s48) == n
-					     ? lane_checked_stream(lines, log->lane_lines, pos, n)
+			uint8_t *s = kr_log_lane_complete(lines, log->lane_lines, pos, s48) == n
+					     ? kr_log_lane_checked_stream(lines, log->lane_lines, pos, n)
 					     : NULL;
 			if (!s)
 				kr_audit_note(a, line_off(log, &lines[pos]),
