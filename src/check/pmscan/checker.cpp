@@ -7,6 +7,8 @@
 //   TxDepth, TxStage                        the libpmemobj transaction the path is in
 //   Volatile                                symbols of pointers known not to be persistent
 //   CallRets, SawFailure                    what the error-path pruning needs
+//   LastVal, Widened                        what a loop widening (or an unfollowed call)
+//                                           must not forget, and what it did
 //
 // Objects appear where a modeled function returns one (pmemobj_root, pmemobj_tx_alloc,
 // pmem_map_file, kr_get ...) and where pmemobj_direct meets an oid it has not seen (an
@@ -75,10 +77,11 @@ REGISTER_TRAIT_WITH_PROGRAMSTATE(TxStage, unsigned)
 // The last value bound to each local variable or parameter that the loops of its function
 // leave alone (loops.cpp): what a loop widening must not forget.
 REGISTER_MAP_WITH_PROGRAMSTATE(LastVal, const MemRegion *, SVal)
-// One symbol of each loop widening on the path: what the frame's variables and the objects
-// they point to read as after it are symbols the analyzer conjured at the same statement
-// and step, unrelated to what they held before. Kept while the path lasts, dead or not: a
-// marker is compared, never read.
+// One symbol of each invalidation on the path that forgot memory the checker cannot
+// follow (a loop widening, a call of this file the analyzer did not follow): what the
+// memory reads as after it are symbols the analyzer conjured at the same statement and
+// step, unrelated to what it held before. Kept while the path lasts, dead or not: a marker
+// is compared, never read.
 REGISTER_SET_WITH_PROGRAMSTATE(Widened, SymbolRef)
 
 namespace {
@@ -1999,8 +2002,8 @@ ProgramStateRef PmScanChecker::remember(ProgramStateRef St, const MemRegion *R, 
 	return St->set<LastVal>(R, V);
 }
 
-// Whether L is read from what a loop widening forgot: a term conjured by a widening of the
-// path (at its statement and step), or derived from such a symbol.
+// Whether L is read from what a widening or an unfollowed call forgot: a term conjured by
+// such an invalidation of the path (at its statement and step), or derived from one.
 bool PmScanChecker::forgotten(const Lin &L, ProgramStateRef St)
 {
 	if (St->get<Widened>().isEmpty())
