@@ -59,11 +59,15 @@ static double rate(int threads)
 {
 	pthread_t t[2];
 	double start = now();
-	for (long i = 0; i < threads; i++)
-		if (pthread_create(&t[i], NULL, run, (void *)i))
-			return -1;
-	int bad = 0;
-	for (int i = 0; i < threads; i++) {
+	int started = 0, bad = 0;
+	for (long i = 0; i < threads; i++) {
+		if (pthread_create(&t[started], NULL, run, (void *)i)) {
+			bad = 1; /* join the ones started, then fail */
+			break;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
 		void *rc;
 		pthread_join(t[i], &rc);
 		bad |= rc != NULL;

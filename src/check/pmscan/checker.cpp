@@ -933,10 +933,6 @@ ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) con
 	for (const auto &E : St->get<ObjStates>())
 		if (E.second.Freed && !E.second.Opaque && stillLinked(St, E.first, C))
 			return nullptr;
-	for (const auto &E : St->get<ObjStates>())
-		if (E.second.Freed && E.second.Use)
-			reportBug(C, UseAfterFree, useDetail(E.second, E.second.Use, E.second.UseWrites, C),
-			       E.second.Use, E.second.UseLC);
 	for (const auto &E : St->get<ObjStates>()) {
 		const ObjState &O = E.second;
 		if (O.K != ObjState::NewAlloc && !O.Freed && O.Logged.empty() && !O.AnyLogged)
@@ -951,6 +947,9 @@ ProgramStateRef PmScanChecker::commit(ProgramStateRef St, CheckerContext &C) con
 			N.K = ObjState::Existing;
 		}
 		if (O.Freed) {
+			if (O.Use) // held by useAfterFree: the object is unlinked by now
+				reportBug(C, UseAfterFree, useDetail(O, O.Use, O.UseWrites, C), O.Use,
+				       O.UseLC);
 			N.K = ObjState::Invalid;
 			N.Freed = false;
 			N.Use = nullptr;
@@ -1671,13 +1670,12 @@ void PmScanChecker::checkBind(SVal Loc, SVal Val, const Stmt *S, CheckerContext 
 				St = St->set<ObjStates>(*Reg, N);
 			}
 		}
-	if (isa<DeclStmt>(S) || !placeOf(R, C.getASTContext()).Base ||
-	    !St->get<ObjStates>(placeOf(R, C.getASTContext()).Base)) {
+	Place P = placeOf(R, C.getASTContext());
+	if (isa<DeclStmt>(S) || !P.Base || !St->get<ObjStates>(P.Base)) {
 		if (St != C.getState())
 			C.addTransition(St);
 		return;
 	}
-	Place P = placeOf(R, C.getASTContext());
 	int64_t Size = -1;
 	if (const auto *TR = dyn_cast<TypedValueRegion>(R))
 		Size = sizeOfType(C.getASTContext(), TR->getValueType());
@@ -1716,9 +1714,14 @@ std::string PmScanChecker::useDetail(const ObjState &O, const Stmt *S, bool Writ
 	std::string What;
 	if (!Writes)
 		What = sourceText(S, C);
-	else if (const auto *CE = dyn_cast<CallExpr>(S))
-		What = (CE->getDirectCallee() ? CE->getDirectCallee()->getName().str() : "call") +
-		       " to " + (CE->getNumArgs() ? sourceText(CE->getArg(0), C) : "");
+	else if (const auto *CE = dyn_cast<CallExpr>(S)) {
+		// a library write (memcpy, pmemobj_memcpy_persist...): named by its destination,
+		// the argument its model says it writes
+		StringRef Name = CE->getDirectCallee() ? CE->getDirectCallee()->getName() : "call";
+		const Model *M = findModel(Name);
+		unsigned A = M && M->Addr >= 0 ? (unsigned)M->Addr : 0;
+		What = Name.str() + " to " + (A < CE->getNumArgs() ? sourceText(CE->getArg(A), C) : "");
+	}
 	else
 		What = sourceText(storedExpr(S), C);
 	return "'" + What + "' " + (Writes ? "written" : "read") + " after its object was " +

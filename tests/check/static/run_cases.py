@@ -74,58 +74,57 @@ def main(argv):
             files += [os.path.join(a, n) for n in sorted(os.listdir(a)) if n.endswith((".c", ".cpp"))]
         else:
             files.append(a)
-    if True:
-        for path in files:
-            d, name = os.path.split(path)
-            nfiles += 1
-            expect, related = markers(path)
-            cmd = [sys.executable, driver, "-q"] + (["--strict"] if mode == "strict" else [])
-            p = subprocess.run(cmd + [path, "--", "-I", d] + incs, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, universal_newlines=True)
-            reports = []
-            for line in p.stdout.splitlines():
-                m = REPORT.match(line)
-                if not m:
-                    print("%s: unparsable output: %s" % (name, line))
-                    failures += 1
-                    continue
-                reports.append((m.group(1), int(m.group(5)), line))
-            used = set()
-            problems = []
-            if p.returncode not in (0, 1) or (p.returncode == 1) != bool(reports):
-                problems.append("driver exit status %d with %d reports: %s"
-                                % (p.returncode, len(reports), p.stderr.strip()))
-            for rule, n in expect:
-                skip = (name, n, rule) in misses
-                hit = None
-                for i, (r, line, _) in enumerate(reports):
-                    if i in used or r != rule:
-                        continue
-                    if line == n or line in related.get(rule, ()):
-                        hit = i
-                        break
-                if skip:
-                    if hit is not None:
-                        problems.append("line %d rule %s is listed as a lenient miss but "
-                                        "was reported" % (n, rule))
-                        used.add(hit)
-                    continue
-                if hit is None:
-                    problems.append("line %d: expected rule %s, not reported" % (n, rule))
-                    missed_per_rule[rule] = missed_per_rule.get(rule, 0) + 1
-                else:
-                    used.add(hit)
-                    found_per_rule[rule] = found_per_rule.get(rule, 0) + 1
-            for i, (r, line, text) in enumerate(reports):
-                if i not in used:
-                    problems.append("unexpected: " + text)
-            if problems:
+    for path in files:
+        d, name = os.path.split(path)
+        nfiles += 1
+        expect, related = markers(path)
+        cmd = [sys.executable, driver, "-q"] + (["--strict"] if mode == "strict" else [])
+        p = subprocess.run(cmd + [path, "--", "-I", d] + incs, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        reports = []
+        for line in p.stdout.splitlines():
+            m = REPORT.match(line)
+            if not m:
+                print("%s: unparsable output: %s" % (name, line))
                 failures += 1
-                print("FAIL %s" % name)
-                for pr in problems:
-                    print("    " + pr)
+                continue
+            reports.append((m.group(1), int(m.group(5)), line))
+        used = set()
+        problems = []
+        if p.returncode not in (0, 1) or (p.returncode == 1) != bool(reports):
+            problems.append("driver exit status %d with %d reports: %s"
+                            % (p.returncode, len(reports), p.stderr.strip()))
+        for rule, n in expect:
+            skip = (name, n, rule) in misses
+            hit = None
+            for i, (r, line, _) in enumerate(reports):
+                if i in used or r != rule:
+                    continue
+                if line == n or line in related.get(rule, ()):
+                    hit = i
+                    break
+            if skip:
+                if hit is not None:
+                    problems.append("line %d rule %s is listed as a lenient miss but "
+                                    "was reported" % (n, rule))
+                    used.add(hit)
+                continue
+            if hit is None:
+                problems.append("line %d: expected rule %s, not reported" % (n, rule))
+                missed_per_rule[rule] = missed_per_rule.get(rule, 0) + 1
             else:
-                print("ok   %s (%d expected)" % (name, len(expect)))
+                used.add(hit)
+                found_per_rule[rule] = found_per_rule.get(rule, 0) + 1
+        for i, (r, line, text) in enumerate(reports):
+            if i not in used:
+                problems.append("unexpected: " + text)
+        if problems:
+            failures += 1
+            print("FAIL %s" % name)
+            for pr in problems:
+                print("    " + pr)
+        else:
+            print("ok   %s (%d expected)" % (name, len(expect)))
     total = sum(found_per_rule.values())
     print("%s mode: %d files, %d expected findings found (%s), %d missed, %d files failed"
           % (mode, nfiles, total,
