@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "audit.h"
@@ -132,12 +133,19 @@ struct kr_log {
 	uint64_t valid_lo[3], valid_hi[3];
 	int spill; /* the pool has LOG_SPILL: undo may continue in spill segments */
 
-	_Atomic int repairing; /* the commit gate is closed (kr_log_quiesce) */
-	_Atomic uint64_t next_seq;
+	pthread_mutex_t d_lock; /* serialises writes of durable_seq */
+	uint64_t d_written;     /* last durable_seq stored (maybe not yet fenced) */
+
+	/* Every commit reads these two and seldom sees them change: a line of their own. */
+	_Alignas(64) _Atomic int repairing; /* the commit gate is closed (kr_log_quiesce) */
 	_Atomic uint64_t d_durable; /* durable_seq known persisted: lines at or below are free */
-	pthread_mutex_t d_lock;     /* serialises writes of durable_seq */
-	uint64_t d_written;         /* last durable_seq stored (maybe not yet fenced) */
+	/* Every commit writes this one: alone on its line (the struct ends there), so that two
+	 * threads' commits move only it between their caches. */
+	_Alignas(64) _Atomic uint64_t next_seq;
 };
+_Static_assert(offsetof(struct kr_log, next_seq) % 64 == 0 && sizeof(struct kr_log) % 64 == 0 &&
+		       offsetof(struct kr_log, d_durable) / 64 != offsetof(struct kr_log, next_seq) / 64,
+	       "next_seq alone on its line, the gate and durable_seq on another");
 
 #define KR_SEQ_RESERVING UINT64_MAX
 

@@ -43,13 +43,13 @@ void kr_parity_init(struct kr_parity *p, struct kr_pm *pm, const struct kr_pool_
 	if (env && *env)
 		p->crossover = (size_t)strtoull(env, NULL, 10);
 	for (int i = 0; i < KR_PARITY_LOCKS; i++)
-		pthread_rwlock_init(&p->locks[i], NULL);
+		pthread_rwlock_init(&p->locks[i].rw, NULL);
 }
 
 void kr_parity_fini(struct kr_parity *p)
 {
 	for (int i = 0; i < KR_PARITY_LOCKS; i++)
-		pthread_rwlock_destroy(&p->locks[i]);
+		pthread_rwlock_destroy(&p->locks[i].rw);
 }
 
 int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len)
@@ -97,7 +97,7 @@ static void lock_range(struct kr_parity *p, const uint16_t *idx, int n, int excl
 	if (kr_parity_unlocked)
 		return;
 	for (int i = 0; i < n; i++) {
-		pthread_rwlock_t *l = &p->locks[idx[i]];
+		pthread_rwlock_t *l = &p->locks[idx[i]].rw;
 		if ((exclusive ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l)) == 0)
 			continue;
 		int token = p->wait_begin ? p->wait_begin() : 0;
@@ -112,7 +112,7 @@ static void unlock_range(struct kr_parity *p, const uint16_t *idx, int n)
 	if (kr_parity_unlocked)
 		return;
 	for (int i = n - 1; i >= 0; i--)
-		pthread_rwlock_unlock(&p->locks[idx[i]]);
+		pthread_rwlock_unlock(&p->locks[idx[i]].rw);
 }
 
 /* Atomic word XORs: the delta of each 8-byte parity word, built from old and new. */

@@ -20,11 +20,17 @@
 
 #define KR_PARITY_LOCKS 256
 
+/* Each lock on a line of its own: two threads patching neighbouring page columns must not
+ * move one line between their caches. */
+struct kr_parity_lock {
+	_Alignas(64) pthread_rwlock_t rw;
+};
+
 struct kr_parity {
 	struct kr_pm *pm;
 	struct kr_geom g;
 	size_t crossover; /* patches of at least this many bytes take the SIMD path */
-	pthread_rwlock_t locks[KR_PARITY_LOCKS];
+	struct kr_parity_lock locks[KR_PARITY_LOCKS];
 	/* Called around a wait for a range lock (the pool steps the thread out of the commit
 	 * gate meanwhile, see log.h); may be NULL. */
 	int (*wait_begin)(void);

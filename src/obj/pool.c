@@ -252,7 +252,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 
 static kr_pool *pool_alloc(const char *path)
 {
-	kr_pool *pool = kr_calloc(1, sizeof(*pool));
+	kr_pool *pool = kr_calloc_aligned(_Alignof(kr_pool), 1, sizeof(*pool));
 	if (!pool || !(pool->path = kr_strdup(path))) {
 		free(pool);
 		kr_err_set(KR_E_NOMEM, "pool handle");

@@ -134,13 +134,26 @@ struct kr_tx {
 	uint32_t nspares;
 };
 
-#define CRC_LOCKS 64
+/* Two commits of different objects wait for each other when their objects hash to one
+ * stripe, for as long as a commit takes: 1 in CRC_LOCKS of them with two threads. */
+#define CRC_LOCK_BITS 8
+#define CRC_LOCKS (1 << CRC_LOCK_BITS)
+_Static_assert(CRC_LOCKS <= 256, "stripe numbers are kept in bytes");
+
+/* Each on a line of its own: two threads committing different objects, or on different
+ * lanes, must not move one line between their caches. */
+struct crc_lock {
+	_Alignas(64) pthread_mutex_t m;
+};
+struct spare_slot {
+	_Alignas(64) struct kr_tx *tx;
+};
 
 /* What the transactions of one pool share (pool->tx), made at open by kr_tx_shared_new. */
 struct kr_tx_shared {
 	/* Per lane, the last ended transaction with the DRAM it kept, or NULL; a slot belongs
 	 * to whoever holds its lane. */
-	struct kr_tx **spare;
+	struct spare_slot *spare;
 	uint32_t nlanes;
 	pthread_mutex_t root_lock; /* a commit that publishes a root */
 	/* In-place writes: every transaction's in-place buffers not yet committed, with the
@@ -148,7 +161,7 @@ struct kr_tx_shared {
 	 * updates of one object by several transactions. */
 	pthread_mutex_t inflight_lock;
 	struct mbuf *inflight;
-	pthread_mutex_t crc_locks[CRC_LOCKS];
+	struct crc_lock crc_locks[CRC_LOCKS];
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing */
 	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
 };
@@ -540,9 +553,9 @@ int kr_tx_begin(kr_pool *pool, kr_tx **out)
 		return rc;
 	/* The lane's last transaction, if it left itself behind (tx_end): only the lane's
 	 * holder touches its slot. */
-	struct kr_tx *tx = pool->tx->spare[lane->idx];
+	struct kr_tx *tx = pool->tx->spare[lane->idx].tx;
 	if (tx) {
-		pool->tx->spare[lane->idx] = NULL;
+		pool->tx->spare[lane->idx].tx = NULL;
 	} else if ((tx = kr_calloc(1, sizeof(*tx)))) {
 		kr_img_init(&tx->img);
 		tx->hash = tx->hash_small;
@@ -834,7 +847,7 @@ static void recon_correct(void *ctx, const struct mbuf *m, uint64_t a, uint64_t 
 static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
 {
 	for (int i = n - 1; i >= 0; i--)
-		pthread_mutex_unlock(&pool->tx->crc_locks[stripes[i]]);
+		pthread_mutex_unlock(&pool->tx->crc_locks[stripes[i]].m);
 }
 
 /* The stripes of the checksum locks of a transaction's changed objects, ascending, each
@@ -843,14 +856,16 @@ static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
  * read the first's (build to apply, under the object's stripe). */
 static int crc_stripes(struct kr_tx *tx, uint8_t *stripes)
 {
-	uint64_t seen = 0;
+	uint64_t seen[CRC_LOCKS / 64] = {0};
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (!m->fresh && !m->freed && m->nranges)
-			seen |= 1ull << ((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> 58);
+		if (!m->fresh && !m->freed && m->nranges) {
+			unsigned s = (unsigned)((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> (64 - CRC_LOCK_BITS));
+			seen[s / 64] |= 1ull << (s % 64);
+		}
 	int n = 0;
-	for (int i = 0; i < CRC_LOCKS; i++)
-		if (seen >> i & 1)
-			stripes[n++] = (uint8_t)i;
+	for (int w = 0; w < CRC_LOCKS / 64; w++)
+		for (uint64_t bits = seen[w]; bits; bits &= bits - 1)
+			stripes[n++] = (uint8_t)(w * 64 + __builtin_ctzll(bits));
 	return n;
 }
 
@@ -1341,14 +1356,15 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 	*pp = tx->next_open;
 	/* Before the release: the slot is the lane holder's. */
 	tx_recycle(tx);
-	pool->tx->spare[lane->idx] = tx;
+	pool->tx->spare[lane->idx].tx = tx;
 	kr_log_lane_release(&pool->log, lane);
 }
 
 int kr_tx_shared_new(kr_pool *pool)
 {
-	struct kr_tx_shared *t = kr_calloc(1, sizeof(*t));
-	if (!t || !(t->spare = kr_calloc(pool->log.nlanes, sizeof(*t->spare)))) {
+	struct kr_tx_shared *t = kr_calloc_aligned(_Alignof(struct kr_tx_shared), 1, sizeof(*t));
+	if (!t || !(t->spare = kr_calloc_aligned(_Alignof(struct spare_slot), pool->log.nlanes,
+						  sizeof(*t->spare)))) {
 		free(t);
 		return kr_err_set(KR_E_NOMEM, "%u transaction slots", pool->log.nlanes);
 	}
@@ -1356,7 +1372,7 @@ int kr_tx_shared_new(kr_pool *pool)
 	pthread_mutex_init(&t->root_lock, NULL);
 	pthread_mutex_init(&t->inflight_lock, NULL);
 	for (int i = 0; i < CRC_LOCKS; i++)
-		pthread_mutex_init(&t->crc_locks[i], NULL);
+		pthread_mutex_init(&t->crc_locks[i].m, NULL);
 	kr_vcache_init(&t->vcache);
 	kr_shadow_init(&t->shadow);
 	pool->tx = t;
@@ -1370,15 +1386,15 @@ void kr_tx_shared_free(kr_pool *pool)
 	if (!t)
 		return;
 	for (uint32_t i = 0; i < t->nlanes; i++)
-		if (t->spare[i])
-			tx_free_all(t->spare[i]);
+		if (t->spare[i].tx)
+			tx_free_all(t->spare[i].tx);
 	free(t->spare);
 	kr_vcache_fini(&t->vcache);
 	kr_shadow_fini(&t->shadow);
 	pthread_mutex_destroy(&t->root_lock);
 	pthread_mutex_destroy(&t->inflight_lock);
 	for (int i = 0; i < CRC_LOCKS; i++)
-		pthread_mutex_destroy(&t->crc_locks[i]);
+		pthread_mutex_destroy(&t->crc_locks[i].m);
 	free(t);
 	pool->tx = NULL;
 }
@@ -1792,7 +1808,7 @@ int kr_tx_commit(kr_tx *tx)
 	uint8_t stripes[CRC_LOCKS];
 	int nstripes = crc_stripes(tx, stripes);
 	for (int i = 0; i < nstripes; i++)
-		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]]);
+		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]].m);
 	kr_log_enter(&pool->log, tx->lane);
 	int home = tx_home_mark(tx);
 	if (home)
