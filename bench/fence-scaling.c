@@ -2,14 +2,17 @@
  * fence-scaling.c - the machine's own ceiling for keratin's two-thread goal: how a loop
  * bound by fences scales from one thread to two when the threads share nothing.
  *
- *     fence-scaling [--steps N]
+ *     fence-scaling [--steps N] [--lines L]
  *
- * Each step is what a keratin commit's log write ends with: one non-temporal 8-byte store
- * and one sfence. Each thread writes its own 1 MiB of DRAM (no line is shared), pinned to
- * CPU 0 or CPU 1. Prints, as CSV, the steps per second with one thread and with two, and
- * their ratio: where it is near 2, neither the fence nor the machine stops two keratin
- * threads from scaling, and what does must be state the threads share in software.
- * (docs/BENCHMARKS.md, two threads.) x86-64 only; elsewhere it says so and exits 77.
+ * Each step is what a keratin commit's log write ends with: non-temporal stores and one
+ * sfence. Without --lines a step stores one 8-byte word; with --lines L it stores L whole
+ * lines, the write-back volume of a commit (keratin-bench's flushed_lines column), so that
+ * the ratio is the machine's own ceiling for commits of that size: memory bandwidth, not
+ * the fence, bounds large ones. Each thread writes its own 1 MiB of DRAM (no line is
+ * shared), pinned to CPU 0 or CPU 1. Prints, as CSV, the steps per second with one thread
+ * and with two, and their ratio: where keratin scales below it, what stops two keratin
+ * threads is state they share in software. (docs/BENCHMARKS.md, two threads.) x86-64
+ * only; elsewhere it says so and exits 77.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -26,6 +29,7 @@
 #define SPAN_WORDS (1u << 17) /* 1 MiB of 8-byte words per thread */
 
 static long steps = 5000000;
+static long lines; /* 0: one word per step */
 
 static double now(void)
 {
@@ -46,8 +50,12 @@ static void *run(void *arg)
 		return (void *)1;
 	memset(span, 0, SPAN_WORDS * sizeof(long long)); /* prefaulted */
 	for (long i = 0; i < steps; i++) {
-		/* one word of a new line each step: a line is never written twice in a row */
-		_mm_stream_si64(&span[((unsigned long)i * 8) & (SPAN_WORDS - 1)], i);
+		/* new lines each step: a line is never written twice in a row */
+		if (!lines)
+			_mm_stream_si64(&span[((unsigned long)i * 8) & (SPAN_WORDS - 1)], i);
+		for (long l = 0; l < lines; l++)
+			for (unsigned w = 0; w < 8; w++)
+				_mm_stream_si64(&span[(((unsigned long)(i * lines + l)) * 8 + w) & (SPAN_WORDS - 1)], i);
 		_mm_sfence();
 	}
 	free(span);
@@ -80,8 +88,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps") && i + 1 < argc && atol(argv[i + 1]) > 0) {
 			steps = atol(argv[++i]);
+		} else if (!strcmp(argv[i], "--lines") && i + 1 < argc && atol(argv[i + 1]) > 0) {
+			lines = atol(argv[++i]);
 		} else {
-			fprintf(stderr, "usage: fence-scaling [--steps N]\n");
+			fprintf(stderr, "usage: fence-scaling [--steps N] [--lines L]\n");
 			return 2;
 		}
 	}
