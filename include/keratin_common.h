@@ -143,7 +143,8 @@ struct kr_counters {
 	uint64_t flushed_lines; /* cache lines written back (clwb/clflushopt/clflush, NT) */
 	uint64_t bytes_written; /* bytes stored to persistent memory, all kinds */
 	uint64_t bytes_logged;  /* of those, bytes of redo-log lines (primary + replica) */
-	uint64_t msyncs;        /* msync calls (page-cache mode) */
+	uint64_t msyncs;        /* sync round trips in page-cache mode: msync or fdatasync
+				 * calls, one per fence at most */
 	uint64_t commits;       /* log commits: application transactions, plus the allocator's
 				 * own (formatting a new run, reclaiming empty ones) */
 };

@@ -82,6 +82,11 @@ int kr_msync(void *addr, size_t len, int flags)
 	return fault_now(EIO) ? -1 : msync(addr, len, flags);
 }
 
+int kr_fdatasync(int fd)
+{
+	return fault_now(EIO) ? -1 : fdatasync(fd);
+}
+
 ssize_t kr_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	return fault_now(EIO) ? -1 : pwrite(fd, buf, n, off);
