@@ -181,6 +181,18 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 		pm->mode = ((open_flags & KR_OPEN_FORCE_PMEM) || env_force_pmem())
 				   ? KR_MODE_EMULATED
 				   : KR_MODE_PAGECACHE;
+		/* The page cache may hold a file in large folios (ext4, xfs: up to 2 MiB), and a
+		 * store dirties its whole folio, which the next sync then writes whole: 2-4 MB per
+		 * small commit, measured. Without read-ahead a fault brings one page, in a folio
+		 * of its own. Folios already cached (the file written by write(2) or cp, or by an
+		 * earlier run) would stay large: they are written back and dropped first, so that
+		 * they too come back a page at a time (the open then reads from storage). All of
+		 * it advice: on failure the pool works as before, only slower. */
+		if (pm->mode == KR_MODE_PAGECACHE) {
+			(void)fdatasync(fd);
+			(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+			(void)madvise(p, size, MADV_RANDOM);
+		}
 	}
 	pm->base = p;
 	pm->view = p;
