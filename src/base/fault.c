@@ -87,6 +87,14 @@ int kr_fdatasync(int fd)
 	return fault_now(EIO) ? -1 : fdatasync(fd);
 }
 
+int kr_sync_file_range(int fd, off_t off, off_t n, int wait)
+{
+	unsigned flags = SYNC_FILE_RANGE_WRITE;
+	if (wait)
+		flags |= SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WAIT_AFTER;
+	return fault_now(EIO) ? -1 : sync_file_range(fd, off, n, flags);
+}
+
 ssize_t kr_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	return fault_now(EIO) ? -1 : pwrite(fd, buf, n, off);

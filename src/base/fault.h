@@ -46,6 +46,9 @@ void *kr_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int kr_msync(void *addr, size_t len, int flags);
 /* fdatasync(2) of a pool's file (page-cache mode's fence): EIO. */
 int kr_fdatasync(int fd);
+/* sync_file_range(2) of [off, off+n): starts its write-back, and with wait waits for all of
+ * it to complete (no device flush either way): EIO. */
+int kr_sync_file_range(int fd, off_t off, off_t n, int wait);
 ssize_t kr_pwrite(int fd, const void *buf, size_t n, off_t off);
 /* Returns an error number like posix_fallocate (0 on success). */
 int kr_fallocate(int fd, off_t off, off_t len);

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -129,6 +130,25 @@ static int env_force_pmem(void)
 	return v && v[0] == '1';
 }
 
+/* Whether an msync of any range of the file makes earlier written ranges durable too:
+ * it commits the file's metadata (the journal, or the log) and flushes the device. True of
+ * ext4 and xfs, which write data in place; not of copy-on-write file systems (btrfs), whose
+ * range sync persists the metadata of that range only. tmpfs keeps nothing anyway. */
+static int msync_commits_file(int fd)
+{
+	struct statfs f;
+	if (fstatfs(fd, &f) != 0)
+		return 0;
+	switch ((unsigned long)f.f_type) {
+	case 0xEF53:     /* ext2/3/4 */
+	case 0x58465342: /* xfs */
+	case 0x01021994: /* tmpfs */
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* Prefaults a shared writable mapping (KR_OPEN_PREFAULT), so that no store pays a
  * first-touch fault later: writable where the pool is memory (DAX, or tmpfs standing in for
  * it), readable in page-cache mode (write faults there dirty pages, which would make the
@@ -192,6 +212,7 @@ int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const 
 			(void)fdatasync(fd);
 			(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 			(void)madvise(p, size, MADV_RANDOM);
+			pm->sync_one_trip = msync_commits_file(fd);
 		}
 	}
 	pm->base = p;
@@ -241,8 +262,8 @@ void kr_pm_unmap(struct kr_pm *pm)
 	pm->base = pm->view = NULL;
 }
 
-/* Page-cache mode bookkeeping: remember [addr, addr+n) rounded to pages. */
-static void sync_note(struct kr_pm *pm, const void *addr, size_t n)
+/* Page-cache mode bookkeeping: the thread's ranges are pm's from now on. */
+static void sync_owner(struct kr_pm *pm)
 {
 	if (sync_ranges.pm != pm) {
 		/* A thread switching pools: make the old pool's pages durable now rather than
@@ -251,6 +272,12 @@ static void sync_note(struct kr_pm *pm, const void *addr, size_t n)
 			kr_pm_fence(sync_ranges.pm);
 		sync_ranges.pm = pm;
 	}
+}
+
+/* Page-cache mode bookkeeping: remember [addr, addr+n) rounded to pages. */
+static void sync_note(struct kr_pm *pm, const void *addr, size_t n)
+{
+	sync_owner(pm);
 	uintptr_t ps = 4096;
 	uintptr_t s = (uintptr_t)addr & ~(ps - 1);
 	uintptr_t e = ((uintptr_t)addr + n + ps - 1) & ~(ps - 1);
@@ -276,19 +303,36 @@ static int sync_pending(struct kr_pm *pm)
 	int rc = KR_OK;
 	if (sync_ranges.pm != pm)
 		return KR_OK;
-	if (sync_ranges.n == 1 && !sync_ranges.overflow) {
-		if (kr_msync((void *)sync_ranges.start[0], sync_ranges.end[0] - sync_ranges.start[0],
-			     MS_SYNC) != 0)
-			rc = kr_err_errno(KR_E_IO_SYNC, "msync");
-		counters.msyncs++;
-	} else if (sync_ranges.n > 1 || sync_ranges.overflow) {
-		/* Each msync is a round trip to the device (a cache flush on an SSD); a commit
-		 * touches several ranges (log lane, its replica, the last apply's home lines,
-		 * parity). One fdatasync makes them all durable in one trip, with whatever else
-		 * of the file is dirty: earlier durability is always allowed. */
+	if (sync_ranges.overflow) {
 		if (kr_fdatasync(pm->fd) != 0)
 			rc = kr_err_errno(KR_E_IO_SYNC, "fdatasync of the pool");
 		counters.msyncs++;
+	} else if (sync_ranges.n > 0 && (sync_ranges.n == 1 || pm->sync_one_trip)) {
+		/* Each msync is a round trip to the device (a cache flush on an SSD), and a
+		 * commit writes two ranges at least (its lane, and the replica at the other end
+		 * of the file). Where the file system's msync commits the file's metadata and
+		 * flushes the device whatever range it is given (sync_one_trip), the other
+		 * ranges are written and waited for first, without a flush, and the last msync's
+		 * flush covers them all: one trip. Not fdatasync: that would also write every
+		 * page the applies left to write back lazily (kr_pm_flush_list_lazy). */
+		int last = sync_ranges.n - 1;
+		/* All writes started first, then each waited for: the device sees them at once. */
+		for (int pass = 0; pass < 2; pass++)
+			for (int i = 0; i < last && rc == KR_OK; i++)
+				if (kr_sync_file_range(pm->fd, (off_t)(sync_ranges.start[i] - (uintptr_t)pm->base),
+						       (off_t)(sync_ranges.end[i] - sync_ranges.start[i]), pass) != 0)
+					rc = kr_err_errno(KR_E_IO_SYNC, "sync_file_range");
+		if (rc == KR_OK && kr_msync((void *)sync_ranges.start[last],
+					    sync_ranges.end[last] - sync_ranges.start[last], MS_SYNC) != 0)
+			rc = kr_err_errno(KR_E_IO_SYNC, "msync");
+		counters.msyncs++;
+	} else {
+		for (int i = 0; i < sync_ranges.n; i++) {
+			if (kr_msync((void *)sync_ranges.start[i],
+				     sync_ranges.end[i] - sync_ranges.start[i], MS_SYNC) != 0)
+				rc = kr_err_errno(KR_E_IO_SYNC, "msync");
+			counters.msyncs++;
+		}
 	}
 	sync_ranges.n = 0;
 	sync_ranges.overflow = 0;
@@ -453,6 +497,37 @@ void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl)
 		kr_pm_flush(pm, fl->v[i].addr, fl->v[i].len);
 	fl->n = 0;
 	deferred = saved;
+}
+
+int kr_pm_lazy(const struct kr_pm *pm) { return pm->mode == KR_MODE_PAGECACHE; }
+
+void kr_pm_flush_list_lazy(struct kr_pm *pm, struct kr_flush_list *fl)
+{
+	if (!kr_pm_lazy(pm)) {
+		kr_pm_flush_list(pm, fl);
+		return;
+	}
+	/* The stores are in the page cache already, which is where the kernel writes back
+	 * from: nothing to do until kr_pm_sync_all. */
+	fl->n = 0;
+}
+
+void kr_pm_sync_all_next(struct kr_pm *pm)
+{
+	if (!kr_pm_lazy(pm))
+		return;
+	/* fdatasync writes back every dirty page of the file: to the recorder, a flush of
+	 * the whole pool now (what is stored later is covered by the fence's own flushes, or
+	 * by nothing, which is what the caller's snapshot assumes). */
+	RECORD(flush, pm->base, pm->size);
+	sync_owner(pm);
+	sync_ranges.overflow = 1;
+}
+
+int kr_pm_sync_all(struct kr_pm *pm)
+{
+	kr_pm_sync_all_next(pm);
+	return kr_pm_fence(pm);
 }
 
 void kr_pm_flush_list_free(struct kr_flush_list *fl)

@@ -34,6 +34,7 @@ struct kr_pm {
 	int fd;
 	enum kr_mode mode;
 	int readonly; /* a private copy-on-write view (KR_OPEN_READONLY): nothing reaches the file */
+	int sync_one_trip; /* page-cache mode: a fence's ranges take one device round trip */
 };
 
 /* Maps size bytes of fd and chooses the durability mode (see keratin.h). */
@@ -112,6 +113,17 @@ struct kr_flush_list {
 void kr_pm_defer_flushes(struct kr_flush_list *fl);
 void kr_pm_flush_list(struct kr_pm *pm, struct kr_flush_list *fl);
 void kr_pm_flush_list_free(struct kr_flush_list *fl);
+
+/* Lazy write-back. In page-cache mode the recorded ranges are already in the page cache:
+ * kr_pm_flush_list_lazy forgets them, and they are durable after the next kr_pm_sync_all
+ * (of any thread: the page cache is the file's), or earlier whenever the kernel writes them
+ * back; the fences in between sync only what was flushed otherwise. Elsewhere (persistent
+ * memory) it is kr_pm_flush_list and kr_pm_sync_all is kr_pm_fence. kr_pm_lazy tells which. */
+int kr_pm_lazy(const struct kr_pm *pm);
+void kr_pm_flush_list_lazy(struct kr_pm *pm, struct kr_flush_list *fl);
+int kr_pm_sync_all(struct kr_pm *pm);
+/* kr_pm_sync_all without its fence: the calling thread's next fence is the sync. */
+void kr_pm_sync_all_next(struct kr_pm *pm);
 
 /* Accounting only: n of the bytes just written were redo-log bytes; one commit done. */
 void kr_pm_count_logged(size_t n);
