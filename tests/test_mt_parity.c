@@ -406,7 +406,7 @@ static int crashcheck_main(const char *image)
 {
 	kr_pool *pool;
 	/* One pass over the mapping beats a fault per page (the deep check reads it all). */
-	if (kr_pool_open(image, KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT, &pool) != KR_OK) {
+	if (kr_pool_open(image, tu_map_flags() | KR_OPEN_PREFAULT, &pool) != KR_OK) {
 		fprintf(stderr, "crashcheck: %s does not open: %s\n", image, kr_errmsg());
 		return 1;
 	}

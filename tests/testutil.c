@@ -256,6 +256,12 @@ unsigned tu_protection(void)
 	return KR_PROTECT_FULL;
 }
 
+unsigned tu_map_flags(void)
+{
+	const char *v = getenv("KR_TEST_PAGECACHE");
+	return v && v[0] == '1' ? 0 : KR_OPEN_FORCE_PMEM;
+}
+
 int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
 	      kr_pool **pool)
 {
@@ -264,7 +270,7 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 		.rows = rows,
 		.nlanes = nlanes,
 		.lane_kib = lane_kib,
-		.flags = KR_OPEN_FORCE_PMEM,
+		.flags = tu_map_flags(),
 		.protection = tu_protection(),
 	};
 	return kr_pool_create(path, &o, pool);
@@ -272,7 +278,7 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 
 int tu_open(const char *path, kr_pool **pool)
 {
-	return kr_pool_open(path, KR_OPEN_FORCE_PMEM, pool);
+	return kr_pool_open(path, tu_map_flags(), pool);
 }
 
 kr_oid tu_alloc_zeros(kr_pool *pool, size_t size)

@@ -117,11 +117,14 @@ void tu_cleanup_paths(void);
 
 /* The protection level KR_TEST_PROTECTION names (none, ml, mlp, full; default full). */
 unsigned tu_protection(void);
-/* kr_pool_create with KR_OPEN_FORCE_PMEM, the given geometry (0 = library default) and the
+/* KR_OPEN_FORCE_PMEM, or 0 with KR_TEST_PAGECACHE=1: pools then run in page-cache mode
+ * (each fence an msync or fdatasync, homes written back lazily), tmpfs included. */
+unsigned tu_map_flags(void);
+/* kr_pool_create with tu_map_flags(), the given geometry (0 = library default) and the
  * protection level of tu_protection(). */
 int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, uint32_t lane_kib,
 	      kr_pool **pool);
-/* kr_pool_open with KR_OPEN_FORCE_PMEM. */
+/* kr_pool_open with tu_map_flags(). */
 int tu_open(const char *path, kr_pool **pool);
 /* One transaction allocating size bytes of type 7; fails the test unless the new object
  * reads as zeros (free space that held data must not show through). */

@@ -62,6 +62,16 @@
  *      use until durable_seq passes its transaction's CANCEL, so that every segment a
  *      replayable SPILL record names still holds its lines.
  *
+ *   9. Lazy homes (page-cache mode, where a fence is a trip to the storage device). A
+ *      commit's fence syncs its log lines, not its apply: the apply's stores stay in the
+ *      page cache (kr_pm_flush_list_lazy). A lane's pending_seq is then its OLDEST
+ *      applied transaction whose home may not be durable, and only a checkpoint
+ *      (log_checkpoint: one sync of the whole file, by any thread, since the page cache is
+ *      shared) moves it up: past every transaction applied before the sync began. So
+ *      invariant 2 holds with "its apply synced by a checkpoint" for "fenced by the thread
+ *      that flushed it", and no adoption is needed. Checkpoints run when a lane is half
+ *      full, so a commit costs one round trip and one lane's worth of commits one more.
+ *
  *   Spilled undo. An in-place transaction's undo entries go to a spill segment (a heap
  *   block named by a SPILL record in the lane, or in the segment before it) when they
  *   would leave less than a quarter of the lane free (kr_log_undo_fits): the rest is for
@@ -382,6 +392,7 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
 	log->spill = g->spill;
+	log->lazy = kr_pm_lazy(pm);
 	pthread_mutex_init(&log->d_lock, NULL);
 	log->lanes = kr_calloc_aligned(_Alignof(struct kr_lane), g->nlanes, sizeof(struct kr_lane));
 	if (!log->lanes)
@@ -399,7 +410,9 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 		/* A transaction takes at least one line, so a lane holds at most lane_lines. */
 		l->fifo_seq = kr_malloc(sizeof(uint64_t) * log->lane_lines);
 		l->fifo_nlines = kr_malloc(sizeof(uint32_t) * log->lane_lines);
-		if (!l->fifo_seq || !l->fifo_nlines) {
+		if (log->lazy)
+			l->ckpt_upto = kr_calloc(g->nlanes, sizeof(uint64_t));
+		if (!l->fifo_seq || !l->fifo_nlines || (log->lazy && !l->ckpt_upto)) {
 			kr_log_fini(log);
 			return kr_err_set(KR_E_NOMEM, "lane tables");
 		}
@@ -414,6 +427,7 @@ void kr_log_fini(struct kr_log *log)
 	for (uint32_t i = 0; i < log->nlanes; i++) {
 		free(log->lanes[i].fifo_seq);
 		free(log->lanes[i].fifo_nlines);
+		free(log->lanes[i].ckpt_upto);
 		kr_pm_flush_list_free(&log->lanes[i].deferred);
 		pthread_mutex_destroy(&log->lanes[i].lock);
 		pthread_mutex_destroy(&log->lanes[i].st_lock);
@@ -556,6 +570,10 @@ uint8_t *kr_log_lane_read_stream(const struct kr_log_cacheline *lines, uint32_t 
  * next fence makes them durable (invariant 3). Caller holds l->st_lock. */
 static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 {
+	if (log->lazy) { /* a checkpoint's sync covers every thread's applies (invariant 9) */
+		l->pending_tid = self_tid();
+		return KR_OK;
+	}
 	uint8_t *s = kr_log_lane_read_stream(l->pending_lines, l->pending_ring, l->pending_first, l->pending_nlines);
 	if (!s)
 		return kr_err_set(KR_E_NOMEM, "adopting lane %u", l->idx);
@@ -566,12 +584,58 @@ static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 	return KR_OK;
 }
 
+/* Lazy homes (invariant 9): one sync of the whole file makes every apply that ended before
+ * it durable; each lane's pending_seq then moves past the transactions it applied before
+ * the sync began (to 0 if none came after). A lane holding an intent or undo keeps its
+ * hold (invariants 6, 7). */
+static void ckpt_snapshot(struct kr_log *log, uint64_t *upto)
+{
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		upto[i] = atomic_load(&log->lanes[i].applied_seq);
+}
+
+/* After a sync of the whole file that began after ckpt_snapshot(upto). */
+static void ckpt_advance(struct kr_log *log, const uint64_t *upto)
+{
+	for (uint32_t i = 0; i < log->nlanes; i++) {
+		struct kr_lane *l = &log->lanes[i];
+		pthread_mutex_lock(&l->st_lock);
+		uint64_t p = atomic_load(&l->pending_seq);
+		if (p && !l->intent_open) {
+			/* Sequence numbers grow along a lane: whatever it applied after the
+			 * snapshot is above upto[i]. */
+			uint64_t np = 0;
+			if (atomic_load(&l->applied_seq) > upto[i])
+				np = p > upto[i] + 1 ? p : upto[i] + 1;
+			atomic_store(&l->pending_seq, np);
+		}
+		pthread_mutex_unlock(&l->st_lock);
+	}
+}
+
+static int log_checkpoint(struct kr_log *log)
+{
+	uint64_t upto[log->nlanes];
+	ckpt_snapshot(log, upto);
+	int rc = kr_pm_sync_all(log->pm);
+	if (rc == KR_OK)
+		ckpt_advance(log, upto);
+	return rc;
+}
+
 /* Makes every lane's applied transactions durable through this thread, then moves
  * durable_seq as far as it can go. Costs two fences; used only under log pressure, by
  * kr_log_sync and at close. Lanes that are mid-commit are left alone (they advance by
  * themselves). */
 static int log_force_durable(struct kr_log *log)
 {
+	if (log->lazy) {
+		int rc = log_checkpoint(log);
+		uint64_t d = rc ? 0 : log_advance_durable(log);
+		if (rc == KR_OK && (rc = kr_pm_fence(log->pm)) == KR_OK && d)
+			log_publish_durable(log, d);
+		return rc;
+	}
 	uint64_t adopted[log->nlanes];
 	for (uint32_t i = 0; i < log->nlanes; i++) {
 		struct kr_lane *l = &log->lanes[i];
@@ -688,8 +752,16 @@ static void lane_trim(struct kr_log *log, struct kr_lane *l)
 static int lane_make_room(struct kr_log *log, struct kr_lane *l, uint32_t need)
 {
 	lane_trim(log, l);
-	if (l->used + need > log->lane_lines / 2 && !l->d_publish)
+	if (l->used + need > log->lane_lines / 2 && !l->d_publish) {
 		l->d_publish = log_advance_durable(log); /* persisted by this commit's fence */
+		if (log->lazy && !l->d_publish && !l->ckpt_armed) {
+			/* Invariant 9: durable_seq cannot move until the applies are synced. This
+			 * commit's fence is that sync; a later commit of the lane moves it. */
+			ckpt_snapshot(log, l->ckpt_upto);
+			kr_pm_sync_all_next(log->pm);
+			l->ckpt_armed = 1;
+		}
+	}
 	for (int spins = 0; l->used + need > log->lane_lines; spins++) {
 		/* Our own open intent holds durable_seq below it, for every lane, and another
 		 * thread's lane may be waiting on it while we wait on that thread's intent. By
@@ -817,8 +889,9 @@ static int log_write(struct kr_log *log, struct kr_lane *l, struct kr_img *img, 
 	lane_write_lines(log, t, t->lines, first, img->buf, nlines, seq);
 	if (t->replica)
 		lane_write_lines(log, t, t->replica, first, img->buf, nlines, seq);
-	/* The previous apply on this lane, so that this fence makes it durable too. */
-	kr_pm_flush_list(log->pm, &l->deferred);
+	/* The previous apply on this lane, so that this fence makes it durable too; with lazy
+	 * homes, left for the next checkpoint (invariant 9). */
+	kr_pm_flush_list_lazy(log->pm, &l->deferred);
 	kr_pm_count_logged((size_t)nlines * KR_LINE_SIZE * (t->replica ? 2 : 1));
 
 	/* 5. THE fence: orders the log lines (and this thread's earlier applies, the durable_seq
@@ -828,6 +901,11 @@ static int log_write(struct kr_log *log, struct kr_lane *l, struct kr_img *img, 
 	if (l->d_publish) {
 		log_publish_durable(log, l->d_publish);
 		l->d_publish = 0;
+	}
+	if (l->ckpt_armed) { /* that fence was a checkpoint's sync (lane_make_room) */
+		if (rc == KR_OK)
+			ckpt_advance(log, l->ckpt_upto);
+		l->ckpt_armed = 0;
 	}
 	*seq_out = seq;
 	kr_pm_count_commit();
@@ -931,6 +1009,9 @@ int kr_log_commit(struct kr_log *log, struct kr_lane *l, struct kr_img *img, uin
 static void lane_set_pending(struct kr_lane *l, uint64_t seq, uint8_t intent_open)
 {
 	pthread_mutex_lock(&l->st_lock);
+	uint64_t old = atomic_load(&l->pending_seq);
+	if (l->log->lazy && old && old < seq) /* the oldest not yet synced (invariant 9) */
+		seq = old;
 	atomic_store(&l->pending_seq, seq);
 	l->pending_tid = self_tid();
 	l->intent_open = intent_open;
@@ -956,6 +1037,9 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *i
 
 void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 {
+	(void)log;
+	/* Set before pending_seq: a checkpoint that reads it finds the apply's stores done. */
+	atomic_store(&l->applied_seq, seq);
 	lane_set_pending(l, seq, 0);
 }
 

@@ -68,6 +68,10 @@ struct kr_lane {
 	uint32_t *fifo_nlines;
 	uint32_t fifo_first, fifo_count;
 	uint64_t d_publish; /* durable_seq written but not yet fenced by this holder */
+	/* Lazy homes: this commit's fence is a checkpoint's sync (log_write), which then moves
+	 * the lanes' pending_seq past what they had applied at ckpt_upto (one per lane). */
+	uint8_t ckpt_armed;
+	uint64_t *ckpt_upto;
 	/* The last apply's write-backs, issued just before the lane's next commit fence
 	 * (pmem.h, deferred write-back); adoption re-flushes from the lines instead. */
 	struct kr_flush_list deferred;
@@ -79,7 +83,9 @@ struct kr_lane {
 	/* Shared with other threads (durable-seq computation and adoption). */
 	pthread_mutex_t st_lock;       /* guards the fields below for adoption */
 	_Atomic uint64_t inflight_seq; /* seq being committed/applied, KR_SEQ_RESERVING, or 0 */
-	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0 */
+	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0; with
+					* lazy homes the oldest such (log_checkpoint) */
+	_Atomic uint64_t applied_seq;  /* lazy homes: the last txn applied on this lane */
 	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
 	/* Where the pending transaction's lines sit: the lane's ring, or a spill segment's. */
 	const struct kr_log_cacheline *pending_lines;
@@ -132,6 +138,9 @@ struct kr_log {
 	/* Record targets recovery accepts: [lo, hi) ranges of the pool. */
 	uint64_t valid_lo[3], valid_hi[3];
 	int spill; /* the pool has LOG_SPILL: undo may continue in spill segments */
+	/* Page-cache mode (kr_pm_lazy): applies write home lazily, made durable together by a
+	 * checkpoint's sync of the whole file, not by the next commit's fence (invariant 9). */
+	int lazy;
 
 	pthread_mutex_t d_lock; /* serialises writes of durable_seq */
 	uint64_t d_written;     /* last durable_seq stored (maybe not yet fenced) */
