@@ -316,9 +316,10 @@ static int sync_pending(struct kr_pm *pm)
 		 * flush covers them all: one trip. Not fdatasync: that would also write every
 		 * page the applies left to write back lazily (kr_pm_flush_list_lazy). */
 		int last = sync_ranges.n - 1;
-		/* All writes started first, then each waited for: the device sees them at once. */
+		/* Every write started first (the last's too), then each waited for: the device
+		 * sees them at once. */
 		for (int pass = 0; pass < 2; pass++)
-			for (int i = 0; i < last && rc == KR_OK; i++)
+			for (int i = 0; i < (pass ? last : last + 1) && rc == KR_OK; i++)
 				if (kr_sync_file_range(pm->fd, (off_t)(sync_ranges.start[i] - (uintptr_t)pm->base),
 						       (off_t)(sync_ranges.end[i] - sync_ranges.start[i]), pass) != 0)
 					rc = kr_err_errno(KR_E_IO_SYNC, "sync_file_range");
