@@ -27,7 +27,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers bench-fuse bench-gluster fuzz torture install clean
+.PHONY: all deps build demo check check-fast check-asan check-tsan check-fuzz bench bench-checkers bench-fuse bench-files bench-gluster fuzz torture install clean
 
 all: build
 
@@ -85,6 +85,7 @@ bench: build
 	@python3 bench/compat-bench.py --build build $(COMPAT_BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-checkers
 	@$(MAKE) --no-print-directory bench-fuse
+	@$(MAKE) --no-print-directory bench-files
 
 # The checkers' costs alone (each says SKIP where its checker is not built).
 # PMSAN_BENCH_ARGS, e.g. "--keys 20000 --rounds 1", for a shorter run.
@@ -92,6 +93,11 @@ bench-checkers: build
 	@if [ -x build/bin/keratin-pmsan-cc ]; then bench/pmsan-bench.sh $(PMSAN_BENCH_ARGS) --out docs/bench build; \
 		else echo "SKIP: pmsan is not built (needs LLVM 14 and clang-14)"; fi
 	@python3 tests/check/static/pmdk_examples.py build/tools/keratin-pmscan --bench || [ $$? -eq 77 ]
+
+# Durable key-value commits on an ordinary file system (/var/tmp, or KV_DIR): keratin's
+# page-cache mode against LMDB and SQLite in WAL mode (docs/BENCHMARKS.md, ordinary files).
+bench-files: build
+	@python3 bench/kv-files.py --build build --dir $(or $(KV_DIR),/var/tmp) || [ $$? -eq 77 ]
 
 # keratin-fs mounted with FUSE against tmpfs, ext4 and passthrough_ll (QUICK=1: a smoke run).
 bench-fuse: build

@@ -17,13 +17,15 @@ set -euo pipefail
 # libfuse3-dev and fuse3 for keratin fs mount (FUSE low-level API; fusermount3; its
 # passthrough_ll example is the FUSE benchmark's peer), liburing-dev for its -o uring. The FUSE benchmark (bench/fuse-bench.sh,
 # smoke-run by make check) also drives fio and sqlite3 and makes an ext4 peer (e2fsprogs).
+# liblmdb-dev and libsqlite3-dev: the peers of bench/kv-files (durable key-value commits on
+# an ordinary file system: keratin's page-cache mode against LMDB and SQLite in WAL mode).
 # glusterfs-server and glusterfs-client for the cluster test (keratin-fs as the bricks of a
 # GlusterFS volume, tests/gluster/), with attr (setfattr) and iproute2 (ip) that it uses;
 # git for its clone.
 pkgs=(build-essential cmake pkg-config libisal-dev clang libclang-rt-14-dev
 	libpmemobj-dev python3 clang-14 llvm-14-dev libclang-14-dev libpmemlog-dev libpmemblk-dev
 	libuv1-dev libfuse-dev
-	libfuse3-dev fuse3 liburing-dev fio sqlite3 e2fsprogs
+	libfuse3-dev fuse3 liburing-dev fio sqlite3 e2fsprogs liblmdb-dev libsqlite3-dev
 	glusterfs-server glusterfs-client attr iproute2 git)
 if [ "${1:-}" = "--bench" ]; then
 	pkgs+=(gnuplot-nox) # the report's plots
