@@ -86,6 +86,11 @@ static long long worst_update(kr_pool *pool, const kr_oid *oids, unsigned n)
 	return worst;
 }
 
+static char path[256];
+
+/* A failed assertion exits: the 64 MiB pool must not stay behind in /var/tmp. */
+static void remove_pool(void) { unlink(path); }
+
 int main(void)
 {
 	const char *dir = getenv("KR_PAGECACHE_DIR") ? getenv("KR_PAGECACHE_DIR") : "/var/tmp";
@@ -94,9 +99,9 @@ int main(void)
 		printf("test_pagecache: SKIP: %s is not an ordinary file system with I/O accounting\n", dir);
 		return 0;
 	}
-	char path[256];
 	snprintf(path, sizeof(path), "%s/kr-pagecache-%d.pool", dir, (int)getpid());
 	unlink(path);
+	atexit(remove_pool);
 	kr_pool *pool;
 	struct kr_create_opts co = {.struct_size = sizeof(co), .size = 64ull << 20, .flags = KR_OPEN_PREFAULT};
 	TU_OK(kr_pool_create(path, &co, &pool));
@@ -126,6 +131,5 @@ int main(void)
 	TU_ASSERT(reopened <= MAX_DIRTY, "after a reopen, a 64-byte update dirtied %lld bytes, more than %u",
 		  reopened, MAX_DIRTY);
 	TU_OK(kr_pool_close(pool));
-	unlink(path);
 	return 0;
 }
