@@ -174,9 +174,9 @@ int main(void)
 
 	/* Page-cache mode: the same pool opened without KR_OPEN_FORCE_PMEM (tmpfs has no
 	 * MAP_SYNC). Every commit's fence syncs the pages the thread flushed before the commit
-	 * returns, in one round trip however many ranges it flushed (log lane, replica, the
-	 * last apply's home lines, parity): a small commit is one fence and one sync. Checks
-	 * invariant pmem.c 3 */
+	 * returns, in one round trip however many ranges it flushed (its lane and the replica
+	 * at the other end of the file): a small commit is one fence and one sync. This
+	 * checks invariant pmem.c 3 */
 	TU_OK(kr_pool_open(path, 0, &pool));
 	struct kr_pool_stat st;
 	TU_OK(kr_pool_stat(pool, &st));
