@@ -62,7 +62,7 @@ void *kr_calloc_aligned(size_t align, size_t n, size_t size)
 	COUNT_ALLOC();
 	void *p = NULL;
 	if (fault_now(ENOMEM) || (size && n > SIZE_MAX / size) ||
-	    posix_memalign(&p, align, n * size ? n * size : align) != 0)
+	    posix_memalign(&p, align, n * size != 0 ? n * size : align) != 0)
 		return NULL;
 	memset(p, 0, n * size);
 	return p;
