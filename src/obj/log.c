@@ -600,6 +600,8 @@ static void ckpt_advance(struct kr_log *log, const uint64_t *upto)
 	for (uint32_t i = 0; i < log->nlanes; i++) {
 		struct kr_lane *l = &log->lanes[i];
 		pthread_mutex_lock(&l->st_lock);
+		if (upto[i] > l->synced_upto)
+			l->synced_upto = upto[i];
 		uint64_t p = atomic_load(&l->pending_seq);
 		if (p && !l->intent_open) {
 			/* Sequence numbers grow along a lane: whatever it applied after the
@@ -1035,12 +1037,27 @@ int kr_log_commit_intent(struct kr_log *log, struct kr_lane *l, struct kr_img *i
 	return rc;
 }
 
+/* Invariant 9, checked by the holder after an apply: pending_seq is at or below every
+ * transaction of the lane applied since its last checkpoint (the lane's fifo holds them). */
+static inline int lazy_pending_ok(struct kr_log *log, struct kr_lane *l, uint64_t seq)
+{
+	pthread_mutex_lock(&l->st_lock);
+	uint64_t p = atomic_load(&l->pending_seq), floor = l->synced_upto;
+	pthread_mutex_unlock(&l->st_lock);
+	for (uint32_t k = 0; k < l->fifo_count; k++) {
+		uint64_t s = l->fifo_seq[(l->fifo_first + k) % log->lane_lines];
+		if (s > floor && s <= seq && (p == 0 || p > s))
+			return 0;
+	}
+	return 1;
+}
+
 void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 {
-	(void)log;
 	/* Set before pending_seq: a checkpoint that reads it finds the apply's stores done. */
 	atomic_store(&l->applied_seq, seq);
 	lane_set_pending(l, seq, 0);
+	KR_INVARIANT("log.c", 9, !log->lazy || lazy_pending_ok(log, l, seq));
 }
 
 /* An undo entry is an ordinary transaction (recovery replays it: the old bytes come back),

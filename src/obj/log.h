@@ -86,6 +86,7 @@ struct kr_lane {
 	_Atomic uint64_t pending_seq;  /* last applied txn, maybe not yet durable, or 0; with
 					* lazy homes the oldest such (log_checkpoint) */
 	_Atomic uint64_t applied_seq;  /* lazy homes: the last txn applied on this lane */
+	uint64_t synced_upto;          /* lazy homes: its txns up to this one are synced home */
 	uint64_t pending_tid;          /* thread whose next fence makes pending durable */
 	/* Where the pending transaction's lines sit: the lane's ring, or a spill segment's. */
 	const struct kr_log_cacheline *pending_lines;
