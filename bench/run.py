@@ -1078,7 +1078,7 @@ def pmsan_section(w, outdir):
     w(open(path).read().strip() + "\n")
 
 
-KV_FILES_MISSES = ("Where keratin misses, from the counts beside the cells: a new value of 4 KiB goes home directly, behind an intent record that must be durable first, so an insert of one costs about 2 syncs and of ten about 3.5, where the peers spend 1; and a commit of ten 4 KiB updates logs its 40 KiB twice (lane and replica: 6.5 bytes dirtied per value byte against SQLite's 4.0), where SQLite appends them once to its WAL. Small values cost keratin one sync per commit and fewer dirtied bytes than either peer: the log carries only the changed bytes, and the homes go to storage in batches, once per half lane (the p99 column of docs/bench/kv-files.csv shows those batches).")
+KV_FILES_MISSES = ("Where keratin misses, from the counts beside the cells: a commit of ten new 4 KiB values also commits new allocator runs (about seven such values fill a 32 KiB chunk), one sync each, 2.5 syncs per commit where the peers spend 1; and updates of 1 KiB and more log their bytes twice (lane and replica: 6.5 bytes dirtied per value byte at 4 KiB against SQLite's 4.0), where SQLite appends them once to its WAL, so SQLite's single sync writes less. Small values cost keratin one sync per commit and fewer dirtied bytes than either peer: the log carries only the changed bytes, and the homes go to storage in batches, once per half lane (the p99 column of docs/bench/kv-files.csv shows those batches).")
 
 
 def kv_files_section(w, outdir):
