@@ -177,21 +177,30 @@ static size_t img_crc_end(const struct kr_img *img)
 	return img->crc_end < FIRST_SZ ? FIRST_SZ : img->crc_end;
 }
 
-int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc)
+int kr_img_data_copy_after(struct kr_img *img, uint64_t off, const void *head, uint32_t hlen,
+			   const void *src, uint32_t len, uint32_t *crc)
 {
 	int known = img_crc_end(img) == (img->len < FIRST_SZ ? FIRST_SZ : img->len);
-	uint8_t *d = kr_img_data(img, off, len);
+	uint8_t *d = kr_img_data(img, off, hlen + len);
 	if (!d)
 		return kr_errcode();
-	*crc = kr_crc32c_copy_extend(0, d, src, len);
-	if (known) { /* the record's header, its bytes, their zero padding */
+	if (hlen)
+		memcpy(d, head, hlen);
+	*crc = kr_crc32c_copy_extend(0, d + hlen, src, len);
+	if (known) { /* the record's header, head, the bytes, their zero padding */
 		uint32_t c = kr_crc32c_extend(img->crc_part, d - sizeof(struct kr_rec_hdr),
-					      sizeof(struct kr_rec_hdr));
+					      sizeof(struct kr_rec_hdr) + hlen);
 		c = kr_crc32c_combine(c, *crc, len);
-		img->crc_part = len % 8 ? kr_crc32c_extend(c, d + len, pad8(len) - len) : c;
+		uint32_t n = hlen + len;
+		img->crc_part = n % 8 ? kr_crc32c_extend(c, d + n, pad8(n) - n) : c;
 		img->crc_end = img->len;
 	}
 	return KR_OK;
+}
+
+int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc)
+{
+	return kr_img_data_copy_after(img, off, NULL, 0, src, len, crc);
 }
 
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask)

@@ -46,6 +46,10 @@ void *kr_img_data(struct kr_img *img, uint64_t off, uint32_t len);
 /* Append a DATA record holding a copy of src, checksummed on the way: *crc is kr_crc32c of
  * the len bytes. KR_OK or KR_E_NOMEM. */
 int kr_img_data_copy(struct kr_img *img, uint64_t off, const void *src, uint32_t len, uint32_t *crc);
+/* The same record with hlen bytes of head in front of the copy (at off; the copy at
+ * off + hlen): bytes that precede a range at home share its record. *crc covers src only. */
+int kr_img_data_copy_after(struct kr_img *img, uint64_t off, const void *head, uint32_t hlen,
+			   const void *src, uint32_t len, uint32_t *crc);
 int kr_img_bits(struct kr_img *img, unsigned kind, uint64_t off, uint64_t mask);
 /* Append an intent record for [off, off+len) (no data). */
 int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len);

@@ -1642,32 +1642,35 @@ static int tx_commit_intents(struct kr_tx *tx)
 	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img);
 }
 
-/* The checksum of a changed object, patched for its changed ranges only: for each range,
- * CRC of (old ^ new) shifted past the bytes after it (csum.c). One DATA record for the
- * header's crc field. new_crc: kr_crc32c of the range's new bytes when there is one. */
-static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
+/* The new checksum of a changed object, patched for its changed ranges only: for each
+ * range, CRC of (old ^ new) shifted past the bytes after it (csum.c). new_crc: kr_crc32c of
+ * the range's new bytes when there is one range, the whole object. */
+static uint32_t object_new_crc(struct kr_tx *tx, const struct mbuf *m, uint32_t new_crc)
 {
 	kr_pool *pool = tx->pool;
 	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
 	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size)
+		return kr_obj_crc_combine(hdr, new_crc); /* the old bytes need not be read */
 	uint32_t crc = hdr->crc;
-	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size) {
-		/* The whole object rewritten: its new bytes were checksummed as they were logged,
-		 * and the old ones need not be read. */
-		crc = kr_obj_crc_combine(hdr, new_crc);
-	} else {
-		for (uint32_t i = 0; i < m->nranges; i++) {
-			const struct range *r = &m->ranges[i];
-			crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start,
-						r->end - r->start, m->size - r->end);
-		}
+	for (uint32_t i = 0; i < m->nranges; i++) {
+		const struct range *r = &m->ranges[i];
+		crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start, r->end - r->start,
+					m->size - r->end);
 	}
+	return crc;
+}
+
+/* The checksum's own DATA record, for the header's crc field. */
+static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
+{
 	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
 	if (!d)
 		return kr_errcode();
-	*d = crc;
+	*d = object_new_crc(tx, m, new_crc);
 	return KR_OK;
 }
+
 
 /* The checksum of an object with declared stores (kr_tx_add_stored): patched for them from
  * the DRAM copy's old bytes, or recomputed over the object as it will be (home, which holds
@@ -1709,6 +1712,44 @@ static int tx_add_stored_crc(struct kr_tx *tx, struct mbuf *m)
 	return KR_OK;
 }
 
+/* The crc field is the header's last word, just before the payload: a first range at offset
+ * 0 takes it into its own record, which saves the checksum a record of its own (24 bytes:
+ * a 64-byte overwrite's entry fits 2 log lines instead of 3, in each copy). Up to this range
+ * size, where a line matters and the checksum's extra pass over a whole rewrite is short. */
+#define CRC_MERGE_MAX 1024
+_Static_assert(offsetof(struct kr_obj_hdr, crc) + sizeof(uint32_t) == sizeof(struct kr_obj_hdr),
+	       "the crc field ends where the payload begins");
+
+static int crc_merged(const kr_pool *pool, const struct mbuf *m)
+{
+	return feat(pool, KR_FEAT_RO_OBJ_CSUM) && !m->crc_own && m->nranges && m->ranges[0].start == 0 &&
+	       m->ranges[0].end <= CRC_MERGE_MAX;
+}
+
+/* The redo records of an existing object's changed ranges, and of its checksum. Each range
+ * is checksummed as it is copied: the log's CRC of the image and, for a whole rewrite, the
+ * object's new checksum come from that pass. */
+static int tx_add_ranges(struct kr_tx *tx, struct mbuf *m)
+{
+	kr_pool *pool = tx->pool;
+	uint32_t crc = 0, i = 0;
+	int rc = KR_OK;
+	if (crc_merged(pool, m)) {
+		uint32_t len = (uint32_t)m->ranges[0].end;
+		uint32_t obj = object_new_crc(tx, m, m->nranges == 1 && len == m->size ? kr_crc32c(m->buf, len) : 0);
+		rc = kr_img_data_copy_after(&tx->img, m->oid - sizeof(obj), &obj, sizeof(obj), m->buf, len, &crc);
+		i = 1;
+	}
+	for (; i < m->nranges && rc == KR_OK; i++) {
+		const struct range *r = &m->ranges[i];
+		rc = kr_img_data_copy(&tx->img, m->oid + r->start, m->buf + r->start, (uint32_t)(r->end - r->start),
+				      &crc);
+	}
+	if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM) && !crc_merged(pool, m))
+		rc = m->crc_own ? tx_add_stored_crc(tx, m) : tx_add_object_crc(tx, m, crc);
+	return rc;
+}
+
 static int tx_build_image(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -1728,16 +1769,7 @@ static int tx_build_image(struct kr_tx *tx)
 		}
 		if (m->home) /* committed at home (tx_home_write) */
 			continue;
-		/* Each range is checksummed as it is copied: the log's CRC of the image and, for
-		 * a whole rewrite, the object's new checksum come from that pass. */
-		uint32_t crc = 0;
-		for (uint32_t i = 0; i < m->nranges && rc == KR_OK; i++) {
-			const struct range *r = &m->ranges[i];
-			rc = kr_img_data_copy(&tx->img, m->oid + r->start, m->buf + r->start,
-					      (uint32_t)(r->end - r->start), &crc);
-		}
-		if (rc == KR_OK && m->nranges && feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			rc = m->crc_own ? tx_add_stored_crc(tx, m) : tx_add_object_crc(tx, m, crc);
+		rc = tx_add_ranges(tx, m);
 	}
 	if (rc == KR_OK && tx->root_oid) {
 		struct kr_root_line rl = {.root_oid = tx->root_oid, .root_size = tx->root_size};
