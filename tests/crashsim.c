@@ -99,7 +99,7 @@ void crashsim_opts_init(struct crashsim_opts *o)
 		.random_images = 2,
 		.seed = 1,
 		.jobs = 2,
-		.open_flags = KR_OPEN_FORCE_PMEM,
+		.open_flags = tu_map_flags(),
 		.dir = tu_pool_dir(),
 		.keep_failed = keep && *keep && *keep != '0',
 		.child_timeout = 120,

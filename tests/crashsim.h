@@ -72,7 +72,7 @@ struct crashsim_opts {
 	unsigned random_images; /* R: random images per fence (default 2) */
 	uint64_t seed;          /* seed of the random images */
 	unsigned jobs;          /* checking children alive at once (default 2) */
-	unsigned open_flags;    /* flags for kr_pool_open of images (default FORCE_PMEM) */
+	unsigned open_flags;    /* flags for kr_pool_open of images (default tu_map_flags()) */
 	const char *dir;        /* where image files go (default tu_pool_dir()) */
 	bool keep_failed;       /* keep failing images (and their pre-recovery copy) */
 	unsigned child_timeout; /* seconds before a hung child is killed (default 120) */

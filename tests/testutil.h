@@ -118,7 +118,7 @@ void tu_cleanup_paths(void);
 /* The protection level KR_TEST_PROTECTION names (none, ml, mlp, full; default full). */
 unsigned tu_protection(void);
 /* KR_OPEN_FORCE_PMEM, or 0 with KR_TEST_PAGECACHE=1: pools then run in page-cache mode
- * (each fence an msync or fdatasync, homes written back lazily), tmpfs included. */
+ * (each fence a sync of what it flushed, homes written back lazily), tmpfs included. */
 unsigned tu_map_flags(void);
 /* kr_pool_create with tu_map_flags(), the given geometry (0 = library default) and the
  * protection level of tu_protection(). */

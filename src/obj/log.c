@@ -593,10 +593,7 @@ static int lane_adopt_locked(struct kr_log *log, struct kr_lane *l)
 	return KR_OK;
 }
 
-/* Lazy homes (invariant 9): one sync of the whole file makes every apply that ended before
- * it durable; each lane's pending_seq then moves past the transactions it applied before
- * the sync began (to 0 if none came after). A lane holding an intent or undo keeps its
- * hold (invariants 6, 7). */
+/* What each lane had applied before a checkpoint's sync begins. */
 static void ckpt_snapshot(struct kr_log *log, uint64_t *upto)
 {
 	for (uint32_t i = 0; i < log->nlanes; i++)
@@ -624,6 +621,10 @@ static void ckpt_advance(struct kr_log *log, const uint64_t *upto)
 	}
 }
 
+/* Lazy homes (invariant 9): one sync of the whole file makes every apply that ended before
+ * it durable; each lane's pending_seq then moves past the transactions it applied before
+ * the sync began (to 0 if none came after). A lane holding an intent or undo keeps its
+ * hold (invariants 6, 7). lane_make_room does the same with a commit's own fence. */
 static int log_checkpoint(struct kr_log *log)
 {
 	uint64_t upto[log->nlanes];

@@ -17,9 +17,9 @@
  *   2. kr_pm_store64 compiles to exactly one aligned 8-byte store (an atomic store), so it
  *      can carry validity markers.
  *   3. In page-cache mode, the pages flushed by a thread since its last fence are synced by
- *      that fence before it returns, in one round trip (one msync of one range, else one
- *      fdatasync of the file); a commit therefore never returns before its data is on
- *      stable storage.
+ *      that fence before it returns, in one device round trip where the file system allows
+ *      (sync_pending); a commit therefore never returns before its data is on stable
+ *      storage. Pages left to lazy write-back wait for kr_pm_sync_all.
  *
  *   Flush instruction: clwb if the CPU has it, else clflushopt, else clflush (chosen once,
  *   by CPUID). clflush is ordered by itself but on some CPUs only by mfence, so that mode

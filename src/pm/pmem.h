@@ -72,8 +72,9 @@ void kr_pm_xor_gen(struct kr_pm *pm, int vects, size_t len, void **v);
 /* Writes back every cache line overlapping [addr, addr+n). No ordering by itself. */
 void kr_pm_flush(struct kr_pm *pm, const void *addr, size_t n);
 /* Store fence: everything this thread flushed (or NT-copied) before it is durable after it.
- * In page-cache mode also syncs the pages flushed since the last fence, in one msync or
- * fdatasync; returns KR_E_IO_SYNC if that fails (durability then unknown). */
+ * In page-cache mode also syncs the pages flushed since the last fence (sync_file_range
+ * and one msync; the whole file after kr_pm_sync_all_next); returns KR_E_IO_SYNC if that
+ * fails (durability then unknown). */
 int kr_pm_fence(struct kr_pm *pm);
 /* kr_pm_flush + kr_pm_fence. */
 int kr_pm_persist(struct kr_pm *pm, const void *addr, size_t n);
