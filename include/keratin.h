@@ -162,6 +162,11 @@ struct kr_pool_stat {
 	unsigned features;         /* redundancy kept: KR_FEAT_* below */
 	int readonly;              /* opened with KR_OPEN_READONLY: recovery and the repairs
 				    * counted above happened in a private view, not in the file */
+	/* kr_stored_persist: 1 if the pool has the stale map (made since it), page columns
+	 * whose redundancy does not follow their persisted bytes yet, and columns brought up
+	 * to date since open (the cleaner, checks, close). */
+	int stale_map;
+	uint64_t stale_columns, stale_cleaned;
 };
 #define KR_FEAT_META_CSUM 0x1u /* allocator records checksummed */
 #define KR_FEAT_OBJ_CSUM 0x2u  /* objects checksummed */
@@ -432,6 +437,31 @@ KR_API int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *s
  * repair that follows would undo it. Checksum patches stay exact either way (they cover the
  * ranges changed); damage is then found by kr_pool_check and the scrubber instead. */
 KR_API void kr_tx_trust(kr_tx *tx);
+
+/* Stores the application made itself, outside transactions (libpmemobj's pmemobj_persist,
+ * pmemobj_flush and pmemobj_drain). kr_stored_flush writes [addr, addr + len) back, after
+ * marking the page columns it touches stale (durably: one fence more, only for a column not
+ * marked yet); kr_stored_drain waits for this thread's flushes; kr_stored_persist is both:
+ * one fence, as libpmemobj's persist. addr points into the pool's mapping (kr_pool_base).
+ * The bytes' parity and the checksums of the objects holding them follow within one period
+ * of the pool's cleaner thread (KERATIN_STALE_MS, default 100 ms), at kr_pool_check, at
+ * close, or in recovery after a crash. Until then a media error in those columns cannot be
+ * repaired and their objects are not verified (docs/DESIGN.md, "the window"). Any thread,
+ * inside or outside a transaction; transactions of other threads on objects stored into
+ * this way call kr_tx_trust (a store not persisted yet fails verification, and the repair
+ * would take it back). Pools made before the stale map (kr_pool_stat's
+ * stale_map is 0): KR_E_MISUSE_STATE, and kr_tx_add_stored is the way there.
+ * Errors: KR_E_MISUSE_ARG (a range outside the pool), KR_E_IO_SYNC (the pool fails). */
+KR_API int kr_stored_flush(kr_pool *pool, const void *addr, size_t len);
+/* kr_stored_flush of n ranges, all marked before any is written back (libpmemobj's drain
+ * after several flushes: no fence of keratin's falls between their write-backs). */
+struct kr_stored_range {
+	const void *addr;
+	size_t len;
+};
+KR_API int kr_stored_flush_ranges(kr_pool *pool, const struct kr_stored_range *r, size_t n);
+KR_API int kr_stored_drain(kr_pool *pool);
+KR_API int kr_stored_persist(kr_pool *pool, const void *addr, size_t len);
 /* The object whose payload holds pool offset off, as the transaction sees the pool: its own
  * new objects included (kr_pool_locate knows only live ones). *size is its size and *type
  * (if type is not NULL) its type number. KR_OID_NULL if none. */

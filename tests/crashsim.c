@@ -57,6 +57,7 @@ struct mapping {
 	size_t npages;
 	uint32_t *suspects; /* lines with line.suspect set */
 	size_t nsuspects, cap_suspects;
+	uint8_t *app; /* 1 = the application stored into the line and will persist it itself */
 	struct mapping *next;
 };
 
@@ -234,10 +235,13 @@ static void mark_flushed(struct mapping *m, size_t li)
  * and any crash state in between was invisible to the simulation. */
 static void record_flush(struct mapping *m, size_t li)
 {
+	int app = m->app && m->app[li];
+	if (app)
+		m->app[li] = 0;
 	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0) {
 		push_version(m, li);
 		struct line *l = m->lines[li];
-		if (!l->suspect) {
+		if (!l->suspect && !app) {
 			l->suspect = (uint32_t)sim.st.fences + 1;
 			if (m->nsuspects == m->cap_suspects) {
 				m->cap_suspects = m->cap_suspects ? 2 * m->cap_suspects : 64;
@@ -585,6 +589,7 @@ static void cb_map(void *ctx, void *base, size_t len, const char *path)
 	m->durable = malloc(len);
 	m->nlines = (len + LINE - 1) / LINE;
 	m->lines = calloc(m->nlines, sizeof(*m->lines));
+	m->app = calloc(m->nlines, 1);
 	m->npages = (len + PAGE - 1) / PAGE;
 	m->page_nz = calloc(m->npages, 1);
 	TU_ASSERT(m->path && m->durable && m->lines && m->page_nz, "out of memory");
@@ -609,6 +614,7 @@ static void free_mapping(struct mapping *m)
 	free(m->pending);
 	free(m->suspects);
 	free(m->lines);
+	free(m->app);
 	free(m->page_nz);
 	free(m->durable);
 	free(m->path);
@@ -655,6 +661,19 @@ static void cb_store(void *ctx, const void *addr, size_t len)
 }
 
 void crashsim_note_store(const void *addr, size_t len) { cb_store(NULL, addr, len); }
+
+static void mark_app(struct mapping *m, size_t li)
+{
+	if (m->app)
+		m->app[li] = 1;
+}
+
+void crashsim_note_persisted_store(const void *addr, size_t len)
+{
+	pthread_mutex_lock(&sim.lock);
+	for_lines(addr, len, mark_app, NULL);
+	pthread_mutex_unlock(&sim.lock);
+}
 
 static void cb_flush(void *ctx, const void *addr, size_t len)
 {
@@ -712,6 +731,9 @@ static void at_exit(void)
 
 int crashsim_start(const struct crashsim_opts *opts, crashsim_check_fn check, void *ctx)
 {
+	/* Fences at the workload's own points only: a stale-map cleaner thread waking in the
+	 * middle would make the images a race (pools clean at close and in kr_pool_check). */
+	setenv("KERATIN_STALE_MS", "0", 1);
 	pthread_mutex_lock(&sim.lock);
 	if (sim.active) {
 		pthread_mutex_unlock(&sim.lock);

@@ -114,6 +114,11 @@ void crashsim_enable_checks(bool on);
  * mapping (in-place writes, libpmemobj's model): from now on the new bytes may reach the
  * media by eviction, so random images persist them or not. Call after the stores. */
 void crashsim_note_store(const void *addr, size_t len);
+/* The application stored len bytes at addr and makes them durable itself, with a persist
+ * (libpmemobj's pmemobj_persist, keratin's kr_stored_persist): the new bytes reach the media
+ * when the library's flush takes them, and that flush is not a change the library made
+ * without its store hook. Call after the stores. */
+void crashsim_note_persisted_store(const void *addr, size_t len);
 /* Waits for every checking child. */
 void crashsim_drain(void);
 void crashsim_get_stats(struct crashsim_stats *st);

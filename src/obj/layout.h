@@ -87,7 +87,13 @@
  * heap blocks): a build that did not know them would refuse a crashed pool's log as damaged,
  * or replay undo that a home commit cancelled. */
 #define KR_FEAT_INCOMPAT_LOG_SPILL 0x2u
-#define KR_FEAT_INCOMPAT_KNOWN (KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL)
+/* The control pages hold a stale map (below): page columns whose parity and object checksums
+ * may trail their bytes, which the application stored itself and made durable with
+ * kr_stored_persist. A build that did not know it would trust those columns' parity and
+ * rebuild pages from it, or report their objects as damaged. */
+#define KR_FEAT_INCOMPAT_STALE_MAP 0x4u
+#define KR_FEAT_INCOMPAT_KNOWN                                                                   \
+	(KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP)
 #define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
@@ -161,6 +167,15 @@ _Static_assert(offsetof(struct kr_pool_hdr, crc) == 252, "crc is the last word")
  *                        Trusted only when both copies say clean and agree.
  *    24 40 reserved      must be zero
  *
+ *   lines 2..63, stale map (pools with the incompat feature STALE_MAP; zero otherwise)
+ *     bit i of little-endian word w (w = 0..495, from byte 128) stands for page columns
+ *     (64w + i) * k .. (64w + i + 1) * k - 1, where k = KR_STALE_COLUMNS_PER_BIT(columns),
+ *     columns = nzones * row_pages. A set bit: the application stored into those columns
+ *     and made the bytes durable, and their parity and the checksums of the objects in them
+ *     may not follow yet. Set (and made durable) before such bytes are; cleared only after
+ *     the parity and checksums recomputed over them are durable. A bit set in either copy
+ *     counts. Written in place by stale.c, never through the redo log.
+ *
  * The rest of the page is reserved and zero.
  * ------------------------------------------------------------------------------------- */
 struct kr_root_line {
@@ -187,6 +202,11 @@ _Static_assert(offsetof(struct kr_log_line, fresh_word) == 16, "fresh_word at 16
 
 #define KR_CTL_ROOT_LINE 0u
 #define KR_CTL_LOG_LINE 1u
+#define KR_CTL_STALE_LINE 2u
+#define KR_STALE_MAP_BYTES (KR_PAGE_SIZE - KR_CTL_STALE_LINE * KR_LINE_SIZE)
+#define KR_STALE_MAP_BITS ((uint64_t)KR_STALE_MAP_BYTES * 8)
+#define KR_STALE_COLUMNS_PER_BIT(columns) (((columns) + KR_STALE_MAP_BITS - 1) / KR_STALE_MAP_BITS)
+_Static_assert(KR_STALE_MAP_BYTES == 3968, "the stale map is the control page's lines 2..63");
 
 /* ---------------------------------------------------------------------------------------
  * Redo-log lines. A lane is lane_pages * 4096 bytes = a circular array of 64-byte lines.

@@ -43,6 +43,7 @@
 #include "pool_state.h"
 #include "repair.h"
 #include "scrub.h"
+#include "stale.h"
 #include "tx.h"
 
 #define P KR_PAGE_SIZE
@@ -159,6 +160,7 @@ static int hdr_check(const struct kr_pool_hdr *h, const char *path)
 static void pool_free(kr_pool *pool)
 {
 	kr_scrubber_free(pool);
+	kr_stale_free(pool);
 	kr_pool_media_detach(pool);
 	kr_tx_shared_free(pool);
 	kr_heap_fini(&pool->heap);
@@ -228,6 +230,9 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	}
 	if (rc)
 		return rc;
+	/* Marked columns are known before any repair, which must not rebuild from them. */
+	if ((rc = kr_stale_new(pool)))
+		return rc;
 	/* Repairs, once the log is settled: pages the platform reports lost, header copies,
 	 * allocator records (the heap must not load from damaged ones). */
 	if ((rc = kr_pool_repair_listed(pool)))
@@ -240,6 +245,8 @@ static int pool_start(kr_pool *pool, unsigned flags)
 	if ((rc = kr_heap_load(&pool->heap)))
 		return rc;
 	kr_heap_set_fresh(&pool->heap, fresh_word);
+	if ((rc = kr_stale_recover(pool)))
+		return rc;
 	if ((rc = kr_scrub_root_lines(pool, 1, &opened)))
 		return rc;
 	uint64_t root = pool->root[0]->root_oid;
@@ -395,7 +402,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	};
 	/* The fresh frontier is not redundancy: every level keeps it. */
 	h.ro_compat = level_feats[o->protection] | KR_FEAT_RO_FRESH;
-	h.incompat = KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL;
+	h.incompat = KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP;
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");
@@ -456,7 +463,10 @@ int kr_pool_close(kr_pool *pool)
 		return kr_err_set(KR_E_MISUSE_STATE, "%s: %u transaction(s) still open", pool->path, open);
 	int rc = KR_OK;
 	kr_scrub_stop(pool);
+	kr_stale_stop(pool);
 	if (!atomic_load(&pool->failed))
+		rc = kr_stale_clean(pool); /* a clean pool has no marks */
+	if (rc == KR_OK && !atomic_load(&pool->failed))
 		rc = kr_log_mark_clean(&pool->log, (pool->hdr.ro_compat & KR_FEAT_RO_FRESH)
 							   ? kr_heap_fresh_word(&pool->heap)
 							   : 0);

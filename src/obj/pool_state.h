@@ -27,6 +27,7 @@ struct kr_tx_shared;  /* tx.c: what the pool's transactions share */
 struct kr_scrubber;   /* scrub.c: the read policy and the background scrubber */
 struct kr_poison;     /* repair.c: emulated poisoned pages */
 struct kr_debug;      /* debug.c: debug mode's state */
+struct kr_stale;      /* stale.c: the stale map and its cleaner */
 
 struct kr_pool {
 	struct kr_pm pm;
@@ -50,6 +51,7 @@ struct kr_pool {
 	struct kr_tx_shared *tx;
 	struct kr_scrubber *scrubber;
 	struct kr_poison *poison;
+	struct kr_stale *stale; /* NULL: the pool has no stale map (made before it) */
 	/* Debug mode (KR_OPEN_DEBUG, KERATIN_DEBUG_PROTECT=1): its state, or NULL when off.
 	 * Every debug check sits behind a test of this pointer. */
 	struct kr_debug *debug;

@@ -46,6 +46,7 @@
 
 #include "debug.h"
 #include "err.h"
+#include "stale.h"
 #include "fault.h"
 #include "geom.h"
 #include "media.h"
@@ -87,6 +88,9 @@ int kr_pool_repair_page(kr_pool *pool, uint64_t off)
 		if (!(h->ro_compat & KR_FEAT_RO_PARITY))
 			return kr_err_set(KR_E_MEDIA, "page 0x%llx lost and the pool keeps no parity",
 					  (unsigned long long)off);
+		if (kr_stale_covers(pool, off, P))
+			return kr_err_set(KR_E_MEDIA, "page 0x%llx lost in a column whose parity does not "
+					  "follow persisted stores yet (stale map)", (unsigned long long)off);
 		kr_parity_rebuild(&pool->redund.parity, off, P, buf);
 		kr_pm_copy(&pool->pm, pool->pm.base + off, buf, P);
 		break;

@@ -38,6 +38,7 @@
 #include "query.h"
 #include "quiesce.h"
 #include "scrub.h"
+#include "stale.h"
 
 #define P KR_PAGE_SIZE
 
@@ -98,6 +99,8 @@ static void scan_parity(struct scrub *s)
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		s->rep->columns++;
 		progress(s, kr_geom_column_bytes(&s->pool->g));
+		if (kr_stale_covers(s->pool, col_data_off(s, c), P)) /* its parity says nothing yet */
+			continue;
 		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
 			s->bad_col[c] = 1;
 			s->rep->bad_columns++;
@@ -115,7 +118,8 @@ static int object_ok(kr_pool *pool, const struct kr_block *b)
 		return 0;
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_OBJ_CSUM))
 		return 1;
-	return kr_obj_crc(hdr, hdr + 1) == hdr->crc;
+	/* In a marked column the checksum may trail the application's persisted bytes. */
+	return kr_obj_crc(hdr, hdr + 1) == hdr->crc || kr_stale_covers(pool, b->off, b->bytes);
 }
 
 static int item_ok(const struct scrub *s, const struct item *it)
@@ -641,8 +645,10 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		return rc;
 	if (kr_log_lanes_held(&pool->log) != 0)
 		return kr_err_set(KR_E_MISUSE_STATE, "kr_pool_check: transactions are open");
-	/* Applied transactions durable and parity settled before anything is judged. */
-	if ((rc = kr_log_sync(&pool->log, NULL)))
+	/* Applied transactions durable and parity settled before anything is judged, and the
+	 * redundancy of marked columns brought up to date (a read-only pool keeps its marks,
+	 * and those columns go unjudged). */
+	if ((rc = kr_log_sync(&pool->log, NULL)) || (rc = kr_stale_clean(pool)))
 		return rc;
 	return scrub_run(pool, flags, rep);
 }
@@ -653,6 +659,9 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 {
 	if (!(pool->hdr.ro_compat & KR_FEAT_RO_PARITY))
 		return KR_E_CORRUPT_OBJECT;
+	/* In a marked column the bytes are trusted as they are (the window, stale.c). */
+	if (kr_stale_covers(pool, b->off, b->bytes))
+		return kr_stale_trust_object(pool, b);
 	struct kr_check_report rep = {0};
 	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};

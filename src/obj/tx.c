@@ -61,6 +61,7 @@
 #include "scrub.h"
 #include "shadow.h"
 #include "tx.h"
+#include "stale.h"
 #include "vcache.h"
 
 #define CANARY 0x6b6572617469ee5aull /* "keratin" + tag: a byte pattern no zero-fill hits */
@@ -785,6 +786,34 @@ static void inflight_leave(kr_pool *pool, struct mbuf *m)
 	m->inflight = 0;
 }
 
+void kr_tx_inflight_hold(kr_pool *pool) { pthread_mutex_lock(&pool->tx->inflight_lock); }
+
+void kr_tx_inflight_release(kr_pool *pool) { pthread_mutex_unlock(&pool->tx->inflight_lock); }
+
+/* Caller holds inflight_lock. The whole block counts: a new object in place writes all of
+ * it, and every commit writes its header's checksum. */
+int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi)
+{
+	const struct kr_geom *g = &pool->g;
+	for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext) {
+		uint64_t end = m->block.off + m->block.bytes;
+		for (uint64_t pg = m->block.off & ~(uint64_t)(KR_PAGE_SIZE - 1); pg < end; pg += KR_PAGE_SIZE) {
+			if (!kr_geom_in_data(g, pg))
+				continue;
+			uint64_t c = kr_geom_column(g, pg);
+			if (c >= col_lo && c < col_hi)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size)
+{
+	kr_vcache_drop(&pool->tx->vcache, oid, size);
+	kr_shadow_drop(&pool->tx->shadow, oid);
+}
+
 static void inflight_leave_all(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -1343,6 +1372,14 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 		tx_undo_in_place(tx);
 	if (tx->nsegs)
 		tx_spill_end(tx, committed, seq);
+	if (pool->stale) {
+		/* What a replay would write over (stale.c, invariant 5): an abort's undo entries
+		 * are older than the sequence numbers handed out by now. */
+		uint64_t bound = committed ? seq : (tx->undo_first ? atomic_load(&pool->log.next_seq) : 0);
+		for (struct mbuf *m = tx->mbufs; m && bound; m = m->next)
+			if (!m->freed && (committed || m->in_place))
+				kr_stale_note_write(pool, m->block.off, m->block.bytes, bound);
+	}
 	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
