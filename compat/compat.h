@@ -90,6 +90,7 @@ struct kp_pool {
 	kr_oid super;    /* keratin's root: struct kp_super */
 	void *user_data; /* pmemobj_set_user_data */
 	size_t declare_max; /* bytes of declared stores per transaction (persist.c) */
+	int stale_map;      /* the pool has keratin's stale map: persists mark, not declare */
 	pthread_mutex_t root_lock;
 	char *path;
 };

@@ -4,16 +4,25 @@
  *
  * A libpmemobj program that stores into an object outside a transaction and then persists
  * the range (hashmap_atomic, the constructors of the atomic API) changes checksummed,
- * parity-covered bytes behind keratin's back. pmemobj_persist declares the range to
- * keratin (kr_tx_add_stored): one transaction, one commit fence, after which checksum and
- * parity agree with the new bytes. flush only notes the range; drain declares every noted
- * range of the pool in one transaction. Inside a transaction of its own thread (which holds
- * the thread's keratin transaction) a persist is noted too and declared when that
- * transaction ends.
+ * parity-covered bytes behind keratin's back.
  *
- * The window: from the application's first store to the commit of its declaration, the
- * range is unprotected: a crash there may leave new bytes with the old checksum, and a
- * media error there cannot be repaired from parity. docs/DESIGN.md measures it.
+ * On a pool with keratin's stale map (every pool made since it), pmemobj_persist is
+ * kr_stored_persist: the range's page columns are marked stale (once per column and cleaner
+ * pass), the range is flushed, one fence. keratin's cleaner brings checksums and parity up
+ * to date within its period; recovery does after a crash. flush notes the range, and drain
+ * marks and writes back every noted range, then fences once (so a mark's own fence never
+ * falls between two flushes of one drain). Inside a transaction of the thread, persists
+ * are noted and declared at its end, as on an older pool (below).
+ *
+ * On an older pool, pmemobj_persist declares the range to keratin (kr_tx_add_stored): one
+ * transaction, one commit fence, after which checksum and parity agree with the new bytes.
+ * flush only notes the range; drain declares every noted range of the pool in one
+ * transaction. Inside a transaction of its own thread (which holds the thread's keratin
+ * transaction) a persist is noted too and declared when that transaction ends.
+ *
+ * The window (docs/DESIGN.md measures it): from the application's first store to its
+ * persist, the range is unprotected, as in libpmemobj; then, until the cleaner's pass (or
+ * the declaration's commit), a media error in its columns cannot be repaired from parity.
  *
  * memcpy_persist and memset_persist write through a micro-buffer instead: keratin knows the
  * old bytes, and nothing is unprotected at any moment.
@@ -125,10 +134,37 @@ int kp_declare_stored(struct kp_pool *p, const void *addr, size_t len)
 	return d.rc ? kp_err_kr(d.rc, "pmemobj_persist") : 0;
 }
 
+/* The pool's noted ranges, each made durable with a fence of its own as one persist would
+ * (stale map: all marked and written back first, one fence for them all). */
+static void drain_stale(struct kp_pool *p)
+{
+	size_t kept = 0, n = 0;
+	struct kr_stored_range *r = malloc((nnotes ? nnotes : 1) * sizeof(*r));
+	for (size_t i = 0; i < nnotes; i++) {
+		if (notes[i].pool != p)
+			notes[kept++] = notes[i];
+		else if (r)
+			r[n++] = (struct kr_stored_range){notes[i].addr, notes[i].len};
+		else /* no room to gather them: one at a time */
+			kr_stored_flush(p->kr, notes[i].addr, notes[i].len);
+	}
+	nnotes = kept;
+	int rc = r ? kr_stored_flush_ranges(p->kr, r, n) : KR_OK;
+	free(r);
+	if (rc == KR_OK)
+		rc = kr_stored_drain(p->kr);
+	if (rc)
+		kp_err_kr(rc, "pmemobj_drain");
+}
+
 void kp_drain_pending(struct kp_pool *p)
 {
 	if (kp_tx_current(p))
 		return;
+	if (p->stale_map) {
+		drain_stale(p);
+		return;
+	}
 	struct decl d = {p, NULL, 0, 0};
 	size_t kept = 0;
 	for (size_t i = 0; i < nnotes; i++) {
@@ -157,10 +193,15 @@ PMEMOBJ_API void pmemobj_persist(PMEMobjpool *pop, const void *addr, size_t len)
 	struct kp_pool *p = target(pop, addr);
 	if (!p || !len)
 		return;
-	if (kp_tx_current(p))
+	if (kp_tx_current(p)) {
 		note(p, addr, len);
-	else
+	} else if (p->stale_map) {
+		int rc = kr_stored_persist(p->kr, addr, len);
+		if (rc)
+			kp_err_kr(rc, "pmemobj_persist");
+	} else {
 		kp_declare_stored(p, addr, len);
+	}
 }
 
 PMEMOBJ_API int pmemobj_xpersist(PMEMobjpool *pop, const void *addr, size_t len, unsigned flags)

@@ -108,6 +108,7 @@ static struct kp_pool *pool_attach(kr_pool *kr, const char *path)
 	p->size = kr_pool_mapped_size(kr);
 	memcpy(&p->uuid_lo, st.uuid, sizeof(p->uuid_lo));
 	p->declare_max = st.lane_size / 4;
+	p->stale_map = st.stale_map;
 	if (p->uuid_lo == 0) /* 0 means "no pool" in an oid */
 		p->uuid_lo = 1;
 	pthread_mutex_init(&p->root_lock, NULL);

@@ -113,11 +113,31 @@ static int state_of(kr_pool *kr, char *out, size_t n)
 	return bad;
 }
 
+/* An operation whose stores land line by line (flush + drain, as in libpmemobj: no promise
+ * that two ranges become durable together): each field of the state may be old or new. */
+static int g_fieldwise;
+
+static int fieldwise_mix(const char *got, const char *before, const char *after)
+{
+	char g[STATE_MAX], b[STATE_MAX], a[STATE_MAX];
+	char *sg, *sb, *sa;
+	snprintf(g, sizeof(g), "%s", got);
+	snprintf(b, sizeof(b), "%s", before);
+	snprintf(a, sizeof(a), "%s", after);
+	char *tg = strtok_r(g, " ", &sg), *tb = strtok_r(b, " ", &sb), *ta = strtok_r(a, " ", &sa);
+	for (; tg && tb && ta; tg = strtok_r(NULL, " ", &sg), tb = strtok_r(NULL, " ", &sb),
+					      ta = strtok_r(NULL, " ", &sa))
+		if (strcmp(tg, tb) != 0 && strcmp(tg, ta) != 0)
+			return 0;
+	return !tg && !tb && !ta;
+}
+
 static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *img)
 {
 	char got[STATE_MAX], why[256];
 	int bad = state_of(pool, got, sizeof(got));
-	if (bad || (strcmp(got, g_states[g_op - 1]) != 0 && strcmp(got, g_states[g_op]) != 0)) {
+	if (bad || (strcmp(got, g_states[g_op - 1]) != 0 && strcmp(got, g_states[g_op]) != 0 &&
+		    !(g_fieldwise && fieldwise_mix(got, g_states[g_op - 1], g_states[g_op])))) {
 		fprintf(stderr, "[op %d %s] fence %llu image %d#%u:\n  got    %s\n  before %s\n  after  %s\n",
 			g_op, g_opname, (unsigned long long)img->fence, (int)img->kind, img->index, got,
 			g_states[g_op - 1], g_states[g_op]);
@@ -148,6 +168,14 @@ static void noted(void *p, size_t n)
 {
 	if (g_sim)
 		crashsim_note_store(p, n);
+}
+
+/* A store outside transactions, made durable by the persist that follows (the window:
+ * not evictable before it in this model, docs/DESIGN.md). */
+static void persisted(void *p, size_t n)
+{
+	if (g_sim)
+		crashsim_note_persisted_store(p, n);
 }
 
 static void workload(PMEMobjpool *pop, void (*after_op)(PMEMobjpool *))
@@ -197,9 +225,11 @@ static void workload(PMEMobjpool *pop, void (*after_op)(PMEMobjpool *))
 	struct item *ri = pmemobj_direct(res);
 	ri->key = 3;
 	strcpy(ri->name, "reserved then published");
+	persisted(ri, sizeof(*ri));
 	pmemobj_persist(pop, ri, sizeof(*ri));
 	pmemobj_set_value(pop, &act[1], &r->slots[2].oid.off, res.off);
 	r->slots[2].oid.pool_uuid_lo = res.pool_uuid_lo; /* the half set_value does not set */
+	persisted(&r->slots[2].oid.pool_uuid_lo, 8);
 	pmemobj_persist(pop, &r->slots[2].oid.pool_uuid_lo, 8);
 	pmemobj_publish(pop, act, 2);
 	after_op(pop);
@@ -208,16 +238,21 @@ static void workload(PMEMobjpool *pop, void (*after_op)(PMEMobjpool *))
 	struct item *s0 = D_RW(r->slots[0]);
 	strcpy(s0->name, "renamed in place");
 	s0->key = 4;
+	persisted(s0, offsetof(struct item, link));
 	pmemobj_persist(pop, s0, offsetof(struct item, link));
 	after_op(pop);
 
 	g_opname = "direct stores, flush + drain";
+	g_fieldwise = 1;
 	r->values[0] = 7;
 	r->values[7] = 77;
+	persisted(&r->values[0], 8);
+	persisted(&r->values[7], 8);
 	pmemobj_flush(pop, &r->values[0], 8);
 	pmemobj_flush(pop, &r->values[7], 8);
 	pmemobj_drain(pop);
 	after_op(pop);
+	g_fieldwise = 0;
 
 	g_opname = "memcpy_persist";
 	pmemobj_memcpy_persist(pop, D_RW(r->slots[1])->name, "copied by the library", 22);
