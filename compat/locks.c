@@ -30,34 +30,63 @@ struct entry {
 	struct entry *next;
 };
 
-#define BUCKETS 4096
-static struct entry *table[BUCKETS];
+/* Chained by address; the table doubles when it holds more entries than chains (PMDK's
+ * hashmap_atomic has a lock in each of its 100000 list heads: with a fixed 4096 chains the
+ * search was a quarter of its insert time). */
+static struct entry **table;
+static unsigned table_bits; /* 1 << table_bits chains, 0 before the first lock */
+static size_t nentries;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static unsigned bucket(const void *addr)
+static size_t bucket(const void *addr, unsigned bits)
 {
-	return (unsigned)(((uintptr_t)addr >> 6) * 0x9e3779b97f4a7c15ull >> 52) % BUCKETS;
+	return (size_t)(((uintptr_t)addr >> 6) * 0x9e3779b97f4a7c15ull >> (64 - bits));
+}
+
+/* Caller holds table_lock. Out of memory: the chains just grow longer. */
+static void grow(void)
+{
+	unsigned bits = table_bits ? table_bits + 1 : 12;
+	struct entry **t = calloc((size_t)1 << bits, sizeof(*t));
+	if (!t)
+		return;
+	for (size_t b = 0; table_bits && b < (size_t)1 << table_bits; b++)
+		while (table[b]) {
+			struct entry *e = table[b];
+			table[b] = e->next;
+			e->next = t[bucket(e->addr, bits)];
+			t[bucket(e->addr, bits)] = e;
+		}
+	free(table);
+	table = t;
+	table_bits = bits;
 }
 
 /* The entry of the lock at addr, made (unlocked) on first use. NULL: out of memory. */
 static struct entry *lookup(const void *addr, enum kind kind)
 {
-	unsigned b = bucket(addr);
 	pthread_mutex_lock(&table_lock);
-	struct entry *e = table[b];
-	while (e && !(e->addr == addr && e->kind == kind))
-		e = e->next;
-	if (!e && (e = calloc(1, sizeof(*e)))) {
-		e->addr = addr;
-		e->kind = kind;
-		if (kind == MUTEX)
-			pthread_mutex_init(&e->u.mutex, NULL);
-		else if (kind == RWLOCK)
-			pthread_rwlock_init(&e->u.rwlock, NULL);
-		else
-			pthread_cond_init(&e->u.cond, NULL);
-		e->next = table[b];
-		table[b] = e;
+	if (!table_bits || nentries >= (size_t)1 << table_bits)
+		grow();
+	struct entry *e = NULL;
+	if (table_bits) {
+		size_t b = bucket(addr, table_bits);
+		e = table[b];
+		while (e && !(e->addr == addr && e->kind == kind))
+			e = e->next;
+		if (!e && (e = calloc(1, sizeof(*e)))) {
+			e->addr = addr;
+			e->kind = kind;
+			if (kind == MUTEX)
+				pthread_mutex_init(&e->u.mutex, NULL);
+			else if (kind == RWLOCK)
+				pthread_rwlock_init(&e->u.rwlock, NULL);
+			else
+				pthread_cond_init(&e->u.cond, NULL);
+			e->next = table[b];
+			table[b] = e;
+			nentries++;
+		}
 	}
 	pthread_mutex_unlock(&table_lock);
 	return e;
@@ -66,12 +95,13 @@ static struct entry *lookup(const void *addr, enum kind kind)
 void kp_locks_forget(const char *base, size_t size)
 {
 	pthread_mutex_lock(&table_lock);
-	for (unsigned b = 0; b < BUCKETS; b++) {
+	for (size_t b = 0; table_bits && b < (size_t)1 << table_bits; b++) {
 		struct entry **pp = &table[b];
 		while (*pp) {
 			struct entry *e = *pp;
 			if ((const char *)e->addr >= base && (const char *)e->addr < base + size) {
 				*pp = e->next;
+				nentries--;
 				free(e);
 			} else {
 				pp = &e->next;
@@ -123,12 +153,13 @@ int kp_unlock_rwlock(struct kp_pool *p, PMEMrwlock *l)
 /* The zero calls reset a lock nobody holds: its entry goes, the next use makes a new one. */
 static void zero(const void *addr, enum kind kind)
 {
-	unsigned b = bucket(addr);
 	pthread_mutex_lock(&table_lock);
-	for (struct entry **pp = &table[b]; *pp; pp = &(*pp)->next)
+	for (struct entry **pp = table_bits ? &table[bucket(addr, table_bits)] : NULL; pp && *pp;
+	     pp = &(*pp)->next)
 		if ((*pp)->addr == addr && (*pp)->kind == kind) {
 			struct entry *e = *pp;
 			*pp = e->next;
+			nentries--;
 			free(e);
 			break;
 		}

@@ -138,20 +138,27 @@ int kp_declare_stored(struct kp_pool *p, const void *addr, size_t len)
  * (stale map: all marked and written back first, one fence for them all). */
 static void drain_stale(struct kp_pool *p)
 {
+	if (!nnotes)
+		return; /* nothing noted: a transaction's end, most often */
+	struct kr_stored_range *r = malloc(nnotes * sizeof(*r));
 	size_t kept = 0, n = 0;
-	struct kr_stored_range *r = malloc((nnotes ? nnotes : 1) * sizeof(*r));
+	int rc = KR_OK;
 	for (size_t i = 0; i < nnotes; i++) {
-		if (notes[i].pool != p)
+		if (notes[i].pool != p) {
 			notes[kept++] = notes[i];
-		else if (r)
-			r[n++] = (struct kr_stored_range){notes[i].addr, notes[i].len};
-		else /* no room to gather them: one at a time */
-			kr_stored_flush(p->kr, notes[i].addr, notes[i].len);
+			continue;
+		}
+		if (r)
+			r[n] = (struct kr_stored_range){notes[i].addr, notes[i].len};
+		else if (rc == KR_OK) /* no room to gather them: one at a time */
+			rc = kr_stored_flush(p->kr, notes[i].addr, notes[i].len);
+		n++;
 	}
 	nnotes = kept;
-	int rc = r ? kr_stored_flush_ranges(p->kr, r, n) : KR_OK;
+	if (r && rc == KR_OK)
+		rc = kr_stored_flush_ranges(p->kr, r, n);
 	free(r);
-	if (rc == KR_OK)
+	if (rc == KR_OK && n)
 		rc = kr_stored_drain(p->kr);
 	if (rc)
 		kp_err_kr(rc, "pmemobj_drain");

@@ -1364,6 +1364,27 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
  * transaction's DRAM to the lane's next one. */
+/* What a replay could write again (stale.c, invariant 5): a new object's whole block, an
+ * existing one's header (its checksum) and changed ranges. An abort's undo entries are older
+ * than the sequence numbers handed out by now. */
+static void tx_note_writes(struct kr_tx *tx, int committed, uint64_t seq)
+{
+	kr_pool *pool = tx->pool;
+	uint64_t bound = committed ? seq : (tx->undo_first ? atomic_load(&pool->log.next_seq) : 0);
+	for (struct mbuf *m = tx->mbufs; m && bound; m = m->next) {
+		if (m->freed || (!committed && !m->in_place))
+			continue;
+		if (m->fresh) {
+			kr_stale_note_write(pool, m->block.off, m->block.bytes, bound);
+			continue;
+		}
+		kr_stale_note_write(pool, m->block.off, sizeof(struct kr_obj_hdr), bound);
+		for (uint32_t i = 0; i < m->nranges; i++)
+			kr_stale_note_write(pool, m->oid + m->ranges[i].start,
+					    m->ranges[i].end - m->ranges[i].start, bound);
+	}
+}
+
 static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 {
 	kr_pool *pool = tx->pool;
@@ -1372,14 +1393,8 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 		tx_undo_in_place(tx);
 	if (tx->nsegs)
 		tx_spill_end(tx, committed, seq);
-	if (pool->stale) {
-		/* What a replay would write over (stale.c, invariant 5): an abort's undo entries
-		 * are older than the sequence numbers handed out by now. */
-		uint64_t bound = committed ? seq : (tx->undo_first ? atomic_load(&pool->log.next_seq) : 0);
-		for (struct mbuf *m = tx->mbufs; m && bound; m = m->next)
-			if (!m->freed && (committed || m->in_place))
-				kr_stale_note_write(pool, m->block.off, m->block.bytes, bound);
-	}
+	if (pool->stale)
+		tx_note_writes(tx, committed, seq);
 	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
