@@ -784,6 +784,34 @@ int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b)
 	return 1;
 }
 
+int kr_heap_next_owner(struct kr_heap *h, uint64_t off, uint64_t end, struct kr_block *b)
+{
+	uint64_t data = (uint64_t)h->meta_pages * KR_PAGE_SIZE;
+	while (off < end && kr_geom_in_heap(&h->g, off)) {
+		if (kr_heap_owner(h, off, b))
+			return 1;
+		uint64_t zoff = kr_geom_in_zone(&h->g, off);
+		if (zoff < data) { /* the zone's records: on to its first chunk */
+			off += data - zoff;
+			continue;
+		}
+		if (zoff >= data + (uint64_t)h->chunks_per_zone * KR_CHUNK_SIZE)
+			return 0; /* past the zone's chunks: the parity row */
+		uint32_t gid = kr_geom_zone(&h->g, off) * h->chunks_per_zone +
+			       (uint32_t)((zoff - data) / KR_CHUNK_SIZE);
+		struct kr_chunk_dram *c = &h->chunks[gid];
+		uint64_t coff = (zoff - data) % KR_CHUNK_SIZE;
+		if (atomic_load_explicit(&c->type, memory_order_acquire) != D_RUN) {
+			off += KR_CHUNK_SIZE - coff; /* free, or an extent's body not live: next chunk */
+			continue;
+		}
+		/* A free block of a run: the next block boundary. */
+		uint64_t cls = h->classes[c->run->cls];
+		off += cls - coff % cls;
+	}
+	return 0;
+}
+
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after)
 {
 	uint32_t total = h->g.nzones * h->chunks_per_zone, gid = 0, idx = 0;

@@ -115,6 +115,10 @@ void kr_heap_release_all(struct kr_heap *h);
  * *b, or 0 (not in a chunk, or free there). Lock-free, like kr_heap_lookup. */
 int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b);
 
+/* The first live block or extent with bytes at or after pool offset off and starting before
+ * end: 1 and *b, or 0. Lock-free, like kr_heap_owner. */
+int kr_heap_next_owner(struct kr_heap *h, uint64_t off, uint64_t end, struct kr_block *b);
+
 /* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);
 

@@ -326,8 +326,13 @@ void kr_stale_counts(const kr_pool *pool, uint64_t *marked_columns, uint64_t *cl
 	if (!enabled(pool))
 		return;
 	const struct kr_stale *s = pool->stale;
-	for (uint64_t w = 0; w < MAP_WORDS; w++)
-		*marked_columns += (uint64_t)__builtin_popcountll(atomic_load(&s->dram[w])) * s->k;
+	/* A group being cleaned has left DRAM but is still marked in the control page. */
+	for (uint64_t w = 0; w < MAP_WORDS && w * 64 < s->ngroups; w++) {
+		uint64_t bits = atomic_load(&s->dram[w]) | __atomic_load_n(&s->map[0][w], __ATOMIC_RELAXED);
+		if (s->ngroups - w * 64 < 64)
+			bits &= (1ull << (s->ngroups - w * 64)) - 1;
+		*marked_columns += (uint64_t)__builtin_popcountll(bits) * s->k;
+	}
 	*cleaned_columns = atomic_load(&s->cleaned);
 }
 
@@ -441,20 +446,15 @@ int kr_stale_trust_object(kr_pool *pool, const struct kr_block *b)
 }
 
 /* Every live object with bytes in the page at pg. *last: the last one done (an object
- * spanning pages of one column is done once). A free block says nothing of its size: the
- * walk goes on at the next 16-byte step (blocks are 16-byte aligned). */
+ * spanning pages of one column is done once). */
 static void recompute_page_objects(kr_pool *pool, uint64_t pg, uint64_t *last)
 {
 	struct kr_block b;
-	for (uint64_t pos = pg; pos < pg + P;) {
-		if (!kr_heap_owner(&pool->heap, pos, &b)) {
-			pos += 16;
-			continue;
-		}
+	for (uint64_t pos = pg; pos < pg + P && kr_heap_next_owner(&pool->heap, pos, pg + P, &b);
+	     pos = b.off + b.bytes) {
 		if (b.off != *last)
 			recompute_object(pool, &b);
 		*last = b.off;
-		pos = b.off + b.bytes;
 	}
 }
 
@@ -531,8 +531,8 @@ static int unmark_replay_safe(kr_pool *pool, uint64_t *done)
 int kr_stale_clean(kr_pool *pool)
 {
 	struct kr_stale *s = pool->stale;
-	if (!s || pool->pm.readonly)
-		return KR_OK;
+	if (!s || pool->pm.readonly || atomic_load(&pool->failed))
+		return KR_OK; /* a failed pool is recovered by its next open */
 	uint64_t any = 0;
 	for (uint64_t w = 0; w < MAP_WORDS && !any; w++)
 		any = atomic_load(&s->dram[w]);
