@@ -10,7 +10,9 @@
  *   mode,size,objects,period_ms,ops,ops_per_s,median_ns,stale_mean,stale_max,
  *   column_bytes,exposed_mean_bytes,exposed_max_bytes,cleaned_per_s
  * where exposed = marked columns x column bytes: the bytes a media error could not be
- * repaired in, at a sampled instant (docs/DESIGN.md, "the window").
+ * repaired in, at a sampled instant (docs/DESIGN.md, "the window"). Compare ops_per_s:
+ * median_ns comes from an unserialised clock read, which does not wait for a fence's
+ * write-backs to drain (BENCHMARKS.md).
  *
  * Usage: stale-window [--objects N] [--size S] [--seconds T] [--period MS] [--dir DIR]
  */
