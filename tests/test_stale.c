@@ -434,12 +434,9 @@ int main(int argc, char **argv)
 	TU_ASSERT(argc == 2, "usage: test_stale FIXTURE_DIR");
 	fixture_dir = argv[1];
 	static const struct tu_case cases[] = {
-		{"costs", costs, NULL, NULL},
-		{"check", check, NULL, NULL},
-		{"window", window, NULL, NULL},
-		{"crash", crash, NULL, NULL},
-		{"threads", threads, NULL, NULL},
-		{"oldpool", oldpool, NULL, NULL},
+		TU_CASE(costs, NULL, NULL),   TU_CASE(check, NULL, NULL),
+		TU_CASE(window, NULL, NULL),  TU_CASE(crash, NULL, NULL),
+		TU_CASE(threads, NULL, NULL), TU_CASE(oldpool, NULL, NULL),
 	};
-	return tu_run_cases("stale", cases, sizeof(cases) / sizeof(cases[0]));
+	return TU_RUN_CASES("stale", cases);
 }

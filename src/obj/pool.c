@@ -204,6 +204,7 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		return rc;
 	if ((rc = kr_tx_shared_new(pool)))
 		return rc;
+	pool->repair_object = kr_scrub_object;
 	kr_redund_hooks(&pool->redund, &pool->log.hooks);
 	pool->redund.parity.wait_begin = kr_log_suspend;
 	pool->redund.parity.wait_end = kr_log_unsuspend;

@@ -46,6 +46,12 @@ struct kr_pool {
 	_Atomic uint64_t media_repairs;  /* repair.c: pages rebuilt after a media error */
 	_Atomic uint64_t last_repair_ns; /* repair.c: how long the last one took */
 	_Atomic uint64_t scrub_passes;   /* scrub.c: background passes run */
+	_Atomic uint64_t stale_columns;  /* stale.c: page columns marked in the stale map */
+	_Atomic uint64_t stale_cleaned;  /* stale.c: columns brought up to date since open */
+	_Atomic int read_policy;         /* scrub.c (kr_pool_set_read_policy); tx.c reads it */
+	/* Set by pool.c: the online repair of an object that failed its checksum (scrub.c's
+	 * kr_scrub_object), for tx.c, which the checks sit above. */
+	int (*repair_object)(kr_pool *pool, const struct kr_block *b);
 
 	/* Owned by one file each (see the top). */
 	struct kr_tx_shared *tx;

@@ -9,7 +9,6 @@
 #include "err.h"
 #include "geom.h"
 #include "query.h"
-#include "stale.h"
 
 #define P KR_PAGE_SIZE
 
@@ -69,7 +68,8 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->features = h->ro_compat & KR_FEAT_RO_COMPAT_KNOWN & ~KR_FEAT_RO_FRESH; /* redundancy only */
 	st->readonly = pool->pm.readonly;
 	st->stale_map = (pool->hdr.incompat & KR_FEAT_INCOMPAT_STALE_MAP) != 0;
-	kr_stale_counts(pool, &st->stale_columns, &st->stale_cleaned);
+	st->stale_columns = pool->stale_columns;
+	st->stale_cleaned = pool->stale_cleaned;
 	return KR_OK;
 }
 

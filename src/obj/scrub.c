@@ -757,7 +757,6 @@ int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
  * ------------------------------------------------------------------------------------- */
 /* pool->scrubber: the read policy, and the background scrubber's thread and schedule. */
 struct kr_scrubber {
-	_Atomic int read_policy; /* enum kr_read_policy */
 	pthread_mutex_t lock;    /* the fields below */
 	pthread_cond_t cond;
 	pthread_t thread;
@@ -772,7 +771,6 @@ int kr_scrubber_new(kr_pool *pool)
 	struct kr_scrubber *sc = kr_calloc(1, sizeof(*sc));
 	if (!sc)
 		return kr_err_set(KR_E_NOMEM, "scrubber");
-	atomic_init(&sc->read_policy, KR_READ_DEFAULT);
 	pthread_mutex_init(&sc->lock, NULL);
 	pthread_cond_init(&sc->cond, NULL);
 	pool->scrubber = sc;
@@ -789,11 +787,6 @@ void kr_scrubber_free(kr_pool *pool)
 	pthread_cond_destroy(&sc->cond);
 	free(sc);
 	pool->scrubber = NULL;
-}
-
-int kr_scrub_read_policy(const kr_pool *pool)
-{
-	return atomic_load_explicit(&pool->scrubber->read_policy, memory_order_relaxed);
 }
 
 static uint64_t commits_so_far(kr_pool *pool)
@@ -865,7 +858,7 @@ int kr_pool_set_read_policy(kr_pool *pool, enum kr_read_policy policy, uint64_t 
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_pool_set_read_policy: bad argument");
 	kr_scrub_stop(pool);
 	struct kr_scrubber *sc = pool->scrubber;
-	atomic_store(&sc->read_policy, policy);
+	atomic_store(&pool->read_policy, policy);
 	if (policy != KR_READ_SCRUB)
 		return KR_OK;
 	pthread_mutex_lock(&sc->lock);

@@ -14,8 +14,6 @@ int kr_scrubber_new(kr_pool *pool);
 void kr_scrubber_free(kr_pool *pool);
 /* Stops the background scrubber if it runs. */
 void kr_scrub_stop(kr_pool *pool);
-/* The read policy set by kr_pool_set_read_policy (enum kr_read_policy). */
-int kr_scrub_read_policy(const kr_pool *pool);
 
 /* Open-time repair: chunk records failing their CRC are rebuilt from parity before the heap
  * is loaded; KR_E_CORRUPT_META if one cannot be. */

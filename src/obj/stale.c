@@ -43,8 +43,8 @@
  *      is half done) and skips columns where an in-place transaction's range lies (home
  *      holds its uncommitted bytes): they stay marked.
  *   5. No replay overwrites a persisted store: before a range is written back (after its
- *      marks), every transaction that wrote its columns (gseq, noted at each transaction's
- *      end) is at or below durable_seq, or the range's bytes are logged after them
+ *      marks), every transaction that wrote its columns (kr_tx_group_writer, noted at each
+ *      transaction's end) is at or below durable_seq, or the range's bytes are logged after them
  *      (stored_log). Recovery replays only transactions above durable_seq, in order.
  */
 #include <pthread.h>
@@ -71,11 +71,9 @@ struct kr_stale {
 	uint64_t *map[2];          /* the map in the two control pages (pool memory) */
 	_Atomic uint64_t dram[MAP_WORDS]; /* the same groups in DRAM (invariant 3) */
 	_Atomic uint64_t *pages;   /* heap pages persisted to since the last pass (DRAM only) */
-	_Atomic uint64_t *gseq;    /* per group: the newest transaction that wrote it (invariant 5) */
 	uint64_t ncols, k, ngroups, npages;
 	pthread_mutex_t lock;      /* persistent bit transitions (invariants 1-3) */
 	pthread_mutex_t clean_lock; /* one pass at a time */
-	_Atomic uint64_t cleaned;  /* columns cleaned since open */
 	/* The cleaner thread. */
 	pthread_mutex_t tlock;
 	pthread_cond_t cond;
@@ -87,6 +85,12 @@ struct kr_stale {
 static int enabled(const kr_pool *pool)
 {
 	return pool->stale != NULL;
+}
+
+/* Columns in group g (the last one may be short). */
+static uint64_t group_cols(const struct kr_stale *s, uint64_t g)
+{
+	return g * s->k + s->k <= s->ncols ? s->k : s->ncols - g * s->k;
 }
 
 int kr_stale_new(kr_pool *pool)
@@ -101,10 +105,7 @@ int kr_stale_new(kr_pool *pool)
 	s->ngroups = (s->ncols + s->k - 1) / s->k;
 	s->npages = kr_geom_heap_bytes(&pool->g) / P;
 	s->pages = kr_calloc((s->npages + 63) / 64, sizeof(uint64_t));
-	s->gseq = kr_calloc(s->ngroups, sizeof(uint64_t));
-	if (!s->pages || !s->gseq) {
-		free((void *)s->pages);
-		free((void *)s->gseq);
+	if (!s->pages) {
 		free(s);
 		return kr_err_set(KR_E_NOMEM, "stale map");
 	}
@@ -118,6 +119,8 @@ int kr_stale_new(kr_pool *pool)
 		if (s->ngroups - w * 64 < 64)
 			bits &= (1ull << (s->ngroups - w * 64)) - 1;
 		atomic_init(&s->dram[w], bits);
+		for (uint64_t b = bits & s->map[0][w]; b; b &= b - 1)
+			pool->stale_columns += group_cols(s, w * 64 + (uint64_t)__builtin_ctzll(b));
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->clean_lock, NULL);
@@ -143,7 +146,6 @@ void kr_stale_free(kr_pool *pool)
 	pthread_mutex_destroy(&s->tlock);
 	pthread_cond_destroy(&s->cond);
 	free((void *)s->pages);
-	free((void *)s->gseq);
 	free(s);
 	pool->stale = NULL;
 }
@@ -171,10 +173,11 @@ static int mark_group(kr_pool *pool, uint64_t g)
 	pthread_mutex_lock(&s->lock);
 	if (!group_marked(s, g)) {
 		uint64_t bit = 1ull << (g % 64);
-		for (int i = 0; i < 2; i++) {
-			kr_pm_or64(&pool->pm, &s->map[i][g / 64], bit);
+		if (!(kr_pm_or64(&pool->pm, &s->map[0][g / 64], bit) & bit))
+			atomic_fetch_add(&pool->stale_columns, group_cols(s, g)); /* kr_pool_stat */
+		kr_pm_or64(&pool->pm, &s->map[1][g / 64], bit);
+		for (int i = 0; i < 2; i++)
 			kr_pm_flush(&pool->pm, &s->map[i][g / 64], sizeof(uint64_t));
-		}
 		rc = kr_pm_fence(&pool->pm);
 		if (rc == KR_OK)
 			atomic_fetch_or_explicit(&s->dram[g / 64], bit, memory_order_release);
@@ -190,23 +193,6 @@ static int mark_group(kr_pool *pool, uint64_t g)
 	return rc;
 }
 
-void kr_stale_note_write(kr_pool *pool, uint64_t off, uint64_t len, uint64_t seq)
-{
-	struct kr_stale *s = pool->stale;
-	uint64_t prev = UINT64_MAX;
-	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len; pg += P) {
-		if (!kr_geom_in_data(&pool->g, pg))
-			continue;
-		uint64_t g = group_of(pool, pg);
-		if (g == prev)
-			continue;
-		prev = g;
-		uint64_t cur = atomic_load_explicit(&s->gseq[g], memory_order_relaxed);
-		while (cur < seq && !atomic_compare_exchange_weak(&s->gseq[g], &cur, seq))
-			;
-	}
-}
-
 /* The newest transaction that wrote a column of [off, off + len). */
 static uint64_t newest_write(kr_pool *pool, uint64_t off, size_t len)
 {
@@ -214,7 +200,7 @@ static uint64_t newest_write(kr_pool *pool, uint64_t off, size_t len)
 	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len; pg += P) {
 		if (!kr_geom_in_data(&pool->g, pg))
 			continue;
-		uint64_t v = atomic_load(&pool->stale->gseq[group_of(pool, pg)]);
+		uint64_t v = kr_tx_group_writer(pool, group_of(pool, pg));
 		newest = v > newest ? v : newest;
 	}
 	return newest;
@@ -318,22 +304,6 @@ int kr_stale_covers(const kr_pool *pool, uint64_t off, size_t len)
 			return 1;
 	}
 	return 0;
-}
-
-void kr_stale_counts(const kr_pool *pool, uint64_t *marked_columns, uint64_t *cleaned_columns)
-{
-	*marked_columns = *cleaned_columns = 0;
-	if (!enabled(pool))
-		return;
-	const struct kr_stale *s = pool->stale;
-	/* A group being cleaned has left DRAM but is still marked in the control page. */
-	for (uint64_t w = 0; w < MAP_WORDS && w * 64 < s->ngroups; w++) {
-		uint64_t bits = atomic_load(&s->dram[w]) | __atomic_load_n(&s->map[0][w], __ATOMIC_RELAXED);
-		if (s->ngroups - w * 64 < 64)
-			bits &= (1ull << (s->ngroups - w * 64)) - 1;
-		*marked_columns += (uint64_t)__builtin_popcountll(bits) * s->k;
-	}
-	*cleaned_columns = atomic_load(&s->cleaned);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -478,7 +448,7 @@ static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 		if (pool->hdr.ro_compat & KR_FEAT_RO_PARITY)
 			kr_parity_recompute(&pool->redund.parity, kr_geom_column_page(geo, c, 0), P);
 	}
-	atomic_fetch_add(&s->cleaned, hi - lo);
+	atomic_fetch_add(&pool->stale_cleaned, hi - lo);
 }
 
 /* Invariant 2: the persistent bits of `done` whose DRAM bits stayed clear. */
@@ -491,6 +461,8 @@ static int unmark(kr_pool *pool, const uint64_t *done)
 		uint64_t clear = done[w] & ~atomic_load(&s->dram[w]);
 		if (!clear)
 			continue;
+		for (uint64_t b = clear & s->map[0][w]; b; b &= b - 1)
+			atomic_fetch_sub(&pool->stale_columns, group_cols(s, w * 64 + (uint64_t)__builtin_ctzll(b)));
 		any = 1;
 		for (int i = 0; i < 2; i++) {
 			kr_pm_andn64(&pool->pm, &s->map[i][w], clear);
@@ -514,13 +486,13 @@ static int unmark_replay_safe(kr_pool *pool, uint64_t *done)
 	for (uint64_t w = 0; w < MAP_WORDS && rc == KR_OK; w++)
 		for (uint64_t bits = done[w]; bits && rc == KR_OK; bits &= bits - 1) {
 			uint64_t g = w * 64 + (uint64_t)__builtin_ctzll(bits);
-			if (atomic_load(&s->gseq[g]) <= durable)
+			if (kr_tx_group_writer(pool, g) <= durable)
 				continue;
 			if (!synced++) {
 				rc = kr_log_sync(&pool->log, NULL);
 				durable = kr_log_durable_seq(&pool->log);
 			}
-			if (rc == KR_OK && atomic_load(&s->gseq[g]) > durable) {
+			if (rc == KR_OK && kr_tx_group_writer(pool, g) > durable) {
 				done[w] &= ~(bits & -bits);
 				atomic_fetch_or(&s->dram[w], bits & -bits);
 			}

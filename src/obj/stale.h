@@ -25,11 +25,6 @@ int kr_stale_recover(kr_pool *pool);
  * returns (invariant 1). Bytes outside the heap's data rows have nothing to mark. */
 int kr_stale_mark(kr_pool *pool, uint64_t off, size_t len);
 
-/* A transaction with sequence number at most seq wrote [off, off + len) (tx.c, at its end):
- * a replay after a crash would write those bytes again, over later stores of the
- * application's, unless durable_seq passes seq before such a store is persisted. */
-void kr_stale_note_write(kr_pool *pool, uint64_t off, uint64_t len, uint64_t seq);
-
 /* 1 if a page column of [off, off + len) is marked: its parity and the checksums of its
  * objects may disagree with its bytes, and must not be judged or used to rebuild. */
 int kr_stale_covers(const kr_pool *pool, uint64_t off, size_t len);
@@ -48,7 +43,5 @@ int kr_stale_clean(kr_pool *pool);
 /* Stops the cleaner thread (close). */
 void kr_stale_stop(kr_pool *pool);
 
-/* For kr_pool_stat: columns marked now, and columns cleaned since open. */
-void kr_stale_counts(const kr_pool *pool, uint64_t *marked_columns, uint64_t *cleaned_columns);
 
 #endif

@@ -58,10 +58,8 @@
 #include "invariant.h"
 #include "query.h"
 #include "quiesce.h"
-#include "scrub.h"
 #include "shadow.h"
 #include "tx.h"
-#include "stale.h"
 #include "vcache.h"
 
 #define CANARY 0x6b6572617469ee5aull /* "keratin" + tag: a byte pattern no zero-fill hits */
@@ -166,6 +164,10 @@ struct kr_tx_shared {
 	struct crc_lock crc_locks[CRC_LOCKS];
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing */
 	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
+	/* Pools with the stale map: per group of columns, the newest transaction that wrote
+	 * there (kr_tx_group_writer); NULL otherwise. */
+	_Atomic uint64_t *group_writer;
+	uint64_t group_cols;
 };
 
 /* What an ended transaction keeps for the next one on its lane: a few buffer headers, each
@@ -344,7 +346,7 @@ static int object_verify_repair(kr_pool *pool, kr_oid oid, const struct kr_block
 	int rc = object_verify(pool, oid, hdr, copy);
 	if (copy)
 		*copied = rc == KR_OK;
-	if (rc == KR_OK || kr_scrub_object(pool, b) != KR_OK)
+	if (rc == KR_OK || pool->repair_object(pool, b) != KR_OK)
 		return rc; /* the message names the mismatch */
 	return KR_OK;
 }
@@ -373,7 +375,7 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 	const struct kr_obj_hdr *hdr = NULL;
 	int rc = object_header(tx->pool, oid, &b, &hdr);
 	/* A damaged header is object damage: repair it from parity before giving up. */
-	if (rc == KR_E_CORRUPT_OBJECT && kr_scrub_object(tx->pool, &b) == KR_OK)
+	if (rc == KR_E_CORRUPT_OBJECT && tx->pool->repair_object(tx->pool, &b) == KR_OK)
 		rc = object_header(tx->pool, oid, &b, &hdr);
 	/* Debug mode: no other live transaction may have it open for write. */
 	if (rc == KR_OK && __builtin_expect(tx->pool->debug != NULL, 0))
@@ -1364,6 +1366,28 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 
 /* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
  * transaction's DRAM to the lane's next one. */
+static void note_write(kr_pool *pool, uint64_t off, uint64_t len, uint64_t seq)
+{
+	struct kr_tx_shared *t = pool->tx;
+	uint64_t prev = UINT64_MAX;
+	for (uint64_t pg = off & ~(uint64_t)(KR_PAGE_SIZE - 1); pg < off + len; pg += KR_PAGE_SIZE) {
+		if (!kr_geom_in_data(&pool->g, pg))
+			continue;
+		uint64_t g = kr_geom_column(&pool->g, pg) / t->group_cols;
+		if (g == prev)
+			continue;
+		prev = g;
+		uint64_t cur = atomic_load_explicit(&t->group_writer[g], memory_order_relaxed);
+		while (cur < seq && !atomic_compare_exchange_weak(&t->group_writer[g], &cur, seq))
+			;
+	}
+}
+
+uint64_t kr_tx_group_writer(kr_pool *pool, uint64_t g)
+{
+	return atomic_load(&pool->tx->group_writer[g]);
+}
+
 /* What a replay could write again (stale.c, invariant 5): a new object's whole block, an
  * existing one's header (its checksum) and changed ranges. An abort's undo entries are older
  * than the sequence numbers handed out by now. */
@@ -1375,13 +1399,13 @@ static void tx_note_writes(struct kr_tx *tx, int committed, uint64_t seq)
 		if (m->freed || (!committed && !m->in_place))
 			continue;
 		if (m->fresh) {
-			kr_stale_note_write(pool, m->block.off, m->block.bytes, bound);
+			note_write(pool, m->block.off, m->block.bytes, bound);
 			continue;
 		}
-		kr_stale_note_write(pool, m->block.off, sizeof(struct kr_obj_hdr), bound);
+		note_write(pool, m->block.off, sizeof(struct kr_obj_hdr), bound);
 		for (uint32_t i = 0; i < m->nranges; i++)
-			kr_stale_note_write(pool, m->oid + m->ranges[i].start,
-					    m->ranges[i].end - m->ranges[i].start, bound);
+			note_write(pool, m->oid + m->ranges[i].start, m->ranges[i].end - m->ranges[i].start,
+				   bound);
 	}
 }
 
@@ -1393,7 +1417,7 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 		tx_undo_in_place(tx);
 	if (tx->nsegs)
 		tx_spill_end(tx, committed, seq);
-	if (pool->stale)
+	if (pool->tx->group_writer)
 		tx_note_writes(tx, committed, seq);
 	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
@@ -1420,6 +1444,16 @@ int kr_tx_shared_new(kr_pool *pool)
 		return kr_err_set(KR_E_NOMEM, "%u transaction slots", pool->log.nlanes);
 	}
 	t->nlanes = pool->log.nlanes;
+	if (pool->hdr.incompat & KR_FEAT_INCOMPAT_STALE_MAP) {
+		uint64_t cols = kr_geom_columns(&pool->g);
+		t->group_cols = KR_STALE_COLUMNS_PER_BIT(cols);
+		t->group_writer = kr_calloc((cols + t->group_cols - 1) / t->group_cols, sizeof(uint64_t));
+		if (!t->group_writer) {
+			free(t->spare);
+			free(t);
+			return kr_err_set(KR_E_NOMEM, "stale map groups");
+		}
+	}
 	pthread_mutex_init(&t->root_lock, NULL);
 	pthread_mutex_init(&t->inflight_lock, NULL);
 	for (int i = 0; i < CRC_LOCKS; i++)
@@ -1440,6 +1474,7 @@ void kr_tx_shared_free(kr_pool *pool)
 		if (t->spare[i].tx)
 			tx_free_all(t->spare[i].tx);
 	free(t->spare);
+	free((void *)t->group_writer);
 	kr_vcache_fini(&t->vcache);
 	kr_shadow_fini(&t->shadow);
 	pthread_mutex_destroy(&t->root_lock);
@@ -2053,7 +2088,7 @@ static const struct kr_obj_hdr *live_header(kr_pool *pool, kr_oid oid)
 	if (object_header(pool, oid, &b, &hdr) != KR_OK)
 		return NULL;
 	/* Conservative policy: every read verifies (and repairs) first. */
-	if (kr_scrub_read_policy(pool) == KR_READ_CONSERVATIVE &&
+	if (atomic_load_explicit(&pool->read_policy, memory_order_relaxed) == KR_READ_CONSERVATIVE &&
 	    feat(pool, KR_FEAT_RO_OBJ_CSUM) && object_verify_repair(pool, oid, &b, NULL, NULL) != KR_OK)
 		return NULL;
 	return hdr;
