@@ -389,7 +389,8 @@ static void recompute_object(kr_pool *pool, const struct kr_block *b)
 		return; /* not an object's header: the check reports it, nothing to follow */
 	uint32_t crc = kr_obj_crc(hdr, hdr + 1);
 	uint64_t g = group_of(pool, b->off);
-	if (crc != hdr->crc && !(s->map[0][g / 64] >> (g % 64) & 1) && mark_group(pool, g) != KR_OK)
+	if (crc != hdr->crc && !(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_RELAXED) >> (g % 64) & 1) &&
+	    mark_group(pool, g) != KR_OK)
 		return; /* the pool fails (the fence did): leave the checksum as it is */
 	if (crc != hdr->crc) {
 		kr_redund_write_direct(&pool->redund, b->off + offsetof(struct kr_obj_hdr, crc), &crc,
