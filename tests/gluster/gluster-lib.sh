@@ -143,7 +143,9 @@ gl_keratin_mount() {
 	local n=$1 mnt=$GW/b$1 _
 	"$KR" fs mount "${POOL[n]}" "$mnt" --force-pmem ${GL_KERATIN_OPTS:+-o "$GL_KERATIN_OPTS"} -f 2>>"$GW/keratin-$n.log" &
 	KPID[n]=$!
-	for _ in $(seq 300); do
+	# Up to 60 s: on a machine busy with other work a mount has taken more than the 3 s
+	# this once allowed (a fresh-clone make check failed so, its daemon alive, no error).
+	for _ in $(seq 6000); do
 		grep -q " $mnt fuse.keratin " /proc/self/mounts && return 0
 		kill -0 "${KPID[n]}" 2>/dev/null || break
 		sleep 0.01
