@@ -134,8 +134,8 @@ int kp_declare_stored(struct kp_pool *p, const void *addr, size_t len)
 	return d.rc ? kp_err_kr(d.rc, "pmemobj_persist") : 0;
 }
 
-/* The pool's noted ranges, each made durable with a fence of its own as one persist would
- * (stale map: all marked and written back first, one fence for them all). */
+/* The pool's noted ranges, on a pool with the stale map: all marked, then all written back,
+ * one fence for them all. */
 static void drain_stale(struct kp_pool *p)
 {
 	if (!nnotes)

@@ -446,10 +446,12 @@ KR_API void kr_tx_trust(kr_tx *tx);
  * The bytes' parity and the checksums of the objects holding them follow within one period
  * of the pool's cleaner thread (KERATIN_STALE_MS, default 100 ms), at kr_pool_check, at
  * close, or in recovery after a crash. Until then a media error in those columns cannot be
- * repaired and their objects are not verified (docs/DESIGN.md, "the window"). Any thread,
- * inside or outside a transaction; transactions of other threads on objects stored into
- * this way call kr_tx_trust (a store not persisted yet fails verification, and the repair
- * would take it back). Pools made before the stale map (kr_pool_stat's
+ * repaired and their objects are not verified (docs/DESIGN.md, "the window"). Any thread;
+ * inside a transaction of its own, KR_E_MISUSE_STATE when the range's bytes would have to be
+ * logged (another thread's open in-place transaction holds the log back after a transaction
+ * wrote those columns: kr_tx_add_stored is the way there). Transactions of other threads on
+ * objects stored into this way call kr_tx_trust (a store not persisted yet fails
+ * verification, and the repair would take it back). Pools made before the stale map (kr_pool_stat's
  * stale_map is 0): KR_E_MISUSE_STATE, and kr_tx_add_stored is the way there.
  * Errors: KR_E_MISUSE_ARG (a range outside the pool), KR_E_IO_SYNC (the pool fails). */
 KR_API int kr_stored_flush(kr_pool *pool, const void *addr, size_t len);

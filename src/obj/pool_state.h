@@ -24,7 +24,7 @@
 #include "redund.h"
 
 struct kr_tx_shared;  /* tx.c: what the pool's transactions share */
-struct kr_scrubber;   /* scrub.c: the read policy and the background scrubber */
+struct kr_scrubber;   /* scrub.c: the background scrubber */
 struct kr_poison;     /* repair.c: emulated poisoned pages */
 struct kr_debug;      /* debug.c: debug mode's state */
 struct kr_stale;      /* stale.c: the stale map and its cleaner */

@@ -46,13 +46,13 @@
 
 #include "debug.h"
 #include "err.h"
-#include "stale.h"
 #include "fault.h"
 #include "geom.h"
 #include "media.h"
 #include "query.h"
 #include "quiesce.h"
 #include "repair.h"
+#include "stale.h"
 
 #define P KR_PAGE_SIZE
 #define MAX_POISON 64

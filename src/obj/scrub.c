@@ -755,7 +755,8 @@ int kr_pool_check_copies(kr_pool *pool, int repair, struct kr_check_report *rep)
 /* ---------------------------------------------------------------------------------------
  * Read policies and the background scrubber
  * ------------------------------------------------------------------------------------- */
-/* pool->scrubber: the read policy, and the background scrubber's thread and schedule. */
+/* pool->scrubber: the background scrubber's thread and schedule (the read policy it serves
+ * is the pool's, read_policy: tx.c reads it too). */
 struct kr_scrubber {
 	pthread_mutex_t lock;    /* the fields below */
 	pthread_cond_t cond;

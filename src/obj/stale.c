@@ -241,7 +241,7 @@ static int stored_log(kr_pool *pool, uint64_t off, size_t len)
 	return rc;
 }
 
-/* Invariant 5, before any mark. */
+/* Invariant 5, after the range's marks and before its write-back. */
 static int replay_safe(kr_pool *pool, uint64_t off, size_t len, int *logged)
 {
 	uint64_t newest = newest_write(pool, off, len);
@@ -388,15 +388,14 @@ static void recompute_object(kr_pool *pool, const struct kr_block *b)
 	if (hdr->size == 0 || hdr->size > b->bytes - sizeof(*hdr))
 		return; /* not an object's header: the check reports it, nothing to follow */
 	uint32_t crc = kr_obj_crc(hdr, hdr + 1);
+	if (crc == hdr->crc)
+		return;
 	uint64_t g = group_of(pool, b->off);
-	if (crc != hdr->crc && !(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_RELAXED) >> (g % 64) & 1) &&
+	if (!(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_RELAXED) >> (g % 64) & 1) &&
 	    mark_group(pool, g) != KR_OK)
 		return; /* the pool fails (the fence did): leave the checksum as it is */
-	if (crc != hdr->crc) {
-		kr_redund_write_direct(&pool->redund, b->off + offsetof(struct kr_obj_hdr, crc), &crc,
-				       sizeof(crc));
-		kr_tx_forget(pool, b->off + sizeof(*hdr), hdr->size);
-	}
+	kr_redund_write_direct(&pool->redund, b->off + offsetof(struct kr_obj_hdr, crc), &crc, sizeof(crc));
+	kr_tx_forget(pool, b->off + sizeof(*hdr), hdr->size);
 }
 
 int kr_stale_trust_object(kr_pool *pool, const struct kr_block *b)
@@ -435,7 +434,7 @@ static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 {
 	struct kr_stale *s = pool->stale;
 	const struct kr_geom *geo = &pool->g;
-	uint64_t lo = g * s->k, hi = lo + s->k < s->ncols ? lo + s->k : s->ncols;
+	uint64_t lo = g * s->k, hi = lo + group_cols(s, g);
 	int csums = (pool->hdr.ro_compat & KR_FEAT_RO_OBJ_CSUM) != 0;
 	for (uint64_t c = lo; c < hi; c++) {
 		uint64_t last = 0;
@@ -521,8 +520,7 @@ int kr_stale_clean(kr_pool *pool)
 		while (bits) {
 			uint64_t bit = bits & -bits, g = w * 64 + (uint64_t)__builtin_ctzll(bits);
 			bits &= bits - 1;
-			uint64_t lo = g * s->k, hi = lo + s->k < s->ncols ? lo + s->k : s->ncols;
-			if (kr_tx_inflight_in_columns(pool, lo, hi)) { /* invariant 4: next pass */
+			if (kr_tx_inflight_in_columns(pool, g * s->k, g * s->k + group_cols(s, g))) { /* invariant 4: next pass */
 				atomic_fetch_or(&s->dram[w], bit);
 				continue;
 			}

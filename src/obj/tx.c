@@ -1364,8 +1364,6 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	return KR_OK;
 }
 
-/* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
- * transaction's DRAM to the lane's next one. */
 static void note_write(kr_pool *pool, uint64_t off, uint64_t len, uint64_t seq)
 {
 	struct kr_tx_shared *t = pool->tx;
@@ -1409,6 +1407,8 @@ static void tx_note_writes(struct kr_tx *tx, int committed, uint64_t seq)
 	}
 }
 
+/* Ends the transaction: unreserves what was not committed, unbinds, and leaves the
+ * transaction's DRAM to the lane's next one. */
 static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 {
 	kr_pool *pool = tx->pool;
@@ -1757,7 +1757,6 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
 	*d = object_new_crc(tx, m, new_crc);
 	return KR_OK;
 }
-
 
 /* The checksum of an object with declared stores (kr_tx_add_stored): patched for them from
  * the DRAM copy's old bytes, or recomputed over the object as it will be (home, which holds
