@@ -23,6 +23,8 @@ int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi);
 /* An object's checksum was recomputed behind the transactions' back: its DRAM block
  * checksums (vcache.h) and copy (shadow.h) are dropped. */
 void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
+/* Whether the object's DRAM block checksums are cached (tests watch them evicted). */
+int kr_tx_blocks_cached(kr_pool *pool, kr_oid oid, uint64_t size);
 /* Pools with the stale map: the newest sequence number of a transaction that wrote into the
  * stale-map group g (KR_STALE_COLUMNS_PER_BIT columns, layout.h), noted at each
  * transaction's end: what a replay after a crash would write again (stale.c invariant 5). */
