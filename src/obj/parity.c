@@ -138,31 +138,12 @@ static void patch_words(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 	}
 }
 
-/* SIMD XOR for the 32-byte aligned middle, atomic words for the edges. Exclusive lock. */
+/* One SIMD pass over the whole piece, any alignment: the exclusive lock keeps every other
+ * writer of these parity bytes out (small patches and word XORs take it shared). */
 static void patch_simd(struct kr_parity *p, uint64_t poff, const uint8_t *old,
 		       const uint8_t *new, size_t len)
 {
-	uint64_t a = (poff + 31) & ~31ull, e = (poff + len) & ~31ull;
-	if (e <= a + 64) {
-		patch_words(p, poff, old, new, len);
-		return;
-	}
-	patch_words(p, poff, old, new, a - poff);
-	size_t mid = e - a;
-	/* ISA-L wants every vector 32-byte aligned: stage old and new in aligned scratch, on
-	 * the stack up to 4 KiB each, allocated for larger patches (amortised over their size). */
-	_Alignas(32) uint8_t local[2 * P];
-	uint8_t *st = 2 * mid <= sizeof(local) ? local : aligned_alloc(32, 2 * mid);
-	if (!st) {
-		patch_words(p, a, old + (a - poff), new + (a - poff), mid);
-	} else {
-		memcpy(st, old + (a - poff), mid);
-		memcpy(st + mid, new + (a - poff), mid);
-		kr_pm_xor2(p->pm, p->pm->base + a, st, st + mid, mid);
-		if (st != local)
-			free(st);
-	}
-	patch_words(p, e, old + (e - poff), new + (e - poff), poff + len - e);
+	kr_pm_xor2(p->pm, p->pm->base + poff, old, new, len);
 }
 
 /* One 8-byte word's delta (allocator bit records, chunk-record CRC patches). The atomic

@@ -60,7 +60,7 @@ void kr_pm_store64(struct kr_pm *pm, uint64_t *dst, uint64_t v);
 uint64_t kr_pm_or64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
-/* dst ^= a ^ b, SIMD (ISA-L), not atomic; dst, a, b 32-byte aligned. */
+/* dst ^= a ^ b, SIMD, any alignment; not atomic. */
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
 /* par ^= dst ^ src, then dst = src, over n bytes in one pass (no alignment needed): a write
  * that patches the parity of what it overwrites. Not atomic: the caller excludes every
