@@ -7,6 +7,8 @@
  *   alloc / overwrite / free SIZE   single-object transactions, each timed on its own:
  *       alloc     allocate an object of SIZE and store its oid in a slot of an array object
  *       overwrite rewrite all SIZE bytes of one of 1000 objects, chosen at random
+ *       replace   the same new bytes out of place: allocate an object, fill it, free the
+ *                 old one and store the new oid in the old one's slot of an array object
  *       free      free one of the objects allocated (untimed) beforehand, clear its slot
  *   tx_alloc / tx_free SIZE    pmembench's obj_tx_alloc and obj_tx_free, libpmemobj's own
  *                              pattern: the same without the slot (the oid in DRAM only);
@@ -151,32 +153,79 @@ static int overwrite_one(kr_pool *pool, kr_oid oid, size_t size, uint64_t i)
 	return kr_tx_commit(tx); /* reports kr_tx_open's failure too: errors are sticky */
 }
 
+/* Object `which` of the array's NOBJ rewritten out of place; oids is the DRAM copy. */
+static int replace_one(kr_pool *pool, kr_oid array, kr_oid *oids, size_t which, size_t size,
+		       uint64_t i)
+{
+	kr_tx *tx;
+	kr_oid n = 0;
+	int rc = kr_tx_begin(pool, &tx);
+	if (rc)
+		return rc;
+	if (kr_tx_alloc(tx, size, 1, &n) == KR_OK) {
+		unsigned char *p = kr_tx_open(tx, n);
+		if (p)
+			memset(p, (int)(i & 0xff), size);
+		kr_tx_free(tx, oids[which]);
+		kr_oid *slot = kr_tx_add(tx, array, which * sizeof(kr_oid), sizeof(kr_oid));
+		if (slot)
+			*slot = n;
+	}
+	if ((rc = kr_tx_commit(tx)) == KR_OK)
+		oids[which] = n;
+	return rc;
+}
+
 struct worker {
 	kr_pool *pool;
 	size_t size;
 	uint64_t ops, seed;
 	kr_oid oids[NOBJ];
+	kr_oid array; /* replace: the objects' slots (0 for the in-place overwrite) */
 	uint64_t *lat;
 	struct kr_counters c; /* this thread's (counters are per thread) */
 	int rc;
 	pthread_barrier_t *start;
 };
 
+static int rewrite_one(struct worker *w, uint64_t *rng, uint64_t i)
+{
+	size_t which = util_rand_below(rng, NOBJ);
+	if (w->array)
+		return replace_one(w->pool, w->array, w->oids, which, w->size, i);
+	return overwrite_one(w->pool, w->oids[which], w->size, i);
+}
+
 static void *overwrite_worker(void *arg)
 {
 	struct worker *w = arg;
 	uint64_t rng = w->seed;
 	for (uint64_t i = 0; i < w->ops / 10 && !w->rc; i++) /* warm-up */
-		w->rc = overwrite_one(w->pool, w->oids[util_rand_below(&rng, NOBJ)], w->size, i);
+		w->rc = rewrite_one(w, &rng, i);
 	pthread_barrier_wait(w->start);
 	kr_counters_reset();
 	for (uint64_t i = 0; i < w->ops && !w->rc; i++) {
 		uint64_t t0 = util_now_ns();
-		w->rc = overwrite_one(w->pool, w->oids[util_rand_below(&rng, NOBJ)], w->size, i);
+		w->rc = rewrite_one(w, &rng, i);
 		w->lat[i] = util_now_ns() - t0;
 	}
 	kr_counters_get(&w->c);
 	return NULL;
+}
+
+/* An array object holding the n oids (untimed setup of replace). */
+static int slots_object(kr_pool *pool, const kr_oid *oids, size_t n, kr_oid *array)
+{
+	kr_tx *tx;
+	int rc = kr_tx_begin(pool, &tx);
+	if (rc)
+		return rc;
+	if (kr_tx_alloc(tx, n * sizeof(kr_oid), 2, array) == KR_OK) {
+		kr_oid *p = kr_tx_open(tx, *array);
+		if (p)
+			memcpy(p, oids, n * sizeof(kr_oid));
+	}
+	return kr_tx_commit(tx);
 }
 
 static int bench_overwrite(struct opts *o, size_t size)
@@ -199,6 +248,8 @@ static int bench_overwrite(struct opts *o, size_t size)
 		w[t] = (struct worker){.pool = pool, .size = size, .ops = o->ops, .seed = t + 1,
 				       .start = &start, .lat = malloc(o->ops * sizeof(uint64_t))};
 		rc = w[t].lat ? alloc_objects(pool, size, w[t].oids, NOBJ) : KR_E_NOMEM;
+		if (rc == KR_OK && !strcmp(o->workload, "replace"))
+			rc = slots_object(pool, w[t].oids, NOBJ, &w[t].array);
 	}
 	if (rc) {
 		close_pool(o, pool);
@@ -540,7 +591,7 @@ static int usage(void)
 	       "benchmark against libpmemobj). Columns:\n"
 	       "  library,config,workload,param,threads,ops,seconds,median_ns,p99_ns,ops_per_s,\n"
 	       "  fences,flushed_lines,logged_bytes,written_bytes (the last four per operation)\n\n"
-	       "  --workload W  alloc, overwrite, free, tx_alloc, tx_free (pmembench's pattern:\n"
+	       "  --workload W  alloc, overwrite, replace, free, tx_alloc, tx_free (pmembench's pattern:\n"
 	       "                no slot) (--param SIZE in bytes); mt_overwrite\n"
 	       "                (--param SIZE, --threads T); map (--param ctree|rbtree|btree|\n"
 	       "                skiplist|rtree|hashmap: insert, lookup and remove rows); create\n"
@@ -607,10 +658,12 @@ int main(int argc, char **argv)
 	uint64_t size = 0;
 	int bare = !strcmp(o.workload, "tx_alloc") || !strcmp(o.workload, "tx_free");
 	int sized = !strcmp(o.workload, "alloc") || !strcmp(o.workload, "overwrite") ||
+		    !strcmp(o.workload, "replace") ||
 		    !strcmp(o.workload, "free") || !strcmp(o.workload, "mt_overwrite") || bare;
 	if (sized && (util_parse_uint(o.param, 1, 1u << 24, &size)))
 		return util_usage_error(PROG, "%s: --param SIZE in bytes (1 to 16M)", o.workload);
-	if (!strcmp(o.workload, "overwrite") || !strcmp(o.workload, "mt_overwrite"))
+	if (!strcmp(o.workload, "overwrite") || !strcmp(o.workload, "mt_overwrite") ||
+	    !strcmp(o.workload, "replace"))
 		return bench_overwrite(&o, size);
 	if (!strcmp(o.workload, "alloc") || !strcmp(o.workload, "free") || bare)
 		return bench_alloc_free(&o, size, !strcmp(o.workload, "free") || !strcmp(o.workload, "tx_free"),

@@ -7,7 +7,7 @@
  * file, or for --config replica a pool set with one replica), does the workload's untimed
  * setup, times every operation of the workload on its own with CLOCK_MONOTONIC, checks
  * that the result makes sense, and removes the pool files when it exits, also on an error
- * or a signal. Object workloads (alloc, overwrite, free, mt_overwrite, and tx_alloc and
+ * or a signal. Object workloads (alloc, overwrite, replace, free, mt_overwrite, and tx_alloc and
  * tx_free, pmembench's own pattern) are written here;
  * the map workloads (insert, remove, lookup) drive PMDK's own example structures through
  * their map.h abstraction, compiled by bench/pmdk-build.sh from the copy in
@@ -98,14 +98,19 @@ enum workload {
 	W_ALLOC, W_OVERWRITE, W_FREE, W_MT_OVERWRITE,
 	W_INSERT, W_REMOVE, W_LOOKUP, W_MAP,
 	W_CREATE, W_TX_ALLOC, W_TX_FREE, W_PERSIST,
+	W_REPLACE,
 };
 static const char *const workload_names[] = {"alloc",  "overwrite", "free",   "mt_overwrite",
 					     "insert", "remove",    "lookup", "map",
-					     "create", "tx_alloc",  "tx_free", "persist"};
+					     "create", "tx_alloc",  "tx_free", "persist",
+					     "replace"};
 #define N_WORKLOADS (sizeof(workload_names) / sizeof(workload_names[0]))
 
 static int is_map_workload(enum workload w) { return w >= W_INSERT && w <= W_MAP; }
-static int is_overwrite(enum workload w) { return w == W_OVERWRITE || w == W_MT_OVERWRITE; }
+static int is_overwrite(enum workload w)
+{
+	return w == W_OVERWRITE || w == W_MT_OVERWRITE || w == W_REPLACE;
+}
 
 /*
  * The structures. ops is NULL for one pmdk-build.sh left out. pool_bytes_per_key sizes the
@@ -588,6 +593,32 @@ static int tx_overwrite_one(PMEMobjpool *pop, PMEMoid oid, size_t size, unsigned
 	return failed;
 }
 
+/* replace: the same new bytes out of place, in one transaction: a new object (which
+ * libpmemobj flushes at commit), the old one freed, the slot pointed at the new one. */
+static int tx_replace_one(PMEMobjpool *pop, PMEMoid *slot, size_t size, unsigned char byte)
+{
+	volatile int failed = 0;
+	TX_BEGIN(pop) {
+		PMEMoid n = pmemobj_tx_alloc(size, TYPE_OBJ);
+		memset(pmemobj_direct(n), byte, size);
+		pmemobj_tx_free(*slot);
+		pmemobj_tx_add_range_direct(slot, sizeof(*slot));
+		*slot = n;
+	} TX_ONABORT {
+		failed = 1;
+	} TX_END
+	return failed;
+}
+
+/* One rewrite of object i of objs: in place (overwrite, mt_overwrite) or out of place. */
+static int tx_rewrite_one(PMEMobjpool *pop, PMEMoid *objs, uint64_t i, size_t size,
+			  unsigned char byte, int replace)
+{
+	if (replace)
+		return tx_replace_one(pop, &objs[i], size, byte);
+	return tx_overwrite_one(pop, objs[i], size, byte);
+}
+
 /* The untimed setup of overwrite and free: n objects in slots [0, n). pmemobj_zalloc
  * allocates atomically and stores the oid in the slot persistently. */
 static void alloc_objects(PMEMobjpool *pop, PMEMoid *slots, uint64_t n, size_t size)
@@ -601,8 +632,9 @@ static void alloc_objects(PMEMobjpool *pop, PMEMoid *slots, uint64_t n, size_t s
 struct overwriter {
 	pthread_t tid;
 	PMEMobjpool *pop;
-	const PMEMoid *objs; /* this thread's objects */
+	PMEMoid *objs; /* this thread's objects' slots */
 	uint64_t nobjs, ops;
+	int replace;
 	size_t size;
 	uint64_t seed;
 	uint64_t *lat;
@@ -618,9 +650,9 @@ static void *overwrite_loop(void *arg)
 
 	pthread_barrier_wait(w->start);
 	for (uint64_t j = 0; j < w->ops; j++) {
-		PMEMoid oid = w->objs[splitmix64_next(&rng) % w->nobjs];
+		uint64_t i = splitmix64_next(&rng) % w->nobjs;
 		uint64_t t0 = now_ns();
-		int failed = tx_overwrite_one(w->pop, oid, w->size, (unsigned char)(j + 1));
+		int failed = tx_rewrite_one(w->pop, w->objs, i, w->size, (unsigned char)(j + 1), w->replace);
 		w->lat[j] = now_ns() - t0;
 		if (failed) {
 			w->failed = 1;
@@ -660,7 +692,8 @@ static void run_overwrite(const struct opts *o, PMEMobjpool *pop, PMEMoid *slots
 					   .size = o->size,
 					   .seed = OBJ_SEED + t,
 					   .lat = xmalloc((hi - lo) * sizeof(uint64_t)),
-					   .start = &start};
+					   .start = &start,
+					   .replace = o->wl == W_REPLACE};
 	}
 	for (unsigned t = 1; t < nt; t++)
 		if ((errno = pthread_create(&w[t].tid, NULL, overwrite_loop, &w[t])))
@@ -672,9 +705,9 @@ static void run_overwrite(const struct opts *o, PMEMobjpool *pop, PMEMoid *slots
 	pthread_barrier_wait(&start);
 	loop_begin(&clock);
 	for (uint64_t j = 0; j < w[0].ops; j++) {
-		PMEMoid oid = w[0].objs[splitmix64_next(&rng) % w[0].nobjs];
+		uint64_t i = splitmix64_next(&rng) % w[0].nobjs;
 		uint64_t t0 = now_ns();
-		int failed = tx_overwrite_one(pop, oid, o->size, (unsigned char)(j + 1));
+		int failed = tx_rewrite_one(pop, w[0].objs, i, o->size, (unsigned char)(j + 1), w[0].replace);
 		w[0].lat[j] = now_ns() - t0;
 		if (failed)
 			die_pmem("overwrite transaction");
@@ -1093,8 +1126,8 @@ static void usage(FILE *f)
 		"                          (kr_region_attach, lazy redundancy) updated every MS\n"
 		"                          milliseconds (e.g. region1000)\n"
 		"  --dir DIR               where the pool files go (default /dev/shm)\n"
-		"  --workload W            alloc, overwrite, free, mt_overwrite, tx_alloc,\n"
-		"                          tx_free (param: object\n"
+		"  --workload W            alloc, overwrite, replace, free, mt_overwrite,\n"
+		"                          tx_alloc, tx_free (param: object\n"
 		"                          SIZE in bytes, e.g. 64 256 1024 4096 16384);\n"
 		"                          insert, remove, lookup, map (param: STRUCT, one of\n"
 		"                          ctree rbtree btree skiplist rtree hashmap\n"
@@ -1107,7 +1140,7 @@ static void usage(FILE *f)
 		"                          workloads: threads, each with its own map and ops / T\n"
 		"                          keys, all maps in one pool (not hashmap_rp)\n"
 		"                          (default 1; the others run on 1 thread)\n"
-		"  --objects K             overwrite, mt_overwrite: objects per thread\n"
+		"  --objects K             overwrite, replace, mt_overwrite: objects per thread\n"
 		"                          (default: ops / threads)\n"
 		"  --pool-mib M            size of the pool (and of the replica) in MiB\n"
 		"                          (default: enough for the workload)\n"
@@ -1261,7 +1294,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	if ((o->wl == W_MT_OVERWRITE || is_map_workload(o->wl)) && o->ops < o->threads)
 		usage_error("--ops must be at least --threads");
 	if (o->objects && !is_overwrite(o->wl))
-		usage_error("--objects applies to overwrite and mt_overwrite only");
+		usage_error("--objects applies to overwrite, replace and mt_overwrite only");
 	if (is_overwrite(o->wl) && !o->objects && o->ops / o->threads == 0)
 		usage_error("--ops gives the threads no objects");
 
@@ -1284,7 +1317,8 @@ static uint64_t default_pool_mib(const struct opts *o)
 	if (is_map_workload(o->wl))
 		bytes = o->ops * o->map->pool_bytes_per_key;
 	else
-		bytes = objects * (sizeof(PMEMoid) + (o->size + 128) * 5 / 4);
+		bytes = objects * (sizeof(PMEMoid) + (o->size + 128) * 5 / 4) +
+			(o->wl == W_REPLACE ? 2 * (o->size + 128) : 0); /* the new one, before the free */
 	return 64 + (bytes + MIB - 1) / MIB;
 }
 

@@ -68,9 +68,11 @@ REGION_COLUMNS = ["pattern", "mode", "period_ms", "size_mib", "seconds", "ops", 
 
 
 def run_driver(lib, exe, config, workload, param, ops, threads=1):
-    cmd = [exe, "--config", config, "--workload", workload, "--param", str(param),
-           "--ops", str(ops), "--threads", str(threads)]
-    if lib == "pmdk" and workload in ("overwrite", "mt_overwrite"):
+    # exe: the driver's path, or a command list ending with it (bench/rewrite.py pins it)
+    cmd = (exe if isinstance(exe, list) else [exe]) + [
+        "--config", config, "--workload", workload, "--param", str(param),
+        "--ops", str(ops), "--threads", str(threads)]
+    if lib == "pmdk" and workload in ("overwrite", "mt_overwrite", "replace"):
         cmd += ["--objects", "1000"]  # keratin-bench's fixed 1000 objects per thread
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
