@@ -42,8 +42,11 @@ int kp_write(struct kp_pool *p, kr_tx *tx, int own, void *addr, const void *src,
 	kr_oid oid;
 	size_t off;
 	int rc = kp_locate(p, tx, addr, len, &oid, &off, NULL);
-	if (rc)
-		return rc;
+	return rc ? rc : kp_write_at(tx, own, oid, off, src, len);
+}
+
+int kp_write_at(kr_tx *tx, int own, kr_oid oid, size_t off, const void *src, size_t len)
+{
 	if (!own)
 		return kr_tx_write_in_place(tx, oid, off, src, len);
 	void *d = kr_tx_add(tx, oid, off, len);

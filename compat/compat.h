@@ -167,6 +167,8 @@ int kp_atomic_end(kr_tx *tx, int own, int rc);
 /* len bytes of src (zeros if NULL) written at addr, inside one live object of p, by tx:
  * through a micro-buffer if the call owns tx, in place if it joined the application's. */
 int kp_write(struct kp_pool *p, kr_tx *tx, int own, void *addr, const void *src, size_t len);
+/* kp_write at a place already located: offset off of object oid. */
+int kp_write_at(kr_tx *tx, int own, kr_oid oid, size_t off, const void *src, size_t len);
 /* A new object of size bytes in tx, zero-filled, then constructed where its bytes are until
  * the commit (its micro-buffer, or home when joining a transaction). A failed constructor
  * is KR_E_MISUSE. */

@@ -12,12 +12,44 @@
 
 #include "compat.h"
 
+/* The objects an operation has located, the last few: a list change reads and writes
+ * each link of the three or four objects it touches, and locating one (heap map, header)
+ * is a cache miss each time (a third of a pmemobj_list_move in hashmap_atomic's rebuild).
+ * Objects stay put for the operation: it holds the list's lock, and its one free
+ * (pmemobj_list_remove's) comes after its last link. */
+enum { SEEN = 4 };
+
 struct op {
 	struct kp_pool *p;
 	kr_tx *tx;
 	int own;
 	int rc;
+	struct {
+		kr_oid oid;
+		size_t size;
+	} seen[SEEN];
+	unsigned nseen;
 };
+
+/* The object and offset of the PMEMoid at pool address addr. */
+static int locate(struct op *o, const void *addr, kr_oid *oid, size_t *off)
+{
+	uint64_t at = (uint64_t)((const char *)addr - o->p->base);
+	for (unsigned i = 0; i < o->nseen && i < SEEN; i++)
+		if (at >= o->seen[i].oid && at + sizeof(PMEMoid) <= o->seen[i].oid + o->seen[i].size) {
+			*oid = o->seen[i].oid;
+			*off = at - *oid;
+			return KR_OK;
+		}
+	size_t size;
+	int rc = kp_locate(o->p, o->tx, addr, sizeof(PMEMoid), oid, off, &size);
+	if (rc == KR_OK) {
+		o->seen[o->nseen % SEEN].oid = *oid;
+		o->seen[o->nseen % SEEN].size = size;
+		o->nseen++;
+	}
+	return rc;
+}
 
 /* The PMEMoid at pool address addr, as the transaction sees it. */
 static PMEMoid rd(struct op *o, const void *addr)
@@ -27,7 +59,7 @@ static PMEMoid rd(struct op *o, const void *addr)
 	size_t off;
 	if (o->rc)
 		return v;
-	if ((o->rc = kp_locate(o->p, o->tx, addr, sizeof(v), &oid, &off, NULL)) == KR_OK) {
+	if ((o->rc = locate(o, addr, &oid, &off)) == KR_OK) {
 		const char *b = kr_tx_get(o->tx, oid);
 		if (b)
 			memcpy(&v, b + off, sizeof(v));
@@ -39,8 +71,10 @@ static PMEMoid rd(struct op *o, const void *addr)
 
 static void wr(struct op *o, void *addr, PMEMoid v)
 {
-	if (!o->rc)
-		o->rc = kp_write(o->p, o->tx, o->own, addr, &v, sizeof(v));
+	kr_oid oid;
+	size_t off;
+	if (!o->rc && (o->rc = locate(o, addr, &oid, &off)) == KR_OK)
+		o->rc = kp_write_at(o->tx, o->own, oid, off, &v, sizeof(v));
 }
 
 static char *next_of(struct op *o, PMEMoid e, size_t pe) { return o->p->base + e.off + pe; }
@@ -100,6 +134,7 @@ static int op_begin(struct op *o, PMEMobjpool *pop, void *head, const char *what
 {
 	o->p = kp_pool_of(pop);
 	o->rc = 0;
+	o->nseen = 0;
 	if (!o->p || kp_pool_by_addr(head) != o->p)
 		return kp_err(EINVAL, "%s: bad pool, or the list head is not in it", what);
 	int rc = kp_atomic_begin(o->p, &o->tx, &o->own);
