@@ -1,11 +1,12 @@
 /*
  * test_xor.c - the parity kernels of the persistence layer against a byte loop.
  *
- * kr_pm_xor2 (dst ^= a ^ b: every parity patch of the object store and keratin-fs) and
- * kr_pm_copy_xor (par ^= dst ^ src, then dst = src), with each of dst, a and b at every
- * offset of a line, lengths from 0 to a few lines and a few pages, on random bytes: every
- * byte inside the range right, and not one byte outside it touched (a patch's neighbours
- * are other rows' parity, which a stray store would silently corrupt).
+ * kr_pm_xor2 (dst ^= a ^ b: every parity patch of the object store and keratin-fs), its
+ * way on machines without AVX-512 (kr_pm_xor2_portable: ISA-L when all is aligned, words
+ * otherwise) and kr_pm_copy_xor (par ^= dst ^ src, then dst = src), with each of dst, a
+ * and b at every offset of a line, lengths from 0 to a few lines and a few pages, on random
+ * bytes: every byte inside the range right, and not one byte outside it touched (a patch's
+ * neighbours are other rows' parity, which a stray store would silently corrupt).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -28,9 +29,11 @@ static uint8_t *random_bytes(size_t n, uint64_t *seed)
 	return p;
 }
 
+enum kernel { XOR2, COPY_XOR, XOR2_PORTABLE };
+
 /* One call at the given offsets and length, checked byte by byte against the loop. */
 static void check_one(struct kr_pm *pm, const uint8_t *a0, const uint8_t *b0, const uint8_t *d0,
-		      unsigned oa, unsigned ob, unsigned od, size_t n, int copy)
+		      unsigned oa, unsigned ob, unsigned od, size_t n, enum kernel k)
 {
 	size_t span = PAD + MAXLEN + PAD;
 	uint8_t *d = malloc(span), *want = malloc(span), *b = malloc(span);
@@ -41,10 +44,13 @@ static void check_one(struct kr_pm *pm, const uint8_t *a0, const uint8_t *b0, co
 	memcpy(want, d0, span);
 	memcpy(b, b0, span); /* copy_xor writes its dst: a private copy */
 	const uint8_t *a = a0 + PAD + oa;
-	if (!copy) {
+	if (k != COPY_XOR) {
 		for (size_t i = 0; i < n; i++)
 			want[PAD + od + i] ^= a[i] ^ b[PAD + ob + i];
-		kr_pm_xor2(pm, d + PAD + od, a, b + PAD + ob, n);
+		if (k == XOR2)
+			kr_pm_xor2(pm, d + PAD + od, a, b + PAD + ob, n);
+		else
+			kr_pm_xor2_portable(d + PAD + od, a, b + PAD + ob, n);
 		TU_MEM_EQ(d, want, span);
 	} else {
 		/* par = d at od, dst = b at ob, src = a. */
@@ -65,9 +71,9 @@ static void check_one(struct kr_pm *pm, const uint8_t *a0, const uint8_t *b0, co
 	free(b);
 }
 
-static void sweep(int copy, unsigned *calls_out)
+static void sweep(enum kernel k, unsigned *calls_out)
 {
-	uint64_t seed = 42 + (uint64_t)copy;
+	uint64_t seed = 42 + (uint64_t)k;
 	size_t span = PAD + MAXLEN + PAD;
 	uint8_t *a = random_bytes(span, &seed), *b = random_bytes(span, &seed),
 		*d = random_bytes(span, &seed);
@@ -78,7 +84,7 @@ static void sweep(int copy, unsigned *calls_out)
 		for (unsigned od = 0; od < 64; od += (lens[li] > 256 ? 13 : 1))
 			for (unsigned oa = 0; oa < 64; oa += 7)
 				for (unsigned ob = 0; ob < 64; ob += 11) {
-					check_one(&pm, a, b, d, oa, ob, od, lens[li], copy);
+					check_one(&pm, a, b, d, oa, ob, od, lens[li], k);
 					calls++;
 				}
 	*calls_out = calls;
@@ -91,7 +97,15 @@ static void test_xor2(void **state)
 {
 	(void)state;
 	unsigned calls;
-	sweep(0, &calls);
+	sweep(XOR2, &calls);
+	TU_CHECK(calls > 1000);
+}
+
+static void test_xor2_portable(void **state)
+{
+	(void)state;
+	unsigned calls;
+	sweep(XOR2_PORTABLE, &calls);
 	TU_CHECK(calls > 1000);
 }
 
@@ -99,7 +113,7 @@ static void test_copy_xor(void **state)
 {
 	(void)state;
 	unsigned calls;
-	sweep(1, &calls);
+	sweep(COPY_XOR, &calls);
 	TU_CHECK(calls > 1000);
 }
 
@@ -107,6 +121,7 @@ int main(void)
 {
 	const struct tu_case tests[] = {
 		TU_CASE(test_xor2, NULL, NULL),
+		TU_CASE(test_xor2_portable, NULL, NULL),
 		TU_CASE(test_copy_xor, NULL, NULL),
 	};
 	return TU_RUN_CASES("xor", tests);

@@ -425,28 +425,34 @@ __attribute__((target("avx512f,avx512bw,bmi2"))) static void xor2_avx512(char *d
  * with unaligned sources; staging them in aligned scratch costs two copies, more than the
  * XOR (a fresh 16 KiB object's parity patch: 35 % of its commit). So AVX-512 machines XOR
  * in place here; others use xor_gen when everything is aligned, words otherwise. */
+void kr_pm_xor2_portable(void *dst, const void *a, const void *b, size_t n)
+{
+	if (!(((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b | n) & 31)) {
+		void *v[4] = {(void *)a, (void *)b, dst, dst};
+		xor_gen(4, (int)n, v);
+		return;
+	}
+	/* Unaligned: a word at a time (memcpy keeps it defined), then the bytes left. */
+	char *d = dst;
+	size_t i = 0;
+	for (uint64_t x, y, z; i + 8 <= n; i += 8) {
+		memcpy(&x, d + i, 8);
+		memcpy(&y, (const char *)a + i, 8);
+		memcpy(&z, (const char *)b + i, 8);
+		x ^= y ^ z;
+		memcpy(d + i, &x, 8);
+	}
+	for (; i < n; i++)
+		d[i] ^= ((const char *)a)[i] ^ ((const char *)b)[i];
+}
+
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n)
 {
 	dst = writable(pm, dst);
-	if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2")) {
+	if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2"))
 		xor2_avx512(dst, a, b, n);
-	} else if (!(((uintptr_t)dst | (uintptr_t)a | (uintptr_t)b | n) & 31)) {
-		void *v[4] = {(void *)a, (void *)b, dst, dst};
-		xor_gen(4, (int)n, v);
-	} else {
-		/* Unaligned without AVX-512: XOR a word at a time (memcpy keeps it defined). */
-		char *d = dst;
-		size_t i = 0;
-		for (uint64_t x, y, z; i + 8 <= n; i += 8) {
-			memcpy(&x, d + i, 8);
-			memcpy(&y, (const char *)a + i, 8);
-			memcpy(&z, (const char *)b + i, 8);
-			x ^= y ^ z;
-			memcpy(d + i, &x, 8);
-		}
-		for (; i < n; i++)
-			d[i] ^= ((const char *)a)[i] ^ ((const char *)b)[i];
-	}
+	else
+		kr_pm_xor2_portable(dst, a, b, n);
 	kr_simd_done();
 	counters.bytes_written += n;
 	RECORD(store, dst, n);

@@ -62,6 +62,8 @@ uint64_t kr_pm_andn64(struct kr_pm *pm, uint64_t *dst, uint64_t mask);
 void kr_pm_xor64(struct kr_pm *pm, uint64_t *dst, uint64_t mask); /* atomic (lock xor) */
 /* dst ^= a ^ b, SIMD, any alignment; not atomic. */
 void kr_pm_xor2(struct kr_pm *pm, void *dst, const void *a, const void *b, size_t n);
+/* kr_pm_xor2's way on machines without AVX-512 (tests run it everywhere): no counting. */
+void kr_pm_xor2_portable(void *dst, const void *a, const void *b, size_t n);
 /* par ^= dst ^ src, then dst = src, over n bytes in one pass (no alignment needed): a write
  * that patches the parity of what it overwrites. Not atomic: the caller excludes every
  * other writer of par. */
