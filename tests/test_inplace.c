@@ -496,6 +496,7 @@ struct evictor {
 	kr_oid watched;
 	uint32_t watched_size;
 	unsigned used;
+	int rc; /* its first failure, or KR_OK */
 };
 
 static void *evict_run(void *arg)
@@ -503,9 +504,11 @@ static void *evict_run(void *arg)
 	struct evictor *e = arg;
 	for (e->used = 0; e->used < e->n; e->used++) {
 		kr_tx *tx;
-		if (kr_tx_begin(e->pool, &tx) != KR_OK)
+		if ((e->rc = kr_tx_begin(e->pool, &tx)) != KR_OK)
 			break;
 		const void *got = kr_tx_open(tx, e->oids[e->used]);
+		if (!got)
+			e->rc = kr_errcode();
 		kr_tx_abort(tx);
 		if (!got || !kr_tx_blocks_cached(e->pool, e->watched, e->watched_size))
 			break;
@@ -513,7 +516,9 @@ static void *evict_run(void *arg)
 	return NULL;
 }
 
-static void vcache_evicted(const char *path, int scribble)
+/* evict: another thread takes the slot of the object's block checksums mid-transaction;
+ * scribble: a byte outside the named ranges is damaged before the next range is named. */
+static void vcache_evicted(const char *path, int evict, int scribble)
 {
 	enum { SIZE = 2 * KR_VCACHE_MIN, OTHERS = 1024 };
 	kr_pool *pool;
@@ -539,16 +544,22 @@ static void vcache_evicted(const char *path, int scribble)
 	kr_tx_abort(tx);
 	TU_ASSERT(kr_tx_blocks_cached(pool, a, SIZE), "the object's blocks are not cached");
 
+	/* Two ranges named first: the whole check must take the old bytes of each. */
 	TU_OK(kr_tx_begin(pool, &tx));
 	uint8_t *p = kr_tx_add_in_place(tx, a, 0, 64);
 	TU_ASSERT(p, "%s", kr_errmsg());
 	memset(p, 0xee, 64);
-	struct evictor ev = {pool, others, OTHERS, a, SIZE, 0};
-	pthread_t th;
-	TU_EQ(pthread_create(&th, NULL, evict_run, &ev), 0);
-	pthread_join(th, NULL);
-	TU_ASSERT(!kr_tx_blocks_cached(pool, a, SIZE),
-		  "%u other objects verified, none took the slot of the object's blocks", ev.used);
+	TU_ASSERT((p = kr_tx_add_in_place(tx, a, 5000, 100)), "%s", kr_errmsg());
+	memset(p, 0xcc, 100);
+	if (evict) {
+		struct evictor ev = {pool, others, OTHERS, a, SIZE, 0, KR_OK};
+		pthread_t th;
+		TU_EQ(pthread_create(&th, NULL, evict_run, &ev), 0);
+		pthread_join(th, NULL);
+		TU_ASSERT(ev.rc == KR_OK, "the other thread failed: %d", ev.rc);
+		TU_ASSERT(!kr_tx_blocks_cached(pool, a, SIZE),
+			  "%u other objects verified, none took the slot of the object's blocks", ev.used);
+	}
 	if (scribble) /* damage outside the ranges, in a block not read yet */
 		((uint8_t *)kr_pool_base(pool))[a + SIZE - 100] ^= 0x40;
 	p = kr_tx_add_in_place(tx, a, SIZE - 64, 64);
@@ -556,6 +567,8 @@ static void vcache_evicted(const char *path, int scribble)
 		TU_ASSERT(!p && kr_errcode() == KR_E_CORRUPT,
 			  "a scribble outside the ranges went unseen (%d)", kr_errcode());
 		kr_tx_abort(tx);
+		/* Dropped, so that the next opening verifies whole (and would repair). */
+		TU_ASSERT(!kr_tx_blocks_cached(pool, a, SIZE), "damaged, yet its block checksums stay");
 		((uint8_t *)kr_pool_base(pool))[a + SIZE - 100] ^= 0x40;
 	} else {
 		TU_ASSERT(p, "sound bytes reported damaged after the block checksums were evicted: %s",
@@ -563,7 +576,8 @@ static void vcache_evicted(const char *path, int scribble)
 		memset(p, 0xdd, 64);
 		TU_OK(kr_tx_commit(tx));
 		const uint8_t *now = kr_get(pool, a);
-		TU_ASSERT(now[0] == 0xee && now[SIZE - 1] == 0xdd, "the in-place stores were lost");
+		TU_ASSERT(now[0] == 0xee && now[5000] == 0xcc && now[SIZE - 1] == 0xdd,
+			  "the in-place stores were lost");
 	}
 	struct kr_check_report rep = {0};
 	TU_OK(kr_pool_check(pool, 0, &rep));
@@ -582,10 +596,11 @@ int main(void)
 	misuse(pool);
 	TU_OK(kr_pool_close(pool));
 	/* Object checksums, and with them the block cache, come with full protection only. */
-	for (int scribble = 0; scribble < 2 && tu_protection() == KR_PROTECT_FULL; scribble++) {
+	static const int modes[][2] = {{1, 0}, {1, 1}, {0, 1}}; /* evict, scribble */
+	for (int i = 0; i < 3 && tu_protection() == KR_PROTECT_FULL; i++) {
 		char path3[128];
 		tu_pool_path(path3, sizeof(path3), "inplace-evicted");
-		vcache_evicted(path3, scribble);
+		vcache_evicted(path3, modes[i][0], modes[i][1]);
 	}
 	if (tu_protection() != KR_PROTECT_FULL)
 		printf("block checksums evicted mid-transaction: SKIP (no object checksums here)\n");

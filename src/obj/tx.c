@@ -555,7 +555,9 @@ static int range_verify(kr_pool *pool, struct mbuf *m, uint64_t s, uint64_t e)
 		/* Stored ranges kept no old bytes to check the checksum against. */
 		if (!m->stored && in_place_whole_holds(pool, m))
 			return KR_OK;
-		/* A repair of the whole object now would undo the stores made. */
+		/* A repair of the whole object now would undo the stores made. Its block
+		 * checksums go, so that the next opening verifies it whole, and repairs. */
+		kr_vcache_drop(&pool->tx->vcache, m->oid, m->size);
 		return kr_err_set(KR_E_CORRUPT, "object 0x%llx is damaged where it was not yet "
 				  "written in place: the transaction aborts, and the next one to open "
 				  "it repairs it", (unsigned long long)m->oid);
