@@ -30,13 +30,18 @@ CONTENDERS = [("keratin", "full", "overwrite"), ("keratin", "full", "replace"),
 LABEL = {"keratin": "keratin", "pmdk": "libpmemobj"}
 
 
+def ratio(a, b):
+    return "%.2f" % (a / b) if a is not None and b else "-"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ops", type=int, default=5000)
     ap.add_argument("--sizes", default="1024,4096,16384,65536")
-    ap.add_argument("--cpu", default="1" if (os.cpu_count() or 1) > 1 else None)
+    cpus = sorted(os.sched_getaffinity(0))  # the CPUs this process may run on
+    ap.add_argument("--cpu", default=str(cpus[-1]) if len(cpus) > 1 else None)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "docs", "bench"))
     args = ap.parse_args()
@@ -89,7 +94,7 @@ def main():
             cells.append("%d (%.0f)" % (m, n) if m is not None and n is not None else "-")
         kr = med("keratin", "full", "replace", size)
         p, pr = med("pmdk", "plain", "overwrite", size), med("pmdk", "replica", "overwrite", size)
-        print("| %d | %s | %.2f | %.2f |" % (size, " | ".join(cells), kr / p, kr / pr))
+        print("| %d | %s | %s | %s |" % (size, " | ".join(cells), ratio(kr, p), ratio(kr, pr)))
     os.makedirs(args.out, exist_ok=True)
     run.write_csv(os.path.join(args.out, "rewrite.csv"), run.COLUMNS, rows)
 
