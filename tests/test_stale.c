@@ -9,8 +9,9 @@
  *   window    a lost page in a marked column is refused at open with KR_E_MEDIA (its parity
  *             is stale), never rebuilt wrong; after a clean close it is repaired
  *   crash     the crash simulator over persists mixed with transactions on the same objects
- *             and checks: every image recovers to before or after each operation, with
- *             sound redundancy (stale.c invariants 1, 2 and 5)
+ *             and checks, and flushes drained only after a pass of another thread ran
+ *             between (kr_pool_check): every image recovers to before or after each
+ *             operation, with sound redundancy (stale.c invariants 1, 2 and 5)
  *   threads   two threads persist while two commit transactions on the same objects and the
  *             cleaner runs every millisecond: afterwards every byte is the last one written
  *             and the deep check passes (stale.c invariants 3 and 4)
@@ -20,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +263,14 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 	return 0;
 }
 
+/* kr_pool_check on a thread of its own: a pass of the cleaner that runs between another
+ * thread's kr_stored_flush and its kr_stored_drain. */
+static void *check_run(void *arg)
+{
+	struct kr_check_report rep = {0};
+	return (void *)(intptr_t)kr_pool_check(arg, 0, &rep);
+}
+
 /* One step: a word persisted, a word committed, or a check. Each changes one 8-byte word,
  * so every image holds the state before the step or after it. The words are few (the
  * first 8 and 8 across the rest of each object), so that persists often land on words a
@@ -285,6 +295,21 @@ static void crash_step(kr_pool *pool, struct tu_rng *rng)
 		g_step = "transaction";
 		TU_OK(kr_update(pool, g_obj[i], off, &v, 8));
 		break;
+	case 3: {
+		/* The pass computes over the flushed word and unmarks its column before this
+		 * thread's fence: it must make the word durable itself first (invariant 1). */
+		g_step = "flush, a pass on another thread, drain";
+		memcpy(home(pool, g_obj[i]) + off, &v, 8);
+		crashsim_note_persisted_store(home(pool, g_obj[i]) + off, 8);
+		TU_OK(kr_stored_flush(pool, home(pool, g_obj[i]) + off, 8));
+		pthread_t th;
+		void *rc;
+		TU_EQ(pthread_create(&th, NULL, check_run, pool), 0);
+		pthread_join(th, &rc);
+		TU_EQ((intptr_t)rc, KR_OK);
+		TU_OK(kr_stored_drain(pool));
+		break;
+	}
 	default:
 		g_step = "persist";
 		memcpy(home(pool, g_obj[i]) + off, &v, 8);

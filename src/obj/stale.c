@@ -31,8 +31,11 @@
  * Invariants
  *   1. A column holding bytes made durable by kr_stored_persist (or kr_stored_flush and
  *      kr_stored_drain) since its redundancy was last computed has its persistent bit set,
- *      durably, from before that call returned. The marker makes the bit durable (flush,
- *      fence) before it sets the DRAM bit that lets later persists skip marking.
+ *      durably, from before that call returned, until a pass has made its redundancy and
+ *      those bytes durable (a pass may run between a persist's marks and its own fence: it
+ *      writes back the pages persisted to, so the bytes it computed over are durable before
+ *      it unmarks). The marker makes the bit durable (flush, fence) before it sets the DRAM
+ *      bit that lets later persists skip marking.
  *   2. A persistent bit is cleared only after the parity and checksums recomputed over its
  *      columns are durable, no transaction that wrote there can be replayed any more
  *      (durable_seq has passed it), and its DRAM bit stayed clear since the cleaner
@@ -73,6 +76,7 @@ struct kr_stale {
 	_Atomic uint64_t *pages;   /* heap pages persisted to since the last pass (DRAM only) */
 	uint64_t ncols, k, ngroups, npages;
 	pthread_mutex_t lock;      /* persistent bit transitions (invariants 1-3) */
+	_Atomic uint64_t unmarks;  /* passes that cleared persistent bits (invariant 1's check) */
 	pthread_mutex_t clean_lock; /* one pass at a time */
 	/* The cleaner thread. */
 	pthread_mutex_t tlock;
@@ -259,12 +263,19 @@ static int replay_safe(kr_pool *pool, uint64_t off, size_t len, int *logged)
 }
 
 #ifdef KR_DEBUG_INVARIANTS
-/* Invariant 1's debug check: every group of the range is marked (DRAM, so durably: 3). */
-static int range_marked(kr_pool *pool, uint64_t off, size_t len)
+/* Invariant 1's debug check: every group of the range is marked, in DRAM or (claimed by a
+ * pass) persistently, unless a pass unmarked groups since `unmarks` was read. */
+static int range_marked(kr_pool *pool, uint64_t off, size_t len, uint64_t unmarks)
 {
-	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len; pg += P)
-		if (kr_geom_in_data(&pool->g, pg) && !group_marked(pool->stale, group_of(pool, pg)))
+	const struct kr_stale *s = pool->stale;
+	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len; pg += P) {
+		if (!kr_geom_in_data(&pool->g, pg))
+			continue;
+		uint64_t g = group_of(pool, pg);
+		if (!group_marked(s, g) && !(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_ACQUIRE) >> (g % 64) & 1) &&
+		    atomic_load(&s->unmarks) == unmarks)
 			return 0;
+	}
 	return 1;
 }
 #endif
@@ -274,6 +285,10 @@ int kr_stale_mark(kr_pool *pool, uint64_t off, size_t len)
 	struct kr_stale *s = pool->stale;
 	const struct kr_geom *geo = &pool->g;
 	int rc = KR_OK;
+	/* The application's stores before this call are visible to every other thread before
+	 * the marks are looked at: a pass that claims a group after that look must compute
+	 * over them (invariant 1). */
+	atomic_thread_fence(memory_order_seq_cst);
 	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len && rc == KR_OK; pg += P) {
 		if (!kr_geom_in_data(geo, pg))
 			continue;
@@ -330,6 +345,9 @@ int kr_stored_flush_ranges(kr_pool *pool, const struct kr_stored_range *r, size_
 	if (!pool || (n && !r))
 		return kr_err_set(KR_E_MISUSE_ARG, "kr_stored_flush: NULL argument");
 	int rc = KR_OK;
+#ifdef KR_DEBUG_INVARIANTS
+	uint64_t unmarks = pool->stale ? atomic_load(&pool->stale->unmarks) : 0;
+#endif
 	for (size_t i = 0; i < n && rc == KR_OK; i++)
 		rc = stored_args(pool, r[i].addr, r[i].len, "kr_stored_flush");
 	for (size_t i = 0; i < n && rc == KR_OK; i++)
@@ -341,7 +359,7 @@ int kr_stored_flush_ranges(kr_pool *pool, const struct kr_stored_range *r, size_
 		rc = replay_safe(pool, (uint64_t)((const char *)r[i].addr - pool->pm.base), r[i].len, &logged);
 	for (size_t i = 0; i < n && rc == KR_OK; i++) {
 		uint64_t off = (uint64_t)((const char *)r[i].addr - pool->pm.base);
-		KR_INVARIANT("stale.c", 1, range_marked(pool, off, r[i].len));
+		KR_INVARIANT("stale.c", 1, range_marked(pool, off, r[i].len, unmarks));
 		(void)off; /* only the debug build checks */
 		kr_pm_flush(&pool->pm, r[i].addr, r[i].len);
 	}
@@ -444,6 +462,11 @@ static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 			int hit = (atomic_fetch_and(&s->pages[i / 64], ~bit) & bit) != 0;
 			if (csums && (hit || every_page))
 				recompute_page_objects(pool, pg, &last);
+			/* Persisted to: a persist may still be between its look at the marks
+			 * and its fence. Its bytes, computed over here, are written back with
+			 * the pass's own fence, before the unmark (invariant 1). */
+			if (hit)
+				kr_pm_flush(&pool->pm, pool->pm.base + pg, P);
 		}
 		if (pool->hdr.ro_compat & KR_FEAT_RO_PARITY)
 			kr_parity_recompute(&pool->redund.parity, kr_geom_column_page(geo, c, 0), P);
@@ -469,6 +492,8 @@ static int unmark(kr_pool *pool, const uint64_t *done)
 			kr_pm_flush(&pool->pm, &s->map[i][w], sizeof(uint64_t));
 		}
 	}
+	if (any)
+		atomic_fetch_add(&s->unmarks, 1);
 	pthread_mutex_unlock(&s->lock);
 	return any ? kr_pm_fence(&pool->pm) : KR_OK;
 }
