@@ -167,6 +167,13 @@ static int group_marked(const struct kr_stale *s, uint64_t g)
 	return (atomic_load_explicit(&s->dram[g / 64], memory_order_acquire) >> (g % 64)) & 1;
 }
 
+/* The persistent bit (the control page's copy): set from before the DRAM one, and kept
+ * while a pass that claimed the group works (invariants 1 and 2). */
+static int group_in_map(const struct kr_stale *s, uint64_t g)
+{
+	return (__atomic_load_n(&s->map[0][g / 64], __ATOMIC_ACQUIRE) >> (g % 64)) & 1;
+}
+
 static void *cleaner(void *arg);
 
 /* Invariant 1: persistent bit durable first, then the DRAM bit. */
@@ -272,23 +279,21 @@ static int range_marked(kr_pool *pool, uint64_t off, size_t len, uint64_t unmark
 		if (!kr_geom_in_data(&pool->g, pg))
 			continue;
 		uint64_t g = group_of(pool, pg);
-		if (!group_marked(s, g) && !(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_ACQUIRE) >> (g % 64) & 1) &&
-		    atomic_load(&s->unmarks) == unmarks)
+		if (!group_marked(s, g) && !group_in_map(s, g) && atomic_load(&s->unmarks) == unmarks)
 			return 0;
 	}
 	return 1;
 }
 #endif
 
-int kr_stale_mark(kr_pool *pool, uint64_t off, size_t len)
+/* Makes [off, off + len) stale: each page column it touches is marked, durably, before this
+ * returns (invariant 1). Bytes outside the heap's data rows have nothing to mark. The caller
+ * has fenced since the application's stores (kr_stored_flush_ranges). */
+static int mark_range(kr_pool *pool, uint64_t off, size_t len)
 {
 	struct kr_stale *s = pool->stale;
 	const struct kr_geom *geo = &pool->g;
 	int rc = KR_OK;
-	/* The application's stores before this call are visible to every other thread before
-	 * the marks are looked at: a pass that claims a group after that look must compute
-	 * over them (invariant 1). */
-	atomic_thread_fence(memory_order_seq_cst);
 	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len && rc == KR_OK; pg += P) {
 		if (!kr_geom_in_data(geo, pg))
 			continue;
@@ -315,7 +320,7 @@ int kr_stale_covers(const kr_pool *pool, uint64_t off, size_t len)
 		if (!kr_geom_in_heap(&pool->g, pg) || kr_geom_row(&pool->g, pg) > pool->g.rows)
 			continue;
 		uint64_t g = group_of(pool, pg);
-		if (group_marked(s, g) || (__atomic_load_n(&s->map[0][g / 64], __ATOMIC_ACQUIRE) >> (g % 64) & 1))
+		if (group_marked(s, g) || group_in_map(s, g))
 			return 1;
 	}
 	return 0;
@@ -350,8 +355,12 @@ int kr_stored_flush_ranges(kr_pool *pool, const struct kr_stored_range *r, size_
 #endif
 	for (size_t i = 0; i < n && rc == KR_OK; i++)
 		rc = stored_args(pool, r[i].addr, r[i].len, "kr_stored_flush");
+	/* The application's stores before this call are visible to every other thread before
+	 * the marks are looked at: a pass that claims a group after that look must compute
+	 * over them (invariant 1). Once for all the ranges. */
+	atomic_thread_fence(memory_order_seq_cst);
 	for (size_t i = 0; i < n && rc == KR_OK; i++)
-		rc = kr_stale_mark(pool, (uint64_t)((const char *)r[i].addr - pool->pm.base), r[i].len);
+		rc = mark_range(pool, (uint64_t)((const char *)r[i].addr - pool->pm.base), r[i].len);
 	/* After every mark: a sync may write back lines a range shares with a transaction's
 	 * apply, and so the application's bytes in them, before the flushes below. */
 	int logged = 0; /* invariant 5's second way was taken */
@@ -409,8 +418,7 @@ static void recompute_object(kr_pool *pool, const struct kr_block *b)
 	if (crc == hdr->crc)
 		return;
 	uint64_t g = group_of(pool, b->off);
-	if (!(__atomic_load_n(&s->map[0][g / 64], __ATOMIC_RELAXED) >> (g % 64) & 1) &&
-	    mark_group(pool, g) != KR_OK)
+	if (!group_in_map(s, g) && mark_group(pool, g) != KR_OK)
 		return; /* the pool fails (the fence did): leave the checksum as it is */
 	kr_redund_write_direct(&pool->redund, b->off + offsetof(struct kr_obj_hdr, crc), &crc, sizeof(crc));
 	kr_tx_forget(pool, b->off + sizeof(*hdr), hdr->size);

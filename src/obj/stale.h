@@ -21,10 +21,6 @@ void kr_stale_free(kr_pool *pool);
  * cleared. What a crash left marked is trusted as it is (the window, DESIGN.md). */
 int kr_stale_recover(kr_pool *pool);
 
-/* Makes [off, off + len) stale: each page column it touches is marked, durably, before this
- * returns (invariant 1). Bytes outside the heap's data rows have nothing to mark. */
-int kr_stale_mark(kr_pool *pool, uint64_t off, size_t len);
-
 /* 1 if a page column of [off, off + len) is marked: its parity and the checksums of its
  * objects may disagree with its bytes, and must not be judged or used to rebuild. */
 int kr_stale_covers(const kr_pool *pool, uint64_t off, size_t len);
