@@ -63,12 +63,15 @@ struct kr_run {
 	/* Blocks at or past this index have held nothing since the run was made over a fresh
 	 * chunk (blocks are taken lowest first); nblocks when not known. */
 	uint32_t fresh;
-	uint8_t cls;
-	uint8_t in_avail;
+	uint8_t in_avail; /* the run's size class is its chunk's (kr_chunk_dram.cls) */
 };
 
 struct kr_chunk_dram {
 	_Atomic uint8_t type;
+	/* A run's size class, also in its kr_run: here, beside type, a lookup learns the block
+	 * size without reaching the run, and so can fetch the allocation bit and the object's
+	 * header at once instead of one after the other (kr_heap_owner). */
+	uint8_t cls;
 	uint32_t n; /* extent length at a head */
 	struct kr_run *run;
 };
@@ -146,14 +149,31 @@ static uint32_t run_nblocks(const struct kr_heap *h, unsigned cls)
 
 static void block_of_run(struct kr_heap *h, uint32_t gid, uint32_t index, struct kr_block *b)
 {
-	struct kr_run *r = h->chunks[gid].run;
-	b->bytes = h->classes[r->cls];
+	b->bytes = h->classes[h->chunks[gid].cls];
 	b->off = chunk_off(h, gid) + (uint64_t)index * b->bytes;
 	b->zone = gid / h->chunks_per_zone;
 	b->chunk = gid % h->chunks_per_zone;
 	b->index = index;
 	b->nchunks = 0;
 	b->fresh = 0;
+}
+
+/* The index of the run block holding chunk offset coff, if a block holds it (a run's tail
+ * past its last block holds none). From the chunk's DRAM entry alone: see kr_chunk_dram.cls. */
+static int run_block_at(const struct kr_heap *h, uint32_t gid, uint64_t coff, uint32_t *idx)
+{
+	uint32_t bs = h->classes[h->chunks[gid].cls];
+	*idx = (uint32_t)(coff / bs);
+	return (uint64_t)(*idx + 1) * bs <= KR_CHUNK_SIZE;
+}
+
+/* Whether block idx of run gid (at b) is allocated. Callers read the object's header next:
+ * it is fetched now, so that its cache miss and the run's bitmap's overlap. */
+static int run_allocated(const struct kr_heap *h, uint32_t gid, uint32_t idx, const struct kr_block *b)
+{
+	__builtin_prefetch(h->pm->base + b->off);
+	const struct kr_run *r = h->chunks[gid].run;
+	return atomic_load_explicit(&r->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1;
 }
 
 static void block_of_extent(struct kr_heap *h, uint32_t gid, uint32_t n, struct kr_block *b)
@@ -213,7 +233,7 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 	struct kr_run *r = h->chunks[gid].run;
 	if (r->in_avail)
 		return KR_OK;
-	typeof(h->avail[0]) *a = &h->avail[r->cls];
+	typeof(h->avail[0]) *a = &h->avail[h->chunks[gid].cls];
 	if (KR_GROW(a->ids, a->cap, a->n + 1u, 16))
 		return kr_err_set(KR_E_NOMEM, "run list");
 	a->ids[a->n++] = gid;
@@ -228,7 +248,7 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 	if (!c->run && !(c->run = kr_calloc(1, sizeof(struct kr_run))))
 		return kr_err_set(KR_E_NOMEM, "run");
 	struct kr_run *r = c->run;
-	r->cls = (uint8_t)cls;
+	c->cls = (uint8_t)cls;
 	r->nblocks = run_nblocks(h, cls);
 	r->nbusy = 0;
 	r->in_avail = 0;
@@ -432,7 +452,7 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	if (rc == KR_OK) {
 		for (uint32_t i = 0; i < count; i++) {
 			struct kr_chunk_dram *c = &h->chunks[gids[i]];
-			h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->run->cls];
+			h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->cls];
 			h->free_bytes += KR_CHUNK_SIZE;
 			c->run->in_avail = 0;
 			atomic_store(&c->type, D_FREE);
@@ -689,7 +709,7 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 			KR_INVARIANT("heap.c", 2, !(atomic_load(&c->run->alloc[p.index / 64]) & (1ull << (p.index % 64))));
 			c->run->busy[p.index / 64] &= ~(1ull << (p.index % 64));
 			c->run->nbusy--;
-			h->free_bytes += h->classes[c->run->cls];
+			h->free_bytes += h->classes[c->cls];
 			avail_push(h, p.gid);
 		}
 	}
@@ -729,12 +749,10 @@ int kr_heap_lookup(struct kr_heap *h, uint64_t oid, struct kr_block *b)
 	struct kr_chunk_dram *c = &h->chunks[gid];
 	unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
 	if (type == D_RUN) {
-		struct kr_run *r = c->run;
-		uint32_t bs = h->classes[r->cls];
-		if (coff % bs == 0 && coff / bs < r->nblocks) {
-			uint32_t idx = (uint32_t)(coff / bs);
+		uint32_t idx;
+		if (run_block_at(h, gid, coff, &idx) && coff % h->classes[c->cls] == 0) {
 			block_of_run(h, gid, idx, b);
-			if (atomic_load_explicit(&r->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1)
+			if (run_allocated(h, gid, idx, b))
 				return KR_OK;
 			return kr_err_set(KR_E_MISUSE_FREED,
 					  "object 0x%llx is not allocated (freed, or never allocated)",
@@ -774,14 +792,11 @@ int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b)
 		block_of_extent(h, head, c->n, b);
 		return head + c->n > gid;
 	}
-	if (type != D_RUN || head != gid)
-		return 0;
-	uint32_t idx = (uint32_t)(coff / h->classes[c->run->cls]);
-	if (idx >= c->run->nblocks ||
-	    !(atomic_load_explicit(&c->run->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1))
+	uint32_t idx;
+	if (type != D_RUN || head != gid || !run_block_at(h, gid, coff, &idx))
 		return 0;
 	block_of_run(h, gid, idx, b);
-	return 1;
+	return run_allocated(h, gid, idx, b);
 }
 
 int kr_heap_next_owner(struct kr_heap *h, uint64_t off, uint64_t end, struct kr_block *b)
@@ -806,7 +821,7 @@ int kr_heap_next_owner(struct kr_heap *h, uint64_t off, uint64_t end, struct kr_
 			continue;
 		}
 		/* A free block of a run: the next block boundary. */
-		uint64_t cls = h->classes[c->run->cls];
+		uint64_t cls = h->classes[c->cls];
 		off += cls - coff % cls;
 	}
 	return 0;
@@ -871,7 +886,7 @@ static void audit_run(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp,
 		return;
 	}
 	uint32_t nb = run_nblocks(h, cls), bs = h->classes[cls], nset = 0;
-	if (atomic_load(&c->type) != D_RUN || c->run->cls != cls)
+	if (atomic_load(&c->type) != D_RUN || c->cls != cls)
 		kr_audit_note(a, pool_off(h, chunk_word(h, gid)),
 			      "chunk %u: a run of class %u on media, not in DRAM", gid, cls);
 	for (uint32_t i = 0; i < RUN_WORDS * 64; i++) {
@@ -892,7 +907,7 @@ static void audit_run(struct kr_heap *h, uint32_t gid, struct kr_heap_space *sp,
 	    !kr_all_zero(chunk_base(h, gid) + (uint64_t)c->run->fresh * bs, (uint64_t)(nb - c->run->fresh) * bs))
 		kr_audit_note(a, chunk_off(h, gid) + (uint64_t)c->run->fresh * bs,
 			      "chunk %u: blocks from %u on are fresh, but not zeros", gid, c->run->fresh);
-	if (atomic_load(&c->type) == D_RUN && c->run->cls == cls)
+	if (atomic_load(&c->type) == D_RUN && c->cls == cls)
 		for (uint32_t wi = 0; wi < RUN_WORDS; wi++)
 			if (atomic_load(&c->run->alloc[wi]) != bm[wi] || c->run->busy[wi] != bm[wi]) {
 				kr_audit_note(a, pool_off(h, &bm[wi]),

@@ -86,4 +86,8 @@ int kr_parity_column_ok(struct kr_parity *p, uint64_t off);
 /* Pool offset of the parity byte for data byte off (off must be covered). */
 uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off);
 
+/* Starts fetching the parity lines of the first bytes of [off, off+len) for writing: a
+ * caller about to patch them later lets the cache miss run beside its own work. */
+void kr_parity_prefetch(const struct kr_parity *p, uint64_t off, size_t len);
+
 #endif

@@ -275,6 +275,12 @@ void kr_redund_patch(struct kr_redund *r, uint64_t off, const void *old, const v
 		kr_parity_patch(&r->parity, off, old, new, len);
 }
 
+void kr_redund_prefetch(const struct kr_redund *r, uint64_t off, size_t len)
+{
+	if (parity_on(r) && kr_parity_covers(&r->parity, off, len))
+		kr_parity_prefetch(&r->parity, off, len);
+}
+
 /* The log's patch hook: a spill segment's lines, written outside any record, keep their
  * columns' parity. */
 static void redund_patch(void *ctx, uint64_t off, const void *old, const void *new, size_t len)

@@ -58,6 +58,9 @@ void kr_redund_write_direct(struct kr_redund *r, uint64_t off, const void *src, 
  * log: patches their parity (flushed, not fenced). The caller writes the bytes. */
 void kr_redund_patch(struct kr_redund *r, uint64_t off, const void *old, const void *new, size_t len);
 
+/* Starts fetching the parity a later kr_redund_patch of [off, off+len) will write. */
+void kr_redund_prefetch(const struct kr_redund *r, uint64_t off, size_t len);
+
 /* CRC-32C of a chunk record's bytes 0..135. */
 uint32_t kr_redund_chunk_crc(const struct kr_chunk_meta *m);
 /* 1 if off lies in some zone's chunk records; *rec_off is that record's pool offset. */

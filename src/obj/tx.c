@@ -1182,10 +1182,13 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 {
 	if (tx_usable(tx))
 		return NULL;
+	kr_pool *pool = tx->pool;
+	/* The commit patches this range's parity: a cold line, fetched while the range's
+	 * bytes are copied below. */
+	kr_redund_prefetch(&pool->redund, oid + off, len);
 	struct mbuf *m = mbuf_get_range(tx, oid, off, len, 1);
 	if (!m)
 		return NULL;
-	kr_pool *pool = tx->pool;
 	if ((m->handed && !m->in_place) || m->stored) {
 		tx_fail(tx, kr_err_set(KR_E_MISUSE_STATE,
 				       "object 0x%llx has %s changes in this transaction",
