@@ -1,9 +1,11 @@
 /*
  * test_costs.c - the persistence cost of whole-object overwrites and allocations, pinned.
  *
- * With full protection, on a warmed-up pool, for objects of 64 B, 4 KiB and 64 KiB: every
- * transaction costs exactly one fence per log commit (an allocation whose payload is written
- * above the logged size commits an intent first, so two commits and two fences), and the
+ * With full protection, on a warmed-up pool, for objects of 64 B, 4 KiB and 64 KiB, written
+ * through a micro-buffer or in place (kr_tx_add_in_place): every transaction costs exactly
+ * one fence per log commit (an allocation whose payload is written above the logged size
+ * commits an intent first, so two commits and two fences; a large in-place rewrite fences
+ * once more, PIN.fences_more), and the
  * usual transaction (the most frequent value over the run) flushes exactly PIN.lines cache
  * lines, logs exactly PIN.logged bytes and asks the system for memory exactly PIN.mallocs
  * times (a lane keeps what its last transaction allocated). The rare transaction that also
@@ -38,6 +40,7 @@ struct pin {
 	uint64_t logged;  /* bytes of log lines (primary and replica) */
 	uint64_t spike;   /* lines a rare transaction may add */
 	uint64_t mallocs; /* requests for memory to the system (kr_malloc and kin) */
+	unsigned fences_more; /* fences beyond one per log commit */
 };
 
 static const struct pin pins[] = {
@@ -61,6 +64,18 @@ static const struct pin pins[] = {
 	{"alloc", 64, 1, 10, 256, 40, 0},
 	{"alloc", 4096, 1, 10, 256, 40, 0},
 	{"alloc", 65536, 1, 10, 256, 40, 0},
+	/* In place, as keratin-pmemobj writes (TX_ADD, then stores at home): the old bytes'
+	 * undo is one commit, the rest another. */
+	{"inplace", 64, 2, 12, 512, 4, 0},
+	/* From 4 KiB the new bytes stay home (tx.c, the home commit): the checksum's undo is a
+	 * commit, and home and parity get a fence of their own before the last commit. */
+	{"inplace", 4096, 3, 284, 9728, 4, 0, 1},
+	/* A new object written in place commits at home: the intent made when it was first
+	 * written covers its direct write (before: a second intent from 4 KiB, or the whole
+	 * object logged, 512 bytes at 64 B). */
+	{"alloc+inplace", 64, 2, 16, 384, 40, 0},
+	{"alloc+inplace", 4096, 2, 142, 384, 40, 0},
+	{"alloc+inplace", 65536, 2, 2062, 384, 40, 1},
 };
 
 /* The most frequent value of v[0..n). */
@@ -95,18 +110,14 @@ static void one_tx(kr_pool *pool, const struct pin *p, kr_oid target, const uint
 	kr_counters_reset();
 	kr_fault_countdown(UINT64_MAX);
 	TU_OK(kr_tx_begin(pool, &tx));
-	if (!strcmp(p->what, "overwrite")) {
-		void *d = kr_tx_add(tx, target, 0, p->size);
-		TU_ASSERT(d, "kr_tx_add: %s", kr_errmsg());
-		memcpy(d, src, p->size);
-	} else {
-		kr_oid oid;
+	kr_oid oid = target;
+	if (!target)
 		TU_OK(kr_tx_alloc(tx, p->size, 3, &oid));
-		if (!strcmp(p->what, "alloc+write")) {
-			void *d = kr_tx_add(tx, oid, 0, p->size);
-			TU_ASSERT(d, "kr_tx_add: %s", kr_errmsg());
-			memcpy(d, src, p->size);
-		}
+	if (strcmp(p->what, "alloc")) {
+		int in_place = strstr(p->what, "inplace") != NULL;
+		void *d = in_place ? kr_tx_add_in_place(tx, oid, 0, p->size) : kr_tx_add(tx, oid, 0, p->size);
+		TU_ASSERT(d, "%s: %s", p->what, kr_errmsg());
+		memcpy(d, src, p->size);
 	}
 	TU_OK(kr_tx_commit(tx));
 	*mallocs = kr_fault_calls();
@@ -120,7 +131,7 @@ static void run_pin(kr_pool *pool, const struct pin *p, int *failed)
 	static uint64_t lines[SAMPLES], logged[SAMPLES], mallocs[SAMPLES];
 	kr_oid target = 0;
 	kr_tx *tx;
-	if (!strcmp(p->what, "overwrite")) {
+	if (strncmp(p->what, "alloc", 5)) { /* rewrites of one object */
 		TU_OK(kr_tx_begin(pool, &tx));
 		TU_OK(kr_tx_alloc(tx, p->size, 1, &target));
 		TU_OK(kr_tx_commit(tx));
@@ -131,8 +142,8 @@ static void run_pin(kr_pool *pool, const struct pin *p, int *failed)
 	for (unsigned i = 0; i < SAMPLES; i++) {
 		tu_fill(src, p->size, i);
 		one_tx(pool, p, target, src, &c, &mallocs[i]);
-		TU_ASSERT(c.fences == c.commits, "%s %zu #%u: %llu fences for %llu commits", p->what,
-			  p->size, i, (unsigned long long)c.fences, (unsigned long long)c.commits);
+		TU_ASSERT(c.fences == c.commits + p->fences_more, "%s %zu #%u: %llu fences for %llu commits",
+			  p->what, p->size, i, (unsigned long long)c.fences, (unsigned long long)c.commits);
 		TU_ASSERT(c.commits >= p->commits && c.commits <= p->commits + 1,
 			  "%s %zu #%u: %llu commits, expected %u", p->what, p->size, i,
 			  (unsigned long long)c.commits, p->commits);
@@ -192,18 +203,32 @@ static void untouched_fresh(kr_pool *pool)
 }
 
 /* Commits of many written 4 KiB objects, failed by an allocation failing at each point in
- * turn; those that fail after their intent's commit (so after direct writes) fence again. */
-static void failed_direct_commit(kr_pool *pool)
+ * turn; those that fail after their direct writes fence again. Through micro-buffers, those
+ * are the failures after the intent's commit. In place, the intents were made as the
+ * objects were first written, and the commit's direct writes only flush home and patch
+ * parity: a failure after them must leave home and parity agreeing (the deep check). */
+static void failed_direct_commit(kr_pool *pool, int in_place)
 {
-	enum { N = 64, SZ = 4096 };
+	enum { N = 64, SZ = 4096, BIG = 200 << 10 };
 	unsigned after_intent = 0;
-	for (uint64_t n = 1; n < 1000; n++) {
-		kr_tx *tx;
+	kr_oid big = 0;
+	kr_tx *tx;
+	if (in_place) { /* its redo image, built after the new objects', grows: a failure */
 		TU_OK(kr_tx_begin(pool, &tx));
+		TU_OK(kr_tx_alloc(tx, BIG, 5, &big));
+		TU_OK(kr_tx_commit(tx));
+	}
+	for (uint64_t n = 1; n < 1000; n++) {
+		TU_OK(kr_tx_begin(pool, &tx));
+		if (big) { /* added first: the commit builds the buffers newest first */
+			void *d = kr_tx_add(tx, big, 0, BIG);
+			TU_ASSERT(d, "kr_tx_add: %s", kr_errmsg());
+			memset(d, (int)n, BIG);
+		}
 		for (unsigned i = 0; i < N; i++) {
 			kr_oid oid;
 			TU_OK(kr_tx_alloc(tx, SZ, 5, &oid));
-			void *d = kr_tx_add(tx, oid, 0, SZ);
+			void *d = in_place ? kr_tx_add_in_place(tx, oid, 0, SZ) : kr_tx_add(tx, oid, 0, SZ);
 			TU_ASSERT(d, "kr_tx_add: %s", kr_errmsg());
 			memset(d, 0xa5, SZ);
 		}
@@ -215,15 +240,20 @@ static void failed_direct_commit(kr_pool *pool)
 		kr_counters_get(&c);
 		if (rc == KR_OK)
 			break;
-		if (c.commits == 1) {
+		if (!in_place && c.commits == 1) {
 			after_intent++;
 			TU_ASSERT(c.fences == 2, "commit failed after its intent (failure %llu): %llu "
 				  "fences, expected the intent's and the failure path's",
 				  (unsigned long long)n, (unsigned long long)c.fences);
 		}
+		/* In place: the abort's own fence (its old bytes back), and one for the direct
+		 * writes if the commit had begun them. */
+		if (in_place && c.fences == 2)
+			after_intent++;
 	}
-	TU_ASSERT(after_intent > 0, "no commit failed after its intent");
-	printf("failed commits after direct writes: %u, each fenced\n", after_intent);
+	TU_ASSERT(after_intent > 0, "no commit failed after its direct writes");
+	printf("failed commits after direct writes%s: %u, each fenced\n", in_place ? " in place" : "",
+	       after_intent);
 	TU_DEEP_CHECK(pool, "after failed commits");
 }
 
@@ -239,7 +269,8 @@ int main(void)
 	tu_pool_path(path, sizeof(path), "costs");
 	TU_OK(tu_create(path, 256ull << 20, 0, 4, 0, &pool));
 	untouched_fresh(pool);
-	failed_direct_commit(pool);
+	failed_direct_commit(pool, 0);
+	failed_direct_commit(pool, 1);
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
 		run_pin(pool, &pins[i], &failed);
 	TU_DEEP_CHECK(pool, "after the pinned transactions");

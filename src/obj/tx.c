@@ -89,8 +89,9 @@ struct mbuf {
 			    * the ranges, buf their old ones (a fresh object: its whole block's) */
 	uint8_t swapped;   /* in place, and tx_swap_in_place has traded them: home old, buf new */
 	uint8_t stored;    /* in place by kr_tx_add_stored: the stores came first, no undo */
-	uint8_t home;      /* in place, committed at home (tx_home_write): never swapped, no
-			    * redo copy */
+	uint8_t home;      /* in place, committed at home (tx_home_write; a new object:
+			    * tx_add_fresh): never swapped, no redo copy */
+	uint8_t home_patched; /* fresh, home: parity reflects home's new bytes (tx_add_fresh) */
 	uint32_t stored_crc; /* stored: the header CRC when the object was first declared */
 	uint32_t crc_delta;  /* stored, crc_own: the checksum's patch for the declared ranges */
 	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
@@ -771,7 +772,11 @@ static void tx_undo_in_place(struct kr_tx *tx)
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->in_place || m->freed)
 			continue;
-		if (!m->stored) {
+		if (m->home_patched) {
+			/* Home and parity agree on the new bytes (tx_add_fresh), the block is free
+			 * again: the old bytes would only disagree with its parity. */
+			continue;
+		} else if (!m->stored) {
 			mbuf_restore_home(tx, m);
 		} else if (m->swapped) {
 			set_swapped(pool, m, 0);
@@ -1074,7 +1079,7 @@ static int tx_home_mark(struct kr_tx *tx)
 	    kr_log_fits(&pool->log, tx->lane, tx_lines_bound(tx), 0))
 		return 0;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		m->home = (uint8_t)home_candidate(m);
+		m->home |= (uint8_t)home_candidate(m);
 	return 1;
 }
 
@@ -1680,7 +1685,11 @@ static void fresh_choose(struct kr_tx *tx)
 	uint64_t budget = kr_pm_lazy(&pool->pm) ? (uint64_t)pool->log.lane_lines * KR_LINE_PAYLOAD / 4 : 0;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		m->log_whole = 0;
-		if (!m->fresh || !feat(pool, KR_FEAT_RO_PARITY))
+		/* Written in place: its bytes are home already, behind the intent that
+		 * kr_tx_add_in_place made durable. Logged or streamed, they would be written twice
+		 * more (swapped back out, then in again). */
+		m->home = m->fresh && m->in_place && !m->freed;
+		if (!m->fresh || m->home || !feat(pool, KR_FEAT_RO_PARITY))
 			continue;
 		if (m->size <= FRESH_LOG_MAX) {
 			m->log_whole = 1;
@@ -1691,13 +1700,14 @@ static void fresh_choose(struct kr_tx *tx)
 	}
 }
 
-static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m)
+/* A new object's header for payload (its buffer, or home for one committed at home). */
+static struct kr_obj_hdr fresh_header(const kr_pool *pool, const struct mbuf *m, const uint8_t *payload)
 {
 	struct kr_obj_hdr h = {.size = m->size, .type = m->type, .crc = 0};
 	/* A buffer never handed out is still all zeros (kr_tx_alloc's calloc): its checksum
 	 * needs no pass over it. */
 	if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
-		h.crc = m->handed ? kr_obj_crc(&h, m->buf) : kr_obj_crc_zeros(&h);
+		h.crc = m->handed ? kr_obj_crc(&h, payload) : kr_obj_crc_zeros(&h);
 	return h;
 }
 
@@ -1724,11 +1734,23 @@ static void fresh_mark_zeros(struct kr_tx *tx)
 static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
-	struct kr_obj_hdr hdr = fresh_header(pool, m);
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
 	int rc = !m->over_zeros && !m->buf ? mbuf_alloc_buf(pool, m, 1) : KR_OK; /* zeros to write */
 	if (rc)
 		return rc;
-	if (m->over_zeros || m->log_whole) {
+	const uint8_t *payload = m->home ? home : m->buf;
+	struct kr_obj_hdr hdr = fresh_header(pool, m, payload);
+	if (m->home) {
+		/* Written in place: parity goes from what the block held (buf) to home's bytes,
+		 * which are flushed where they are. The buffer leaves the in-flight list with
+		 * the patch: parity reflects home from here. */
+		pthread_mutex_lock(&pool->tx->inflight_lock);
+		kr_redund_patch(&pool->redund, m->oid, m->buf, home, m->size);
+		inflight_leave(pool, m);
+		m->home_patched = 1;
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		kr_pm_flush(&pool->pm, home, m->size);
+	} else if (m->over_zeros || m->log_whole) {
 		uint64_t n = m->over_zeros ? 0 : m->size;
 		uint8_t *d = kr_img_data(&tx->img, m->block.off, (uint32_t)(sizeof(hdr) + n));
 		if (!d)
@@ -1737,15 +1759,16 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 		if (n)
 			memcpy(d + sizeof(hdr), m->buf, n);
 		return KR_OK;
+	} else {
+		kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
 	}
-	kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
 	tx->direct = 1;
 	struct kr_rec_fresh *f = kr_img_data(&tx->img, m->block.off, sizeof(*f));
 	if (!f)
 		return kr_errcode();
 	((struct kr_rec_hdr *)f - 1)->kind = KR_REC_FRESH;
 	f->hdr = hdr;
-	f->payload_crc64 = kr_crc64(m->buf, m->size);
+	f->payload_crc64 = kr_crc64(payload, m->size);
 	return KR_OK;
 }
 
@@ -1758,7 +1781,7 @@ static int tx_commit_intents(struct kr_tx *tx)
 		return KR_OK;
 	kr_img_reset(&tx->img);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
-		if (m->fresh && !m->freed && !m->over_zeros && !m->log_whole &&
+		if (m->fresh && !m->freed && !m->over_zeros && !m->log_whole && !m->home &&
 		    kr_img_intent(&tx->img, m->oid, m->size))
 			return kr_errcode();
 	if (tx->img.nrecords == 0)
