@@ -258,8 +258,8 @@ static void check_fresh_pool(const char *path, const struct kr_pool_stat *st, kr
 	CHECK(h->version == KR_FORMAT_VERSION, "version %u", h->version);
 	CHECK(h->hdr_size == 256, "hdr_size %u", h->hdr_size);
 	CHECK(h->compat == 0 && h->incompat == (KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL |
-						 KR_FEAT_INCOMPAT_STALE_MAP | KR_FEAT_INCOMPAT_HOME_CHECK),
-	      "compat/incompat bits %#x/%#x (want 0/FINE_CLASSES|LOG_SPILL|STALE_MAP|HOME_CHECK)", h->compat,
+						 KR_FEAT_INCOMPAT_STALE_MAP),
+	      "compat/incompat bits %#x/%#x (want 0/FINE_CLASSES|LOG_SPILL|STALE_MAP)", h->compat,
 	      h->incompat);
 	/* A new pool keeps every kind of redundancy this build knows. */
 	CHECK(h->ro_compat == 0x1f, /* every bit: META_CSUM | OBJ_CSUM | PARITY | LOG_REPLICA | FRESH */

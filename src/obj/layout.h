@@ -92,13 +92,8 @@
  * kr_stored_persist. A build that did not know it would trust those columns' parity and
  * rebuild pages from it, or report their objects as damaged. */
 #define KR_FEAT_INCOMPAT_STALE_MAP 0x4u
-/* The log may hold CHECK records (a home commit in one fence, below): a build that did not
- * know them would refuse a crashed pool's log as damaged, or take the CANCEL of a commit
- * whose fence never completed for true and keep half-written bytes. */
-#define KR_FEAT_INCOMPAT_HOME_CHECK 0x8u
 #define KR_FEAT_INCOMPAT_KNOWN                                                                   \
-	(KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP | \
-	 KR_FEAT_INCOMPAT_HOME_CHECK)
+	(KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP)
 #define KR_FEAT_RO_META_CSUM 0x1u /* chunk record CRCs are maintained */
 #define KR_FEAT_RO_OBJ_CSUM 0x2u  /* object header CRCs are maintained */
 #define KR_FEAT_RO_PARITY 0x4u    /* parity rows are maintained */
@@ -229,8 +224,7 @@ _Static_assert(KR_STALE_MAP_BYTES == 3968, "the stale map is the control page's 
  *   CONT line payload: 56 bytes of records, continuing the stream.
  *
  * Records, packed back to back in the payload stream, each 8-byte aligned:
- *     0 2 kind   (KR_REC_DATA, KR_REC_SETBITS, KR_REC_CLRBITS, KR_REC_FRESH; the kinds of
- *                the sections below)
+ *     0 2 kind   (KR_REC_DATA, KR_REC_SETBITS, KR_REC_CLRBITS, KR_REC_FRESH)
  *     2 2 reserved, zero
  *     4 4 len    bytes of data that follow (DATA: the new bytes; SET/CLRBITS: 8, the mask;
  *                FRESH: 24, see below)
@@ -270,18 +264,6 @@ _Static_assert(KR_STALE_MAP_BYTES == 3968, "the stale map is the control page's 
  *     CANCEL record once its old bytes are back home. Segments return to the heap once
  *     durable_seq passes the CANCEL, so a replayable SPILL record names intact lines.
  *
- * Home commits in one fence (pools with the incompat feature HOME_CHECK). The entry that
- * commits an in-place transaction at home goes to the media with its new bytes and their
- * parity, behind one fence; the object's new checksum is a DATA record of that entry,
- * applied after it. So the entry may be durable while some of the bytes are not:
- *   CHECK (kind 8), in that entry, one per range left at home: off = the range's first
- *     byte, data = { len, the CRC-64 (as FRESH's) of the range's new bytes } (16 bytes).
- *     Recovery treats the lane's newest entry whose CHECK ranges do not match as not
- *     committed, as it does a FRESH payload: its CANCEL does not count, so its undo entries
- *     replay and bring the old bytes back. An older entry of the lane, or one whose range a
- *     newer entry of any lane also names, had its fence complete. Applying it writes
- *     nothing; its range is recomputed (parity) like any record's.
- *
  * crc = CRC-32C of the whole payload stream (56 * nlines bytes, with the crc field itself
  * taken as zero). Header words are not covered: validity decides atomicity, the CRC
  * decides integrity.
@@ -319,7 +301,6 @@ _Static_assert(sizeof(struct kr_tx_first) == 24, "first-line prefix is 24 bytes"
 #define KR_REC_INTENT 5u /* len = 8, data = byte count of the range */
 #define KR_REC_SPILL 6u  /* len = 16, data = struct kr_rec_spill */
 #define KR_REC_CANCEL 7u /* off = first sequence number cancelled, len = 8, data zero */
-#define KR_REC_CHECK 8u  /* len = 16, data = struct kr_rec_check */
 
 #define KR_TXF_INTENT 0x1u /* kr_tx_first.flags: this entry is an intent, never applied */
 
@@ -400,13 +381,6 @@ struct kr_rec_fresh {
 	uint64_t payload_crc64;
 };
 _Static_assert(sizeof(struct kr_rec_fresh) == 24, "fresh record data is 24 bytes");
-
-/* Data of a KR_REC_CHECK log record (see the redo-log section above). */
-struct kr_rec_check {
-	uint64_t len;   /* bytes of the range at the record's offset */
-	uint64_t crc64; /* CRC-64 of their new bytes */
-};
-_Static_assert(sizeof(struct kr_rec_check) == 16, "check record data is 16 bytes");
 
 /* Block sizes (header included) of the small-object size classes; objects whose block
  * would exceed the last class take whole chunks. On-media: a run's chunk word stores an

@@ -218,17 +218,6 @@ int kr_img_intent(struct kr_img *img, uint64_t off, uint64_t len)
 	return kr_img_bits(img, KR_REC_INTENT, off, len);
 }
 
-int kr_img_check(struct kr_img *img, uint64_t off, uint64_t len, uint64_t crc64)
-{
-	struct kr_rec_check *c = kr_img_data(img, off, sizeof(*c));
-	if (!c)
-		return kr_errcode();
-	((struct kr_rec_hdr *)c - 1)->kind = KR_REC_CHECK;
-	c->len = len;
-	c->crc64 = crc64;
-	return KR_OK;
-}
-
 int kr_img_cancel(struct kr_img *img, uint64_t first)
 {
 	uint64_t *d = kr_img_data(img, first, 8);
@@ -311,14 +300,6 @@ static int rec_apply_hooked(void *ctx, const struct kr_rec_hdr *h, const uint8_t
 	return 0;
 }
 
-void kr_log_defer_begin(struct kr_log *log, struct kr_lane *l)
-{
-	if (!log->lazy)
-		kr_pm_defer_flushes(&l->deferred);
-}
-
-void kr_log_defer_end(void) { kr_pm_defer_flushes(NULL); }
-
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img)
 {
 	kr_pm_defer_flushes(&l->deferred);
@@ -333,30 +314,14 @@ int kr_log_rec_names_bytes(const struct kr_rec_hdr *h)
 	return h->kind != KR_REC_SPILL && h->kind != KR_REC_CANCEL;
 }
 
-uint64_t kr_log_rec_span(const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	switch (h->kind) {
-	case KR_REC_INTENT:
-		return *(const uint64_t *)data;
-	case KR_REC_FRESH:
-		return sizeof(struct kr_obj_hdr) + ((const struct kr_rec_fresh *)data)->hdr.size;
-	case KR_REC_CHECK:
-		return ((const struct kr_rec_check *)data)->len;
-	default:
-		return kr_log_rec_names_bytes(h) ? kr_log_rec_home_len(h) : 0;
-	}
-}
-
 static int rec_flush(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
 	if (!kr_log_rec_names_bytes(h))
 		return 0;
-	/* An intent's range (or a CHECK's) was written directly (with its parity) by the
-	 * thread that logged it: adopting it means fencing those writes too. A FRESH record's
-	 * payload was flushed by its writer before its commit fence; its header is the
-	 * record's own. */
-	uint64_t len = h->kind == KR_REC_FRESH ? kr_log_rec_home_len(h) : kr_log_rec_span(h, data);
+	/* An intent's range was written directly (with its parity) by the thread that
+	 * logged it: adopting it means fencing those writes too. */
+	uint64_t len = h->kind == KR_REC_INTENT ? *(const uint64_t *)data : kr_log_rec_home_len(h);
 	kr_pm_flush(log->pm, log->pm->base + h->off, len);
 	if (log->hooks.flush)
 		log->hooks.flush(log->hooks.ctx, h->off, len);
@@ -406,30 +371,20 @@ int kr_log_rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *da
 	}
 	case KR_REC_CANCEL:
 		return !log->spill || h->len != 8 || *(const uint64_t *)data != 0;
-	case KR_REC_CHECK: {
-		const struct kr_rec_check *c = (const struct kr_rec_check *)data;
-		return !log->home_check || h->len != sizeof(*c) || c->len == 0 || c->len > UINT64_MAX / 2 ||
-		       !in_valid_range(log, h->off, c->len);
-	}
 	default:
 		return 1;
 	}
 	return in_valid_range(log, h->off, h->len) ? 0 : 1;
 }
 
-/* A FRESH object's directly written payload, or a CHECK range, must match the CRC-64 its
- * record carries, unless something later legitimately changed it; see kr_log_recover. */
-int kr_log_rec_torn(const struct kr_log *log, const struct kr_rec_hdr *h, const uint8_t *data)
+/* A FRESH object's directly written payload must match the CRC-64 its record carries,
+ * unless something later legitimately changed it; see kr_log_recover. */
+int kr_log_rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
+			      const uint8_t *data)
 {
-	if (h->kind == KR_REC_FRESH) {
-		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
-		return kr_crc64(log->pm->base + h->off + sizeof(f->hdr), f->hdr.size) != f->payload_crc64;
-	}
-	if (h->kind == KR_REC_CHECK) {
-		const struct kr_rec_check *c = (const struct kr_rec_check *)data;
-		return kr_crc64(log->pm->base + h->off, c->len) != c->crc64;
-	}
-	return 0;
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	const char *payload = log->pm->base + h->off + sizeof(f->hdr);
+	return kr_crc64(payload, f->hdr.size) != f->payload_crc64;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -446,7 +401,6 @@ int kr_log_init(struct kr_log *log, struct kr_pm *pm, const struct kr_log_geom *
 	memcpy(log->valid_lo, g->valid_lo, sizeof(log->valid_lo));
 	memcpy(log->valid_hi, g->valid_hi, sizeof(log->valid_hi));
 	log->spill = g->spill;
-	log->home_check = g->home_check;
 	log->lazy = kr_pm_lazy(pm);
 	pthread_mutex_init(&log->d_lock, NULL);
 	log->lanes = kr_calloc_aligned(_Alignof(struct kr_lane), g->nlanes, sizeof(struct kr_lane));

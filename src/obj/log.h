@@ -143,7 +143,6 @@ struct kr_log {
 	/* Record targets recovery accepts: [lo, hi) ranges of the pool. */
 	uint64_t valid_lo[3], valid_hi[3];
 	int spill; /* the pool has LOG_SPILL: undo may continue in spill segments */
-	int home_check; /* the pool has HOME_CHECK: entries may hold CHECK records */
 	/* Page-cache mode (kr_pm_lazy): applies write home lazily, made durable together by a
 	 * checkpoint's sync of the whole file, not by the next commit's fence (invariant 9). */
 	int lazy;
@@ -169,7 +168,7 @@ struct kr_log_geom {
 	uint32_t nlanes, lane_pages;
 	struct kr_log_line *ctl[2];
 	uint64_t valid_lo[3], valid_hi[3];
-	int spill, home_check;
+	int spill;
 };
 
 struct kr_log_recovery {
@@ -251,19 +250,9 @@ void kr_log_spill_detach(struct kr_lane *lane);
 /* Appends a CANCEL record (layout.h): the lane's entries from sequence number first up to
  * the image's own are not replayed. */
 int kr_img_cancel(struct kr_img *img, uint64_t first);
-/* Appends a CHECK record (layout.h): [off, off+len) is left at home by this entry, and
- * crc64 is kr_crc64 of its new bytes. */
-int kr_img_check(struct kr_img *img, uint64_t off, uint64_t len, uint64_t crc64);
 
 /* Applies every record of the image to its home location and flushes; no fence. */
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
-/* Until kr_log_defer_end, this thread's write-backs join the lane's deferred ones, which its
- * next entry issues after writing its lines and before its fence: bytes that must be
- * durable with that entry then drain once with it (a write-back issued before the entry
- * would be waited for at its sequence number's reservation, a second drain). In page-cache
- * mode nothing is deferred: there the lane's list waits for a checkpoint. */
-void kr_log_defer_begin(struct kr_log *log, struct kr_lane *l);
-void kr_log_defer_end(void);
 /* Marks the lane's just-committed transaction applied. */
 void kr_log_applied(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
 

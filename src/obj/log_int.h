@@ -25,12 +25,9 @@ int kr_log_rec_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 int kr_log_rec_names_bytes(const struct kr_rec_hdr *h);
 /* kr_rec_fn: KR_OK if a record's target lies in the heap or the root lines (ctx: the log). */
 int kr_log_rec_validate(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data);
-/* The bytes of the pool a record names, from its offset: what it writes, and what was
- * written directly under it (an INTENT's range, a FRESH object's payload, a CHECK range). */
-uint64_t kr_log_rec_span(const struct kr_rec_hdr *h, const uint8_t *data);
-/* Whether bytes written directly before the entry's fence (a FRESH object's payload, a
- * CHECK range) fail the CRC-64 the record carries. */
-int kr_log_rec_torn(const struct kr_log *log, const struct kr_rec_hdr *h, const uint8_t *data);
+/* Whether a FRESH object's directly written payload fails the CRC-64 its record carries. */
+int kr_log_rec_fresh_mismatch(const struct kr_log *log, const struct kr_rec_hdr *h,
+			      const uint8_t *data);
 /* durable_seq from the control pages (the larger intact copy); fails if neither is. */
 int kr_log_ctl_durable(const struct kr_log *log, uint64_t *out);
 /* Sets the log's DRAM durable_seq and next sequence number after d. */

@@ -23,15 +23,22 @@ struct found_tx {
 	uint32_t flags;
 	int lane_tail;     /* the newest committed transaction of its lane */
 	uint8_t cancelled; /* a later entry of its lane cancels it (a CANCEL record) */
-	uint8_t torn;      /* its fence never completed (rec_torn): not committed */
 };
 
 /* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
 static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	struct kr_log *log = ctx;
-	if (log->hooks.touched && kr_log_rec_names_bytes(h))
-		log->hooks.touched(log->hooks.ctx, h->off, kr_log_rec_span(h, data));
+	if (!log->hooks.touched || !kr_log_rec_names_bytes(h))
+		return 0;
+	if (h->kind == KR_REC_INTENT) {
+		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
+	} else if (h->kind == KR_REC_FRESH) {
+		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+		log->hooks.touched(log->hooks.ctx, h->off, sizeof(f->hdr) + f->hdr.size);
+	} else {
+		log->hooks.touched(log->hooks.ctx, h->off, kr_log_rec_home_len(h));
+	}
 	return 0;
 }
 
@@ -49,7 +56,7 @@ struct overlap {
 static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	const struct overlap *o = ctx;
-	return kr_log_rec_names_bytes(h) && h->off < o->hi && h->off + kr_log_rec_span(h, data) > o->lo;
+	return kr_log_rec_names_bytes(h) && h->off < o->hi && h->off + kr_log_rec_home_len(h) > o->lo;
 }
 
 struct fresh_ctx {
@@ -58,24 +65,23 @@ struct fresh_ctx {
 	size_t nfound, i;
 };
 
-/* Is this FRESH record's payload, or this CHECK record's range, proof that its
- * transaction's fence never completed? Only a lane's newest transaction can be torn (a lane
- * commits one transaction after the other, each after the previous one's fence). And if a
- * later transaction names those bytes, the commit had returned (a new object was not live
- * before it; a range written in place is the transaction's until its commit returns), so
- * they may differ and nothing is torn. */
-static int rec_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+/* Is this FRESH record's payload proof that its transaction's fence never completed?
+ * Only a lane's newest transaction can be torn (a lane commits one transaction after the
+ * other, each after the previous one's fence). And if a later committed transaction wrote
+ * into the object, the allocating commit had returned (the object was not live before),
+ * so its payload may differ and nothing is torn. */
+static int rec_fresh_torn(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
 	const struct fresh_ctx *c = ctx;
-	if ((h->kind != KR_REC_FRESH && h->kind != KR_REC_CHECK) || !c->found[c->i].lane_tail)
+	if (h->kind != KR_REC_FRESH || !c->found[c->i].lane_tail)
 		return 0;
-	uint64_t lo = h->off + (h->kind == KR_REC_FRESH ? sizeof(struct kr_obj_hdr) : 0);
-	struct overlap o = {lo, h->off + kr_log_rec_span(h, data)};
+	const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
+	struct overlap o = {h->off + sizeof(f->hdr), h->off + sizeof(f->hdr) + f->hdr.size};
 	for (size_t j = c->i + 1; j < c->nfound; j++)
 		if (kr_log_stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
 				c->found[j].nrecords, rec_overlaps, &o))
 			return 0;
-	return kr_log_rec_torn(c->log, h, data);
+	return kr_log_rec_fresh_mismatch(c->log, h, data);
 }
 
 /* Log lines recovery reads: a lane, or a spill segment that a SPILL record of a lane's
@@ -149,7 +155,7 @@ static int scan_src(struct kr_log *log, const struct scan_src *src, uint64_t d, 
 		}
 		const struct kr_tx_first *f = (const struct kr_tx_first *)stream;
 		fs->v[fs->n++] = (struct found_tx){f->seq, stream, n, f->nrecords, src->lane, f->flags,
-						   0, 0, 0};
+						   0, 0};
 	}
 	return KR_OK;
 }
@@ -367,6 +373,15 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 				if (found[j].lane == found[i].lane)
 					found[i].lane_tail = 0;
 		}
+		/* Home commits and aborts cancel their transaction's undo (CANCEL records). */
+		for (size_t i = 0; i < nfound; i++) {
+			uint64_t from = 0;
+			kr_log_stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+				    found[i].nrecords, rec_cancel, &from);
+			for (size_t j = 0; from && j < i; j++)
+				if (found[j].lane == found[i].lane && found[j].seq >= from)
+					found[j].cancelled = 1;
+		}
 		/* Validate everything before touching the pool: a damaged log must not scribble. */
 		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
 			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
@@ -380,25 +395,6 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 						"transaction %llu has an invalid record",
 						(unsigned long long)found[i].seq);
 		}
-		/* Torn commits, judged on the bytes as the crash left them (before any replay). */
-		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
-			struct fresh_ctx fc = {log, found, nfound, i};
-			if (!(found[i].flags & KR_TXF_INTENT))
-				found[i].torn = kr_log_stream_walk(found[i].stream,
-								   (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-								   found[i].nrecords, rec_torn, &fc) != 0;
-		}
-		/* Home commits and aborts cancel their transaction's undo (CANCEL records); a torn
-		 * one does not, so its undo brings the old bytes back. */
-		for (size_t i = 0; i < nfound && rc == KR_OK; i++) {
-			uint64_t from = 0;
-			if (!found[i].torn)
-				kr_log_stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-						   found[i].nrecords, rec_cancel, &from);
-			for (size_t j = 0; from && j < i; j++)
-				if (found[j].lane == found[i].lane && found[j].seq >= from)
-					found[j].cancelled = 1;
-		}
 	}
 	struct masks mk = {.log = log};
 	if (rc == KR_OK)
@@ -410,7 +406,8 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			kr_log_stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
 			if ((found[i].flags & KR_TXF_INTENT) || found[i].cancelled)
 				continue;
-			if (found[i].torn) {
+			struct fresh_ctx fc = {log, found, nfound, i};
+			if (kr_log_stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
 				st->discarded++; /* its fence never completed: not committed */
 				continue;
 			}

@@ -196,7 +196,6 @@ static int pool_start(kr_pool *pool, unsigned flags)
 		.valid_hi = {kr_geom_heap_end(&pool->g),
 			     h->ctl_off + KR_LINE_SIZE, h->ctl_replica_off + KR_LINE_SIZE},
 		.spill = !!(h->incompat & KR_FEAT_INCOMPAT_LOG_SPILL),
-		.home_check = !!(h->incompat & KR_FEAT_INCOMPAT_HOME_CHECK),
 	};
 	pool->root[0] = (struct kr_root_line *)(base + h->ctl_off) + KR_CTL_ROOT_LINE;
 	pool->root[1] = (struct kr_root_line *)(base + h->ctl_replica_off) + KR_CTL_ROOT_LINE;
@@ -404,8 +403,7 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	};
 	/* The fresh frontier is not redundancy: every level keeps it. */
 	h.ro_compat = level_feats[o->protection] | KR_FEAT_RO_FRESH;
-	h.incompat = KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP |
-		     KR_FEAT_INCOMPAT_HOME_CHECK;
+	h.incompat = KR_FEAT_INCOMPAT_FINE_CLASSES | KR_FEAT_INCOMPAT_LOG_SPILL | KR_FEAT_INCOMPAT_STALE_MAP;
 	h.create_time = (uint64_t)time(NULL);
 	if (getrandom(h.uuid, sizeof(h.uuid), 0) != (ssize_t)sizeof(h.uuid))
 		return kr_err_errno(KR_E_IO, "getrandom");

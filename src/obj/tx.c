@@ -948,36 +948,6 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
 	return 0;
 }
 
-/* The new checksum of a changed object, patched for its changed ranges only: for each
- * range, CRC of (old ^ new) shifted past the bytes after it (csum.c). new_crc: kr_crc32c of
- * the range's new bytes when there is one range, the whole object. Old and new are home
- * and buf, or buf and home for a home commit: the patch is the same either way. */
-static uint32_t object_new_crc(struct kr_tx *tx, const struct mbuf *m, uint32_t new_crc)
-{
-	kr_pool *pool = tx->pool;
-	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
-	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
-	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size)
-		return kr_obj_crc_combine(hdr, new_crc); /* the old bytes need not be read */
-	uint32_t crc = hdr->crc;
-	for (uint32_t i = 0; i < m->nranges; i++) {
-		const struct range *r = &m->ranges[i];
-		crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start, r->end - r->start,
-					m->size - r->end);
-	}
-	return crc;
-}
-
-/* The checksum's own DATA record, for the header's crc field. */
-static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
-{
-	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
-	if (!d)
-		return kr_errcode();
-	*d = object_new_crc(tx, m, new_crc);
-	return KR_OK;
-}
-
 /* ---------------------------------------------------------------------------------------
  * Large in-place transactions: spilled undo and the home commit
  *
@@ -1006,18 +976,6 @@ static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
  *   than a small commit; the bytes go home once. The segments go back to the heap once
  *   durable_seq passes the CANCEL (an abort commits one of its own, after its old bytes are
  *   home), so that every segment a replayable SPILL record names still holds its lines.
- *
- *   One fence (pools with HOME_CHECK, every pool made since; from 1 KiB of redo,
- *   HOME_MIN_REDO_ONE_FENCE): step 1 goes, and step 3 stores no checksum and does not
- *   fence; its write-backs join the lane's deferred ones (kr_log_defer_begin). The last
- *   entry carries each object's new checksum as a DATA record, applied after its fence like
- *   any redo, and for each range a CHECK record with the CRC-64 of its new bytes
- *   (tx_home_records); the bytes, their parity and the entry reach the media behind that
- *   one fence, in any order. Recovery holds the lane's newest entry to its CHECK ranges:
- *   one that does not match never had its fence complete, so its CANCEL does not count and
- *   the undo brings the old bytes back (log_recover.c). Against the redo path, no redo
- *   copies (two, with the log's replica), no trade of the bytes and no apply of them: at
- *   1 KiB 78 lines instead of 112 (test_costs).
  * ------------------------------------------------------------------------------------- */
 
 /* A new spill segment for at least need lines (kr_log_spill_attach); inside the gate. */
@@ -1094,30 +1052,11 @@ static int home_candidate(const struct mbuf *m)
 	return m->in_place && !m->fresh && !m->stored && !m->freed && m->nranges;
 }
 
-/* An existing object the home commit leaves in place (new ones: tx_add_fresh). */
-static int home_in_place(const struct mbuf *m)
-{
-	return m->home && !m->fresh;
-}
-
-/* Whether one range covers the object whole. */
-static int home_whole(const struct mbuf *m)
-{
-	return m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size;
-}
-
 /* In-place redo from which a home commit is the cheaper one: its two more fences against
  * a redo copy and an apply of the bytes. PMDK's overwrite in place (pmdk-bench, tmpfs, AMD
  * EPYC Zen 4): 2 KiB 2574 ns at home against 2474 logged, 4 KiB 3515 against 3786, 8 KiB
  * 5838 against 6349 (medians of 3). */
 #define HOME_MIN_REDO 4096
-/* The same with one fence (HOME_CHECK). A home commit writes fewer lines from 128 B on
- * (test_costs: 256 B 28 against 34), but its bytes' write-back is issued just before the
- * fence, where the redo path's apply leaves it to drain behind the next operation: PMDK's
- * overwrite (pmdk-bench, tmpfs, AMD EPYC Zen 4, 3 rounds) took 1061-1072 ns logged against
- * 1152-1171 at home for 256 B, 1182-1222 against 1241-1482 for 512 B, 1472-1523 against
- * 1412-1492 for 1 KiB and 2113-2163 against 1853-1903 for 2 KiB. */
-#define HOME_MIN_REDO_ONE_FENCE 1024
 
 /* Whether the transaction commits at home (its undo spilled, or its in-place ranges would
  * need HOME_MIN_REDO bytes or a quarter of the lane, or more than the lane has free now,
@@ -1136,8 +1075,7 @@ static int tx_home_mark(struct kr_tx *tx)
 		}
 	if (!tx->undo_first || (!tx->nsegs && redo == 0)) /* nothing in place to commit at home */
 		return 0;
-	uint64_t min_redo = pool->log.home_check ? HOME_MIN_REDO_ONE_FENCE : HOME_MIN_REDO;
-	if (!tx->nsegs && redo < min_redo && redo / KR_LINE_PAYLOAD < pool->log.lane_lines / 4 &&
+	if (!tx->nsegs && redo < HOME_MIN_REDO && redo / KR_LINE_PAYLOAD < pool->log.lane_lines / 4 &&
 	    kr_log_fits(&pool->log, tx->lane, tx_lines_bound(tx), 0))
 		return 0;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
@@ -1156,7 +1094,7 @@ static int tx_home_undo(struct kr_tx *tx)
 	int rc = KR_OK;
 	uint32_t n = 0, crc;
 	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
-		if (!home_in_place(m))
+		if (!m->home)
 			continue;
 		uint64_t at = m->block.off + offsetof(struct kr_obj_hdr, crc);
 		rc = kr_img_data_copy(&tx->img, at, pool->pm.base + at, 4, &crc);
@@ -1171,59 +1109,33 @@ static int tx_home_undo(struct kr_tx *tx)
 	return rc;
 }
 
-/* Step 2 of the one-fence home commit: each object's new checksum as a DATA record, and a
- * CHECK record per range. */
-static int tx_home_records(struct kr_tx *tx)
-{
-	kr_pool *pool = tx->pool;
-	const uint8_t *base = (const uint8_t *)pool->pm.base;
-	int rc = KR_OK;
-	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
-		if (!home_in_place(m))
-			continue;
-		for (uint32_t i = 0; i < m->nranges && rc == KR_OK; i++) {
-			const struct range *r = &m->ranges[i];
-			rc = kr_img_check(&tx->img, m->oid + r->start, r->end - r->start,
-					  kr_crc64(base + m->oid + r->start, r->end - r->start));
-		}
-		if (rc == KR_OK && feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			rc = tx_add_object_crc(tx, m, home_whole(m) ? kr_crc32c(base + m->oid, m->size) : 0);
-	}
-	return rc;
-}
-
-/* Step 3: parity patched for the new bytes at home, flushed; with one fence, that is all
- * (the entry carries the checksums), else the checksums are stored too and fenced. The
- * buffers leave the in-flight list here: parity reflects their bytes now. */
+/* Step 3: parity patched and checksums stored for the new bytes at home, all flushed, one
+ * fence. The buffers leave the in-flight list here: parity reflects their bytes now. */
 static int tx_home_write(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	uint8_t *base = (uint8_t *)pool->pm.base;
-	int one_fence = pool->log.home_check;
-	if (one_fence) /* durable with the last entry, drained with its lines */
-		kr_log_defer_begin(&pool->log, tx->lane);
 	pthread_mutex_lock(&pool->tx->inflight_lock);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
-		if (!home_in_place(m))
+		if (!m->home)
 			continue;
 		uint8_t *home = base + m->oid;
+		const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(base + m->block.off);
+		uint32_t crc = hdr->crc;
 		for (uint32_t i = 0; i < m->nranges; i++) {
 			const struct range *r = &m->ranges[i];
 			size_t len = r->end - r->start;
 			kr_redund_patch(&pool->redund, m->oid + r->start, m->buf + r->start, home + r->start, len);
 			kr_pm_flush(&pool->pm, home + r->start, len);
+			crc ^= kr_crc32c_delta2(m->buf + r->start, home + r->start, len, m->size - r->end);
 		}
-		if (!one_fence && feat(pool, KR_FEAT_RO_OBJ_CSUM)) {
-			uint32_t crc = object_new_crc(tx, m, home_whole(m) ? kr_crc32c(home, m->size) : 0);
+		if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
 			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
 					       &crc, sizeof(crc));
-		}
 		inflight_leave(pool, m);
 	}
 	pthread_mutex_unlock(&pool->tx->inflight_lock);
-	if (one_fence)
-		kr_log_defer_end();
-	return one_fence ? KR_OK : kr_pm_fence(&pool->pm);
+	return kr_pm_fence(&pool->pm);
 }
 
 /* Room for a home commit's last entry, which must not fail once tx_home_write has run: in
@@ -1877,6 +1789,35 @@ static int tx_commit_intents(struct kr_tx *tx)
 	return kr_log_commit_intent(&pool->log, tx->lane, &tx->img);
 }
 
+/* The new checksum of a changed object, patched for its changed ranges only: for each
+ * range, CRC of (old ^ new) shifted past the bytes after it (csum.c). new_crc: kr_crc32c of
+ * the range's new bytes when there is one range, the whole object. */
+static uint32_t object_new_crc(struct kr_tx *tx, const struct mbuf *m, uint32_t new_crc)
+{
+	kr_pool *pool = tx->pool;
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + m->block.off);
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	if (m->nranges == 1 && m->ranges[0].start == 0 && m->ranges[0].end == m->size)
+		return kr_obj_crc_combine(hdr, new_crc); /* the old bytes need not be read */
+	uint32_t crc = hdr->crc;
+	for (uint32_t i = 0; i < m->nranges; i++) {
+		const struct range *r = &m->ranges[i];
+		crc ^= kr_crc32c_delta2(home + r->start, m->buf + r->start, r->end - r->start,
+					m->size - r->end);
+	}
+	return crc;
+}
+
+/* The checksum's own DATA record, for the header's crc field. */
+static int tx_add_object_crc(struct kr_tx *tx, struct mbuf *m, uint32_t new_crc)
+{
+	uint32_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
+	if (!d)
+		return kr_errcode();
+	*d = object_new_crc(tx, m, new_crc);
+	return KR_OK;
+}
+
 /* The checksum of an object with declared stores (kr_tx_add_stored): patched for them from
  * the DRAM copy's old bytes, or recomputed over the object as it will be (home, which holds
  * the old bytes of the declared ranges since the swap, and the buffer their new ones). */
@@ -2068,7 +2009,7 @@ int kr_tx_commit(kr_tx *tx)
 		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]].m);
 	kr_log_enter(&pool->log, tx->lane);
 	int home = tx_home_mark(tx);
-	if (home && !pool->log.home_check)
+	if (home)
 		rc = tx_home_undo(tx);
 	tx_swap_in_place(tx);
 	fresh_mark_zeros(tx);
@@ -2077,8 +2018,7 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK)
 		rc = tx_build_image(tx);
 	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
-	    (rc = tx_home_records(tx)) == KR_OK && (rc = tx_last_room(tx)) == KR_OK &&
-	    (rc = tx_home_write(tx)) != KR_OK)
+	    (rc = tx_last_room(tx)) == KR_OK && (rc = tx_home_write(tx)) != KR_OK)
 		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
