@@ -5,8 +5,8 @@
  *
  * Part 1 runs each kind of in-place change once and checks values, kr_pool_check and the
  * deep check after it: a committed in-place overwrite, an aborted one (old bytes back), a new
- * object written in place (small and large: committed where it is, behind the intent made
- * when it was first written), one freed after
+ * object written in place (small: logged whole; large: fenced where it is, behind the
+ * intent made when it was first written), one freed after
  * being written in place, stores declared after the fact with and without the old bytes, and
  * the misuse cases (mixing with micro-buffers, a range beyond the object, a transaction
  * whose undo does not fit a lane), and a large object whose DRAM block checksums another

@@ -231,13 +231,15 @@ _Static_assert(KR_STALE_MAP_BYTES == 3968, "the stale map is the control page's 
  *     8 8 off    pool offset the record applies to (SET/CLRBITS: an 8-byte aligned word)
  *    16 len bytes, padded with zeros to a multiple of 8
  *
- * FRESH announces an object allocated by the transaction, whose payload was written home
- * directly (not logged) before the commit fence: off = the object header's pool offset,
- * data = the 16-byte object header, then the CRC-64 (ECMA-182, reflected, ISA-L
- * crc64_ecma_refl with seed 0) of the size payload bytes that follow the header. Applying it
- * writes the header. Recovery treats a transaction whose FRESH payload does not match as
- * not committed: that payload is durable once the commit fence completes, so a mismatch
- * proves the commit never returned.
+ * FRESH (written by older builds only; still recovered) announces an object allocated by
+ * the transaction, whose payload was written home directly (not logged) before the commit
+ * fence: off = the object header's pool offset, data = the 16-byte object header, then the
+ * CRC-64 (ECMA-182, reflected, ISA-L crc64_ecma_refl with seed 0) of the size payload bytes
+ * that follow the header. Applying it writes the header. Recovery treats a lane's newest
+ * transaction whose FRESH payload does not match as not committed. That proves a torn
+ * fence only if nothing stored into the payload after the commit returned, which a program
+ * may do before persisting: this build fences a direct payload before the commit instead
+ * and logs the header as DATA (tx.c, tx_add_fresh).
  *
  * INTENT records (kind 5) appear in intent entries (flags KR_TXF_INTENT), which hold
  * nothing else, and beside a SPILL record: off = the start of a range about to be written
