@@ -50,24 +50,24 @@ static const struct pin pins[] = {
 	 * for its micro-buffer, its 150 KB redo image and the block checksums of its next
 	 * opening (the rewrite dropped them). A rewrite of up to 1 KiB carries the object's
 	 * checksum in its own record (tx.c, crc_merged): 64 B was 12 lines and 384 bytes. */
-	{"overwrite", 64, 1, 8, 256, 4, 0},
-	{"overwrite", 4096, 1, 282, 9600, 4, 0},
-	{"overwrite", 65536, 1, 4398, 150016, 4, 3},
+	{"overwrite", 64, 1, 8, 256, 4, 0, 0},
+	{"overwrite", 4096, 1, 282, 9600, 4, 0, 0},
+	{"overwrite", 65536, 1, 4398, 150016, 4, 3, 0},
 	/* Allocations of objects the transaction writes whole log only the allocator's
 	 * records above 1 KiB: the object goes home directly behind an intent (its own
 	 * commit), 9600 logged bytes at 4 KiB before, and is fenced before the commit (the
 	 * fence more: test_after_commit says why). */
-	{"alloc+write", 64, 1, 14, 384, 40, 0},
+	{"alloc+write", 64, 1, 14, 384, 40, 0, 0},
 	{"alloc+write", 4096, 2, 141, 384, 40, 0, 1},
 	{"alloc+write", 65536, 2, 2061, 384, 40, 1, 1},
 	/* Allocations left zero, over space that holds zeros (this pool's is unused): the
 	 * header alone is logged and written, no intent (before: the costs above). */
-	{"alloc", 64, 1, 10, 256, 40, 0},
-	{"alloc", 4096, 1, 10, 256, 40, 0},
-	{"alloc", 65536, 1, 10, 256, 40, 0},
+	{"alloc", 64, 1, 10, 256, 40, 0, 0},
+	{"alloc", 4096, 1, 10, 256, 40, 0, 0},
+	{"alloc", 65536, 1, 10, 256, 40, 0, 0},
 	/* In place, as keratin-pmemobj writes (TX_ADD, then stores at home): the old bytes'
 	 * undo is one commit, the rest another. */
-	{"inplace", 64, 2, 12, 512, 4, 0},
+	{"inplace", 64, 2, 12, 512, 4, 0, 0},
 	/* From 4 KiB the new bytes stay home (tx.c, the home commit): the checksum's undo is a
 	 * commit, and home and parity get a fence of their own before the last commit. */
 	{"inplace", 4096, 3, 284, 9728, 4, 0, 1},
@@ -75,7 +75,7 @@ static const struct pin pins[] = {
 	 * above, it stays home, fenced before the commit, and the intent made when it was
 	 * first written covers it (before: a second intent, and the bytes traded out of home
 	 * and streamed back). */
-	{"alloc+inplace", 64, 2, 16, 512, 40, 0},
+	{"alloc+inplace", 64, 2, 16, 512, 40, 0, 0},
 	{"alloc+inplace", 4096, 2, 142, 384, 40, 0, 1},
 	{"alloc+inplace", 65536, 2, 2062, 384, 40, 1, 1},
 };
