@@ -25,7 +25,12 @@
  *   repair needs nothing but another repair.
  *
  *   The pass needs the pool quiet: parity is only settled when no commit is applying
- *   (kr_pool_check refuses to run while transactions are open).
+ *   (kr_pool_check refuses to run while transactions are open; the scrubber closes the
+ *   commit gate). In-place transactions may still be open under the scrubber: home holds
+ *   their stores, which neither checksums nor parity reflect yet. The page columns their
+ *   blocks lie in go unjudged, as marked ones do (the in-flight list held still for the
+ *   pass): repaired from parity, those stores would be lost, and a new object's block,
+ *   free until its commit, would get parity recomputed over them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +44,7 @@
 #include "quiesce.h"
 #include "scrub.h"
 #include "stale.h"
+#include "tx.h"
 
 #define P KR_PAGE_SIZE
 
@@ -56,6 +62,7 @@ struct scrub {
 	int repair;
 	uint64_t ncols;   /* nzones * row_pages page columns */
 	uint8_t *bad_col; /* 1 = parity disagrees, 2 = resolved (rebuilt or recomputed) */
+	uint8_t *busy_col; /* 1 = an open in-place transaction's block lies here: unjudged */
 	struct item *items;
 	size_t nitems, cap;
 	uint64_t done, total; /* progress, in bytes read: columns scanned + objects verified */
@@ -99,7 +106,7 @@ static void scan_parity(struct scrub *s)
 	for (uint64_t c = 0; c < s->ncols; c++) {
 		s->rep->columns++;
 		progress(s, kr_geom_column_bytes(&s->pool->g));
-		if (kr_stale_covers(s->pool, col_data_off(s, c), P)) /* its parity says nothing yet */
+		if (s->busy_col[c] || kr_stale_covers(s->pool, col_data_off(s, c), P)) /* its parity says nothing yet */
 			continue;
 		if (!kr_parity_column_ok(&s->pool->redund.parity, col_data_off(s, c))) {
 			s->bad_col[c] = 1;
@@ -109,6 +116,17 @@ static void scan_parity(struct scrub *s)
 }
 
 static int chunk_ok(const struct kr_chunk_meta *m) { return kr_redund_chunk_crc(m) == m->crc; }
+
+/* Whether a page of [off, off + len) lies in a busy column (struct scrub). */
+static int busy_covers(const struct scrub *s, uint64_t off, uint64_t len)
+{
+	for (uint64_t pg = off & ~(uint64_t)(P - 1); s->busy_col && pg < off + len; pg += P) {
+		uint32_t row;
+		if (kr_parity_covers(&s->pool->redund.parity, pg, P) && s->busy_col[col_index(s, pg, &row)])
+			return 1;
+	}
+	return 0;
+}
 
 /* An object is sound if its header fits its block and its payload matches the CRC. */
 static int object_ok(kr_pool *pool, const struct kr_block *b)
@@ -162,7 +180,7 @@ static int scan_items(struct scrub *s)
 			continue;
 		s->rep->objects++;
 		progress(s, b.bytes);
-		if (object_ok(pool, &b))
+		if (object_ok(pool, &b) || busy_covers(s, b.off, b.bytes))
 			continue;
 		s->rep->bad_objects++;
 		rc = add_item(s, (struct item){.off = b.off, .len = b.bytes, .b = b, .is_object = 1});
@@ -594,10 +612,13 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	struct scrub s = {.pool = pool, .rep = rep, .repair = (flags & KR_CHECK_REPAIR) != 0};
 	s.ncols = kr_geom_columns(&pool->g);
 	s.bad_col = kr_calloc(s.ncols, 1);
+	s.busy_col = kr_calloc(s.ncols, 1);
 	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? kr_geom_heap_bytes(&pool->g) : 0) +
 		  pool->heap.used_bytes;
-	int rc = s.bad_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
+	int rc = s.bad_col && s.busy_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	if (rc == KR_OK) {
+		kr_tx_inflight_hold(pool);
+		kr_tx_inflight_columns(pool, s.busy_col);
 		if (h->ro_compat & KR_FEAT_RO_PARITY)
 			scan_parity(&s);
 		rc = scan_items(&s);
@@ -606,6 +627,10 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		if (s.repair && (h->ro_compat & KR_FEAT_RO_PARITY))
 			repair_items(&s);
 		settle(&s);
+	}
+	if (s.bad_col && s.busy_col)
+		kr_tx_inflight_release(pool);
+	if (rc == KR_OK) {
 		/* The redundancy of the metadata too: a twin damaged while open is found here,
 		 * not at the next open. */
 		rc = kr_pool_check_copies(pool, s.repair, rep);
@@ -617,6 +642,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 		}
 	}
 	free(s.bad_col);
+	free(s.busy_col);
 	free(s.items);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	rep->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

@@ -14,12 +14,14 @@ int kr_tx_shared_new(kr_pool *pool);
  * lane is free. NULL-safe. */
 void kr_tx_shared_free(kr_pool *pool);
 
-/* What the stale map's cleaner (stale.c) asks: the in-flight in-place buffers held still
- * (no range joins or leaves while held), and whether one of them lies in page columns
- * [col_lo, col_hi): their home bytes are not what parity and checksums may be computed over. */
+/* What the stale map's cleaner (stale.c) and a scrub pass (scrub.c) ask: the in-flight
+ * in-place buffers held still (no range joins or leaves while held), and whether one of
+ * them lies in page columns [col_lo, col_hi), or which columns they lie in (busy[c] set to
+ * 1): their home bytes are not what parity and checksums may be computed over. */
 void kr_tx_inflight_hold(kr_pool *pool);
 void kr_tx_inflight_release(kr_pool *pool);
 int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi);
+void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy);
 /* An object's checksum was recomputed behind the transactions' back: its DRAM block
  * checksums (vcache.h) and copy (shadow.h) are dropped. */
 void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
