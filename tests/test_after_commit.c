@@ -18,7 +18,8 @@
  * with its size and bytes (the last store kept or not: it was never persisted).
  *   - "in place": the object written in place (kr_tx_add_in_place, as keratin-pmemobj's
  *     TX_ADD of a new object), small (logged whole) and large (written home directly);
- *   - "buffered": the object written through a micro-buffer, large (written home directly).
+ *   - "buffered": the object written through a micro-buffer, large (written home directly);
+ * in a run's block and in an extent of its own. Recovery must discard nothing.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -75,6 +76,11 @@ static void run_case(const char *what, size_t size, int in_place)
 	TU_ASSERT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		  "%s %zu: the child failed (status %#x)", what, size, st);
 	TU_OK(tu_open(path, &p));
+	struct kr_pool_stat ps;
+	TU_OK(kr_pool_stat(p, &ps));
+	/* Discarded and applied at run time already, a transaction could still look whole. */
+	TU_ASSERT(ps.discarded_txs == 0, "%s %zu: recovery discarded %llu transactions", what, size,
+		  (unsigned long long)ps.discarded_txs);
 	TU_OK(kr_root(p, sizeof(struct root), &root));
 	const struct root *r = kr_get(p, root);
 	TU_ASSERT(r->marker == MARKER && r->obj, "%s %zu: the committed transaction was undone (marker %llu)",
@@ -96,6 +102,8 @@ int main(void)
 	run_case("in place", 300, 1);
 	run_case("in place", 2048, 1);
 	run_case("buffered", 2048, 0);
+	run_case("in place", 100000, 1); /* an extent, not a run's block */
+	run_case("buffered", 100000, 0);
 	printf("test_after_commit: every transaction stayed committed\n");
 	return 0;
 }

@@ -15,12 +15,13 @@
  *   so later openings check only the blocks of the ranges handed out, and the commit makes
  *   those checksums follow the bytes it wrote.
  *
- *   Objects allocated by the transaction are not logged: their blocks are free until the
- *   commit, so their content is written home directly (non-temporal) before the commit
- *   fence, and only the allocation itself is a redo record. Heap invariant 3 (heap.c)
- *   guarantees that no replayable older transaction writes those blocks. One left zero
- *   over a block that already holds zeros is not written at all: its header is the only
- *   record (fresh_mark_zeros).
+ *   Objects allocated by the transaction are logged whole up to 1 KiB. Larger ones are not:
+ *   their blocks are free until the commit, so their content is written home directly
+ *   (non-temporal, or in place by the application) and fenced before the commit, and only
+ *   the header and the allocation are redo records. Heap invariant 3 (heap.c) guarantees
+ *   that no replayable older transaction writes those blocks. One left zero over a block
+ *   that already holds zeros is not written at all: its header is the only record
+ *   (fresh_mark_zeros).
  *
  *   A transaction's DRAM (its header, redo image and micro-buffers) outlives it: tx_end
  *   leaves it in a slot of the lane, where the lane's next transaction takes it up, so a
@@ -28,7 +29,8 @@
  *
  *   Commit, top to bottom (kr_tx_commit):
  *     1. sticky error or damaged canary -> abort, nothing touched;
- *     2. fresh objects written home and flushed (no fence), unless left zero over zeros;
+ *     2. fresh objects above 1 KiB written home, flushed and fenced, unless left zero over
+ *        zeros;
  *     3. redo image: DATA records for every changed range of existing objects, allocator
  *        records for allocations and frees, the root lines if the root changed;
  *     4. kr_log_commit: log lines + replica + ONE fence = the commit point;
@@ -828,20 +830,43 @@ void kr_tx_inflight_release(kr_pool *pool) { pthread_mutex_unlock(&pool->tx->inf
 
 /* Caller holds inflight_lock. The whole block counts: a new object in place writes all of
  * it, and every commit writes its header's checksum. */
-int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi)
+/* Calls fn for the page column of every data page of an in-flight buffer's block, until
+ * it returns nonzero (returned). */
+static int inflight_walk_columns(kr_pool *pool, int (*fn)(void *ctx, uint64_t col), void *ctx)
 {
 	const struct kr_geom *g = &pool->g;
 	for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext) {
 		uint64_t end = m->block.off + m->block.bytes;
 		for (uint64_t pg = m->block.off & ~(uint64_t)(KR_PAGE_SIZE - 1); pg < end; pg += KR_PAGE_SIZE) {
-			if (!kr_geom_in_data(g, pg))
-				continue;
-			uint64_t c = kr_geom_column(g, pg);
-			if (c >= col_lo && c < col_hi)
-				return 1;
+			int r = kr_geom_in_data(g, pg) ? fn(ctx, kr_geom_column(g, pg)) : 0;
+			if (r)
+				return r;
 		}
 	}
 	return 0;
+}
+
+static int col_in_range(void *ctx, uint64_t col)
+{
+	const uint64_t *lohi = ctx;
+	return col >= lohi[0] && col < lohi[1];
+}
+
+static int col_mark(void *ctx, uint64_t col)
+{
+	((uint8_t *)ctx)[col] = 1;
+	return 0;
+}
+
+int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi)
+{
+	uint64_t lohi[2] = {col_lo, col_hi};
+	return inflight_walk_columns(pool, col_in_range, lohi);
+}
+
+void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy)
+{
+	inflight_walk_columns(pool, col_mark, busy);
 }
 
 int kr_tx_blocks_cached(kr_pool *pool, kr_oid oid, uint64_t size)
@@ -1094,7 +1119,7 @@ static int tx_home_undo(struct kr_tx *tx)
 	int rc = KR_OK;
 	uint32_t n = 0, crc;
 	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
-		if (!m->home)
+		if (!m->home || m->fresh) /* a new object's block is free until the commit */
 			continue;
 		uint64_t at = m->block.off + offsetof(struct kr_obj_hdr, crc);
 		rc = kr_img_data_copy(&tx->img, at, pool->pm.base + at, 4, &crc);
@@ -1117,7 +1142,7 @@ static int tx_home_write(struct kr_tx *tx)
 	uint8_t *base = (uint8_t *)pool->pm.base;
 	pthread_mutex_lock(&pool->tx->inflight_lock);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
-		if (!m->home)
+		if (!m->home || m->fresh) /* patched and flushed already (tx_add_fresh) */
 			continue;
 		uint8_t *home = base + m->oid;
 		const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(base + m->block.off);
