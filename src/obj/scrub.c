@@ -679,6 +679,20 @@ int kr_pool_check(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	return scrub_run(pool, flags, rep);
 }
 
+/* Whether an in-flight block lies in a page column of [off, off + len). Caller holds the
+ * in-flight list. */
+static int inflight_in_pages(kr_pool *pool, uint64_t off, uint64_t len)
+{
+	for (uint64_t pg = off & ~(uint64_t)(P - 1); pg < off + len; pg += P) {
+		if (!kr_geom_in_data(&pool->g, pg))
+			continue;
+		uint64_t c = kr_geom_column(&pool->g, pg);
+		if (kr_tx_inflight_in_columns(pool, c, c + 1))
+			return 1;
+	}
+	return 0;
+}
+
 /* An object that failed its checksum, repaired online (commits held back): its damaged pages
  * located and rebuilt as in a pass. KR_OK if the object then verifies. */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
@@ -693,6 +707,18 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
 	struct kr_quiesce q;
 	kr_quiesce_hold(&q, &pool->log, 0);
+	/* An open in-place transaction writes this object, or another in one of its page
+	 * columns: home holds stores that the checksum, or parity, does not reflect yet. The
+	 * object is sound if its checksum holds with those ranges' old bytes; a repair now
+	 * would undo the stores, or rebuild from rows that parity does not describe. */
+	kr_tx_inflight_hold(pool);
+	int holds = kr_tx_inflight_object_holds(pool, b);
+	int busy = holds >= 0 || inflight_in_pages(pool, b->off, b->bytes);
+	kr_tx_inflight_release(pool);
+	if (busy) {
+		kr_quiesce_release(&q);
+		return holds == 1 || object_ok(pool, b) ? KR_OK : KR_E_CORRUPT_OBJECT;
+	}
 	int ok = object_ok(pool, b) || repair_item(&s, &it);
 	int rc = kr_pm_fence(&pool->pm);
 	kr_quiesce_release(&q);

@@ -869,6 +869,7 @@ void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy)
 	inflight_walk_columns(pool, col_mark, busy);
 }
 
+
 int kr_tx_blocks_cached(kr_pool *pool, kr_oid oid, uint64_t size)
 {
 	return kr_vcache_has(&pool->tx->vcache, oid, size);
@@ -906,6 +907,36 @@ static void inflight_ranges(const struct mbuf *m, void (*fn)(void *ctx, const st
 	}
 	for (uint32_t i = 0; i < m->nranges; i++)
 		fn(ctx, m, m->oid + m->ranges[i].start, m->oid + m->ranges[i].end);
+}
+
+/* Copies a range's old bytes (its buffer's) into the object's image (ctx). */
+static void image_put_old(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
+{
+	memcpy((uint8_t *)ctx + (a - m->oid), m->buf + (a - m->oid), b - a);
+}
+
+int kr_tx_inflight_object_holds(kr_pool *pool, const struct kr_block *b)
+{
+	const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(pool->pm.base + b->off);
+	kr_oid oid = b->off + sizeof(*hdr);
+	int found = 0;
+	for (const struct mbuf *m = pool->tx->inflight; m && !found; m = m->inext)
+		found = m->oid == oid && !m->fresh;
+	if (!found)
+		return -1;
+	if (hdr->size == 0 || hdr->size > b->bytes - sizeof(*hdr))
+		return 0;
+	uint8_t *image = kr_malloc(hdr->size);
+	if (!image)
+		return 0;
+	memcpy(image, pool->pm.base + oid, hdr->size);
+	/* Traded ones hold the old bytes at home already; declared ones kept none. */
+	for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext)
+		if (m->oid == oid && !m->fresh && !m->swapped && !m->stored)
+			inflight_ranges(m, image_put_old, image);
+	int holds = kr_obj_crc(hdr, image) == hdr->crc;
+	free(image);
+	return holds;
 }
 
 /* A reconstruction of [off, off+len) of one row, being corrected. */

@@ -22,6 +22,11 @@ void kr_tx_inflight_hold(kr_pool *pool);
 void kr_tx_inflight_release(kr_pool *pool);
 int kr_tx_inflight_in_columns(kr_pool *pool, uint64_t col_lo, uint64_t col_hi);
 void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy);
+/* Caller holds the in-flight list (kr_tx_inflight_hold). Whether the object at b has
+ * in-flight in-place ranges (-1 if not) and, if so, whether its checksum holds over what
+ * it was computed on: home, with each such range's old bytes in place of the stores made
+ * there (1), or not (0). KR_E_NOMEM as 0. */
+int kr_tx_inflight_object_holds(kr_pool *pool, const struct kr_block *b);
 /* An object's checksum was recomputed behind the transactions' back: its DRAM block
  * checksums (vcache.h) and copy (shadow.h) are dropped. */
 void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
