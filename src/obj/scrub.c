@@ -616,7 +616,8 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? kr_geom_heap_bytes(&pool->g) : 0) +
 		  pool->heap.used_bytes;
 	int rc = s.bad_col && s.busy_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
-	if (rc == KR_OK) {
+	int held = rc == KR_OK;
+	if (held) {
 		kr_tx_inflight_hold(pool);
 		kr_tx_inflight_columns(pool, s.busy_col);
 		if (h->ro_compat & KR_FEAT_RO_PARITY)
@@ -628,7 +629,7 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 			repair_items(&s);
 		settle(&s);
 	}
-	if (s.bad_col && s.busy_col)
+	if (held)
 		kr_tx_inflight_release(pool);
 	if (rc == KR_OK) {
 		/* The redundancy of the metadata too: a twin damaged while open is found here,

@@ -828,10 +828,9 @@ void kr_tx_inflight_hold(kr_pool *pool) { pthread_mutex_lock(&pool->tx->inflight
 
 void kr_tx_inflight_release(kr_pool *pool) { pthread_mutex_unlock(&pool->tx->inflight_lock); }
 
-/* Caller holds inflight_lock. The whole block counts: a new object in place writes all of
- * it, and every commit writes its header's checksum. */
-/* Calls fn for the page column of every data page of an in-flight buffer's block, until
- * it returns nonzero (returned). */
+/* Calls fn for the page column of every data page of an in-flight buffer's block, until it
+ * returns nonzero (returned). Caller holds inflight_lock. The whole block counts: a new
+ * object in place writes all of it, and every commit writes its header's checksum. */
 static int inflight_walk_columns(kr_pool *pool, int (*fn)(void *ctx, uint64_t col), void *ctx)
 {
 	const struct kr_geom *g = &pool->g;
@@ -868,7 +867,6 @@ void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy)
 {
 	inflight_walk_columns(pool, col_mark, busy);
 }
-
 
 int kr_tx_blocks_cached(kr_pool *pool, kr_oid oid, uint64_t size)
 {
