@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "crashsim.h"
+#include "ftutil.h"
 #include "testutil.h"
 #include "tx.h"
 #include "vcache.h"
@@ -685,6 +686,189 @@ static void scrub_while_open(const char *path)
 	printf("scrub passes while in place: %d passes, the stores kept, redundancy sound\n", PASSES);
 }
 
+/* A media error while an in-place transaction is open. Parity still reflects the
+ * transaction's old bytes, and home holds its uncommitted stores:
+ *   - POISON_ROW: a page of another row of the same column, rebuilt from parity and the
+ *     rows, must take the transaction's old bytes for that row, not home's (or the page
+ *     comes back wrong);
+ *   - POISON_PAGE: a page holding the transaction's own range comes back with the old bytes:
+ *     its stores are gone, so its commit must fail with KR_E_MEDIA and leave the old bytes,
+ *     never commit them as new;
+ *   - POISON_PARITY: the column's parity page, met by another thread's commit, is recomputed
+ *     from the rows less the stores (or the transaction's commit patches them in twice);
+ *   - POISON_FREED: no poison, but stores into B declared after the fact, whose old bytes
+ *     come from parity too, where A's block was written in place and freed by another
+ *     open transaction first: that one's buffer must not count as in flight any more (its
+ *     old bytes are home again), or the two corrections cancel out.
+ * The object written in place is A; B lies in the same page column, in another row or in
+ * A's own page. */
+enum poison_at { POISON_ROW, POISON_PAGE, POISON_PARITY, POISON_FREED };
+static const char *const poison_name[] = {"another row of the column", "the stores' own page",
+					  "the column's parity page", "no page: stores declared beside a block freed and taken again"};
+
+static void *write_b(void *arg)
+{
+	struct second_writer *w = arg;
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(w->pool, &tx));
+	uint8_t *p = kr_tx_open(tx, w->oid);
+	TU_ASSERT(p, "%s", kr_errmsg());
+	memset(p, 0x66, 64);
+	TU_OK(kr_tx_commit(tx));
+	return NULL;
+}
+
+/* An object of oids in a's page column and zone, in another row (other_row) with bytes at
+ * the same offsets in the page, or in a's page; 0 if none. Objects within one page only,
+ * which keeps the overlap plain. */
+static kr_oid partner(const struct ft_geom *g, kr_oid a, const kr_oid *oids, int n, int other_row)
+{
+	enum { SIZE = 1000 };
+	uint32_t za, ra, ca, zb, rb, cb;
+	ft_page_pos(g, a, &za, &ra, &ca);
+	if (a / FT_PAGE != (a + SIZE - 1) / FT_PAGE)
+		return 0;
+	for (int j = 0; j < n; j++) {
+		ft_page_pos(g, oids[j], &zb, &rb, &cb);
+		uint64_t xa = a % FT_PAGE, xb = oids[j] % FT_PAGE;
+		int overlap = xb < xa + SIZE && xa < xb + SIZE;
+		if (oids[j] != a && za == zb && ca == cb && (rb != ra) == other_row &&
+		    (overlap || !other_row) && oids[j] / FT_PAGE == (oids[j] + SIZE - 1) / FT_PAGE)
+			return oids[j];
+	}
+	return 0;
+}
+
+/* POISON_FREED's other transaction: a new object written in place and freed, then held
+ * open until the main thread has done its part. */
+struct freer {
+	kr_pool *pool;
+	kr_oid oid;
+	pthread_barrier_t meet;
+};
+
+static void *freer_run(void *arg)
+{
+	enum { SIZE = 1000 };
+	struct freer *fr = arg;
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(fr->pool, &tx));
+	TU_OK(kr_tx_alloc(tx, SIZE, 1, &fr->oid));
+	uint8_t *f = kr_tx_add_in_place(tx, fr->oid, 0, SIZE);
+	TU_ASSERT(f, "%s", kr_errmsg());
+	memset(f, 0x33, SIZE);
+	TU_OK(kr_tx_free(tx, fr->oid));
+	pthread_barrier_wait(&fr->meet);
+	pthread_barrier_wait(&fr->meet);
+	TU_OK(kr_tx_commit(tx));
+	return NULL;
+}
+
+/* POISON_FREED: stores into B declared afterwards (kr_tx_add_stored): their old bytes come
+ * from parity and the rows, corrected for the buffers in flight there. */
+static void *declare_b(void *arg)
+{
+	struct second_writer *w = arg;
+	memset((uint8_t *)kr_pool_base(w->pool) + w->oid, 0x77, 64);
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(w->pool, &tx));
+	TU_OK(kr_tx_add_stored(tx, w->oid, 0, 64, NULL));
+	TU_OK(kr_tx_commit(tx));
+	return NULL;
+}
+
+static void poison_while_open(const char *path, enum poison_at at)
+{
+	enum { SIZE = 1000, NOBJ = 2400 };
+	kr_pool *pool;
+	kr_tx *tx;
+	TU_OK(tu_create(path, 8 << 20, 8, 0, 0, &pool)); /* rows of about 900 KiB */
+	static kr_oid oids[NOBJ];
+	for (int i = 0; i < NOBJ; i++) {
+		TU_OK(kr_tx_begin(pool, &tx));
+		TU_OK(kr_tx_alloc(tx, SIZE, 1, &oids[i]));
+		memset(kr_tx_open(tx, oids[i]), 0x40 + i % 64, SIZE);
+		TU_OK(kr_tx_commit(tx));
+	}
+	struct ft_geom g;
+	ft_geom_load(&g, kr_pool_base(pool));
+	kr_oid a = 0, b = 0, freed = 0;
+	struct freer fr = {.pool = pool};
+	pthread_t freer_t;
+	uint32_t za, ra, ca;
+	if (at == POISON_FREED) {
+		pthread_barrier_init(&fr.meet, NULL, 2);
+		TU_ASSERT(pthread_create(&freer_t, NULL, freer_run, &fr) == 0, "pthread_create");
+		pthread_barrier_wait(&fr.meet);
+		freed = fr.oid;
+	}
+	TU_OK(kr_tx_begin(pool, &tx));
+	if (at == POISON_FREED) {
+		TU_OK(kr_tx_alloc(tx, SIZE, 1, &a));
+		TU_ASSERT(a == freed, "the freed block 0x%llx was not taken again (0x%llx)",
+			  (unsigned long long)freed, (unsigned long long)a);
+		b = partner(&g, a, oids, NOBJ, 1);
+	}
+	for (int i = 0; i < NOBJ && !b && at != POISON_FREED; i++)
+		b = partner(&g, a = oids[i], oids, NOBJ, at != POISON_PAGE);
+	TU_ASSERT(b, "no two objects of one page column (%s) among %d", poison_name[at], NOBJ);
+	ft_page_pos(&g, a, &za, &ra, &ca);
+	uint8_t want_b[SIZE], old_a = at == POISON_PAGE ? *(const uint8_t *)kr_get(pool, a) : 0;
+	memcpy(want_b, kr_get(pool, b), SIZE);
+
+	uint8_t *p = kr_tx_add_in_place(tx, a, 0, SIZE);
+	TU_ASSERT(p, "%s", kr_errmsg());
+	memset(p, 0x22, SIZE);
+	if (at == POISON_FREED) {
+		struct second_writer w = {pool, b};
+		pthread_t t;
+		TU_ASSERT(pthread_create(&t, NULL, declare_b, &w) == 0, "pthread_create");
+		pthread_join(t, NULL);
+		memset(want_b, 0x77, 64);
+	} else if (at == POISON_PARITY) {
+		TU_OK(kr_inject_poison(pool, ft_page_off(&g, za, g.rows, ca)));
+		struct second_writer w = {pool, b};
+		pthread_t t; /* its commit patches the parity page: it faults there */
+		TU_ASSERT(pthread_create(&t, NULL, write_b, &w) == 0, "pthread_create");
+		pthread_join(t, NULL);
+		memset(want_b, 0x66, 64);
+	} else {
+		TU_OK(kr_inject_poison(pool, b));
+	}
+	const uint8_t *gb = kr_get(pool, b); /* a read of B's page faults: it is rebuilt */
+	for (size_t i = 0; i < SIZE; i++)
+		TU_ASSERT(gb[i] == want_b[i], "poison while in place (%s): byte %zu of B is %#x, not %#x",
+			  poison_name[at], i, gb[i], want_b[i]);
+	int rc = kr_tx_commit(tx);
+	if (at == POISON_FREED) {
+		pthread_barrier_wait(&fr.meet);
+		pthread_join(freer_t, NULL);
+		pthread_barrier_destroy(&fr.meet);
+	}
+	const uint8_t *ga = kr_get(pool, a);
+	if (at != POISON_PAGE) {
+		TU_OK(rc);
+		TU_ASSERT(ga[0] == 0x22 && ga[SIZE - 1] == 0x22, "poison in %s: the stores were lost",
+			  poison_name[at]);
+	} else {
+		TU_ASSERT(rc == KR_E_MEDIA, "poison under the stores: the commit returned %d, not KR_E_MEDIA "
+			  "(byte 0 is %#x)", rc, ga[0]);
+		TU_ASSERT(ga[0] == old_a && ga[SIZE - 1] == old_a, "poison under the stores: byte 0 is %#x, "
+			  "not the old %#x", ga[0], old_a);
+	}
+	struct kr_pool_stat st;
+	TU_OK(kr_pool_stat(pool, &st));
+	TU_ASSERT(st.media_repairs == (at != POISON_FREED), "poison in %s: %llu media repairs, not %d",
+		  poison_name[at], (unsigned long long)st.media_repairs, at != POISON_FREED);
+	TU_DEEP_CHECK(pool, "after a page repair during an open in-place transaction");
+	TU_OK(kr_pool_close(pool));
+	static const char *const outcome[] = {"rebuilt with the old bytes, the stores kept",
+					      "the commit refused, the old bytes kept",
+					      "recomputed less the stores, the stores kept",
+					      "old bytes from parity corrected once, the stores kept"};
+	printf("poison while in place, %s: %s\n", poison_name[at], outcome[at]);
+}
+
 int main(void)
 {
 	char path[128];
@@ -710,6 +894,14 @@ int main(void)
 	two_writers(path5, 2048); /* verified whole */
 	tu_pool_path(path6, sizeof(path6), "inplace-writers-large");
 	two_writers(path6, 16384); /* verified by blocks (vcache.h) */
+	int parity = tu_protection() == KR_PROTECT_FULL || tu_protection() == KR_PROTECT_MLP;
+	for (int at = POISON_ROW; at <= POISON_FREED && parity; at++) {
+		char path7[128];
+		tu_pool_path(path7, sizeof(path7), "inplace-poison");
+		poison_while_open(path7, at);
+	}
+	if (!parity)
+		printf("poison while in place: SKIP (no parity here)\n");
 	printf("part 1: every in-place change checked\n");
 
 	/* Part 2: the same under the crash simulator, on a fresh pool. */

@@ -49,6 +49,7 @@
  *   4. An error inside a transaction is sticky: later calls fail with it and commit aborts.
  */
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,7 @@ struct mbuf {
 	uint8_t crc_own;     /* stored: the checksum is not patched from buf (kr_tx_add_stored) */
 	uint32_t crc_base;   /* stored, crc_own: the header CRC the commit patched */
 	uint8_t inflight;    /* in_place and on the pool's in-flight list (inext/iprev) */
+	uint8_t lost;        /* a media error took stores of its ranges (kr_tx_inflight_rebuilt) */
 	struct mbuf *inext, *iprev;
 	uint32_t type;
 	struct kr_block block;
@@ -717,12 +719,29 @@ static void swap_bytes(struct kr_pm *pm, uint8_t *home, uint8_t *buf, size_t n)
 	}
 }
 
+/* This thread holds inflight_lock. The media fault handler (kr_tx_inflight_rebuilt) may run
+ * on a thread that faulted while holding it (reading home under the lock): it then walks
+ * the list, consistent at any instruction that reads the pool, without locking again. */
+static _Thread_local volatile sig_atomic_t inflight_mine;
+
+static void inflight_lock(kr_pool *pool)
+{
+	pthread_mutex_lock(&pool->tx->inflight_lock);
+	inflight_mine = 1;
+}
+
+static void inflight_unlock(kr_pool *pool)
+{
+	inflight_mine = 0;
+	pthread_mutex_unlock(&pool->tx->inflight_lock);
+}
+
 /* swapped is read by other transactions under inflight_lock (tx_add_stored_crc): set there. */
 static void set_swapped(kr_pool *pool, struct mbuf *m, uint8_t v)
 {
-	pthread_mutex_lock(&pool->tx->inflight_lock);
+	inflight_lock(pool);
 	m->swapped = v;
-	pthread_mutex_unlock(&pool->tx->inflight_lock);
+	inflight_unlock(pool);
 }
 
 static void tx_swap_in_place(struct kr_tx *tx)
@@ -824,9 +843,9 @@ static void inflight_leave(kr_pool *pool, struct mbuf *m)
 	m->inflight = 0;
 }
 
-void kr_tx_inflight_hold(kr_pool *pool) { pthread_mutex_lock(&pool->tx->inflight_lock); }
+void kr_tx_inflight_hold(kr_pool *pool) { inflight_lock(pool); }
 
-void kr_tx_inflight_release(kr_pool *pool) { pthread_mutex_unlock(&pool->tx->inflight_lock); }
+void kr_tx_inflight_release(kr_pool *pool) { inflight_unlock(pool); }
 
 /* Calls fn for the page column of every data page of an in-flight buffer's block, until it
  * returns nonzero (returned). Caller holds inflight_lock. The whole block counts: a new
@@ -887,10 +906,10 @@ static void inflight_leave_all(struct kr_tx *tx)
 		in = in->next;
 	if (!in)
 		return;
-	pthread_mutex_lock(&pool->tx->inflight_lock);
+	inflight_lock(pool);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		inflight_leave(pool, m);
-	pthread_mutex_unlock(&pool->tx->inflight_lock);
+	inflight_unlock(pool);
 }
 
 /* Calls fn for each in-flight byte range of m (pool offsets [a, b)): its ranges, or the
@@ -967,6 +986,48 @@ static void recon_correct(void *ctx, const struct mbuf *m, uint64_t a, uint64_t 
 		}
 		a = end;
 	}
+}
+
+/* Does [a, b) meet the rebuilt page (ctx: its [lo, hi) and the verdict)? */
+static void range_meets(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
+{
+	uint64_t *lo_hi_hit = ctx;
+	lo_hi_hit[2] |= a < lo_hi_hit[1] && b > lo_hi_hit[0];
+}
+
+void kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out)
+{
+	if (!pool->tx)
+		return; /* at open, before any transaction */
+	int mine = inflight_mine;
+	if (!mine)
+		pthread_mutex_lock(&pool->tx->inflight_lock);
+	struct recon r = {pool, off, len, out};
+	for (struct mbuf *m = pool->tx->inflight; m; m = m->inext) {
+		if (m->swapped) /* traded: home holds the old bytes, as parity does */
+			continue;
+		inflight_ranges(m, recon_correct, &r);
+		uint64_t lo_hi_hit[3] = {off, off + len, 0};
+		inflight_ranges(m, range_meets, lo_hi_hit);
+		if (lo_hi_hit[2])
+			m->lost = 1;
+	}
+	if (!mine)
+		pthread_mutex_unlock(&pool->tx->inflight_lock);
+}
+
+/* A media error rebuilt a page under some of this transaction's in-place stores
+ * (kr_tx_inflight_rebuilt): they are gone, and the commit would make the old bytes new.
+ * Asked inside the commit gate after the trade, so no repair can mark a buffer meanwhile
+ * (a repair holds commits still) and a traded one no longer needs home's bytes. */
+static int tx_lost(const struct kr_tx *tx)
+{
+	for (const struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (m->lost)
+			return kr_err_set(KR_E_MEDIA, "a media error took the uncommitted in-place stores "
+					  "to object 0x%llx: the transaction is aborted",
+					  (unsigned long long)m->oid);
+	return KR_OK;
 }
 
 static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
@@ -1169,7 +1230,7 @@ static int tx_home_write(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	uint8_t *base = (uint8_t *)pool->pm.base;
-	pthread_mutex_lock(&pool->tx->inflight_lock);
+	inflight_lock(pool);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->home || m->fresh) /* patched and flushed already (tx_add_fresh) */
 			continue;
@@ -1188,7 +1249,7 @@ static int tx_home_write(struct kr_tx *tx)
 					       &crc, sizeof(crc));
 		inflight_leave(pool, m);
 	}
-	pthread_mutex_unlock(&pool->tx->inflight_lock);
+	inflight_unlock(pool);
 	return kr_pm_fence(&pool->pm);
 }
 
@@ -1260,11 +1321,11 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	if (m->fresh && !m->in_place) {
 		/* What the free block holds now is what its parity was computed over; the
 		 * application finds zeros, as kr_tx_alloc promises, once the intent is durable. */
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+		inflight_lock(pool);
 		memcpy(m->buf, home, m->size);
 		m->in_place = 1;
 		inflight_join(pool, m);
-		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		inflight_unlock(pool);
 		if (feat(pool, KR_FEAT_RO_PARITY) && (rc = kr_img_intent(&tx->img, oid, m->size)) == KR_OK)
 			rc = tx_commit_undo(tx, 1);
 		if (rc == KR_OK && !kr_all_zero(home, m->size)) {
@@ -1278,16 +1339,16 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				tx_fail(tx, rc);
 				return NULL;
 			}
-			pthread_mutex_lock(&pool->tx->inflight_lock);
+			inflight_lock(pool);
 			mbuf_fill_gaps(pool, m, off, off + len);
-			pthread_mutex_unlock(&pool->tx->inflight_lock);
+			inflight_unlock(pool);
 		}
 		uint32_t crc = 0;
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+		inflight_lock(pool);
 		rc = range_add(m, off, off + len);
 		m->in_place = 1;
 		inflight_join(pool, m);
-		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		inflight_unlock(pool);
 		/* A large range in pieces: one log entry holds at most KR_TX_MAX_LINES lines. */
 		enum { UNDO_PIECE = 512 << 10 };
 		for (size_t at = 0; rc == KR_OK && at < len; at += UNDO_PIECE) {
@@ -1369,10 +1430,10 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 		else
 			kr_parity_rebuild(&pool->redund.parity, off, piece, out);
 		struct recon r = {pool, off, piece, out};
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+		inflight_lock(pool);
 		for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext)
 			inflight_ranges(m, recon_correct, &r);
-		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		inflight_unlock(pool);
 		off += piece;
 		out += piece;
 		len -= piece;
@@ -1434,7 +1495,7 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
 	uint64_t pos = off, e = off + len;
-	pthread_mutex_lock(&pool->tx->inflight_lock);
+	inflight_lock(pool);
 	for (uint32_t i = 0; i <= m->nranges && pos < e; i++) {
 		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
 		if (gap_end > e)
@@ -1452,7 +1513,7 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	rc = range_add(m, off, off + len);
 	m->in_place = m->stored = m->handed = 1;
 	inflight_join(pool, m);
-	pthread_mutex_unlock(&pool->tx->inflight_lock);
+	inflight_unlock(pool);
 	free(par);
 	if (rc)
 		return tx_fail(tx, rc);
@@ -1633,9 +1694,15 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 		m->size = hdr->size;
 	}
 	/* Stores made in place go back to what the block's parity was computed over: the
-	 * block is free space after the commit. */
-	if (m->in_place)
+	 * block is free space after the commit. Then home is what parity reflects again, and
+	 * the buffer leaves the in-flight list: a block allocated here may be taken by another
+	 * transaction at once, whose buffer would otherwise be corrected for twice. */
+	if (m->in_place) {
 		mbuf_restore_home(tx, m);
+		inflight_lock(tx->pool);
+		inflight_leave(tx->pool, m);
+		inflight_unlock(tx->pool);
+	}
 	if (m->fresh) /* allocated and freed here: it never exists (nor was it written) */
 		kr_heap_unreserve(&tx->pool->heap, &m->block, !m->in_place);
 	m->freed = 1;
@@ -1802,11 +1869,11 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 		/* Written in place: parity goes from what the block held (buf) to home's bytes,
 		 * which are flushed where they are. The buffer leaves the in-flight list with
 		 * the patch: parity reflects home from here. */
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+		inflight_lock(pool);
 		kr_redund_patch(&pool->redund, m->oid, m->buf, home, m->size);
 		inflight_leave(pool, m);
 		m->home_patched = 1;
-		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		inflight_unlock(pool);
 		kr_pm_flush(&pool->pm, home, m->size);
 		tx->direct = 1;
 	} else if (!m->over_zeros && !m->log_whole) {
@@ -1893,12 +1960,12 @@ static int tx_add_stored_crc(struct kr_tx *tx, struct mbuf *m)
 		for (uint32_t i = 0; i < m->nranges; i++)
 			memcpy(img + m->ranges[i].start, m->buf + m->ranges[i].start,
 			       m->ranges[i].end - m->ranges[i].start);
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+		inflight_lock(pool);
 		for (const struct mbuf *o = pool->tx->inflight; o; o = o->inext)
 			for (uint32_t i = 0; o != m && o->oid == m->oid && !o->swapped && i < o->nranges; i++)
 				memcpy(img + o->ranges[i].start, o->buf + o->ranges[i].start,
 				       o->ranges[i].end - o->ranges[i].start);
-		pthread_mutex_unlock(&pool->tx->inflight_lock);
+		inflight_unlock(pool);
 		crc = kr_obj_crc(hdr, img);
 		free(img);
 	}
@@ -2063,6 +2130,8 @@ int kr_tx_commit(kr_tx *tx)
 	if (home)
 		rc = tx_home_undo(tx);
 	tx_swap_in_place(tx);
+	if (rc == KR_OK)
+		rc = tx_lost(tx);
 	fresh_mark_zeros(tx);
 	if (rc == KR_OK)
 		rc = tx_commit_intents(tx);

@@ -27,6 +27,13 @@ void kr_tx_inflight_columns(kr_pool *pool, uint8_t *busy);
  * it was computed on: home, with each such range's old bytes in place of the stores made
  * there (1), or not (0). KR_E_NOMEM as 0. */
 int kr_tx_inflight_object_holds(kr_pool *pool, const struct kr_block *b);
+/* A media repair (repair.c) rebuilt the page at off, data or parity, into out (len bytes)
+ * from parity and the other rows, with commits held still. Where another row held an
+ * in-flight buffer's uncommitted stores, the rebuild took them for the bytes parity reflects:
+ * out gets the buffer's old bytes back there. A buffer with stores in the page itself lost
+ * them: its commit fails with KR_E_MEDIA (it aborts). Safe in the fault handler, also on a
+ * thread that faulted holding the in-flight list. */
+void kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out);
 /* An object's checksum was recomputed behind the transactions' back: its DRAM block
  * checksums (vcache.h) and copy (shadow.h) are dropped. */
 void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
