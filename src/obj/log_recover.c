@@ -25,14 +25,53 @@ struct found_tx {
 	uint8_t cancelled; /* a later entry of its lane cancels it (a CANCEL record) */
 };
 
+/* Walk context: does any record of a transaction write inside [lo, hi)? */
+struct overlap {
+	uint64_t lo, hi;
+};
+
+static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	const struct overlap *o = ctx;
+	return kr_log_rec_names_bytes(h) && h->kind != KR_REC_INTENT && h->off < o->hi &&
+	       h->off + kr_log_rec_home_len(h) > o->lo;
+}
+
+struct touched_ctx {
+	struct kr_log *log;
+	const struct found_tx *found;
+	const uint8_t *discarded;
+	size_t nfound, i;
+};
+
+/* Was the object whose payload an intent names made live by a later transaction that
+ * recovery keeps? Then the intent's direct writes, and their parity, were fenced before
+ * that commit (tx.c: the payload before the entry that makes it live), and nothing of
+ * theirs needs recomputing. Recomputing would also take in any store the program made
+ * after the commit and had not persisted: the committed checksum would then fail with
+ * parity agreeing, damage beyond repair. The evidence is a record over the object's header
+ * (every allocation's commit writes it) in a kept transaction after the intent. */
+static int intent_settled(const struct touched_ctx *c, uint64_t payload_off)
+{
+	struct overlap o = {payload_off - sizeof(struct kr_obj_hdr), payload_off};
+	for (size_t j = c->i + 1; j < c->nfound; j++)
+		if (!(c->found[j].flags & KR_TXF_INTENT) && !c->discarded[j] &&
+		    kr_log_stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
+				c->found[j].nrecords, rec_overlaps, &o))
+			return 1;
+	return 0;
+}
+
 /* Recovery walk: records (and fresh payloads) whose redundancy must be recomputed. */
 static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
-	struct kr_log *log = ctx;
+	const struct touched_ctx *c = ctx;
+	struct kr_log *log = c->log;
 	if (!log->hooks.touched || !kr_log_rec_names_bytes(h))
 		return 0;
 	if (h->kind == KR_REC_INTENT) {
-		log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
+		if (!intent_settled(c, h->off))
+			log->hooks.touched(log->hooks.ctx, h->off, *(const uint64_t *)data);
 	} else if (h->kind == KR_REC_FRESH) {
 		const struct kr_rec_fresh *f = (const struct kr_rec_fresh *)data;
 		log->hooks.touched(log->hooks.ctx, h->off, sizeof(f->hdr) + f->hdr.size);
@@ -48,16 +87,6 @@ static int rec_not_intent(void *ctx, const struct kr_rec_hdr *h, const uint8_t *
 	return h->kind != KR_REC_INTENT;
 }
 
-/* Walk context: does any record of a transaction write inside [lo, hi)? */
-struct overlap {
-	uint64_t lo, hi;
-};
-
-static int rec_overlaps(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
-{
-	const struct overlap *o = ctx;
-	return kr_log_rec_names_bytes(h) && h->off < o->hi && h->off + kr_log_rec_home_len(h) > o->lo;
-}
 
 struct fresh_ctx {
 	const struct kr_log *log;
@@ -397,17 +426,19 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		}
 	}
 	struct masks mk = {.log = log};
+	uint8_t *discarded = NULL;
 	if (rc == KR_OK)
 		rc = masks_build(&mk, found, nfound);
+	if (rc == KR_OK && nfound && !(discarded = kr_calloc(nfound, 1)))
+		rc = kr_err_set(KR_E_NOMEM, "recovery table");
 	if (rc == KR_OK) {
 		for (size_t i = 0; i < nfound; i++) {
 			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
-			/* Whatever happens to the transaction, its ranges may have changed. */
-			kr_log_stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, log);
 			if ((found[i].flags & KR_TXF_INTENT) || found[i].cancelled)
 				continue;
 			struct fresh_ctx fc = {log, found, nfound, i};
 			if (kr_log_stream_walk(found[i].stream, len, found[i].nrecords, rec_fresh_torn, &fc)) {
+				discarded[i] = 1;
 				st->discarded++; /* its fence never completed: not committed */
 				continue;
 			}
@@ -415,6 +446,16 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 			kr_log_stream_walk(found[i].stream, len, found[i].nrecords, mk.n ? rec_apply_masked : kr_log_rec_apply,
 				    mk.n ? (void *)&mk : (void *)log);
 			st->replayed++;
+		}
+		/* Whatever happened to a transaction, its ranges may have changed, except where
+		 * a cancelled undo entry's are: a home commit or an abort made them durable at
+		 * home with their parity before the entry that cancels them, and recovery writes
+		 * nothing there (the masks). */
+		for (size_t i = 0; i < nfound; i++) {
+			struct touched_ctx tc = {log, found, discarded, nfound, i};
+			if (!found[i].cancelled)
+				kr_log_stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
+					    found[i].nrecords, rec_touched, &tc);
 		}
 		if (mk.oom)
 			rc = kr_err_set(KR_E_NOMEM, "recovery mask pieces");
@@ -431,6 +472,7 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 	free(sw.segs);
 	free(mk.v);
 	free(mk.max_hi);
+	free(discarded);
 	if (rc)
 		return rc;
 	kr_log_set_start(log, max_stamp);

@@ -250,6 +250,20 @@ void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len)
 	}
 }
 
+void kr_parity_recompute_bytes(struct kr_parity *p, uint64_t off, size_t len)
+{
+	uint8_t acc[P];
+	memset(acc, 0, len);
+	for (uint32_t r = 0; r < p->g.rows; r++) {
+		const uint8_t *src = (const uint8_t *)p->pm->base + kr_geom_in_stripe(&p->g, off, r);
+		for (size_t i = 0; i < len; i++)
+			acc[i] ^= src[i];
+	}
+	uint8_t *par = (uint8_t *)p->pm->base + kr_geom_parity_of(&p->g, off);
+	kr_pm_copy(p->pm, par, acc, len);
+	kr_pm_flush(p->pm, par, len);
+}
+
 void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff)
 {
 	kr_parity_recompute(p, kr_geom_in_stripe(&p->g, poff, 0), KR_PAGE_SIZE);

@@ -69,6 +69,11 @@ void kr_parity_write(struct kr_parity *p, uint64_t off, const void *new, size_t 
  * flushed, not fenced. The caller keeps writers away from those columns. */
 void kr_parity_recompute(struct kr_parity *p, uint64_t off, size_t len);
 
+/* The parity of exactly the bytes [off, off+len) of a data row (one page at most)
+ * recomputed from the rows, flushed, not fenced. For recovery, where nothing else runs:
+ * bytes of the column outside the range keep the parity they had. */
+void kr_parity_recompute_bytes(struct kr_parity *p, uint64_t off, size_t len);
+
 /* The same for the one page column whose parity page starts at pool offset poff. */
 void kr_parity_recompute_column(struct kr_parity *p, uint64_t poff);
 

@@ -26,10 +26,14 @@
  *   ranges a home commit leaves in place (tx.c).
  *
  *   Recovery replays records with plain writes (XOR deltas are not idempotent), and the log
- *   reports every range it replayed or found in an intent (redund_touched). Before
- *   durable_seq moves past those transactions (redund_settle, called by the log), the CRCs
- *   of the chunk records in those ranges and then the parity of their page columns are
- *   recomputed from the data, so a crash during this step simply leads to it again.
+ *   reports every range it replayed or found in an intent whose writes may be unfenced
+ *   (redund_touched). Before durable_seq moves past those transactions (redund_settle,
+ *   called by the log), the CRCs of the chunk records in those ranges and then the parity of
+ *   exactly those bytes are recomputed from the data, so a crash during this step simply
+ *   leads to it again. Not whole columns: a store the program made elsewhere in a column
+ *   after a commit, and never persisted, may have reached home before the crash; parity
+ *   recomputed over it would agree with it while the object's checksum does not, damage
+ *   beyond repair, where parity left alone takes the object back to its committed bytes.
  *
  *   Invariants (checked by kr_pool_verify and, in tests, on every crash image)
  *   1. Every parity row byte equals the XOR of the data row bytes of its column.
@@ -222,21 +226,32 @@ void kr_redund_fix_chunk_crc(struct kr_redund *r, uint64_t rec_off)
 		xor_word(r, rec_off + REC_CRC_OFF, (uint64_t)(want ^ m->crc));
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* A piece of one parity page to recompute: in-page bytes [lo, hi) of the page at poff. */
+struct par_piece {
+	uint64_t poff;
+	uint32_t lo, hi;
+};
+
+static int piece_cmp(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
+	const struct par_piece *x = a, *y = b;
+	if (x->poff != y->poff)
+		return x->poff < y->poff ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
 /* The log's settle hook (recovery, after replay, before durable_seq moves): chunk CRCs,
- * then parity of every page column touched. The caller fences. */
+ * then parity of exactly the bytes touched (whole pages where a range covers one). Only
+ * those: elsewhere in a column parity still holds what it was computed over, so a store the
+ * program made there and never persisted, which the crash may have left at home, stays a
+ * repairable checksum failure instead of becoming part of parity. The caller fences. */
 static int redund_settle(void *ctx)
 {
 	struct kr_redund *r = ctx;
 	if (r->touched_oom)
 		return kr_err_set(KR_E_NOMEM, "recovery range table");
-	size_t npages = 0, cap = 0;
-	uint64_t *pages = NULL;
+	size_t n = 0, cap = 0;
+	struct par_piece *v = NULL;
 	for (size_t i = 0; i < r->ntouched; i++) {
 		uint64_t off = r->touched[i].off, len = r->touched[i].len, rec;
 		if (meta_csum_on(r) && kr_redund_in_meta(r, off, &rec)) {
@@ -251,20 +266,29 @@ static int redund_settle(void *ctx)
 		for (uint64_t p = off & ~(uint64_t)(KR_PAGE_SIZE - 1); p < off + len; p += KR_PAGE_SIZE) {
 			if (!kr_parity_covers(&r->parity, p, KR_PAGE_SIZE))
 				continue;
-			if (KR_GROW(pages, cap, npages + 1, 256)) {
-				free(pages);
+			if (KR_GROW(v, cap, n + 1, 256)) {
+				free(v);
 				return kr_err_set(KR_E_NOMEM, "recovery page table");
 			}
-			pages[npages++] = kr_parity_offset(&r->parity, p);
+			uint64_t lo = off > p ? off - p : 0, hi = off + len - p;
+			v[n++] = (struct par_piece){kr_parity_offset(&r->parity, p), (uint32_t)lo,
+						    (uint32_t)(hi < KR_PAGE_SIZE ? hi : KR_PAGE_SIZE)};
 		}
 	}
-	/* One recomputation per parity page: pages of different rows share a column. */
-	if (npages)
-		qsort(pages, npages, sizeof(*pages), cmp_u64);
-	for (size_t i = 0; i < npages; i++)
-		if (i == 0 || pages[i] != pages[i - 1])
-			kr_parity_recompute_column(&r->parity, pages[i]);
-	free(pages);
+	/* Pieces of one parity page merged: pages of different rows share a column. */
+	if (n)
+		qsort(v, n, sizeof(*v), piece_cmp);
+	for (size_t i = 0; i < n;) {
+		struct par_piece m = v[i++];
+		for (; i < n && v[i].poff == m.poff && v[i].lo <= m.hi; i++)
+			m.hi = v[i].hi > m.hi ? v[i].hi : m.hi;
+		if (m.lo == 0 && m.hi == KR_PAGE_SIZE)
+			kr_parity_recompute_column(&r->parity, m.poff);
+		else
+			kr_parity_recompute_bytes(&r->parity, kr_geom_in_stripe(&r->parity.g, m.poff, 0) + m.lo,
+						  m.hi - m.lo);
+	}
+	free(v);
 	r->ntouched = 0;
 	return KR_OK;
 }
