@@ -18,8 +18,10 @@
  *   - The atomic API (alloc with a constructor, lists, realloc, free, memcpy_persist) runs
  *     one keratin transaction per call, through micro-buffers: a constructor fills the new
  *     object's DRAM buffer, and the commit writes it home with its checksum.
- *   - Direct stores made durable by pmemobj_persist (or flush + drain) are declared with
- *     kr_tx_add_stored: one keratin transaction per persist, so checksum and parity follow.
+ *   - Direct stores made durable by pmemobj_persist (or flush + drain) mark their page
+ *     columns in the pool's stale map, whose cleaner brings checksum and parity up to date
+ *     (kr_stored_persist); on pools made before the stale map they are declared with
+ *     kr_tx_add_stored, one keratin transaction per persist (persist.c).
  *   - Persistent locks live in DRAM, keyed by their address (locks.c): the bytes of a
  *     PMEMmutex in the pool never change, so they never disturb a checksum, and every lock
  *     is unlocked after every open.
@@ -27,7 +29,7 @@
  * Invariants
  *   1. Every open pool is in the registry (pools[]) from the end of its open until the
  *      start of its close, and _pobj_cache_invalidate changes at every close, so no thread
- *      resolves an oid through a closed pool's address.
+ *      resolves an oid through a closed pool's address. Lookups take no lock (registry.c).
  *   2. The library writes pool memory only through keratin's calls (transactions, in-place
  *      ranges): the persistence layer sees every library write.
  *   3. A thread's transaction (struct kp_tx) holds a keratin transaction exactly while it
