@@ -22,16 +22,35 @@ _Thread_local struct kp_thread_tx kp_thread;
 /* ---------------------------------------------------------------------------------------
  * Errors
  * ------------------------------------------------------------------------------------- */
-static _Thread_local char errmsg[512];
+/* The thread's message, on the heap from its first one until it exits: the library's
+ * thread-locals stay a few hundred bytes, as the initial-exec model wants (src/base/err.c
+ * says why). Without memory the message is lost; errno still says what failed. */
+#define ERRMSG_MAX 512
+static _Thread_local char *errmsg;
+static pthread_key_t errmsg_key;
+static pthread_once_t errmsg_once = PTHREAD_ONCE_INIT;
+static int errmsg_key_ok;
 
-PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg; }
+static void errmsg_key_init(void) { errmsg_key_ok = pthread_key_create(&errmsg_key, free) == 0; }
+
+PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg ? errmsg : ""; }
 
 int kp_err(int err, const char *fmt, ...)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(errmsg, sizeof(errmsg), fmt, ap);
-	va_end(ap);
+	if (!errmsg) {
+		pthread_once(&errmsg_once, errmsg_key_init);
+		char *m = errmsg_key_ok ? malloc(ERRMSG_MAX) : NULL;
+		if (m && pthread_setspecific(errmsg_key, m) == 0)
+			errmsg = m;
+		else
+			free(m);
+	}
+	if (errmsg) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(errmsg, ERRMSG_MAX, fmt, ap);
+		va_end(ap);
+	}
 	errno = err;
 	return -1;
 }

@@ -1,12 +1,23 @@
 /*
  * err.c - error codes, their static descriptions, and the thread's last error.
  *
- * The last error lives in thread-local storage so that concurrent threads never see each
- * other's messages; it is overwritten by the next failure, never cleared by success (like
- * errno), so callers read it only after a call reported failure.
+ * The last error is the thread's own, so that concurrent threads never see each other's
+ * messages; it is overwritten by the next failure, never cleared by success (like errno),
+ * so callers read it only after a call reported failure.
+ *
+ * The message text is not in thread-local storage itself. The libraries reach their
+ * thread-locals through the initial-exec model (one instruction, where the general model
+ * calls __tls_get_addr: 10 % of a small transaction), which puts a library's whole TLS
+ * block in the space glibc keeps for libraries loaded later by dlopen, about 1.7 KB for all
+ * of them. So a thread's message buffer is one of MSG_SLOTS static ones, claimed at its
+ * first message without a lock or malloc (errors are also set in the media fault handler,
+ * a signal handler) and given back when the thread exits. A thread that finds none free
+ * keeps its error code and reports the code's description.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +26,47 @@
 #include "invariant.h"
 
 #define KR_ERRMSG_MAX 512
+#define MSG_SLOTS 256
 
 static _Thread_local int last_code;
-static _Thread_local char last_msg[KR_ERRMSG_MAX];
+static _Thread_local char *last_msg; /* this thread's slot, NULL before its first message */
+
+static char msg_slot[MSG_SLOTS][KR_ERRMSG_MAX];
+static _Atomic uint64_t msg_used[MSG_SLOTS / 64];
+static pthread_key_t msg_key; /* its destructor gives a thread's slot back */
+static int msg_key_ok;
+
+static void msg_release(void *slot)
+{
+	size_t i = (size_t)((char(*)[KR_ERRMSG_MAX])slot - msg_slot);
+	atomic_fetch_and(&msg_used[i / 64], ~(1ull << (i % 64)));
+}
+
+/* At load, before any thread can fail: pthread_key_create is no call for a signal handler. */
+__attribute__((constructor)) static void msg_key_init(void)
+{
+	msg_key_ok = pthread_key_create(&msg_key, msg_release) == 0;
+}
+
+static char *msg_buf(void)
+{
+	if (last_msg || !msg_key_ok)
+		return last_msg;
+	for (size_t w = 0; w < MSG_SLOTS / 64; w++) {
+		uint64_t used = atomic_load(&msg_used[w]);
+		while (~used) {
+			int b = __builtin_ctzll(~used);
+			if (atomic_compare_exchange_weak(&msg_used[w], &used, used | 1ull << b)) {
+				last_msg = msg_slot[w * 64 + (size_t)b];
+				last_msg[0] = '\0';
+				/* A key below 32 has its value in the thread's descriptor: no malloc. */
+				pthread_setspecific(msg_key, last_msg);
+				return last_msg;
+			}
+		}
+	}
+	return NULL;
+}
 
 static const struct {
 	int code;
@@ -70,12 +119,13 @@ const char *kr_strerror(int err)
 
 int kr_errcode(void) { return last_code; }
 
-const char *kr_errmsg(void) { return last_msg[0] ? last_msg : kr_strerror(last_code); }
+const char *kr_errmsg(void) { return last_msg && last_msg[0] ? last_msg : kr_strerror(last_code); }
 
 void kr_err_clear(void)
 {
 	last_code = KR_OK;
-	last_msg[0] = '\0';
+	if (last_msg)
+		last_msg[0] = '\0';
 }
 
 int kr_err_recode(int code)
@@ -86,9 +136,10 @@ int kr_err_recode(int code)
 
 static int err_vset(int code, const char *suffix, const char *fmt, va_list ap)
 {
-	int n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
-	if (suffix && n >= 0 && (size_t)n < sizeof(last_msg))
-		snprintf(last_msg + n, sizeof(last_msg) - (size_t)n, ": %s", suffix);
+	char *m = msg_buf();
+	int n = m ? vsnprintf(m, KR_ERRMSG_MAX, fmt, ap) : -1;
+	if (suffix && n >= 0 && (size_t)n < KR_ERRMSG_MAX)
+		snprintf(m + n, KR_ERRMSG_MAX - (size_t)n, ": %s", suffix);
 	last_code = code;
 	return code;
 }

@@ -288,10 +288,13 @@ static bool pool_fault(void *ctx, int sig, const siginfo_t *si, const void *ucon
 	int slot = poisoned_find(pool, off);
 	if (sig == SIGBUS || slot >= 0) { /* not already repaired by another thread */
 		uint64_t t0 = now_ns();
+		struct kr_pm_signal_state sig_pm;
+		kr_pm_signal_enter(&sig_pm); /* the faulting code may be inside a flush list */
 		kr_quiesce_stop(&q); /* the faulting thread may hold this column's lock */
 		int ok = mprotect(pool->pm.base + off, P, PROT_READ | PROT_WRITE) == 0 &&
 			 kr_pool_repair_page(pool, off) == KR_OK;
 		kr_quiesce_restart(&q);
+		kr_pm_signal_leave(&sig_pm);
 		if (q.token)
 			kr_log_note_fault(off); /* its own commit straddles the repair: fix at exit */
 		if (slot >= 0)

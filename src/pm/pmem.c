@@ -68,14 +68,41 @@ static _Thread_local struct kr_counters counters;
 static struct kr_recorder recorder_copy;
 static const struct kr_recorder *_Atomic recorder;
 
-/* Page-cache mode: page ranges this thread flushed since its last fence. */
+/* Page-cache mode: page ranges this thread flushed since its last fence. The ranges
+ * themselves are on the heap, made at the thread's first page-cache flush and freed when it
+ * exits: thread-locals stay small for the initial-exec model (err.c says why). Without
+ * memory for them, the thread's next fence syncs the whole file (overflow). */
 #define SYNC_RANGES 32
+struct sync_pages {
+	uintptr_t start[SYNC_RANGES], end[SYNC_RANGES];
+};
 static _Thread_local struct {
 	struct kr_pm *pm;
 	int n;
 	int overflow;
-	uintptr_t start[SYNC_RANGES], end[SYNC_RANGES];
+	struct sync_pages *pg;
 } sync_ranges;
+static pthread_key_t sync_key;
+static pthread_once_t sync_key_once = PTHREAD_ONCE_INIT;
+static int sync_key_ok;
+
+static void sync_key_init(void) { sync_key_ok = pthread_key_create(&sync_key, free) == 0; }
+
+static _Thread_local int in_signal; /* kr_pm_signal_enter: nesting depth */
+
+static struct sync_pages *sync_pages_get(void)
+{
+	if (!sync_ranges.pg && !in_signal) {
+		pthread_once(&sync_key_once, sync_key_init);
+		struct sync_pages *pg = sync_key_ok ? malloc(sizeof(*pg)) : NULL;
+		if (pg && pthread_setspecific(sync_key, pg) != 0) {
+			free(pg);
+			pg = NULL;
+		}
+		sync_ranges.pg = pg;
+	}
+	return sync_ranges.pg;
+}
 
 static void flush_detect(void)
 {
@@ -282,25 +309,27 @@ static void sync_note(struct kr_pm *pm, const void *addr, size_t n)
 	uintptr_t s = (uintptr_t)addr & ~(ps - 1);
 	uintptr_t e = ((uintptr_t)addr + n + ps - 1) & ~(ps - 1);
 	int k = sync_ranges.n;
-	if (k > 0 && s <= sync_ranges.end[k - 1] && e >= sync_ranges.start[k - 1]) {
-		if (s < sync_ranges.start[k - 1])
-			sync_ranges.start[k - 1] = s;
-		if (e > sync_ranges.end[k - 1])
-			sync_ranges.end[k - 1] = e;
-		return;
-	}
-	if (k == SYNC_RANGES) {
+	struct sync_pages *pg = sync_pages_get();
+	if (!pg || k == SYNC_RANGES) {
 		sync_ranges.overflow = 1;
 		return;
 	}
-	sync_ranges.start[k] = s;
-	sync_ranges.end[k] = e;
+	if (k > 0 && s <= pg->end[k - 1] && e >= pg->start[k - 1]) {
+		if (s < pg->start[k - 1])
+			pg->start[k - 1] = s;
+		if (e > pg->end[k - 1])
+			pg->end[k - 1] = e;
+		return;
+	}
+	pg->start[k] = s;
+	pg->end[k] = e;
 	sync_ranges.n = k + 1;
 }
 
 static int sync_pending(struct kr_pm *pm)
 {
 	int rc = KR_OK;
+	const struct sync_pages *pg = sync_ranges.pg; /* not NULL where n > 0 */
 	if (sync_ranges.pm != pm)
 		return KR_OK;
 	if (sync_ranges.overflow) {
@@ -320,17 +349,17 @@ static int sync_pending(struct kr_pm *pm)
 		 * sees them at once. */
 		for (int pass = 0; pass < 2; pass++)
 			for (int i = 0; i < (pass ? last : last + 1) && rc == KR_OK; i++)
-				if (kr_sync_file_range(pm->fd, (off_t)(sync_ranges.start[i] - (uintptr_t)pm->base),
-						       (off_t)(sync_ranges.end[i] - sync_ranges.start[i]), pass) != 0)
+				if (kr_sync_file_range(pm->fd, (off_t)(pg->start[i] - (uintptr_t)pm->base),
+						       (off_t)(pg->end[i] - pg->start[i]), pass) != 0)
 					rc = kr_err_errno(KR_E_IO_SYNC, "sync_file_range");
-		if (rc == KR_OK && kr_msync((void *)sync_ranges.start[last],
-					    sync_ranges.end[last] - sync_ranges.start[last], MS_SYNC) != 0)
+		if (rc == KR_OK && kr_msync((void *)pg->start[last],
+					    pg->end[last] - pg->start[last], MS_SYNC) != 0)
 			rc = kr_err_errno(KR_E_IO_SYNC, "msync");
 		counters.msyncs++;
 	} else {
 		for (int i = 0; i < sync_ranges.n; i++) {
-			if (kr_msync((void *)sync_ranges.start[i],
-				     sync_ranges.end[i] - sync_ranges.start[i], MS_SYNC) != 0)
+			if (kr_msync((void *)pg->start[i],
+				     pg->end[i] - pg->start[i], MS_SYNC) != 0)
 				rc = kr_err_errno(KR_E_IO_SYNC, "msync");
 			counters.msyncs++;
 		}
@@ -528,6 +557,19 @@ static void flush_lines_clflush(uintptr_t p, uintptr_t end)
 static _Thread_local struct kr_flush_list *deferred;
 
 void kr_pm_defer_flushes(struct kr_flush_list *fl) { deferred = fl; }
+
+void kr_pm_signal_enter(struct kr_pm_signal_state *st)
+{
+	st->deferred = deferred;
+	deferred = NULL;
+	in_signal++;
+}
+
+void kr_pm_signal_leave(const struct kr_pm_signal_state *st)
+{
+	in_signal--;
+	deferred = st->deferred;
+}
 
 static int defer_flush(struct kr_flush_list *fl, const void *addr, size_t n)
 {

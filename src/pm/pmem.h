@@ -92,6 +92,16 @@ int kr_pm_write_header(struct kr_pm *pm, void *const *copies, int n, const void 
  * in page-cache mode msyncs the pages itself. Async-signal-safe. */
 int kr_pm_persist_now(struct kr_pm *pm, const void *addr, size_t n);
 
+/* For a signal handler that writes through the ordinary calls (the media repair): between
+ * enter and leave the thread's deferred-flush list is set aside, so flushes go out at once
+ * (the interrupted code may be growing that list, with malloc), and page-cache bookkeeping
+ * allocates nothing (a thread without its ranges yet syncs the whole file at its fence). */
+struct kr_pm_signal_state {
+	struct kr_flush_list *deferred;
+};
+void kr_pm_signal_enter(struct kr_pm_signal_state *st);
+void kr_pm_signal_leave(const struct kr_pm_signal_state *st);
+
 /* Writes n bytes at offset off of a file that is not a kr_pm mapping (the data file of a
  * protected region, repaired through the file so the write is not mistaken for an
  * application store). Counted in bytes_written; KR_E_IO with errno set on failure.
