@@ -39,6 +39,7 @@ struct line {
 	 * only; a later write-back always carries a later version of the line). */
 	uint32_t flushed[MAX_THREADS];
 	uint32_t pidx;    /* index in mapping.pending */
+	uint8_t streamed; /* the last version came from non-temporal stores */
 	uint32_t suspect; /* changed without a store hook (seen at a flush), not yet reported:
 			   * 1 + the number of fences before */
 	uint8_t (*ver)[LINE];
@@ -90,7 +91,7 @@ static struct {
 
 static const char *kind_name(enum crashsim_kind k)
 {
-	return k == CRASHSIM_NONE ? "none" : k == CRASHSIM_ALL ? "all" : "random";
+	return k == CRASHSIM_NONE ? "none" : k == CRASHSIM_ALL ? "all" : k == CRASHSIM_STREAMED ? "streamed" : "random";
 }
 
 void crashsim_opts_init(struct crashsim_opts *o)
@@ -199,8 +200,10 @@ static void push_version(struct mapping *m, size_t li)
  * after the line's flush but before any fence, clears the line's suspicion. */
 static void record_store(struct mapping *m, size_t li)
 {
-	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0)
+	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0) {
 		push_version(m, li);
+		m->lines[li]->streamed = 0;
+	}
 	if (m->lines[li])
 		m->lines[li]->suspect = 0;
 }
@@ -228,6 +231,13 @@ static void mark_flushed(struct mapping *m, size_t li)
 		l->flushed[my_thread()] = l->nver;
 }
 
+static void mark_streamed(struct mapping *m, size_t li)
+{
+	mark_flushed(m, li);
+	if (m->lines[li])
+		m->lines[li]->streamed = 1;
+}
+
 /* A write-back of line li. If the live bytes differ from the last version we know of, the
  * library changed the line without calling the store hook first: take the snapshot the
  * hardware would write back, and suspect the line. If no store or nt hook covers it before
@@ -241,6 +251,7 @@ static void record_flush(struct mapping *m, size_t li)
 	if (memcmp(last_version(m, li), m->base + li * LINE, line_bytes(m, li)) != 0) {
 		push_version(m, li);
 		struct line *l = m->lines[li];
+		l->streamed = 0;
 		if (!l->suspect && !app) {
 			l->suspect = (uint32_t)sim.st.fences + 1;
 			if (m->nsuspects == m->cap_suspects) {
@@ -371,6 +382,7 @@ static int write_image(const struct mapping *m, const struct crashsim_image *img
 		const struct line *l = m->lines[li];
 		uint32_t c = img->kind == CRASHSIM_NONE ? 0
 			     : img->kind == CRASHSIM_ALL ? l->nver
+			     : img->kind == CRASHSIM_STREAMED ? (l->streamed ? l->nver : 0)
 							 : sim.choices[img->index][i];
 		if (c && write_all_at(fd, l->ver[c - 1], line_bytes(m, li), (off_t)(li * LINE)) != 0)
 			goto fail;
@@ -560,6 +572,11 @@ static void check_images(const struct mapping *m)
 	if (m->npending == 0)
 		return; /* every other choice would produce the very same image */
 	spawn_image(m, CRASHSIM_ALL, 0, 0);
+	size_t streamed = 0;
+	for (size_t k = 0; k < m->npending; k++)
+		streamed += m->lines[m->pending[k]]->streamed;
+	if (streamed && streamed < m->npending) /* else it is the NONE or the ALL image */
+		spawn_image(m, CRASHSIM_STREAMED, 0, 0);
 	for (unsigned i = 0; i < sim.o.random_images; i++) {
 		uint64_t s = sim.o.seed ^ (sim.st.fences * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)i << 56);
 		uint64_t seed = tu_splitmix64(&s);
@@ -688,7 +705,7 @@ static void cb_nt(void *ctx, const void *addr, size_t len)
 {
 	pthread_mutex_lock(&sim.lock);
 	sim.st.nts++;
-	for_lines(addr, len, record_store, mark_flushed);
+	for_lines(addr, len, record_store, mark_streamed);
 	pthread_mutex_unlock(&sim.lock);
 }
 

@@ -46,6 +46,10 @@ enum crashsim_kind {
 	CRASHSIM_NONE = 0, /* no pending line persisted */
 	CRASHSIM_ALL = 1,  /* the last version of every pending line persisted */
 	CRASHSIM_RANDOM = 2,
+	/* every pending line whose last version was streamed (non-temporal stores, the log's
+	 * way) persisted, and no other: a log entry durable before any write-back that the
+	 * same fence covers (home applies, parity patches) */
+	CRASHSIM_STREAMED = 3,
 };
 
 struct crashsim_image {

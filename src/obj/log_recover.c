@@ -42,6 +42,7 @@ struct touched_ctx {
 	const struct found_tx *found;
 	const uint8_t *discarded;
 	size_t nfound, i;
+	int spill; /* transaction i attaches a spill segment: its INTENT is the segment's */
 };
 
 /* Was the object whose payload an intent names made live by a later transaction that
@@ -50,12 +51,17 @@ struct touched_ctx {
  * theirs needs recomputing. Recomputing would also take in any store the program made
  * after the commit and had not persisted: the committed checksum would then fail with
  * parity agreeing, damage beyond repair. The evidence is a record over the object's header
- * (every allocation's commit writes it) in a kept transaction after the intent. */
+ * (every allocation's commit writes it) in a transaction after the intent that recovery
+ * replays (not discarded, not cancelled). A spill segment's intent names a block, not an
+ * object's payload, and its lines may be torn with their parity at any later entry of the
+ * segment: it is never settled. */
 static int intent_settled(const struct touched_ctx *c, uint64_t payload_off)
 {
+	if (c->spill)
+		return 0;
 	struct overlap o = {payload_off - sizeof(struct kr_obj_hdr), payload_off};
 	for (size_t j = c->i + 1; j < c->nfound; j++)
-		if (!(c->found[j].flags & KR_TXF_INTENT) && !c->discarded[j] &&
+		if (!(c->found[j].flags & KR_TXF_INTENT) && !c->discarded[j] && !c->found[j].cancelled &&
 		    kr_log_stream_walk(c->found[j].stream, (size_t)c->found[j].nlines * KR_LINE_PAYLOAD,
 				c->found[j].nrecords, rec_overlaps, &o))
 			return 1;
@@ -79,6 +85,11 @@ static int rec_touched(void *ctx, const struct kr_rec_hdr *h, const uint8_t *dat
 		log->hooks.touched(log->hooks.ctx, h->off, kr_log_rec_home_len(h));
 	}
 	return 0;
+}
+
+static int rec_is_spill(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
+{
+	return h->kind == KR_REC_SPILL;
 }
 
 /* Intent entries hold only INTENT records (others may hold some beside a SPILL record). */
@@ -450,12 +461,16 @@ int kr_log_recover(struct kr_log *log, struct kr_log_recovery *st)
 		/* Whatever happened to a transaction, its ranges may have changed, except where
 		 * a cancelled undo entry's are: a home commit or an abort made them durable at
 		 * home with their parity before the entry that cancels them, and recovery writes
-		 * nothing there (the masks). */
+		 * nothing there (the masks). A segment's attach entry is cancelled with them, but
+		 * the segment's lines are written through the patch hook up to the cancelling
+		 * entry itself (which may be in the segment): always recomputed. */
 		for (size_t i = 0; i < nfound; i++) {
-			struct touched_ctx tc = {log, found, discarded, nfound, i};
-			if (!found[i].cancelled)
-				kr_log_stream_walk(found[i].stream, (size_t)found[i].nlines * KR_LINE_PAYLOAD,
-					    found[i].nrecords, rec_touched, &tc);
+			size_t len = (size_t)found[i].nlines * KR_LINE_PAYLOAD;
+			struct touched_ctx tc = {log, found, discarded, nfound, i,
+						 kr_log_stream_walk(found[i].stream, len, found[i].nrecords,
+								    rec_is_spill, NULL) != 0};
+			if (!found[i].cancelled || tc.spill)
+				kr_log_stream_walk(found[i].stream, len, found[i].nrecords, rec_touched, &tc);
 		}
 		if (mk.oom)
 			rc = kr_err_set(KR_E_NOMEM, "recovery mask pieces");
