@@ -63,18 +63,21 @@ _Static_assert(P == KR_MEDIA_PAGE, "pages are lost and repaired whole");
  * The page repair
  * ------------------------------------------------------------------------------------- */
 /* The parity page at poff recomputed from its column's rows, with the bytes parity reflects
- * for the uncommitted stores of in-place transactions in them (tx.h), flushed. */
-static void recompute_parity_page(kr_pool *pool, uint64_t poff)
+ * for the uncommitted stores of in-place transactions in them (tx.h), flushed. Without the
+ * in-flight list (tx.h) parity may have taken such stores: the pool fails (a reopen
+ * recomputes it after the undo). */
+static int recompute_parity_page(kr_pool *pool, uint64_t poff)
 {
 	uint8_t buf[P];
 	uint8_t *page = (uint8_t *)pool->pm.base + poff;
 	kr_parity_recompute_column(&pool->redund.parity, poff);
 	memcpy(buf, page, P);
-	kr_tx_inflight_rebuilt(pool, poff, P, buf);
-	if (memcmp(buf, page, P)) {
+	int rc = kr_tx_inflight_rebuilt(pool, poff, P, buf);
+	if (rc == KR_OK && memcmp(buf, page, P)) {
 		kr_pm_copy(&pool->pm, page, buf, P);
 		kr_pm_flush(&pool->pm, page, P);
 	}
+	return rc;
 }
 
 static void copy_twin(kr_pool *pool, uint64_t off)
@@ -108,11 +111,13 @@ int kr_pool_repair_page(kr_pool *pool, uint64_t off)
 			return kr_err_set(KR_E_MEDIA, "page 0x%llx lost in a column whose parity does not "
 					  "follow persisted stores yet (stale map)", (unsigned long long)off);
 		kr_parity_rebuild(&pool->redund.parity, off, P, buf);
-		kr_tx_inflight_rebuilt(pool, off, P, buf);
+		if (kr_tx_inflight_rebuilt(pool, off, P, buf) != KR_OK)
+			return kr_errcode();
 		kr_pm_copy(&pool->pm, pool->pm.base + off, buf, P);
 		break;
 	case KR_PAGE_PARITY:
-		recompute_parity_page(pool, off);
+		if (recompute_parity_page(pool, off) != KR_OK)
+			return kr_errcode();
 		break;
 	case KR_PAGE_UNUSED:
 		kr_pm_set(&pool->pm, pool->pm.base + off, 0, P);
@@ -324,8 +329,9 @@ static void after_fault(void *ctx, uint64_t page)
 	if (kr_redund_in_meta(r, page, &rec))
 		for (; rec < page + P && kr_redund_in_meta(r, rec, &rec); rec += sizeof(struct kr_chunk_meta))
 			kr_redund_fix_chunk_crc(r, rec);
-	if (kr_geom_in_heap(&pool->g, page))
-		recompute_parity_page(pool, kr_geom_parity_of(&pool->g, page));
+	if (kr_geom_in_heap(&pool->g, page) &&
+	    recompute_parity_page(pool, kr_geom_parity_of(&pool->g, page)) != KR_OK)
+		kr_pool_fail(pool, KR_E_MEDIA);
 	kr_pm_fence(&pool->pm);
 	kr_quiesce_release(&q);
 }

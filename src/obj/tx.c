@@ -49,9 +49,11 @@
  *   4. An error inside a transaction is sticky: later calls fail with it and commit aborts.
  */
 #include <stdio.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "csum.h"
 #include "debug.h"
@@ -995,13 +997,31 @@ static void range_meets(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
 	lo_hi_hit[2] |= a < lo_hi_hit[1] && b > lo_hi_hit[0];
 }
 
-void kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out)
+/* The in-flight list for a repair, which holds commits still. A thread may hold the list
+ * while it waits for a parity lock outside the commit gate (kr_log_suspend), and then for
+ * the repair to end: a repair that waited for the list would wait forever. So it tries for
+ * a while (the list is otherwise held for microseconds) and then gives up. */
+static int inflight_try_hold(kr_pool *pool)
+{
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (pthread_mutex_trylock(&pool->tx->inflight_lock) != 0) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) > 100000000ll)
+			return 0;
+		sched_yield();
+	}
+	return 1;
+}
+
+int kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out)
 {
 	if (!pool->tx)
-		return; /* at open, before any transaction */
+		return KR_OK; /* at open, before any transaction */
 	int mine = inflight_mine;
-	if (!mine)
-		pthread_mutex_lock(&pool->tx->inflight_lock);
+	if (!mine && !inflight_try_hold(pool))
+		return kr_err_set(KR_E_MEDIA, "page 0x%llx lost while the in-flight list is held by a "
+				  "thread that waits for the repair", (unsigned long long)off);
 	struct recon r = {pool, off, len, out};
 	for (struct mbuf *m = pool->tx->inflight; m; m = m->inext) {
 		if (m->swapped) /* traded: home holds the old bytes, as parity does */
@@ -1014,12 +1034,13 @@ void kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 	}
 	if (!mine)
 		pthread_mutex_unlock(&pool->tx->inflight_lock);
+	return KR_OK;
 }
 
 /* A media error rebuilt a page under some of this transaction's in-place stores
  * (kr_tx_inflight_rebuilt): they are gone, and the commit would make the old bytes new.
- * Asked inside the commit gate after the trade, so no repair can mark a buffer meanwhile
- * (a repair holds commits still) and a traded one no longer needs home's bytes. */
+ * Asked inside the commit gate after the trade (a traded buffer no longer needs home's
+ * bytes), and again before the commit point for the buffers never traded. */
 static int tx_lost(const struct kr_tx *tx)
 {
 	for (const struct mbuf *m = tx->mbufs; m; m = m->next)
@@ -1701,7 +1722,16 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 		mbuf_restore_home(tx, m);
 		inflight_lock(tx->pool);
 		inflight_leave(tx->pool, m);
+		m->lost = 0; /* its stores go away anyway */
 		inflight_unlock(tx->pool);
+		/* A block allocated here is free again at once, and another thread's allocation
+		 * may take it and commit it (which makes recovery trust its intent here as
+		 * settled): the old bytes must be durable first, which only this thread's fence
+		 * makes them. */
+		if (m->fresh && (rc = kr_pm_fence(&tx->pool->pm)) != KR_OK) {
+			kr_pool_fail(tx->pool, rc);
+			return tx_fail(tx, rc);
+		}
 	}
 	if (m->fresh) /* allocated and freed here: it never exists (nor was it written) */
 		kr_heap_unreserve(&tx->pool->heap, &m->block, !m->in_place);
@@ -2144,6 +2174,14 @@ int kr_tx_commit(kr_tx *tx)
 	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
 	    (rc = tx_last_room(tx)) == KR_OK && (rc = tx_home_write(tx)) != KR_OK)
 		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
+	/* A media repair since tx_lost may have taken stores of a buffer never traded (a new
+	 * object written in place, a home commit's ranges): this thread's own fault in the
+	 * steps above, or another thread's while this one waited for a parity lock outside
+	 * the gate. A home commit has made home and parity new already: only its undo can
+	 * settle it now, at the next open. */
+	if (rc == KR_OK && (rc = tx_lost(tx)) != KR_OK && home)
+		kr_pool_fail(pool, rc);
+
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
 		crc_unlock(pool, stripes, nstripes);

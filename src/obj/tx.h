@@ -32,8 +32,9 @@ int kr_tx_inflight_object_holds(kr_pool *pool, const struct kr_block *b);
  * in-flight buffer's uncommitted stores, the rebuild took them for the bytes parity reflects:
  * out gets the buffer's old bytes back there. A buffer with stores in the page itself lost
  * them: its commit fails with KR_E_MEDIA (it aborts). Safe in the fault handler, also on a
- * thread that faulted holding the in-flight list. */
-void kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out);
+ * thread that faulted holding the in-flight list. KR_E_MEDIA (out untouched) if the list
+ * stays held by another thread for 100 ms: it may be waiting for this repair. */
+int kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out);
 /* An object's checksum was recomputed behind the transactions' back: its DRAM block
  * checksums (vcache.h) and copy (shadow.h) are dropped. */
 void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
