@@ -29,7 +29,8 @@
  * Invariants
  *   1. Every open pool is in the registry (pools[]) from the end of its open until the
  *      start of its close, and _pobj_cache_invalidate changes at every close, so no thread
- *      resolves an oid through a closed pool's address. Lookups take no lock (registry.c).
+ *      resolves an oid through a closed pool's address. A thread that asks for the pool it asked
+ *      for last takes no lock (registry.c: the answer holds while the registry's generation does).
  *   2. The library writes pool memory only through keratin's calls (transactions, in-place
  *      ranges): the persistence layer sees every library write.
  *   3. A thread's transaction (struct kp_tx) holds a keratin transaction exactly while it

@@ -31,7 +31,21 @@ static pthread_key_t errmsg_key;
 static pthread_once_t errmsg_once = PTHREAD_ONCE_INIT;
 static int errmsg_key_ok;
 
-static void errmsg_key_init(void) { errmsg_key_ok = pthread_key_create(&errmsg_key, free) == 0; }
+/* At the thread's exit; a message after it (another key's destructor) makes one again. */
+static void errmsg_free(void *m)
+{
+	errmsg = NULL;
+	free(m);
+}
+
+static void errmsg_key_init(void) { errmsg_key_ok = pthread_key_create(&errmsg_key, errmsg_free) == 0; }
+
+/* At unload (dlclose): a thread exiting later must not call into unmapped code. */
+__attribute__((destructor)) static void errmsg_key_fini(void)
+{
+	if (errmsg_key_ok)
+		pthread_key_delete(errmsg_key);
+}
 
 PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg ? errmsg : ""; }
 
@@ -91,28 +105,41 @@ int kp_err_kr(int krc, const char *what)
  * The registry (invariant 1)
  * ------------------------------------------------------------------------------------- */
 #define MAX_POOLS 64
-/* Readers take no lock: every call of the library looks its pool up, and a read lock's
- * counter is one line that every call on every thread writes (two threads bounced it
- * between their caches; it was 4 % of a pmemobj_persist on one). A reader sees a slot as a
- * whole pointer or NULL. A pool is freed after its slot is cleared; a thread still using it
- * then is using a pool being closed, which libpmemobj does not allow either. */
-static _Atomic(struct kp_pool *) pools[MAX_POOLS];
-static _Atomic int pools_end; /* slots at or past it have never been used */
-static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* writers */
+static struct kp_pool *pools[MAX_POOLS];
+static pthread_rwlock_t pools_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 PMEMOBJ_API __thread struct _pobj_pcache _pobj_cached_pool;
 PMEMOBJ_API int _pobj_cache_invalidate;
 
+/* Every call of the library looks its pool up. Under the read lock that was a line every
+ * call on every thread wrote (4 % of a run of pmemobj_persist calls on one thread), so each
+ * thread keeps its last answer with the registry's generation, which every add and remove
+ * changes: while the generation holds, the answer does, and no other pool is read (one
+ * that another thread closes meanwhile may be freed). */
+static _Atomic unsigned pools_gen;
+static _Thread_local struct {
+	unsigned gen;
+	const char *lo, *hi; /* the pool's mapping */
+	uint64_t uuid_lo;
+	struct kp_pool *p;
+} last;
+
 static struct kp_pool *find(int (*match)(const struct kp_pool *, const void *), const void *key)
 {
-	int end = atomic_load_explicit(&pools_end, memory_order_acquire);
-	for (int i = 0; i < end; i++) {
-		struct kp_pool *p = atomic_load_explicit(&pools[i], memory_order_acquire);
-		if (p && match(p, key))
-			return p;
-	}
-	return NULL;
+	unsigned gen = atomic_load_explicit(&pools_gen, memory_order_acquire);
+	struct kp_pool *found = NULL;
+	pthread_rwlock_rdlock(&pools_lock);
+	for (int i = 0; i < MAX_POOLS && !found; i++)
+		if (pools[i] && match(pools[i], key))
+			found = pools[i];
+	if (found)
+		last.gen = gen, last.lo = found->base, last.hi = found->base + found->size,
+		last.uuid_lo = found->uuid_lo, last.p = found;
+	pthread_rwlock_unlock(&pools_lock);
+	return found;
 }
+
+static int cached(void) { return last.p && last.gen == atomic_load_explicit(&pools_gen, memory_order_acquire); }
 
 static int match_base(const struct kp_pool *p, const void *key) { return p->base == key; }
 static int match_addr(const struct kp_pool *p, const void *key)
@@ -124,33 +151,47 @@ static int match_uuid(const struct kp_pool *p, const void *key)
 	return p->uuid_lo == *(const uint64_t *)key;
 }
 
-struct kp_pool *kp_pool_of(PMEMobjpool *pop) { return pop ? find(match_base, pop) : NULL; }
-struct kp_pool *kp_pool_by_addr(const void *addr) { return find(match_addr, addr); }
-struct kp_pool *kp_pool_by_uuid(uint64_t uuid_lo) { return find(match_uuid, &uuid_lo); }
+struct kp_pool *kp_pool_of(PMEMobjpool *pop)
+{
+	if (!pop)
+		return NULL;
+	return cached() && last.lo == (const char *)pop ? last.p : find(match_base, pop);
+}
+
+struct kp_pool *kp_pool_by_addr(const void *addr)
+{
+	const char *a = addr;
+	return cached() && a >= last.lo && a < last.hi ? last.p : find(match_addr, addr);
+}
+
+struct kp_pool *kp_pool_by_uuid(uint64_t uuid_lo)
+{
+	return cached() && last.uuid_lo == uuid_lo ? last.p : find(match_uuid, &uuid_lo);
+}
 
 int kp_registry_add(struct kp_pool *p)
 {
 	int rc = -1;
-	pthread_mutex_lock(&pools_lock);
+	pthread_rwlock_wrlock(&pools_lock);
 	for (int i = 0; i < MAX_POOLS && rc; i++)
-		if (!atomic_load_explicit(&pools[i], memory_order_relaxed)) {
-			atomic_store_explicit(&pools[i], p, memory_order_release);
-			if (i >= atomic_load_explicit(&pools_end, memory_order_relaxed))
-				atomic_store_explicit(&pools_end, i + 1, memory_order_release);
+		if (!pools[i]) {
+			pools[i] = p;
 			rc = 0;
 		}
-	pthread_mutex_unlock(&pools_lock);
+	atomic_fetch_add_explicit(&pools_gen, 1, memory_order_release);
+	pthread_rwlock_unlock(&pools_lock);
 	return rc;
 }
 
 void kp_registry_remove(struct kp_pool *p)
 {
-	pthread_mutex_lock(&pools_lock);
+	pthread_rwlock_wrlock(&pools_lock);
 	for (int i = 0; i < MAX_POOLS; i++)
-		if (atomic_load_explicit(&pools[i], memory_order_relaxed) == p)
-			atomic_store_explicit(&pools[i], NULL, memory_order_release);
+		if (pools[i] == p)
+			pools[i] = NULL;
+	atomic_fetch_add_explicit(&pools_gen, 1, memory_order_release);
 	__atomic_add_fetch(&_pobj_cache_invalidate, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&pools_lock);
+	pthread_rwlock_unlock(&pools_lock);
 }
 
 /* ---------------------------------------------------------------------------------------

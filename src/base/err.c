@@ -36,16 +36,29 @@ static _Atomic uint64_t msg_used[MSG_SLOTS / 64];
 static pthread_key_t msg_key; /* its destructor gives a thread's slot back */
 static int msg_key_ok;
 
+/* At the thread's exit. An error the thread still meets afterwards (in another key's
+ * destructor) claims a slot again, and that one is given back in the next round. */
 static void msg_release(void *slot)
 {
 	size_t i = (size_t)((char(*)[KR_ERRMSG_MAX])slot - msg_slot);
+	last_msg = NULL;
 	atomic_fetch_and(&msg_used[i / 64], ~(1ull << (i % 64)));
 }
 
-/* At load, before any thread can fail: pthread_key_create is no call for a signal handler. */
+/* At load, before any thread can fail: pthread_key_create is no call for a signal handler
+ * (and a key made early is below 32, whose values glibc keeps in the thread's descriptor:
+ * pthread_setspecific then allocates nothing). */
 __attribute__((constructor)) static void msg_key_init(void)
 {
 	msg_key_ok = pthread_key_create(&msg_key, msg_release) == 0;
+}
+
+/* At unload (dlclose): a thread exiting later must not call into unmapped code. */
+__attribute__((destructor)) static void msg_key_fini(void)
+{
+	if (msg_key_ok)
+		pthread_key_delete(msg_key);
+	msg_key_ok = 0;
 }
 
 static char *msg_buf(void)

@@ -86,7 +86,21 @@ static pthread_key_t sync_key;
 static pthread_once_t sync_key_once = PTHREAD_ONCE_INIT;
 static int sync_key_ok;
 
-static void sync_key_init(void) { sync_key_ok = pthread_key_create(&sync_key, free) == 0; }
+/* At the thread's exit; a page-cache flush after it makes them again. */
+static void sync_pages_free(void *pg)
+{
+	sync_ranges.pg = NULL;
+	free(pg);
+}
+
+static void sync_key_init(void) { sync_key_ok = pthread_key_create(&sync_key, sync_pages_free) == 0; }
+
+/* At unload (dlclose): a thread exiting later must not call into unmapped code. */
+__attribute__((destructor)) static void sync_key_fini(void)
+{
+	if (sync_key_ok)
+		pthread_key_delete(sync_key);
+}
 
 static _Thread_local int in_signal; /* kr_pm_signal_enter: nesting depth */
 
