@@ -902,6 +902,43 @@ static void poison_while_open(const char *path, enum poison_at at)
 	printf("poison while in place, %s: %s\n", poison_name[at], outcome[at]);
 }
 
+/* A page of a home commit's range lost before the commit touches it: nothing reads home
+ * until the commit does, after the trade, so the commit's own read faults and the page
+ * comes back with the old bytes. The commit must not make them the new ones: it fails,
+ * the pool with it, and the reopen's recovery replays the undo (every byte old). */
+static void poison_home_commit(const char *path)
+{
+	enum { SIZE = 8192 };
+	kr_pool *pool;
+	kr_tx *tx;
+	kr_oid x;
+	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_OK(kr_tx_alloc(tx, SIZE, 1, &x));
+	memset(kr_tx_open(tx, x), 0x11, SIZE);
+	TU_OK(kr_tx_commit(tx));
+	TU_OK(kr_tx_begin(pool, &tx));
+	uint8_t *p = kr_tx_add_in_place(tx, x, 0, SIZE); /* 8 KiB: committed at home */
+	TU_ASSERT(p, "%s", kr_errmsg());
+	memset(p, 0x22, SIZE);
+	uint64_t page = (x + SIZE / 2) & ~(uint64_t)4095;
+	TU_OK(kr_inject_poison(pool, page));
+	int rc = kr_tx_commit(tx);
+	TU_ASSERT(rc != KR_OK, "poison under a home commit's stores: the commit returned KR_OK, byte %llu "
+		  "is %#x", (unsigned long long)(page - x), ((const uint8_t *)kr_pool_base(pool))[page]);
+	kr_pool_close(pool);
+	TU_OK(tu_open(path, &pool));
+	const uint8_t *g = kr_get(pool, x);
+	TU_ASSERT(g, "%s", kr_errmsg());
+	for (size_t i = 0; i < SIZE; i++)
+		TU_ASSERT(g[i] == 0x11, "poison under a home commit's stores: after the reopen byte %zu is %#x",
+			  i, g[i]);
+	TU_DEEP_CHECK(pool, "after a home commit that lost a page");
+	TU_OK(kr_pool_close(pool));
+	printf("poison under a home commit's stores: the commit failed (%d), the reopen kept the old bytes\n",
+	       rc);
+}
+
 int main(void)
 {
 	char path[128];
@@ -932,6 +969,11 @@ int main(void)
 		char path7[128];
 		tu_pool_path(path7, sizeof(path7), "inplace-poison");
 		poison_while_open(path7, at);
+	}
+	if (parity) {
+		char path9[128];
+		tu_pool_path(path9, sizeof(path9), "inplace-poison-home");
+		poison_home_commit(path9);
 	}
 	if (!parity)
 		printf("poison while in place: SKIP (no parity here)\n");
