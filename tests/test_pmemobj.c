@@ -12,8 +12,9 @@
  * strdup, free through an oid in the pool. Lists: every insertion place, remove, move,
  * insert_new, walked both ways. Actions: publish, cancel, and a reservation never published
  * freed at the next open. Persistence: direct stores then persist, flush + drain,
- * memcpy_persist, memset_persist, each followed by keratin's check. Locks: unlocked after a
- * reopen. ctl: a known knob, an unknown one.
+ * memcpy_persist, memset_persist, each followed by keratin's check. Threads: two on disjoint
+ * fields of one object; persists on one pool while another opens and closes. Locks: unlocked
+ * after a reopen. ctl: a known knob, an unknown one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -618,6 +619,53 @@ static void test_threads(void)
 	printf("ok threads on disjoint fields of one object\n");
 }
 
+/* One thread closes and reopens a second pool in a loop while another persists into the
+ * first one, registered after it: every call looks its pool up in the registry, whose
+ * generation changes with each close and open, so the persisting thread's cached answer
+ * keeps being dropped and looked up again. The persists must stay right. (A lookup that
+ * scanned the registry without a lock could read the pool being closed, which is freed at
+ * once; that window is nanoseconds wide, and this test did not catch it in three ASan
+ * runs: it guards the cache, not that race.) */
+struct churn {
+	const char *path;
+	PMEMobjpool *other;
+	int rounds;
+};
+
+static void *churn_run(void *p)
+{
+	struct churn *c = p;
+	for (int i = 0; i < c->rounds; i++) {
+		pmemobj_close(c->other);
+		c->other = pmemobj_open(c->path, LAYOUT);
+		TU_ASSERT(c->other, "reopen the second pool: %s", pmemobj_errormsg());
+	}
+	return NULL;
+}
+
+static void test_registry_churn(void)
+{
+	char path2[128];
+	tu_pool_path(path2, sizeof(path2), "pmemobj-churn");
+	struct churn c = {path2, pmemobj_create(path2, LAYOUT, 16 << 20, 0600), (int)tu_scaled(40, 10)};
+	TU_ASSERT(c.other, "create the second pool: %s", pmemobj_errormsg());
+	PMEMobjpool *pop = reopen(NULL); /* registered after the second one */
+	struct mt_arg m = {pop, OID_NULL, (int)tu_scaled(200000, 20000)};
+	TU_ASSERT(pmemobj_zalloc(pop, &m.oid, sizeof(struct two_fields), 4) == 0, "zalloc");
+	pthread_t t;
+	pthread_create(&t, NULL, churn_run, &c);
+	store_a(&m);
+	pthread_join(t, NULL);
+	pmemobj_close(c.other);
+	pop = checked(pop, "persists while another pool closes and reopens");
+	const struct two_fields *f = pmemobj_direct(m.oid);
+	TU_ASSERT(f && f->a == (uint64_t)m.n, "after the churn: a %llu, expected %d",
+		  f ? (unsigned long long)f->a : 0ull, m.n);
+	pmemobj_free(&m.oid);
+	pmemobj_close(pop);
+	printf("ok persists on one pool while another closes and reopens %d times\n", c.rounds);
+}
+
 /* ---- locks and ctl ------------------------------------------------------------------------------ */
 
 static void test_locks_ctl(void)
@@ -653,6 +701,7 @@ int main(void)
 	test_actions();
 	test_persist();
 	test_threads();
+	test_registry_churn();
 	test_locks_ctl();
 	TU_END_CHECK_ALL("end");
 	return 0;

@@ -117,9 +117,11 @@ pmemobj_direct_inline(PMEMoid oid)
 		return NULL;
 
 	cache = &_pobj_cached_pool;
-	if (cache->invalidate != _pobj_cache_invalidate ||
-	    cache->uuid_lo != oid.pool_uuid_lo) {
-		cache->invalidate = _pobj_cache_invalidate;
+	/* Another thread's pmemobj_close changes the counter: read it as an atomic (relaxed:
+	 * a close racing with a use of the same pool is the program's error anyway). */
+	int invalidate = __atomic_load_n(&_pobj_cache_invalidate, __ATOMIC_RELAXED);
+	if (cache->invalidate != invalidate || cache->uuid_lo != oid.pool_uuid_lo) {
+		cache->invalidate = invalidate;
 		cache->pop = pmemobj_pool_by_oid(oid);
 		if (cache->pop == NULL) {
 			cache->uuid_lo = 0;
