@@ -359,7 +359,10 @@ static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct 
 	int rc = kr_log_commit(h->log, lane, img, &seq);
 	if (seq) {
 		kr_log_apply(h->log, lane, img);
-		kr_log_applied(h->log, lane, seq);
+		/* Inside the caller's transaction, which may hold durable_seq below its undo: a
+		 * plain kr_log_applied let it pass that undo, and a crash then kept in-place
+		 * stores of a transaction that never committed. */
+		kr_log_applied_inner(h->log, lane, seq);
 	}
 	kr_log_exit(h->log, lane);
 	return rc;

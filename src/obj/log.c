@@ -49,13 +49,16 @@
  *      (Adopting it early let another thread under log pressure trim an intent mid-write:
  *      stale parity after a SIGKILL.)
  *   7. An undo entry (the old bytes of a range about to be written in place) stays pending
- *      on its lane, unadoptable, until its transaction's final commit or abort: durable_seq
+ *      on its lane, unadoptable, until its transaction's final commit or abort (a heap
+ *      commit on the lane meanwhile keeps the hold: kr_log_applied_inner): durable_seq
  *      never passes it while the in-place stores it covers may still change, so recovery
  *      replays it and the old bytes come back. Under log pressure it is not closed early
  *      (as an intent is): the undo continues in a spill segment (below), or in a pool
  *      without LOG_SPILL the transaction fails with KR_E_NOSPACE_LOG.
  *   8. An undo entry that a CANCEL record covers (the lane's entries from the record's
- *      sequence number up to its own: a home commit or an abort, tx.c) is never replayed,
+ *      sequence number up to its own: a home commit or an abort, tx.c; the heap's run
+ *      creations committed on the lane meanwhile too, whose applies are therefore made
+ *      durable before the CANCEL, kr_log_flush_applies) is never replayed,
  *      and no record of an older transaction is replayed over its ranges (the masks of
  *      kr_log_recover): the bytes there were made durable at home, after those older
  *      transactions, with no redo that would replay them last. A spill segment stays out of
@@ -1068,6 +1071,21 @@ void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 	atomic_store(&l->applied_seq, seq);
 	lane_set_pending(l, seq, 0);
 	KR_INVARIANT("log.c", 9, !log->lazy || lazy_pending_ok(log, l, seq));
+}
+
+void kr_log_flush_applies(struct kr_log *log, struct kr_lane *l)
+{
+	kr_pm_flush_list(log->pm, &l->deferred);
+}
+
+void kr_log_applied_inner(struct kr_log *log, struct kr_lane *l, uint64_t seq)
+{
+	if (!l->intent_open) {
+		kr_log_applied(log, l, seq);
+		return;
+	}
+	atomic_store(&l->applied_seq, seq);
+	lane_set_pending(l, atomic_load(&l->pending_seq), l->intent_open);
 }
 
 /* An undo entry is an ordinary transaction (recovery replays it: the old bytes come back),

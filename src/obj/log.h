@@ -255,6 +255,16 @@ int kr_img_cancel(struct kr_img *img, uint64_t first);
 void kr_log_apply(struct kr_log *log, struct kr_lane *l, const struct kr_img *img);
 /* Marks the lane's just-committed transaction applied. */
 void kr_log_applied(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
+/* The same for a transaction committed on a lane that an open transaction holds (the
+ * heap's run creation during it): that one's hold on durable_seq, for its undo or its
+ * intent (invariants 6 and 7), stays. */
+void kr_log_applied_inner(struct kr_log *log, struct kr_lane *lane, uint64_t seq);
+/* Writes back (flushes, for the caller's next fence) the applies of the lane's earlier
+ * transactions that log_commit would otherwise write back at the next commit's own fence.
+ * Before a CANCEL record: it covers every entry of the lane from the transaction's first
+ * undo, the heap's run creations committed meanwhile included, and those are then not
+ * replayed, so their applies must be durable before the CANCEL is. */
+void kr_log_flush_applies(struct kr_log *log, struct kr_lane *lane);
 
 /* The commit gate. Everything that changes home bytes or parity (building, committing and
  * applying a transaction) runs between kr_log_enter and kr_log_exit on its lane. Entering

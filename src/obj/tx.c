@@ -807,6 +807,7 @@ static void tx_undo_in_place(struct kr_tx *tx)
 		}
 	}
 	if (tx->undo_first) {
+		kr_log_flush_applies(&pool->log, tx->lane); /* an abort's CANCEL may follow */
 		int rc = kr_pm_fence(&pool->pm);
 		if (rc)
 			kr_pool_fail(pool, rc);
@@ -1271,6 +1272,7 @@ static int tx_home_write(struct kr_tx *tx)
 		inflight_leave(pool, m);
 	}
 	inflight_unlock(pool);
+	kr_log_flush_applies(&pool->log, tx->lane); /* the CANCEL follows */
 	return kr_pm_fence(&pool->pm);
 }
 
