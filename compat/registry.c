@@ -45,6 +45,7 @@ __attribute__((destructor)) static void errmsg_key_fini(void)
 {
 	if (errmsg_key_ok)
 		pthread_key_delete(errmsg_key);
+	errmsg_key_ok = 0;
 }
 
 PMEMOBJ_API const char *pmemobj_errormsg(void) { return errmsg ? errmsg : ""; }

@@ -1076,6 +1076,10 @@ void kr_log_applied(struct kr_log *log, struct kr_lane *l, uint64_t seq)
 void kr_log_flush_applies(struct kr_log *log, struct kr_lane *l)
 {
 	kr_pm_flush_list(log->pm, &l->deferred);
+	/* With lazy homes an earlier commit's own fence already took its applies off the list,
+	 * left for the next checkpoint (invariant 9): the caller's fence syncs the whole file. */
+	if (log->lazy)
+		kr_pm_sync_all_next(log->pm);
 }
 
 void kr_log_applied_inner(struct kr_log *log, struct kr_lane *l, uint64_t seq)

@@ -90,6 +90,9 @@ static int sync_key_ok;
 static void sync_pages_free(void *pg)
 {
 	sync_ranges.pg = NULL;
+	if (sync_ranges.n) /* ranges not synced yet: the thread's next fence syncs the file */
+		sync_ranges.overflow = 1;
+	sync_ranges.n = 0;
 	free(pg);
 }
 
@@ -100,6 +103,7 @@ __attribute__((destructor)) static void sync_key_fini(void)
 {
 	if (sync_key_ok)
 		pthread_key_delete(sync_key);
+	sync_key_ok = 0;
 }
 
 static _Thread_local int in_signal; /* kr_pm_signal_enter: nesting depth */
