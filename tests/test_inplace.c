@@ -935,6 +935,66 @@ static void poison_home_commit(const char *path)
 	       rc);
 }
 
+/* A page lost under one range of a commit that has settled an earlier one: the two ranges
+ * share a page column, in two rows of one large object, and the lost page is the later
+ * range's. The commit settles its ranges in order (traded back, or patched into parity at
+ * home), so when its own read of the lost page faults the first range is settled: home
+ * and parity agree on it. The repair must take that range's bytes from home as they are,
+ * not correct them with the buffer's. The later range's stores are gone: the commit fails,
+ * and every byte of the object is old again, the lost page's other bytes too. width:
+ * the first range's (4096: the commit goes home). */
+static void poison_half_settled(const char *path, size_t width)
+{
+	kr_pool *pool;
+	kr_tx *tx;
+	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
+	struct kr_pool_stat st;
+	TU_OK(kr_pool_stat(pool, &st));
+	size_t size = 2 * st.row_size + 4 * 4096;
+	kr_oid y = tu_alloc_zeros(pool, size);
+	uint8_t old[4096];
+	memset(old, 0x11, sizeof(old));
+	for (uint64_t o = 0; o < size; o += sizeof(old))
+		TU_OK(kr_update(pool, y, o, old, sizeof(old)));
+	uint64_t a = (4096 - y % 4096) % 4096 + 4096; /* page-aligned in the pool */
+	uint64_t b = a + st.row_size + 128;           /* the same column, the next row */
+	struct kr_location la = KR_LOCATION_INIT, lb = KR_LOCATION_INIT;
+	TU_OK(kr_pool_locate(pool, y + a, &la));
+	TU_OK(kr_pool_locate(pool, y + b, &lb));
+	TU_ASSERT(la.object == y && lb.object == y && la.column == lb.column && la.row != lb.row,
+		  "both ranges in y, one column, two rows");
+
+	TU_OK(kr_tx_begin(pool, &tx));
+	uint8_t *pa = kr_tx_add_in_place(tx, y, a, width);
+	uint8_t *pb = kr_tx_add_in_place(tx, y, b, 8);
+	TU_ASSERT(pa && pb, "%s", kr_errmsg());
+	memset(pa, 0x22, width);
+	memset(pb, 0x22, 8);
+	uint64_t page = lb.page;
+	TU_OK(kr_inject_poison(pool, page));
+	int rc = kr_tx_commit(tx);
+	TU_ASSERT(rc != KR_OK, "a page lost under an in-place range (first range %zu B): the commit "
+		  "returned KR_OK", width);
+	const uint8_t *base = kr_pool_base(pool);
+	int home = width >= 4096; /* the pool fails with the commit: the reopen settles it */
+	for (uint64_t i = 0; !home && i < size; i++)
+		TU_ASSERT(base[y + i] == 0x11, "a page lost under an in-place range (first range %zu B): "
+			  "after the abort byte %llu is %#x (the lost page is at %llu)", width,
+			  (unsigned long long)i, base[y + i], (unsigned long long)(page - y));
+	kr_pool_close(pool);
+	TU_DEEP_CHECK_FILE(path, "after a commit that lost a page under its later range");
+	TU_OK(tu_open(path, &pool));
+	base = kr_pool_base(pool);
+	for (uint64_t i = 0; i < size; i++)
+		TU_ASSERT(base[y + i] == 0x11, "a page lost under an in-place range (first range %zu B): "
+			  "after the reopen byte %llu is %#x (the lost page is at %llu)", width,
+			  (unsigned long long)i, base[y + i], (unsigned long long)(page - y));
+	TU_DEEP_CHECK(pool, "after the reopen");
+	TU_OK(kr_pool_close(pool));
+	printf("poison under the later of two in-place ranges (%zu B first): the commit failed (%d), "
+	       "every byte old\n", width, rc);
+}
+
 int main(void)
 {
 	char path[128];
@@ -970,6 +1030,10 @@ int main(void)
 		char path9[128];
 		tu_pool_path(path9, sizeof(path9), "inplace-poison-home");
 		poison_home_commit(path9);
+		tu_pool_path(path9, sizeof(path9), "inplace-poison-traded");
+		poison_half_settled(path9, 256);  /* traded back */
+		tu_pool_path(path9, sizeof(path9), "inplace-poison-patched");
+		poison_half_settled(path9, 4096); /* patched at home */
 	}
 	if (!parity)
 		printf("poison while in place: SKIP (no parity here)\n");

@@ -104,6 +104,12 @@ struct mbuf {
 	uint32_t crc_base;   /* stored, crc_own: the header CRC the commit patched */
 	uint8_t inflight;    /* in_place and on the pool's in-flight list (inext/iprev) */
 	uint8_t lost;        /* a media error took stores of its ranges (kr_tx_inflight_rebuilt) */
+	/* In flight: how many bytes of its ranges, in order (a new object: of its payload),
+	 * home and parity agree on already, traded back (tx_swap_in_place) or patched into
+	 * parity at home (mbuf_patch_home). A repair corrects only the bytes beyond. Moved by
+	 * the buffer's thread alone, with atomic stores: read by its own fault handler, or by
+	 * a repair on another thread while this one waits for a parity lock. */
+	uint64_t settled;
 	struct mbuf *inext, *iprev;
 	uint32_t type;
 	struct kr_block block;
@@ -706,15 +712,24 @@ static void tx_recycle(struct kr_tx *tx)
  *   what the block held, for the parity patch.
  * ------------------------------------------------------------------------------------- */
 
-/* Trades n bytes between home (new -> old) and buf (old -> new). Home through pm/. */
-static void swap_bytes(struct kr_pm *pm, uint8_t *home, uint8_t *buf, size_t n)
+static void settle(struct mbuf *m, uint64_t n)
+{
+	__atomic_store_n(&m->settled, m->settled + n, __ATOMIC_RELEASE);
+}
+
+/* Trades n bytes between home (new -> old) and m's buf (old -> new). Home through pm/. A
+ * chunk's home bytes are read before anything of it is written, so a fault there (a lost
+ * page) finds the chunks before it settled and the rest not. */
+static void swap_bytes(struct kr_pm *pm, struct mbuf *m, uint64_t off, size_t n)
 {
 	uint8_t tmp[512];
+	uint8_t *home = (uint8_t *)pm->base + m->oid + off, *buf = m->buf + off;
 	while (n) {
 		size_t k = n < sizeof(tmp) ? n : sizeof(tmp);
 		memcpy(tmp, home, k);
 		kr_pm_copy(pm, home, buf, k);
 		memcpy(buf, tmp, k);
+		settle(m, k);
 		home += k;
 		buf += k;
 		n -= k;
@@ -752,12 +767,10 @@ static void tx_swap_in_place(struct kr_tx *tx)
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->in_place || m->swapped || m->freed || m->home)
 			continue;
-		uint8_t *home = (uint8_t *)pm->base + m->oid;
 		if (m->fresh)
-			swap_bytes(pm, home, m->buf, m->size);
+			swap_bytes(pm, m, 0, m->size);
 		for (uint32_t i = 0; !m->fresh && i < m->nranges; i++)
-			swap_bytes(pm, home + m->ranges[i].start, m->buf + m->ranges[i].start,
-				   m->ranges[i].end - m->ranges[i].start);
+			swap_bytes(pm, m, m->ranges[i].start, m->ranges[i].end - m->ranges[i].start);
 		set_swapped(tx->pool, m, 1);
 	}
 }
@@ -916,17 +929,26 @@ static void inflight_leave_all(struct kr_tx *tx)
 }
 
 /* Calls fn for each in-flight byte range of m (pool offsets [a, b)): its ranges, or the
- * whole object for a new one. */
+ * whole object for a new one, less the bytes settled already. */
 static void inflight_ranges(const struct mbuf *m, void (*fn)(void *ctx, const struct mbuf *m,
 							   uint64_t a, uint64_t b),
 			    void *ctx)
 {
+	uint64_t skip = __atomic_load_n(&m->settled, __ATOMIC_ACQUIRE);
 	if (m->fresh) {
-		fn(ctx, m, m->oid, m->oid + m->size);
+		if (skip < m->size)
+			fn(ctx, m, m->oid + skip, m->oid + m->size);
 		return;
 	}
-	for (uint32_t i = 0; i < m->nranges; i++)
-		fn(ctx, m, m->oid + m->ranges[i].start, m->oid + m->ranges[i].end);
+	for (uint32_t i = 0; i < m->nranges; i++) {
+		uint64_t a = m->ranges[i].start, b = m->ranges[i].end;
+		if (skip >= b - a) {
+			skip -= b - a;
+			continue;
+		}
+		fn(ctx, m, m->oid + a + skip, m->oid + b);
+		skip = 0;
+	}
 }
 
 /* Copies a range's old bytes (its buffer's) into the object's image (ctx). */
@@ -998,10 +1020,12 @@ static void range_meets(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
 	lo_hi_hit[2] |= a < lo_hi_hit[1] && b > lo_hi_hit[0];
 }
 
-/* The in-flight list for a repair, which holds commits still. A thread may hold the list
- * while it waits for a parity lock outside the commit gate (kr_log_suspend), and then for
- * the repair to end: a repair that waited for the list would wait forever. So it tries for
- * a while (the list is otherwise held for microseconds) and then gives up. */
+/* The in-flight list for a repair, which holds commits still. No thread holds the list
+ * while it waits for a parity lock (mbuf_patch_home), but one that holds it may fault
+ * reading home (mbuf_fill_gaps, kr_tx_add_stored) on the page being repaired, and then
+ * wait in its own handler for this repair to end: a repair that waited for the list would
+ * wait forever. So it tries for a while (the list is otherwise held for microseconds) and
+ * then gives up. */
 static int inflight_try_hold(kr_pool *pool)
 {
 	struct timespec t0, t;
@@ -1246,32 +1270,58 @@ static int tx_home_undo(struct kr_tx *tx)
 	return rc;
 }
 
+/* Parity made to follow the new bytes an in-flight buffer's thread wrote at home, over
+ * [off, off+len) of the object, flushed; with crc_too returns the object checksum's delta
+ * for them. One
+ * page at a time, each read into DRAM before its parity changes: a fault on a lost page
+ * then comes before any parity byte of that page moves, with the pages before it settled
+ * (a repair takes them as home has them) and the rest not (it corrects them with the
+ * buffer's old bytes). Without the in-flight lock: waiting here for a parity lock lets a
+ * repair run, and a repair needs the list. (A machine check inside a parity page, halfway
+ * through its patch, is the exception: the repair recomputes that page as not patched,
+ * and the patch goes on from the faulting line, so parity disagrees with the lines before
+ * it until a scrub recomputes it. Emulated poison faults at a page's first touch.) */
+static uint32_t mbuf_patch_home(kr_pool *pool, struct mbuf *m, uint64_t off, uint64_t len, int crc_too)
+{
+	uint8_t now[KR_PAGE_SIZE];
+	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
+	uint32_t crc = 0;
+	while (len) {
+		uint64_t n = KR_PAGE_SIZE - (m->oid + off) % KR_PAGE_SIZE;
+		if (n > len)
+			n = len;
+		memcpy(now, home + off, n);
+		kr_redund_patch(&pool->redund, m->oid + off, m->buf + off, now, n);
+		kr_pm_flush(&pool->pm, home + off, n);
+		if (crc_too)
+			crc ^= kr_crc32c_delta2(m->buf + off, now, n, m->size - off - n);
+		settle(m, n);
+		off += n;
+		len -= n;
+	}
+	return crc;
+}
+
 /* Step 3: parity patched and checksums stored for the new bytes at home, all flushed, one
  * fence. The buffers leave the in-flight list here: parity reflects their bytes now. */
 static int tx_home_write(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	uint8_t *base = (uint8_t *)pool->pm.base;
-	inflight_lock(pool);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->home || m->fresh) /* patched and flushed already (tx_add_fresh) */
 			continue;
-		uint8_t *home = base + m->oid;
 		const struct kr_obj_hdr *hdr = (const struct kr_obj_hdr *)(base + m->block.off);
 		uint32_t crc = hdr->crc;
-		for (uint32_t i = 0; i < m->nranges; i++) {
-			const struct range *r = &m->ranges[i];
-			size_t len = r->end - r->start;
-			kr_redund_patch(&pool->redund, m->oid + r->start, m->buf + r->start, home + r->start, len);
-			kr_pm_flush(&pool->pm, home + r->start, len);
-			crc ^= kr_crc32c_delta2(m->buf + r->start, home + r->start, len, m->size - r->end);
-		}
+		for (uint32_t i = 0; i < m->nranges; i++)
+			crc ^= mbuf_patch_home(pool, m, m->ranges[i].start, m->ranges[i].end - m->ranges[i].start, 1);
 		if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
 			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
 					       &crc, sizeof(crc));
+		inflight_lock(pool);
 		inflight_leave(pool, m);
+		inflight_unlock(pool);
 	}
-	inflight_unlock(pool);
 	kr_log_flush_applies(&pool->log, tx->lane); /* the CANCEL follows */
 	return kr_pm_fence(&pool->pm);
 }
@@ -1901,12 +1951,11 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 		/* Written in place: parity goes from what the block held (buf) to home's bytes,
 		 * which are flushed where they are. The buffer leaves the in-flight list with
 		 * the patch: parity reflects home from here. */
+		mbuf_patch_home(pool, m, 0, m->size, 0); /* its header is new, made from home */
 		inflight_lock(pool);
-		kr_redund_patch(&pool->redund, m->oid, m->buf, home, m->size);
 		inflight_leave(pool, m);
 		m->home_patched = 1;
 		inflight_unlock(pool);
-		kr_pm_flush(&pool->pm, home, m->size);
 		tx->direct = 1;
 	} else if (!m->over_zeros && !m->log_whole) {
 		kr_redund_write_direct(&pool->redund, m->oid, m->buf, m->size);
