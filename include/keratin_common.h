@@ -146,7 +146,7 @@ struct kr_counters {
 	uint64_t msyncs;        /* sync round trips in page-cache mode: msync or fdatasync
 				 * calls, one per fence at most */
 	uint64_t commits;       /* log commits: application transactions, plus the allocator's
-				 * own (formatting a new run, reclaiming empty ones) */
+				 * own (reclaiming empty runs) */
 };
 KR_API void kr_counters_get(struct kr_counters *c);
 KR_API void kr_counters_reset(void);

@@ -622,6 +622,58 @@ static void test_stat_accounting(void **state)
 	TU_CHECK(s1.free_bytes + run_slack >= fresh.free_bytes);
 }
 
+/* A new run is made by the commit of the transaction that needs it (heap.c): one that
+ * aborts, or frees its new objects again, leaves the heap as it found it, and an abort
+ * writes nothing at all (tx.c invariant 1). One that commits makes the run with its
+ * objects in it, one fence for the whole commit (checks invariant heap.c 6). */
+static void test_new_run(void **state)
+{
+	struct fixture *f = *state;
+	enum { SIZE = 5000 }; /* a class no run serves yet */
+	struct kr_pool_stat s0, s1;
+	struct kr_counters c;
+	kr_tx *tx;
+	kr_oid oid[3];
+	ASSERT_OK(tu_create(f->path, 16ull << 20, 0, 0, 0, &f->pool));
+	ASSERT_OK(kr_pool_stat(f->pool, &s0));
+
+	kr_counters_reset();
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	for (int i = 0; i < 3; i++)
+		ASSERT_OK(kr_tx_alloc(tx, SIZE, 1, &oid[i]));
+	kr_tx_abort(tx);
+	kr_counters_get(&c);
+	TU_ASSERT(c.fences == 0 && c.bytes_written == 0, "an aborted transaction that needed a new run: "
+		  "%llu fences, %llu bytes written", (unsigned long long)c.fences,
+		  (unsigned long long)c.bytes_written);
+	ASSERT_OK(kr_pool_stat(f->pool, &s1));
+	TU_EQ(s1.free_bytes, s0.free_bytes);
+	TU_EQ(kr_first(f->pool), KR_OID_NULL);
+
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	ASSERT_OK(kr_tx_alloc(tx, SIZE, 1, &oid[0]));
+	ASSERT_OK(kr_tx_free(tx, oid[0]));
+	ASSERT_OK(kr_tx_commit(tx));
+	ASSERT_OK(kr_pool_stat(f->pool, &s1));
+	TU_EQ(s1.free_bytes, s0.free_bytes);
+	TU_DEEP_CHECK(f->pool, "after a new run's only object was allocated and freed in one transaction");
+
+	kr_counters_reset();
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	for (int i = 0; i < 3; i++)
+		ASSERT_OK(kr_tx_alloc(tx, SIZE, 1, &oid[i]));
+	ASSERT_OK(kr_tx_commit(tx));
+	kr_counters_get(&c);
+	TU_ASSERT(c.fences == 1, /* left zero over fresh zeros: no direct write, no intent */
+		  "a commit of three new %d-byte objects in a new run: %llu fences", SIZE,
+		  (unsigned long long)c.fences);
+	reopen(f);
+	kr_oid o = kr_first(f->pool);
+	for (int i = 0; i < 3; i++, o = kr_next(f->pool, o))
+		TU_EQ(o, oid[i]);
+	TU_DEEP_CHECK(f->pool, "after a commit that made a run");
+}
+
 int main(void)
 {
 	const struct tu_case tests[] = {
@@ -634,6 +686,7 @@ int main(void)
 		TU_CASE(test_iteration, setup, teardown),
 		TU_CASE(test_sizes, setup, teardown),
 		TU_CASE(test_stat_accounting, setup, teardown),
+		TU_CASE(test_new_run, setup, teardown),
 	};
 	return TU_RUN_CASES("basic", tests);
 }

@@ -73,8 +73,8 @@ int main(void)
 	uint64_t seed = tu_seed("test_crash_focus", 5150);
 	const struct wl_params params = { .nslots = NSLOTS, .min_size = 8, .max_size = 65536,
 					  .max_ops = 4, .type_base = 1 };
-	/* fences: what the scenario costs in a pool without parity, its commit and the
-	 * allocator's commits of new runs (pinned: the pool and the sequence are fixed).
+	/* fences: what the scenario costs in a pool without parity: its commit, which also
+	 * makes the new runs its allocations need (pinned: the pool and the sequence are fixed).
 	 * direct: it writes a new object above 1 KiB straight home, fenced before the commit
 	 * (one fence more), and with parity behind an intent of its own (one more); without
 	 * those fences the scenario would not test the direct-write path at all. */
@@ -84,10 +84,10 @@ int main(void)
 		unsigned fences;
 		bool direct;
 	} sc[] = {
-		{ "alloc+link one fresh 4 KiB object", { 1, false, { op_alloc(0, 4096, 1) } }, 2, true },
+		{ "alloc+link one fresh 4 KiB object", { 1, false, { op_alloc(0, 4096, 1) } }, 1, true },
 		{ "alloc+link fresh 64 B, 1 KiB and 40 KiB objects",
 		  { 3, false, { op_alloc(1, 64, 2), op_alloc(2, 1024, 3), op_alloc(3, 40000, 4) } },
-		  3, true },
+		  1, true },
 		{ "logged overwrite of 20 KiB of an existing object",
 		  { 1, false, { op_write(3, 10000, 20480, 5) } }, 1, false },
 		{ "small overwrites of three existing objects",
@@ -97,9 +97,9 @@ int main(void)
 		{ "replace: free and allocate in one slot",
 		  { 1, false, { { .kind = WL_REPLACE, .slot = 2, .size = 3000, .whole = true,
 				  .nranges = 1, .r = { { 0, 3000, 9 } } } } },
-		  2, true },
+		  1, true },
 		{ "alloc into a freed slot and overwrite another",
-		  { 2, false, { op_alloc(1, 200, 10), op_write(3, 0, 40000, 11) } }, 2, false },
+		  { 2, false, { op_alloc(1, 200, 10), op_write(3, 0, 40000, 11) } }, 1, false },
 		{ "free everything", { 4, false, { op_free(0), op_free(1), op_free(2), op_free(3) } },
 		  1, false },
 	};

@@ -826,6 +826,14 @@ static void poison_while_open(const char *path, enum poison_at at)
 	pthread_t freer_t;
 	uint32_t za, ra, ca;
 	if (at == POISON_FREED) {
+		/* The freer's block must lie in a committed run: a new one would be its
+		 * transaction's alone until it ends (heap.c), and this one could not take the
+		 * block. The objects above fill their runs exactly; one more makes a run with
+		 * room, committed. */
+		kr_oid spare;
+		TU_OK(kr_tx_begin(pool, &tx));
+		TU_OK(kr_tx_alloc(tx, SIZE, 1, &spare));
+		TU_OK(kr_tx_commit(tx));
 		pthread_barrier_init(&fr.meet, NULL, 2);
 		TU_ASSERT(pthread_create(&freer_t, NULL, freer_run, &fr) == 0, "pthread_create");
 		pthread_barrier_wait(&fr.meet);

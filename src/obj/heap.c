@@ -12,10 +12,17 @@
  *     free in a run    CLRBITS on it
  *     alloc an extent  DATA: head chunk word = LARGE(n)
  *     free an extent   DATA: head chunk word = FREE
- *     new run          DATA: chunk word = RUN(class) + zeroed bitmap, in an internal
- *                      transaction of its own (an empty run is harmless if the user's
- *                      transaction later aborts, and other threads may use it at once)
- *     reclaim runs     DATA: chunk word = FREE for runs with no live block (internal)
+ *     new run          DATA: chunk word = RUN(class) + zeroed bitmap, in the commit of
+ *                      the transaction that needed it (kr_heap_rec_runs), before its
+ *                      allocations there: no commit, and no fence or sync, of its own
+ *     reclaim runs     DATA: chunk word = FREE for runs with no live block (an internal
+ *                      transaction)
+ *
+ *   A new run belongs to the lane whose transaction made it until that transaction ends
+ *   (kr_heap_end_runs): only it allocates there, so no other commit can depend on a run
+ *   that may never be committed. Committed, the run joins the others; otherwise, empty
+ *   again, its chunk is free again (one that kept a block is formatted by an internal
+ *   transaction, the old way).
  *
  *   The DRAM state mirrors it with more detail: a block can also be reserved (taken by an
  *   uncommitted transaction) or freeing (freed by a committed transaction whose free is not
@@ -31,6 +38,10 @@
  *   5. No chunk at or past the fresh frontier (h->fresh) is in use or holds a nonzero byte,
  *      nor does any block of a run at or past its r->fresh: the frontier moves past a chunk
  *      when it is taken, before anything is written there (kr_heap_audit checks both).
+ *   6. A new run (kr_run.owner set) gives blocks only to its lane's transaction, and its
+ *      chunk record reaches the media only in that transaction's commit, ahead of the
+ *      allocations in it (kr_heap_rec_runs): a committed transaction with a block of it
+ *      recorded it.
  *
  *   kr_heap_lookup() runs without the lock: chunk types and alloc words are atomics, and a
  *   run's DRAM struct, once created for a chunk, lives until the heap is torn down.
@@ -64,6 +75,10 @@ struct kr_run {
 	 * chunk (blocks are taken lowest first); nblocks when not known. */
 	uint32_t fresh;
 	uint8_t in_avail; /* the run's size class is its chunk's (kr_chunk_dram.cls) */
+	uint8_t recorded; /* new: its records are in its transaction's commit image */
+	/* New, not committed yet: 1 + the index of the lane whose transaction made it (and
+	 * alone allocates there), and 1 + the chunk id of that lane's next new run. */
+	uint32_t owner, next_new;
 };
 
 struct kr_chunk_dram {
@@ -224,6 +239,7 @@ void kr_heap_fini(struct kr_heap *h)
 	for (unsigned c = 0; c < h->nclasses; c++)
 		free(h->avail[c].ids);
 	free(h->pending);
+	free(h->lane_runs);
 	pthread_mutex_destroy(&h->lock);
 	memset(h, 0, sizeof(*h));
 }
@@ -231,7 +247,7 @@ void kr_heap_fini(struct kr_heap *h)
 static int avail_push(struct kr_heap *h, uint32_t gid)
 {
 	struct kr_run *r = h->chunks[gid].run;
-	if (r->in_avail)
+	if (r->in_avail || r->owner) /* a new run is its transaction's alone */
 		return KR_OK;
 	typeof(h->avail[0]) *a = &h->avail[h->chunks[gid].cls];
 	if (KR_GROW(a->ids, a->cap, a->n + 1u, 16))
@@ -241,8 +257,10 @@ static int avail_push(struct kr_heap *h, uint32_t gid)
 	return KR_OK;
 }
 
-/* Gives chunk gid a DRAM run of class cls with the given allocation bitmap. */
-static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint64_t *bits)
+/* Gives chunk gid a DRAM run of class cls with the given allocation bitmap; owner: see
+ * kr_run (0 for a run on media). */
+static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint64_t *bits,
+		      uint32_t owner)
 {
 	struct kr_chunk_dram *c = &h->chunks[gid];
 	if (!c->run && !(c->run = kr_calloc(1, sizeof(struct kr_run))))
@@ -252,6 +270,8 @@ static int run_attach(struct kr_heap *h, uint32_t gid, unsigned cls, const uint6
 	r->nblocks = run_nblocks(h, cls);
 	r->nbusy = 0;
 	r->in_avail = 0;
+	r->owner = owner; /* before avail_push, which keeps a new run out of the lists */
+	r->recorded = 0;
 	r->fresh = r->nblocks; /* run_create knows better for a run over a fresh chunk */
 	for (unsigned w = 0; w < RUN_WORDS; w++) {
 		atomic_store_explicit(&r->alloc[w], bits[w], memory_order_relaxed);
@@ -295,7 +315,7 @@ int kr_heap_load(struct kr_heap *h)
 						return KR_CORRUPT(KR_E_CORRUPT_META,
 								  pool_off(h, run_bitmap(h, gid)),
 								  "run bitmap marks block %u of %u", b, nb);
-				int rc = run_attach(h, gid, cls, bits);
+				int rc = run_attach(h, gid, cls, bits, 0);
 				if (rc)
 					return rc;
 				h->used_end = gid + 1;
@@ -401,30 +421,139 @@ static int find_free_chunks(struct kr_heap *h, uint32_t n, uint32_t *out, uint32
 	return KR_E_NOSPACE_HEAP;
 }
 
+/* A new run's records (chunk word and an empty bitmap) into img. */
+static int rec_run(struct kr_heap *h, uint32_t gid, struct kr_img *img)
+{
+	/* Each filled before the next kr_img_data, which may move the image. */
+	uint64_t *w = kr_img_data(img, pool_off(h, chunk_word(h, gid)), 8);
+	if (!w)
+		return kr_errcode();
+	*w = KR_CHUNK_WORD_RUN(h->chunks[gid].cls);
+	void *bm = kr_img_data(img, pool_off(h, run_bitmap(h, gid)), KR_RUN_BITMAP_BYTES);
+	if (!bm)
+		return kr_errcode();
+	memset(bm, 0, KR_RUN_BITMAP_BYTES);
+	return KR_OK;
+}
+
+/* The lane's list of new runs (kr_run.owner), made on first use. Caller holds h->lock. */
+static uint32_t *lane_runs(struct kr_heap *h, const struct kr_lane *lane)
+{
+	if (!h->lane_runs) {
+		uint32_t *l = kr_calloc(h->log->nlanes, sizeof(uint32_t));
+		if (!l)
+			return NULL;
+		__atomic_store_n(&h->lane_runs, l, __ATOMIC_RELEASE);
+	}
+	return &h->lane_runs[lane->idx];
+}
+
+/* A new run in DRAM only, the lane's until its transaction ends (kr_heap_end_runs). */
 static int run_create(struct kr_heap *h, struct kr_lane *lane, unsigned cls)
 {
-	uint32_t gid, fresh;
+	uint32_t gid, fresh, *list = lane_runs(h, lane);
+	if (!list)
+		return kr_err_set(KR_E_NOMEM, "new-run lists");
 	if (find_free_chunks(h, 1, &gid, &fresh) != KR_OK)
 		return KR_E_NOSPACE_HEAP;
-	struct kr_img img;
-	kr_img_init(&img);
-	kr_img_reset(&img);
-	uint64_t *w = kr_img_data(&img, pool_off(h, chunk_word(h, gid)), 8);
-	void *bm = w ? kr_img_data(&img, pool_off(h, run_bitmap(h, gid)), KR_RUN_BITMAP_BYTES) : NULL;
-	int rc = kr_errcode();
-	if (bm) {
-		*w = KR_CHUNK_WORD_RUN(cls);
-		memset(bm, 0, KR_RUN_BITMAP_BYTES);
-		rc = heap_internal_commit(h, lane, &img);
-	}
-	kr_img_free(&img);
-	if (rc)
-		return rc;
 	h->free_bytes -= KR_CHUNK_SIZE;
 	static const uint64_t zero[RUN_WORDS];
-	rc = run_attach(h, gid, cls, zero);
+	int rc = run_attach(h, gid, cls, zero, lane->idx + 1);
+	if (rc)
+		return rc;
+	struct kr_run *r = h->chunks[gid].run;
 	if (fresh)
-		h->chunks[gid].run->fresh = 0;
+		r->fresh = 0;
+	r->next_new = *list;
+	*list = gid + 1;
+	return KR_OK;
+}
+
+/* 1 + the chunk id of the lane's first new run, 0 if none. Without the lock: only the
+ * lane's holder changes its list. */
+static uint32_t lane_first_run(const struct kr_heap *h, const struct kr_lane *lane)
+{
+	const uint32_t *l = __atomic_load_n(&h->lane_runs, __ATOMIC_ACQUIRE);
+	return l ? l[lane->idx] : 0;
+}
+
+/* A new run of the lane's with a free block of class cls, or UINT32_MAX. */
+static uint32_t lane_run_of(struct kr_heap *h, const struct kr_lane *lane, unsigned cls)
+{
+	for (uint32_t g = lane_first_run(h, lane); g; g = h->chunks[g - 1].run->next_new) {
+		const struct kr_run *r = h->chunks[g - 1].run;
+		if (h->chunks[g - 1].cls == cls && r->nbusy < r->nblocks)
+			return g - 1;
+	}
+	return UINT32_MAX;
+}
+
+int kr_heap_rec_runs(struct kr_heap *h, const struct kr_lane *lane, struct kr_img *img)
+{
+	int rc = KR_OK;
+	if (!lane_first_run(h, lane)) /* most commits: no global lock */
+		return KR_OK;
+	pthread_mutex_lock(&h->lock);
+	for (uint32_t g = lane_first_run(h, lane); g && rc == KR_OK;
+	     g = h->chunks[g - 1].run->next_new) {
+		struct kr_run *r = h->chunks[g - 1].run;
+		if (r->nbusy && (rc = rec_run(h, g - 1, img)) == KR_OK)
+			r->recorded = 1;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
+uint32_t kr_heap_new_runs(struct kr_heap *h, const struct kr_lane *lane)
+{
+	uint32_t n = 0;
+	if (!lane_first_run(h, lane))
+		return 0;
+	pthread_mutex_lock(&h->lock);
+	for (uint32_t g = lane_first_run(h, lane); g; g = h->chunks[g - 1].run->next_new)
+		n++;
+	pthread_mutex_unlock(&h->lock);
+	return n;
+}
+
+int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
+{
+	int rc = KR_OK;
+	if (!lane_first_run(h, lane))
+		return KR_OK;
+	pthread_mutex_lock(&h->lock);
+	uint32_t g = h->lane_runs[lane->idx];
+	h->lane_runs[lane->idx] = 0;
+	while (g) {
+		uint32_t gid = g - 1;
+		struct kr_chunk_dram *c = &h->chunks[gid];
+		struct kr_run *r = c->run;
+		g = r->next_new;
+		r->owner = r->next_new = 0;
+		if (r->nbusy == 0) { /* nothing of it committed: the chunk is free again */
+			h->free_bytes -= (uint64_t)r->nblocks * h->classes[c->cls];
+			h->free_bytes += KR_CHUNK_SIZE;
+			atomic_store(&c->type, D_FREE);
+			continue;
+		}
+		KR_INVARIANT("heap.c", 6, !committed || r->recorded);
+		if (!(committed && r->recorded)) {
+			/* A block of it outlives the transaction without its commit (none does
+			 * today): the run is formatted on its own, as it was before. */
+			struct kr_img img;
+			kr_img_init(&img);
+			kr_img_reset(&img);
+			int frc = rec_run(h, gid, &img);
+			if (frc == KR_OK)
+				frc = heap_internal_commit(h, lane, &img);
+			kr_img_free(&img);
+			if (frc && rc == KR_OK)
+				rc = frc;
+		}
+		r->recorded = 0;
+		avail_push(h, gid);
+	}
+	pthread_mutex_unlock(&h->lock);
 	return rc;
 }
 
@@ -439,7 +568,7 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
 	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
 		struct kr_chunk_dram *c = &h->chunks[g];
-		if (atomic_load(&c->type) != D_RUN || c->run->nbusy != 0)
+		if (atomic_load(&c->type) != D_RUN || c->run->nbusy != 0 || c->run->owner)
 			continue;
 		uint64_t *w = kr_img_data(&img, pool_off(h, chunk_word(h, g)), 8);
 		if (!w) {
@@ -476,34 +605,48 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 /* ---------------------------------------------------------------------------------------
  * Reserve / commit / abort
  * ------------------------------------------------------------------------------------- */
+/* Takes the lowest free block of run gid, if it has one. Caller holds h->lock. */
+static int run_take(struct kr_heap *h, uint32_t gid, struct kr_block *b)
+{
+	struct kr_run *r = h->chunks[gid].run;
+	if (r->nbusy >= r->nblocks)
+		return 0;
+	for (uint32_t w = 0; w < RUN_WORDS; w++) {
+		uint64_t freebits = ~r->busy[w];
+		if (w * 64 + 64 > r->nblocks)
+			freebits &= (1ull << (r->nblocks - w * 64)) - 1;
+		if (!freebits)
+			continue;
+		uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(freebits);
+		r->busy[w] |= 1ull << (idx % 64);
+		r->nbusy++;
+		block_of_run(h, gid, idx, b);
+		b->fresh = idx >= r->fresh;
+		if (b->fresh)
+			r->fresh = idx + 1;
+		h->free_bytes -= b->bytes;
+		return 1;
+	}
+	return 0;
+}
+
+/* A block of class cls: from a run with room, else from one of the lane's new runs, else
+ * from a new run (the transaction's commit will record it: kr_heap_rec_runs). */
 static int reserve_small(struct kr_heap *h, struct kr_lane *lane, unsigned cls, struct kr_block *b)
 {
 	typeof(h->avail[0]) *a = &h->avail[cls];
 	for (;;) {
 		while (a->n) {
 			uint32_t gid = a->ids[a->n - 1];
-			struct kr_run *r = h->chunks[gid].run;
-			if (r->nbusy < r->nblocks) {
-				for (uint32_t w = 0; w < RUN_WORDS; w++) {
-					uint64_t freebits = ~r->busy[w];
-					if (w * 64 + 64 > r->nblocks)
-						freebits &= (1ull << (r->nblocks - w * 64)) - 1;
-					if (!freebits)
-						continue;
-					uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(freebits);
-					r->busy[w] |= 1ull << (idx % 64);
-					r->nbusy++;
-					block_of_run(h, gid, idx, b);
-					b->fresh = idx >= r->fresh;
-					if (b->fresh)
-						r->fresh = idx + 1;
-					h->free_bytes -= b->bytes;
-					return KR_OK;
-				}
-			}
-			r->in_avail = 0;
+			KR_INVARIANT("heap.c", 6, h->chunks[gid].run->owner == 0);
+			if (run_take(h, gid, b))
+				return KR_OK;
+			h->chunks[gid].run->in_avail = 0;
 			a->n--;
 		}
+		uint32_t own = lane_run_of(h, lane, cls);
+		if (own != UINT32_MAX && run_take(h, own, b))
+			return KR_OK;
 		int rc = run_create(h, lane, cls);
 		if (rc)
 			return rc;

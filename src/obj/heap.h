@@ -59,6 +59,7 @@ struct kr_heap {
 	 * it, so that a commit with nothing to release takes no global lock. */
 	_Atomic uint64_t release_at;
 	uint32_t cursor; /* next-fit position for extents and new runs */
+	uint32_t *lane_runs; /* per lane: 1 + the chunk id of its first new run (kr_run.owner) */
 	/* The fresh frontier F (layout.h's fresh_word): no chunk at or past it has held an
 	 * object since the pool was made. Moves up as chunks are taken, before anything is
 	 * written to them; nchunks total when unknown. */
@@ -90,9 +91,19 @@ void kr_heap_set_fresh(struct kr_heap *h, uint64_t fresh_word);
 /* The fresh_word to store at a clean close: F + 1, or 0 when no chunk is known fresh. */
 uint64_t kr_heap_fresh_word(struct kr_heap *h);
 
-/* Reserves a block for an object of size bytes. May run an internal transaction on lane
- * (to turn a free chunk into a run) and force the log durable (to release deferred frees). */
+/* Reserves a block for an object of size bytes, for the transaction that holds lane. May
+ * make a new run (the transaction's commit records it: kr_heap_rec_runs), run an internal
+ * transaction on lane (to reclaim empty runs) and force the log durable (to release
+ * deferred frees). */
 int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct kr_block *b);
+/* The records that make the lane's new runs with a reserved block runs on media, into the
+ * commit image ahead of the allocations in them; kr_heap_new_runs counts those runs (for
+ * a bound on the image's size). */
+int kr_heap_rec_runs(struct kr_heap *h, const struct kr_lane *lane, struct kr_img *img);
+uint32_t kr_heap_new_runs(struct kr_heap *h, const struct kr_lane *lane);
+/* At the end of the lane's transaction, after its commit (committed) or its unreserves:
+ * its new runs join the others, or go back to free chunks where nothing of them is busy. */
+int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed);
 /* Gives a reserved block back; untouched: nothing was written to it since kr_heap_reserve. */
 void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched);
 /* A reserved extent that was written but never allocated (a spill segment, tx.c) goes back

@@ -1197,6 +1197,8 @@ static int tx_commit_undo(struct kr_tx *tx, int intent)
 static uint32_t tx_lines_bound(const struct kr_tx *tx)
 {
 	uint64_t b = 512; /* the first line's prefix, the root lines */
+	b += (uint64_t)kr_heap_new_runs(&tx->pool->heap, tx->lane) *
+	     (2 * sizeof(struct kr_rec_hdr) + 8 + KR_RUN_BITMAP_BYTES + 16);
 	for (const struct mbuf *m = tx->mbufs; m; m = m->next) {
 		b += 4 * sizeof(struct kr_rec_hdr) + 64; /* FRESH, allocation, free, checksum */
 		if (m->fresh && m->log_whole)
@@ -1653,6 +1655,9 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
 			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct && !m->in_place);
+	int rc = kr_heap_end_runs(&pool->heap, lane, committed);
+	if (rc)
+		kr_pool_fail(pool, rc);
 	if (__builtin_expect(pool->debug != NULL, 0))
 		kr_debug_release_all(pool, tx);
 	struct kr_tx **pp = &tx_open_list;
@@ -2098,8 +2103,8 @@ static int tx_add_ranges(struct kr_tx *tx, struct mbuf *m)
 static int tx_build_image(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
-	int rc = KR_OK;
 	kr_img_reset(&tx->img);
+	int rc = kr_heap_rec_runs(&pool->heap, tx->lane, &tx->img); /* before the allocations */
 	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
 		if (m->freed) {
 			if (!m->fresh)
