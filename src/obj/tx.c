@@ -929,12 +929,11 @@ static void inflight_leave_all(struct kr_tx *tx)
 }
 
 /* Calls fn for each in-flight byte range of m (pool offsets [a, b)): its ranges, or the
- * whole object for a new one, less the bytes settled already. */
-static void inflight_ranges(const struct mbuf *m, void (*fn)(void *ctx, const struct mbuf *m,
-							   uint64_t a, uint64_t b),
-			    void *ctx)
+ * whole object for a new one; with unsettled, less the bytes settled already. */
+static void inflight_ranges(const struct mbuf *m, int unsettled,
+			    void (*fn)(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b), void *ctx)
 {
-	uint64_t skip = __atomic_load_n(&m->settled, __ATOMIC_ACQUIRE);
+	uint64_t skip = unsettled ? __atomic_load_n(&m->settled, __ATOMIC_ACQUIRE) : 0;
 	if (m->fresh) {
 		if (skip < m->size)
 			fn(ctx, m, m->oid + skip, m->oid + m->size);
@@ -972,10 +971,12 @@ int kr_tx_inflight_object_holds(kr_pool *pool, const struct kr_block *b)
 	if (!image)
 		return 0;
 	memcpy(image, pool->pm.base + oid, hdr->size);
-	/* Traded ones hold the old bytes at home already; declared ones kept none. */
+	/* Traded ones hold the old bytes at home already; declared ones kept none. The
+	 * checksum is the old one until a buffer leaves the list, even one whose home patch
+	 * has settled some ranges (and a trade, which settles too, never waits for us). */
 	for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext)
 		if (m->oid == oid && !m->fresh && !m->swapped && !m->stored)
-			inflight_ranges(m, image_put_old, image);
+			inflight_ranges(m, 0, image_put_old, image);
 	int holds = kr_obj_crc(hdr, image) == hdr->crc;
 	free(image);
 	return holds;
@@ -1051,9 +1052,9 @@ int kr_tx_inflight_rebuilt(kr_pool *pool, uint64_t off, size_t len, uint8_t *out
 	for (struct mbuf *m = pool->tx->inflight; m; m = m->inext) {
 		if (m->swapped) /* traded: home holds the old bytes, as parity does */
 			continue;
-		inflight_ranges(m, recon_correct, &r);
+		inflight_ranges(m, 1, recon_correct, &r);
 		uint64_t lo_hi_hit[3] = {off, off + len, 0};
-		inflight_ranges(m, range_meets, lo_hi_hit);
+		inflight_ranges(m, 1, range_meets, lo_hi_hit);
 		if (lo_hi_hit[2])
 			m->lost = 1;
 	}
@@ -1507,7 +1508,7 @@ static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *ou
 		struct recon r = {pool, off, piece, out};
 		inflight_lock(pool);
 		for (const struct mbuf *m = pool->tx->inflight; m; m = m->inext)
-			inflight_ranges(m, recon_correct, &r);
+			inflight_ranges(m, 1, recon_correct, &r);
 		inflight_unlock(pool);
 		off += piece;
 		out += piece;
