@@ -68,9 +68,10 @@ static const struct pin pins[] = {
 	/* In place, as keratin-pmemobj writes (TX_ADD, then stores at home): the old bytes'
 	 * undo is one commit, the rest another. */
 	{"inplace", 64, 2, 12, 512, 4, 0, 0},
-	/* From 4 KiB the new bytes stay home (tx.c, the home commit): the checksum's undo is a
-	 * commit, and home and parity get a fence of their own before the last commit. */
-	{"inplace", 4096, 3, 284, 9728, 4, 0, 1},
+	/* From 2 KiB the new bytes stay home (tx.c, the home commit): home and parity get a
+	 * fence of their own before the last commit, which carries the new checksum (it was a
+	 * commit of its own, an undo entry of the old one: 3 commits, as many lines). */
+	{"inplace", 4096, 2, 284, 9728, 4, 0, 1},
 	/* A new object written in place: up to 1 KiB logged whole, as through a micro-buffer;
 	 * above, it stays home, fenced before the commit, and the intent made when it was
 	 * first written covers it (before: a second intent, and the bytes traded out of home

@@ -102,6 +102,8 @@ struct mbuf {
 	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
 	uint8_t crc_own;     /* stored: the checksum is not patched from buf (kr_tx_add_stored) */
 	uint32_t crc_base;   /* stored, crc_own: the header CRC the commit patched */
+	uint32_t crc_at;     /* home, with object checksums: where its new checksum goes in the
+			      * image (tx_home_crcs) */
 	uint8_t inflight;    /* in_place and on the pool's in-flight list (inext/iprev) */
 	uint8_t lost;        /* a media error took stores of its ranges (kr_tx_inflight_rebuilt) */
 	/* In flight: how many bytes of its ranges, in order (a new object: of its payload),
@@ -1124,18 +1126,20 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
  *   Such a transaction, or one whose in-place ranges would need HOME_MIN_REDO bytes of
  *   redo, or more than the lane can take, commits at home. Its new bytes are home already,
  *   so instead of logging them again (undo, redo and home: three writes) it
- *     1. logs the checksum word of each object it changed in place, as undo (tx_home_undo):
- *        the checksums change before the commit point;
- *     2. builds the rest of the commit (allocations, frees, micro-buffered objects, and a
- *        CANCEL record naming its first undo entry) and makes room for it, in the lane or
- *        in a segment (tx_last_room), so that from step 3 on nothing can fail but the media;
- *     3. patches parity with old ^ new per range, stores each object's new checksum,
- *        flushes the ranges and fences (tx_home_write): home, checksums and parity are new
- *        and durable;
- *     4. commits the rest: recovery skips the cancelled undo from then on.
- *   A crash before step 4 replays the undo (old bytes, old checksums) and recomputes the
- *   parity of every range it touched; after it, the new state is durable. Two fences more
- *   than a small commit; the bytes go home once. The segments go back to the heap once
+ *     1. builds the rest of the commit (allocations, frees, micro-buffered objects, a
+ *        CANCEL record naming its first undo entry, and a record for the checksum of each
+ *        object it changed in place, filled in at step 2: tx_home_crcs) and makes room for
+ *        it, in the lane or in a segment (tx_last_room), so that from step 2 on nothing can
+ *        fail but the media;
+ *     2. patches parity with old ^ new per range, flushes the ranges and fences
+ *        (tx_home_write): home and parity are new and durable, the checksums still old;
+ *     3. commits the rest: recovery skips the cancelled undo from then on, and the
+ *        checksums become new with the apply.
+ *   A crash before step 3 replays the undo (old bytes) and recomputes the parity of every
+ *   range it touched, under checksums that never changed; after it, the new state is
+ *   durable. One fence more than a small commit; the bytes go home once. The buffers stay
+ *   in flight until the apply has written the checksums: until then the old checksum holds
+ *   with their old bytes (kr_tx_inflight_object_holds). The segments go back to the heap once
  *   durable_seq passes the CANCEL (an abort commits one of its own, after its old bytes are
  *   home), so that every segment a replayable SPILL record names still holds its lines.
  * ------------------------------------------------------------------------------------- */
@@ -1216,11 +1220,11 @@ static int home_candidate(const struct mbuf *m)
 	return m->in_place && !m->fresh && !m->stored && !m->freed && m->nranges;
 }
 
-/* In-place redo from which a home commit is the cheaper one: its two more fences against
- * a redo copy and an apply of the bytes. PMDK's overwrite in place (pmdk-bench, tmpfs, AMD
- * EPYC Zen 4): 2 KiB 2574 ns at home against 2474 logged, 4 KiB 3515 against 3786, 8 KiB
- * 5838 against 6349 (medians of 3). */
-#define HOME_MIN_REDO 4096
+/* In-place redo from which a home commit is the cheaper one: its one more fence against a
+ * redo copy and an apply of the bytes. PMDK's overwrite in place (pmdk-bench, tmpfs, AMD
+ * EPYC Zen 4, pinned, medians of 3 to 5 runs): 512 B 1342 ns at home against 1212 logged,
+ * 1 KiB 1502 against 1513, 2 KiB 1943 against 2184, 3 KiB 2344 against 2684. */
+#define HOME_MIN_REDO 2048
 
 /* Whether the transaction commits at home (its undo spilled, or its in-place ranges would
  * need HOME_MIN_REDO bytes or a quarter of the lane, or more than the lane has free now,
@@ -1247,30 +1251,22 @@ static int tx_home_mark(struct kr_tx *tx)
 	return 1;
 }
 
-/* Step 1: the checksum words as they are now (the commit holds their stripes), as undo. */
-static int tx_home_undo(struct kr_tx *tx)
+/* Step 1: a record for each in-place object's new checksum, in the commit's last entry;
+ * tx_home_write fills them in (m->crc_at: where, in the image). */
+static int tx_home_crcs(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
 	if (!feat(pool, KR_FEAT_RO_OBJ_CSUM))
 		return KR_OK;
-	enum { PER_ENTRY = 1024 };
-	kr_img_reset(&tx->img);
-	int rc = KR_OK;
-	uint32_t n = 0, crc;
-	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
-		if (!m->home || m->fresh) /* a new object's block is free until the commit */
+	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
+		if (!m->home || m->fresh)
 			continue;
-		uint64_t at = m->block.off + offsetof(struct kr_obj_hdr, crc);
-		rc = kr_img_data_copy(&tx->img, at, pool->pm.base + at, 4, &crc);
-		if (rc == KR_OK && ++n == PER_ENTRY) {
-			rc = tx_commit_undo_in(tx, 0);
-			n = 0;
-		}
+		uint8_t *d = kr_img_data(&tx->img, m->block.off + offsetof(struct kr_obj_hdr, crc), 4);
+		if (!d)
+			return kr_errcode();
+		m->crc_at = (uint32_t)(d - tx->img.buf);
 	}
-	if (rc == KR_OK && n)
-		rc = tx_commit_undo_in(tx, 0);
-	kr_img_reset(&tx->img);
-	return rc;
+	return KR_OK;
 }
 
 /* Parity made to follow the new bytes an in-flight buffer's thread wrote at home, over
@@ -1305,8 +1301,8 @@ static uint32_t mbuf_patch_home(kr_pool *pool, struct mbuf *m, uint64_t off, uin
 	return crc;
 }
 
-/* Step 3: parity patched and checksums stored for the new bytes at home, all flushed, one
- * fence. The buffers leave the in-flight list here: parity reflects their bytes now. */
+/* Step 2: parity patched for the new bytes at home, all flushed, one fence; the new
+ * checksums into the records tx_home_crcs made. */
 static int tx_home_write(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -1319,11 +1315,7 @@ static int tx_home_write(struct kr_tx *tx)
 		for (uint32_t i = 0; i < m->nranges; i++)
 			crc ^= mbuf_patch_home(pool, m, m->ranges[i].start, m->ranges[i].end - m->ranges[i].start, 1);
 		if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
-			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
-					       &crc, sizeof(crc));
-		inflight_lock(pool);
-		inflight_leave(pool, m);
-		inflight_unlock(pool);
+			memcpy(tx->img.buf + m->crc_at, &crc, sizeof(crc));
 	}
 	kr_log_flush_applies(&pool->log, tx->lane); /* the CANCEL follows */
 	return kr_pm_fence(&pool->pm);
@@ -2214,8 +2206,6 @@ int kr_tx_commit(kr_tx *tx)
 		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]].m);
 	kr_log_enter(&pool->log, tx->lane);
 	int home = tx_home_mark(tx);
-	if (home)
-		rc = tx_home_undo(tx);
 	tx_swap_in_place(tx);
 	if (rc == KR_OK)
 		rc = tx_lost(tx);
@@ -2229,7 +2219,8 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK && tx->direct && !home)
 		rc = kr_pm_fence(&pool->pm);
 	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
-	    (rc = tx_last_room(tx)) == KR_OK && (rc = tx_home_write(tx)) != KR_OK)
+	    (rc = tx_home_crcs(tx)) == KR_OK && (rc = tx_last_room(tx)) == KR_OK &&
+	    (rc = tx_home_write(tx)) != KR_OK)
 		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
 	/* A media repair since tx_lost may have taken stores of a buffer never traded (a new
 	 * object written in place, a home commit's ranges): this thread's own fault in the
