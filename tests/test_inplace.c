@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -682,6 +683,7 @@ struct home_writer {
 	kr_pool *pool;
 	kr_oid oid;
 	size_t len;
+	sem_t stored; /* its stores are made: the other thread reads them from here on */
 };
 
 static void *home_writer(void *arg)
@@ -692,6 +694,7 @@ static void *home_writer(void *arg)
 	uint8_t *p = kr_tx_add_in_place(tx, w->oid, 0, w->len); /* committed at home */
 	TU_ASSERT(p, "the home writer's range: %s", kr_errmsg());
 	memset(p, 0x22, w->len);
+	sem_post(&w->stored);
 	TU_OK(kr_tx_commit(tx));
 	return NULL;
 }
@@ -702,6 +705,7 @@ static void two_writers_one_waiting(const char *path)
 	kr_pool *pool;
 	kr_tx *tx;
 	struct home_writer w = {.len = HOME};
+	sem_init(&w.stored, 0, 0);
 	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
 	TU_OK(kr_tx_begin(pool, &tx));
 	TU_OK(kr_tx_alloc(tx, SIZE, 1, &w.oid));
@@ -715,6 +719,7 @@ static void two_writers_one_waiting(const char *path)
 	TU_ASSERT(pthread_rwlock_wrlock(lock) == 0, "parity lock");
 	pthread_t t;
 	TU_ASSERT(pthread_create(&t, NULL, home_writer, &w) == 0, "pthread_create");
+	sem_wait(&w.stored);
 	usleep(200 * 1000); /* the home writer reaches the lock */
 	TU_ASSERT(pthread_tryjoin_np(t, NULL) == EBUSY, "the home writer did not wait for the parity lock");
 	kr_tx_forget(pool, w.oid, SIZE); /* no block checksums: the opening checks it whole */
