@@ -645,16 +645,24 @@ static void *second_writer(void *arg)
 	return NULL;
 }
 
-static void two_writers(const char *path, size_t size)
+/* A new pool at path with one object of size bytes of 0x11. */
+static kr_pool *pool_with_object(const char *path, size_t size, kr_oid *oid)
 {
 	kr_pool *pool;
 	kr_tx *tx;
-	struct second_writer w;
 	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
 	TU_OK(kr_tx_begin(pool, &tx));
-	TU_OK(kr_tx_alloc(tx, size, 1, &w.oid));
-	memset(kr_tx_open(tx, w.oid), 0x11, size);
+	TU_OK(kr_tx_alloc(tx, size, 1, oid));
+	memset(kr_tx_open(tx, *oid), 0x11, size);
 	TU_OK(kr_tx_commit(tx));
+	return pool;
+}
+
+static void two_writers(const char *path, size_t size)
+{
+	kr_tx *tx;
+	struct second_writer w;
+	kr_pool *pool = pool_with_object(path, size, &w.oid);
 	w.pool = pool;
 	TU_OK(kr_tx_begin(pool, &tx));
 	uint8_t *a = kr_tx_add_in_place(tx, w.oid, 0, 64);
@@ -702,15 +710,10 @@ static void *home_writer(void *arg)
 static void two_writers_one_waiting(const char *path)
 {
 	enum { SIZE = 3 * 4096, HOME = 8192, OTHER = 10000 };
-	kr_pool *pool;
 	kr_tx *tx;
 	struct home_writer w = {.len = HOME};
 	sem_init(&w.stored, 0, 0);
-	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
-	TU_OK(kr_tx_begin(pool, &tx));
-	TU_OK(kr_tx_alloc(tx, SIZE, 1, &w.oid));
-	memset(kr_tx_open(tx, w.oid), 0x11, SIZE);
-	TU_OK(kr_tx_commit(tx));
+	kr_pool *pool = pool_with_object(path, SIZE, &w.oid);
 	w.pool = pool;
 	/* The parity lock of the home range's second page. */
 	uint64_t second = (w.oid + 4096) & ~(uint64_t)4095;
