@@ -87,7 +87,9 @@ struct kr_chunk_dram {
 	 * size without reaching the run, and so can fetch the allocation bit and the object's
 	 * header at once instead of one after the other (kr_heap_owner). */
 	uint8_t cls;
-	uint32_t n; /* extent length at a head */
+	/* At an extent's head, its length in chunks; at a body chunk, how far back its head is
+	 * (kr_heap_owner finds the head of any byte of an extent in one step). */
+	uint32_t n;
 	struct kr_run *run;
 };
 
@@ -189,6 +191,16 @@ static int run_allocated(const struct kr_heap *h, uint32_t gid, uint32_t idx, co
 	__builtin_prefetch(h->pm->base + b->off);
 	const struct kr_run *r = h->chunks[gid].run;
 	return atomic_load_explicit(&r->alloc[idx / 64], memory_order_acquire) >> (idx % 64) & 1;
+}
+
+/* Chunks gid+1 .. gid+n-1 become the body of the extent at gid, each naming its distance
+ * back to the head before its type says body (kr_heap_owner reads them without the lock). */
+static void mark_body(struct kr_heap *h, uint32_t gid, uint32_t n)
+{
+	for (uint32_t k = 1; k < n; k++) {
+		__atomic_store_n(&h->chunks[gid + k].n, k, __ATOMIC_RELAXED);
+		atomic_store_explicit(&h->chunks[gid + k].type, D_BODY, memory_order_release);
+	}
 }
 
 static void block_of_extent(struct kr_heap *h, uint32_t gid, uint32_t n, struct kr_block *b)
@@ -332,10 +344,9 @@ int kr_heap_load(struct kr_heap *h)
 						return KR_CORRUPT(KR_E_CORRUPT_META,
 								  pool_off(h, chunk_word(h, gid + k)),
 								  "chunk inside an extent is not free");
-				h->chunks[gid].n = n;
+				__atomic_store_n(&h->chunks[gid].n, n, __ATOMIC_RELAXED);
 				atomic_store(&h->chunks[gid].type, D_LARGE);
-				for (uint32_t k = 1; k < n; k++)
-					atomic_store(&h->chunks[gid + k].type, D_BODY);
+				mark_body(h, gid, n);
 				h->used_bytes += (uint64_t)n * KR_CHUNK_SIZE;
 				h->nobjects++;
 				h->used_end = gid + n;
@@ -659,10 +670,9 @@ static int reserve_large(struct kr_heap *h, uint64_t total, struct kr_block *b)
 	uint32_t gid, fresh, prev = h->fresh;
 	if (find_free_chunks(h, n, &gid, &fresh) != KR_OK)
 		return KR_E_NOSPACE_HEAP;
-	h->chunks[gid].n = n;
+	__atomic_store_n(&h->chunks[gid].n, n, __ATOMIC_RELAXED);
 	atomic_store(&h->chunks[gid].type, D_LARGE_RESERVED);
-	for (uint32_t k = 1; k < n; k++)
-		atomic_store(&h->chunks[gid + k].type, D_BODY);
+	mark_body(h, gid, n);
 	h->free_bytes -= (uint64_t)n * KR_CHUNK_SIZE;
 	block_of_extent(h, gid, n, b);
 	b->fresh = fresh;
@@ -806,7 +816,7 @@ void kr_heap_unreserve_at(struct kr_heap *h, const struct kr_block *b, uint64_t 
 {
 	uint32_t gid = block_gid(h, b);
 	pthread_mutex_lock(&h->lock);
-	h->chunks[gid].n = b->nchunks;
+	__atomic_store_n(&h->chunks[gid].n, b->nchunks, __ATOMIC_RELAXED);
 	atomic_store(&h->chunks[gid].type, D_LARGE_FREEING);
 	pending_push(h, seq, gid, UINT32_MAX);
 	pthread_mutex_unlock(&h->lock);
@@ -927,11 +937,15 @@ int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b)
 	uint32_t gid = kr_geom_zone(&h->g, off) * h->chunks_per_zone +
 		       (uint32_t)((zoff - data) / KR_CHUNK_SIZE);
 	uint64_t coff = (zoff - data) % KR_CHUNK_SIZE;
-	/* An extent's body chunks lead back to its head (extents stay inside a zone). */
+	/* A body chunk names its extent's head (mark_body); without the lock it may be read
+	 * as the extent changes, so the head found is checked below like any other. */
 	uint32_t head = gid;
-	while (atomic_load_explicit(&h->chunks[head].type, memory_order_acquire) == D_BODY &&
-	       head % h->chunks_per_zone)
-		head--;
+	if (atomic_load_explicit(&h->chunks[gid].type, memory_order_acquire) == D_BODY) {
+		uint32_t back = __atomic_load_n(&h->chunks[gid].n, __ATOMIC_RELAXED);
+		if (back == 0 || back > gid % h->chunks_per_zone) /* extents stay inside a zone */
+			return 0;
+		head = gid - back;
+	}
 	struct kr_chunk_dram *c = &h->chunks[head];
 	unsigned type = atomic_load_explicit(&c->type, memory_order_acquire);
 	if (type == D_LARGE) {
