@@ -102,8 +102,8 @@ struct mbuf {
 	uint8_t crc_whole;   /* stored, crc_own: no DRAM copy; the commit recomputes the checksum */
 	uint8_t crc_own;     /* stored: the checksum is not patched from buf (kr_tx_add_stored) */
 	uint32_t crc_base;   /* stored, crc_own: the header CRC the commit patched */
-	uint32_t crc_at;     /* home, with object checksums: where its new checksum goes in the
-			      * image (tx_home_crcs) */
+	uint32_t crc_at;     /* home: where its new checksum goes in the image (tx_home_crcs),
+			      * 0 if it is stored in place (tx_home_undo) */
 	uint8_t inflight;    /* in_place and on the pool's in-flight list (inext/iprev) */
 	uint8_t lost;        /* a media error took stores of its ranges (kr_tx_inflight_rebuilt) */
 	/* In flight: how many bytes of its ranges, in order (a new object: of its payload),
@@ -1139,7 +1139,12 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
  *   range it touched, under checksums that never changed; after it, the new state is
  *   durable. One fence more than a small commit; the bytes go home once. The buffers stay
  *   in flight until the apply has written the checksums: until then the old checksum holds
- *   with their old bytes (kr_tx_inflight_object_holds). The segments go back to the heap once
+ *   with their old bytes (kr_tx_inflight_object_holds).
+ *   The last entry must fit a lane or a segment, and a transaction may change thousands
+ *   of objects in place (PMDK's hashmap_tx rebuilds its table in one). Beyond
+ *   HOME_CRCS_IN_COMMIT objects the checksums take the way that scales instead: as undo
+ *   entries of their own before step 1, as many as they need (tx_home_undo), and stored in
+ *   place at step 2 with the home bytes; one more fence. The segments go back to the heap once
  *   durable_seq passes the CANCEL (an abort commits one of its own, after its old bytes are
  *   home), so that every segment a replayable SPILL record names still holds its lines.
  * ------------------------------------------------------------------------------------- */
@@ -1251,13 +1256,50 @@ static int tx_home_mark(struct kr_tx *tx)
 	return 1;
 }
 
+/* Objects changed in place whose new checksums a home commit's last entry carries, at most:
+ * 64 records of 4 bytes take about 28 lines. */
+#define HOME_CRCS_IN_COMMIT 64
+
+/* Whether the home commit's checksums go in its last entry (tx_home_crcs), or, for many
+ * objects, in undo entries of their own first (tx_home_undo). */
+static int home_crcs_in_commit(const struct kr_tx *tx)
+{
+	unsigned n = 0;
+	for (const struct mbuf *m = tx->mbufs; m && n <= HOME_CRCS_IN_COMMIT; m = m->next)
+		n += m->home && !m->fresh;
+	return n <= HOME_CRCS_IN_COMMIT;
+}
+
+/* Many objects: their checksum words as they are now (the commit holds their stripes), as
+ * undo, before anything of them changes at home. */
+static int tx_home_undo(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	enum { PER_ENTRY = 1024 };
+	kr_img_reset(&tx->img);
+	int rc = KR_OK;
+	uint32_t n = 0, crc;
+	for (struct mbuf *m = tx->mbufs; m && rc == KR_OK; m = m->next) {
+		if (!m->home || m->fresh) /* a new object's block is free until the commit */
+			continue;
+		uint64_t at = m->block.off + offsetof(struct kr_obj_hdr, crc);
+		rc = kr_img_data_copy(&tx->img, at, pool->pm.base + at, 4, &crc);
+		if (rc == KR_OK && ++n == PER_ENTRY) {
+			rc = tx_commit_undo_in(tx, 0);
+			n = 0;
+		}
+	}
+	if (rc == KR_OK && n)
+		rc = tx_commit_undo_in(tx, 0);
+	kr_img_reset(&tx->img);
+	return rc;
+}
+
 /* Step 1: a record for each in-place object's new checksum, in the commit's last entry;
  * tx_home_write fills them in (m->crc_at: where, in the image). */
 static int tx_home_crcs(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
-	if (!feat(pool, KR_FEAT_RO_OBJ_CSUM))
-		return KR_OK;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->home || m->fresh)
 			continue;
@@ -1314,8 +1356,11 @@ static int tx_home_write(struct kr_tx *tx)
 		uint32_t crc = hdr->crc;
 		for (uint32_t i = 0; i < m->nranges; i++)
 			crc ^= mbuf_patch_home(pool, m, m->ranges[i].start, m->ranges[i].end - m->ranges[i].start, 1);
-		if (feat(pool, KR_FEAT_RO_OBJ_CSUM))
+		if (m->crc_at) /* the last entry carries it */
 			memcpy(tx->img.buf + m->crc_at, &crc, sizeof(crc));
+		else if (feat(pool, KR_FEAT_RO_OBJ_CSUM)) /* its undo is logged (tx_home_undo) */
+			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
+					       &crc, sizeof(crc));
 	}
 	kr_log_flush_applies(&pool->log, tx->lane); /* the CANCEL follows */
 	return kr_pm_fence(&pool->pm);
@@ -2206,6 +2251,9 @@ int kr_tx_commit(kr_tx *tx)
 		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]].m);
 	kr_log_enter(&pool->log, tx->lane);
 	int home = tx_home_mark(tx);
+	int crcs_in_commit = home && feat(pool, KR_FEAT_RO_OBJ_CSUM) && home_crcs_in_commit(tx);
+	if (home && !crcs_in_commit && feat(pool, KR_FEAT_RO_OBJ_CSUM))
+		rc = tx_home_undo(tx);
 	tx_swap_in_place(tx);
 	if (rc == KR_OK)
 		rc = tx_lost(tx);
@@ -2219,7 +2267,7 @@ int kr_tx_commit(kr_tx *tx)
 	if (rc == KR_OK && tx->direct && !home)
 		rc = kr_pm_fence(&pool->pm);
 	if (home && rc == KR_OK && (rc = kr_img_cancel(&tx->img, tx->undo_first)) == KR_OK &&
-	    (rc = tx_home_crcs(tx)) == KR_OK && (rc = tx_last_room(tx)) == KR_OK &&
+	    (!crcs_in_commit || (rc = tx_home_crcs(tx)) == KR_OK) && (rc = tx_last_room(tx)) == KR_OK &&
 	    (rc = tx_home_write(tx)) != KR_OK)
 		kr_pool_fail(pool, rc); /* fenced or not, the undo still rules: a reopen recovers */
 	/* A media repair since tx_lost may have taken stores of a buffer never traded (a new
