@@ -672,6 +672,35 @@ static void test_new_run(void **state)
 	for (int i = 0; i < 3; i++, o = kr_next(f->pool, o))
 		TU_EQ(o, oid[i]);
 	TU_DEEP_CHECK(f->pool, "after a commit that made a run");
+
+	/* The heap full but for one chunk: a transaction that made a run and freed its only
+	 * object there gives that chunk back when it needs a run of another class (it held
+	 * the last chunk, and the allocation failed with KR_E_NOSPACE_HEAP). */
+	enum { BIG = 30000 }; /* one chunk each */
+	kr_oid big = KR_OID_NULL, last = KR_OID_NULL;
+	for (;;) {
+		ASSERT_OK(kr_tx_begin(f->pool, &tx));
+		int rc = kr_tx_alloc(tx, BIG, 2, &big);
+		if (rc) {
+			kr_tx_abort(tx);
+			TU_EQ(rc, KR_E_NOSPACE_HEAP);
+			break;
+		}
+		ASSERT_OK(kr_tx_commit(tx));
+		last = big;
+	}
+	TU_CHECK(last != KR_OID_NULL);
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	ASSERT_OK(kr_tx_free(tx, last)); /* the one free chunk */
+	ASSERT_OK(kr_tx_commit(tx));
+	ASSERT_OK(kr_tx_begin(f->pool, &tx));
+	ASSERT_OK(kr_tx_alloc(tx, 3000, 1, &oid[0])); /* a new run takes it */
+	ASSERT_OK(kr_tx_free(tx, oid[0]));
+	int rc = kr_tx_alloc(tx, 700, 1, &oid[1]); /* another class: a run of its own */
+	TU_ASSERT(rc == KR_OK, "a new run's chunk, emptied by its own transaction, was not given "
+		  "back for another class: %s", kr_errmsg());
+	ASSERT_OK(kr_tx_commit(tx));
+	TU_DEEP_CHECK(f->pool, "after a new run gave its chunk back to another");
 }
 
 int main(void)

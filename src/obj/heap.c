@@ -459,13 +459,45 @@ static uint32_t *lane_runs(struct kr_heap *h, const struct kr_lane *lane)
 	return &h->lane_runs[lane->idx];
 }
 
+/* A new run with no busy block goes back to the free chunks, written nowhere. Caller holds
+ * h->lock. */
+static void run_drop(struct kr_heap *h, uint32_t gid)
+{
+	struct kr_chunk_dram *c = &h->chunks[gid];
+	c->run->owner = c->run->next_new = 0;
+	h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->cls];
+	h->free_bytes += KR_CHUNK_SIZE;
+	atomic_store(&c->type, D_FREE);
+}
+
+/* A new run of the lane's with no busy block goes back to the free chunks: its own
+ * transaction freed what it took there (runs_reclaim leaves new runs alone). Returns how
+ * many went. Caller holds h->lock. */
+static unsigned lane_drop_empty(struct kr_heap *h, uint32_t *list)
+{
+	unsigned n = 0;
+	for (uint32_t *at = list; *at;) {
+		uint32_t gid = *at - 1;
+		struct kr_run *r = h->chunks[gid].run;
+		if (r->nbusy) {
+			at = &r->next_new;
+			continue;
+		}
+		*at = r->next_new;
+		run_drop(h, gid);
+		n++;
+	}
+	return n;
+}
+
 /* A new run in DRAM only, the lane's until its transaction ends (kr_heap_end_runs). */
 static int run_create(struct kr_heap *h, struct kr_lane *lane, unsigned cls)
 {
 	uint32_t gid, fresh, *list = lane_runs(h, lane);
 	if (!list)
 		return kr_err_set(KR_E_NOMEM, "new-run lists");
-	if (find_free_chunks(h, 1, &gid, &fresh) != KR_OK)
+	if (find_free_chunks(h, 1, &gid, &fresh) != KR_OK &&
+	    (!lane_drop_empty(h, list) || find_free_chunks(h, 1, &gid, &fresh) != KR_OK))
 		return KR_E_NOSPACE_HEAP;
 	h->free_bytes -= KR_CHUNK_SIZE;
 	static const uint64_t zero[RUN_WORDS];
@@ -499,31 +531,26 @@ static uint32_t lane_run_of(struct kr_heap *h, const struct kr_lane *lane, unsig
 	return UINT32_MAX;
 }
 
+/* The two below read only the lane's new runs, which no other thread touches until the
+ * transaction ends (invariant 6): no lock. A commit calls them inside the commit gate, where
+ * waiting for h->lock could close a cycle with a holder of it that waits at the gate (an
+ * internal transaction of runs_reclaim while a repair closes it). */
 int kr_heap_rec_runs(struct kr_heap *h, const struct kr_lane *lane, struct kr_img *img)
 {
 	int rc = KR_OK;
-	if (!lane_first_run(h, lane)) /* most commits: no global lock */
-		return KR_OK;
-	pthread_mutex_lock(&h->lock);
-	for (uint32_t g = lane_first_run(h, lane); g && rc == KR_OK;
-	     g = h->chunks[g - 1].run->next_new) {
+	for (uint32_t g = lane_first_run(h, lane); g && rc == KR_OK; g = h->chunks[g - 1].run->next_new) {
 		struct kr_run *r = h->chunks[g - 1].run;
 		if (r->nbusy && (rc = rec_run(h, g - 1, img)) == KR_OK)
 			r->recorded = 1;
 	}
-	pthread_mutex_unlock(&h->lock);
 	return rc;
 }
 
 uint32_t kr_heap_new_runs(struct kr_heap *h, const struct kr_lane *lane)
 {
 	uint32_t n = 0;
-	if (!lane_first_run(h, lane))
-		return 0;
-	pthread_mutex_lock(&h->lock);
 	for (uint32_t g = lane_first_run(h, lane); g; g = h->chunks[g - 1].run->next_new)
 		n++;
-	pthread_mutex_unlock(&h->lock);
 	return n;
 }
 
@@ -540,13 +567,11 @@ int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
 		struct kr_chunk_dram *c = &h->chunks[gid];
 		struct kr_run *r = c->run;
 		g = r->next_new;
-		r->owner = r->next_new = 0;
 		if (r->nbusy == 0) { /* nothing of it committed: the chunk is free again */
-			h->free_bytes -= (uint64_t)r->nblocks * h->classes[c->cls];
-			h->free_bytes += KR_CHUNK_SIZE;
-			atomic_store(&c->type, D_FREE);
+			run_drop(h, gid);
 			continue;
 		}
+		r->owner = r->next_new = 0;
 		KR_INVARIANT("heap.c", 6, !committed || r->recorded);
 		if (!(committed && r->recorded)) {
 			/* A block of it outlives the transaction without its commit (none does

@@ -832,9 +832,12 @@ static void tx_undo_in_place(struct kr_tx *tx)
 /* The pool's in-flight in-place buffers (kr_pool.inflight, under inflight_lock). A
  * reconstruction from parity must not take another transaction's in-place stores, not yet
  * in parity, for bytes parity reflects: it reads their buffers' old bytes instead. A buffer
- * joins when it first becomes in place and leaves inside the commit gate, before home and
- * parity agree again (so a reconstruction, which holds commits still, never sees one half
- * done). Changes to a listed buffer's ranges and bytes are made under the lock. */
+ * joins when it first becomes in place and leaves inside the commit gate, as its object's
+ * checksum becomes the new one: a traded buffer at the end of its transaction, a home
+ * commit's when its checksum is written (tx_home_write, or the apply of its last entry:
+ * tx_home_leave). Until then a reconstruction, which holds commits still, corrects only
+ * the bytes not settled yet (mbuf.settled). Changes to a listed buffer's ranges and bytes
+ * are made under the lock. */
 static void inflight_join(kr_pool *pool, struct mbuf *m)
 {
 	if (m->inflight)
@@ -1138,8 +1141,9 @@ static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
  *   A crash before step 3 replays the undo (old bytes) and recomputes the parity of every
  *   range it touched, under checksums that never changed; after it, the new state is
  *   durable. One fence more than a small commit; the bytes go home once. The buffers stay
- *   in flight until the apply has written the checksums: until then the old checksum holds
- *   with their old bytes (kr_tx_inflight_object_holds).
+ *   in flight until the apply has written the checksums, and leave right then, before the
+ *   checksum stripes go (tx_home_leave): until then the old checksum holds with their old
+ *   bytes (kr_tx_inflight_object_holds), and after it no one may count them as old.
  *   The last entry must fit a lane or a segment, and a transaction may change thousands
  *   of objects in place (PMDK's hashmap_tx rebuilds its table in one). Beyond
  *   HOME_CRCS_IN_COMMIT objects the checksums take the way that scales instead: as undo
@@ -1356,14 +1360,32 @@ static int tx_home_write(struct kr_tx *tx)
 		uint32_t crc = hdr->crc;
 		for (uint32_t i = 0; i < m->nranges; i++)
 			crc ^= mbuf_patch_home(pool, m, m->ranges[i].start, m->ranges[i].end - m->ranges[i].start, 1);
-		if (m->crc_at) /* the last entry carries it */
+		if (m->crc_at) { /* the last entry carries it: in flight until its apply */
 			memcpy(tx->img.buf + m->crc_at, &crc, sizeof(crc));
-		else if (feat(pool, KR_FEAT_RO_OBJ_CSUM)) /* its undo is logged (tx_home_undo) */
+			continue;
+		}
+		if (feat(pool, KR_FEAT_RO_OBJ_CSUM)) /* its undo is logged (tx_home_undo) */
 			kr_redund_write_direct(&pool->redund, m->block.off + offsetof(struct kr_obj_hdr, crc),
 					       &crc, sizeof(crc));
+		inflight_lock(pool);
+		inflight_leave(pool, m);
+		inflight_unlock(pool);
 	}
 	kr_log_flush_applies(&pool->log, tx->lane); /* the CANCEL follows */
 	return kr_pm_fence(&pool->pm);
+}
+
+/* After the apply of a home commit's last entry, inside the gate and before the checksum
+ * stripes go: its objects' checksums are the new ones now, so their buffers leave the
+ * in-flight list (another transaction would otherwise count their bytes as old). */
+static void tx_home_leave(struct kr_tx *tx)
+{
+	kr_pool *pool = tx->pool;
+	inflight_lock(pool);
+	for (struct mbuf *m = tx->mbufs; m; m = m->next)
+		if (m->home && !m->fresh)
+			inflight_leave(pool, m);
+	inflight_unlock(pool);
 }
 
 /* Room for a home commit's last entry, which must not fail once tx_home_write has run: in
@@ -2311,6 +2333,8 @@ int kr_tx_commit(kr_tx *tx)
 	/* 5. Apply home, flushed, not fenced. */
 	kr_log_apply(&pool->log, tx->lane, &tx->img);
 	kr_log_applied(&pool->log, tx->lane, seq);
+	if (home)
+		tx_home_leave(tx);
 	kr_log_exit(&pool->log, tx->lane);
 
 	/* 6. DRAM allocator state and block checksums. */
