@@ -564,8 +564,7 @@ int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
 	h->lane_runs[lane->idx] = 0;
 	while (g) {
 		uint32_t gid = g - 1;
-		struct kr_chunk_dram *c = &h->chunks[gid];
-		struct kr_run *r = c->run;
+		struct kr_run *r = h->chunks[gid].run;
 		g = r->next_new;
 		if (r->nbusy == 0) { /* nothing of it committed: the chunk is free again */
 			run_drop(h, gid);

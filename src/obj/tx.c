@@ -1317,11 +1317,10 @@ static int tx_home_crcs(struct kr_tx *tx)
 
 /* Parity made to follow the new bytes an in-flight buffer's thread wrote at home, over
  * [off, off+len) of the object, flushed; with crc_too returns the object checksum's delta
- * for them. One
- * page at a time, each read into DRAM before its parity changes: a fault on a lost page
- * then comes before any parity byte of that page moves, with the pages before it settled
- * (a repair takes them as home has them) and the rest not (it corrects them with the
- * buffer's old bytes). Without the in-flight lock: waiting here for a parity lock lets a
+ * for them. One page at a time, each read into DRAM before its parity changes: a fault on
+ * a lost page then comes before any parity byte of that page moves, with the pages before
+ * it settled (a repair takes them as home has them) and the rest not (it corrects them
+ * with the buffer's old bytes). Without the in-flight lock: waiting here for a parity lock lets a
  * repair run, and a repair needs the list. (A machine check inside a parity page, halfway
  * through its patch, is the exception: the repair recomputes that page as not patched,
  * and the patch goes on from the faulting line, so parity disagrees with the lines before
