@@ -1077,6 +1077,64 @@ static void poison_half_settled(const char *path, size_t width)
 	       "every byte old\n", width, rc);
 }
 
+/* A spill segment taken from a heap whose every chunk is a run, all of them empty: the
+ * allocator turns empty runs back into chunks by a transaction of its own, from inside the
+ * in-place transaction's commit gate. It must stay inside it (log.c invariant 10, checked
+ * in debug builds: the internal commit once let the outer one out, so that a repair could
+ * run in the middle of it) and must not hold the allocator's lock while it commits. */
+static void spill_from_empty_runs(const char *path)
+{
+	enum { BIG = 256 << 10, SMALL = 64, BATCH = 150 };
+	kr_pool *pool;
+	TU_OK(tu_create(path, 16 << 20, 0, 0, 16, &pool)); /* small lanes: the undo spills */
+	kr_tx *tx;
+	kr_oid big;
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_OK(kr_tx_alloc(tx, BIG, 2, &big));
+	TU_OK(kr_tx_commit(tx));
+	size_t n = 0, cap = 1 << 16;
+	kr_oid *small = malloc(cap * sizeof(*small));
+	TU_ASSERT(small, "out of memory");
+	for (int full = 0; !full;) {
+		TU_OK(kr_tx_begin(pool, &tx));
+		for (unsigned i = 0; i < BATCH && !full; i++) {
+			if (n == cap && !(small = realloc(small, (cap *= 2) * sizeof(*small))))
+				TU_ASSERT(0, "out of memory");
+			int rc = kr_tx_alloc(tx, SMALL, 3, &small[n]);
+			TU_ASSERT(rc == KR_OK || rc == KR_E_NOSPACE_HEAP, "filling: %s", kr_errmsg());
+			full = rc != KR_OK;
+			n += rc == KR_OK;
+		}
+		if (full) { /* a failed allocation aborts its transaction: commit the rest anew */
+			kr_tx_abort(tx);
+			n -= n % BATCH;
+			break;
+		}
+		TU_OK(kr_tx_commit(tx));
+	}
+	TU_ASSERT(n > 10000, "the heap took only %zu small objects", n);
+	for (size_t i = 0; i < n; i += BATCH) {
+		TU_OK(kr_tx_begin(pool, &tx));
+		for (size_t j = i; j < i + BATCH && j < n; j++)
+			TU_OK(kr_tx_free(tx, small[j]));
+		TU_OK(kr_tx_commit(tx));
+	}
+	free(small);
+	TU_OK(kr_tx_begin(pool, &tx));
+	for (size_t off = 0; off < BIG; off += 4096) {
+		uint8_t *p = kr_tx_add_in_place(tx, big, off, 4096);
+		TU_ASSERT(p, "in place at %zu with the heap's chunks all runs: %s", off, kr_errmsg());
+		memset(p, 0x3c, 4096);
+	}
+	TU_OK(kr_tx_commit(tx));
+	const uint8_t *now = kr_get(pool, big);
+	for (size_t i = 0; i < BIG; i++)
+		TU_ASSERT(now[i] == 0x3c, "byte %zu after a spill from empty runs: %#x", i, now[i]);
+	TU_DEEP_CHECK(pool, "after a spill from empty runs");
+	TU_OK(kr_pool_close(pool));
+	printf("in-place undo spilled into chunks of empty runs: ok\n");
+}
+
 int main(void)
 {
 	char path[128];
@@ -1085,6 +1143,9 @@ int main(void)
 	run_all(pool, check_after);
 	misuse(pool);
 	TU_OK(kr_pool_close(pool));
+	char path11[128];
+	tu_pool_path(path11, sizeof(path11), "inplace-spill-runs");
+	spill_from_empty_runs(path11);
 	/* Object checksums, and with them the block cache, come with full protection only. */
 	static const int modes[][2] = {{1, 0}, {1, 1}, {0, 1}}; /* evict, scribble */
 	for (int i = 0; i < 3 && tu_protection() == KR_PROTECT_FULL; i++) {

@@ -21,8 +21,7 @@
  *   A new run belongs to the lane whose transaction made it until that transaction ends
  *   (kr_heap_end_runs): only it allocates there, so no other commit can depend on a run
  *   that may never be committed. Committed, the run joins the others; otherwise, empty
- *   again, its chunk is free again (one that kept a block is formatted by an internal
- *   transaction, the old way).
+ *   again, its chunk is free again.
  *
  *   The DRAM state mirrors it with more detail: a block can also be reserved (taken by an
  *   uncommitted transaction) or freeing (freed by a committed transaction whose free is not
@@ -42,6 +41,9 @@
  *      chunk record reaches the media only in that transaction's commit, ahead of the
  *      allocations in it (kr_heap_rec_runs): a committed transaction with a block of it
  *      recorded it.
+ *   7. No thread holding h->lock waits at the commit gate: internal transactions commit
+ *      without it (runs_reclaim), since a thread inside the gate may take it (a spill
+ *      segment's kr_heap_reserve) while a repair waits for that thread to leave.
  *
  *   kr_heap_lookup() runs without the lock: chunk types and alloc words are atomics, and a
  *   run's DRAM struct, once created for a chunk, lives until the heap is torn down.
@@ -256,6 +258,25 @@ void kr_heap_fini(struct kr_heap *h)
 	memset(h, 0, sizeof(*h));
 }
 
+#ifdef KR_DEBUG_INVARIANTS
+static _Thread_local int holds_lock; /* this thread holds h->lock (invariant 7) */
+#define NOTE_LOCK(v) (holds_lock = (v))
+#else
+#define NOTE_LOCK(v) ((void)0)
+#endif
+
+static void heap_lock(struct kr_heap *h)
+{
+	pthread_mutex_lock(&h->lock);
+	NOTE_LOCK(1);
+}
+
+static void heap_unlock(struct kr_heap *h)
+{
+	NOTE_LOCK(0);
+	pthread_mutex_unlock(&h->lock);
+}
+
 static int avail_push(struct kr_heap *h, uint32_t gid)
 {
 	struct kr_run *r = h->chunks[gid].run;
@@ -374,9 +395,9 @@ void kr_heap_set_fresh(struct kr_heap *h, uint64_t fresh_word)
 uint64_t kr_heap_fresh_word(struct kr_heap *h)
 {
 	uint32_t total = h->g.nzones * h->chunks_per_zone;
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	uint32_t f = h->fresh;
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 	return f < total ? (uint64_t)f + 1 : 0;
 }
 
@@ -386,6 +407,7 @@ uint64_t kr_heap_fresh_word(struct kr_heap *h)
 static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct kr_img *img)
 {
 	uint64_t seq = 0;
+	KR_INVARIANT("heap.c", 7, !holds_lock);
 	kr_log_enter(h->log, lane);
 	int rc = kr_log_commit(h->log, lane, img, &seq);
 	if (seq) {
@@ -554,12 +576,11 @@ uint32_t kr_heap_new_runs(struct kr_heap *h, const struct kr_lane *lane)
 	return n;
 }
 
-int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
+void kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
 {
-	int rc = KR_OK;
 	if (!lane_first_run(h, lane))
-		return KR_OK;
-	pthread_mutex_lock(&h->lock);
+		return;
+	heap_lock(h);
 	uint32_t g = h->lane_runs[lane->idx];
 	h->lane_runs[lane->idx] = 0;
 	while (g) {
@@ -570,38 +591,36 @@ int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed)
 			run_drop(h, gid);
 			continue;
 		}
+		/* A block of it outlives the transaction only through the commit that recorded
+		 * the run: an abort has unreserved its blocks by now. */
+		KR_INVARIANT("heap.c", 6, committed && r->recorded);
 		r->owner = r->next_new = 0;
-		KR_INVARIANT("heap.c", 6, !committed || r->recorded);
-		if (!(committed && r->recorded)) {
-			/* A block of it outlives the transaction without its commit (none does
-			 * today): the run is formatted on its own, as it was before. */
-			struct kr_img img;
-			kr_img_init(&img);
-			kr_img_reset(&img);
-			int frc = rec_run(h, gid, &img);
-			if (frc == KR_OK)
-				frc = heap_internal_commit(h, lane, &img);
-			kr_img_free(&img);
-			if (frc && rc == KR_OK)
-				rc = frc;
-		}
 		r->recorded = 0;
 		avail_push(h, gid);
 	}
-	pthread_mutex_unlock(&h->lock);
-	return rc;
+	heap_unlock(h);
 }
 
-/* Turns runs with no busy block back into free chunks (one internal transaction). */
+/* Turns runs with no busy block back into free chunks, by an internal transaction of at
+ * most RECLAIM_BATCH chunk words (it may run inside an in-place transaction, whose undo
+ * leaves its lane a quarter free; 256 words did not fit a 16 KiB lane). The runs leave the
+ * lists and take the RECLAIMING owner under h->lock, which is dropped for the commit: a
+ * holder of it must never wait at the commit gate, where a thread inside (a spill segment's
+ * kr_heap_reserve) may wait for the lock while a repair waits for that thread. Nothing can
+ * reach them meanwhile: no block of theirs is allocated or freeing, and no list holds them.
+ * Called without h->lock; KR_OK if it freed a chunk. */
+enum { RECLAIM_BATCH = 32 };
+#define RECLAIMING UINT32_MAX /* kr_run.owner of a run being reclaimed */
+
 static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 {
 	struct kr_img img;
 	kr_img_init(&img);
 	kr_img_reset(&img);
-	uint32_t total = h->g.nzones * h->chunks_per_zone, count = 0;
-	uint32_t *gids = kr_malloc(sizeof(uint32_t) * 256);
-	int rc = gids ? KR_OK : kr_err_set(KR_E_NOMEM, "reclaim");
-	for (uint32_t g = 0; g < total && rc == KR_OK && count < 256; g++) {
+	uint32_t total = h->g.nzones * h->chunks_per_zone, count = 0, gids[RECLAIM_BATCH];
+	int rc = KR_OK;
+	heap_lock(h);
+	for (uint32_t g = 0; g < total && rc == KR_OK && count < RECLAIM_BATCH; g++) {
 		struct kr_chunk_dram *c = &h->chunks[g];
 		if (atomic_load(&c->type) != D_RUN || c->run->nbusy != 0 || c->run->owner)
 			continue;
@@ -611,29 +630,34 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 			break;
 		}
 		*w = 0;
+		c->run->owner = RECLAIMING;
+		c->run->in_avail = 0;
 		gids[count++] = g;
 	}
+	for (unsigned cl = 0; cl < h->nclasses && count; cl++) {
+		uint32_t k = 0;
+		for (uint32_t j = 0; j < h->avail[cl].n; j++)
+			if (h->chunks[h->avail[cl].ids[j]].run->owner != RECLAIMING)
+				h->avail[cl].ids[k++] = h->avail[cl].ids[j];
+		h->avail[cl].n = k;
+	}
+	heap_unlock(h);
 	if (rc == KR_OK && count)
 		rc = heap_internal_commit(h, lane, &img);
 	kr_img_free(&img);
-	if (rc == KR_OK) {
-		for (uint32_t i = 0; i < count; i++) {
-			struct kr_chunk_dram *c = &h->chunks[gids[i]];
-			h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->cls];
-			h->free_bytes += KR_CHUNK_SIZE;
-			c->run->in_avail = 0;
-			atomic_store(&c->type, D_FREE);
+	heap_lock(h);
+	for (uint32_t i = 0; i < count; i++) {
+		struct kr_chunk_dram *c = &h->chunks[gids[i]];
+		c->run->owner = 0;
+		if (rc != KR_OK) { /* nothing changed on media: the run is as it was */
+			avail_push(h, gids[i]);
+			continue;
 		}
-		/* Drop reclaimed runs from the availability lists. */
-		for (unsigned cl = 0; cl < h->nclasses; cl++) {
-			uint32_t k = 0;
-			for (uint32_t j = 0; j < h->avail[cl].n; j++)
-				if (atomic_load(&h->chunks[h->avail[cl].ids[j]].type) == D_RUN)
-					h->avail[cl].ids[k++] = h->avail[cl].ids[j];
-			h->avail[cl].n = k;
-		}
+		h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->cls];
+		h->free_bytes += KR_CHUNK_SIZE;
+		atomic_store(&c->type, D_FREE);
 	}
-	free(gids);
+	heap_unlock(h);
 	return rc ? rc : (count ? KR_OK : KR_E_NOSPACE_HEAP);
 }
 
@@ -715,16 +739,14 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 	uint64_t total = size + sizeof(struct kr_obj_hdr);
 	int cls = size_class(h, total);
 	for (int attempt = 0;; attempt++) {
-		pthread_mutex_lock(&h->lock);
+		heap_lock(h);
 		int rc = cls >= 0 ? reserve_small(h, lane, (unsigned)cls, b) : reserve_large(h, total, b);
 		int have_pending = h->npending > 0;
-		if (rc == KR_E_NOSPACE_HEAP && attempt == 1)
-			rc = runs_reclaim(h, lane) == KR_OK ? -1 : KR_E_NOSPACE_HEAP;
-		pthread_mutex_unlock(&h->lock);
-		if (rc == -1)
-			continue; /* reclaimed something: try again */
+		heap_unlock(h);
 		if (rc != KR_E_NOSPACE_HEAP)
 			return rc;
+		if (attempt > 0 && runs_reclaim(h, lane) == KR_OK)
+			continue; /* reclaimed a batch of empty runs: try again */
 		if (attempt == 0 && have_pending) {
 			/* Frees waiting for durable_seq: force it forward and take them back. */
 			rc = kr_log_sync(h->log, lane);
@@ -743,7 +765,7 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched)
 {
 	uint32_t gid = block_gid(h, b);
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	/* An untouched block still holds what it held: where nothing was taken after it, the
 	 * frontier goes back to where it was, so a transaction that fails leaves the file as
 	 * it was. */
@@ -763,7 +785,7 @@ void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouche
 			r->fresh = b->index;
 	}
 	h->free_bytes += b->bytes;
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }
 
 /* The one record that flips a block's or extent's persistent allocation state. */
@@ -794,7 +816,7 @@ int kr_heap_rec_free(struct kr_heap *h, const struct kr_block *b, struct kr_img 
 void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)
 {
 	uint32_t gid = block_gid(h, b);
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	if (b->index == UINT32_MAX) {
 		atomic_store(&h->chunks[gid].type, D_LARGE);
 	} else {
@@ -803,7 +825,7 @@ void kr_heap_commit_alloc(struct kr_heap *h, const struct kr_block *b)
 	}
 	h->used_bytes += b->bytes;
 	h->nobjects++;
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }
 
 /* release_at from the queue as it is now. Caller holds h->lock. */
@@ -839,17 +861,17 @@ static void pending_push(struct kr_heap *h, uint64_t seq, uint32_t gid, uint32_t
 void kr_heap_unreserve_at(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
 {
 	uint32_t gid = block_gid(h, b);
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	__atomic_store_n(&h->chunks[gid].n, b->nchunks, __ATOMIC_RELAXED);
 	atomic_store(&h->chunks[gid].type, D_LARGE_FREEING);
 	pending_push(h, seq, gid, UINT32_MAX);
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }
 
 void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t seq)
 {
 	uint32_t gid = block_gid(h, b);
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	if (b->index == UINT32_MAX) {
 		atomic_store(&h->chunks[gid].type, D_LARGE_FREEING);
 	} else {
@@ -859,13 +881,13 @@ void kr_heap_commit_free(struct kr_heap *h, const struct kr_block *b, uint64_t s
 	h->used_bytes -= b->bytes;
 	h->nobjects--;
 	pending_push(h, seq, gid, b->index);
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }
 
 static void heap_release(struct kr_heap *h, uint32_t keep)
 {
 	uint64_t d = kr_log_durable_seq(h->log);
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	while (h->npending > keep && h->pending[h->pending_first].seq <= d) {
 		struct kr_pending p = h->pending[h->pending_first];
 		h->pending_first = (h->pending_first + 1) % h->pending_cap;
@@ -896,7 +918,7 @@ static void heap_release(struct kr_heap *h, uint32_t keep)
 	KR_INVARIANT("heap.c", 4, h->used_bytes + h->free_bytes <=
 				      (uint64_t)h->g.nzones * h->chunks_per_zone * KR_CHUNK_SIZE);
 	release_at_set(h);
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }
 
 void kr_heap_release(struct kr_heap *h)
@@ -1139,7 +1161,7 @@ void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit 
 {
 	static const uint64_t zero[RUN_WORDS];
 	memset(sp, 0, sizeof(*sp));
-	pthread_mutex_lock(&h->lock);
+	heap_lock(h);
 	uint32_t total = h->g.nzones * h->chunks_per_zone;
 	for (uint32_t gid = 0; gid < total;) {
 		const struct kr_chunk_meta *m = chunk_meta(h, gid);
@@ -1187,5 +1209,5 @@ void kr_heap_audit(struct kr_heap *h, struct kr_heap_space *sp, struct kr_audit 
 			      (unsigned long long)sp->nobjects, (unsigned long long)h->used_bytes,
 			      (unsigned long long)h->free_bytes, (unsigned long long)h->nobjects,
 			      h->npending);
-	pthread_mutex_unlock(&h->lock);
+	heap_unlock(h);
 }

@@ -103,7 +103,7 @@ int kr_heap_rec_runs(struct kr_heap *h, const struct kr_lane *lane, struct kr_im
 uint32_t kr_heap_new_runs(struct kr_heap *h, const struct kr_lane *lane);
 /* At the end of the lane's transaction, after its commit (committed) or its unreserves:
  * its new runs join the others, or go back to free chunks where nothing of them is busy. */
-int kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed);
+void kr_heap_end_runs(struct kr_heap *h, struct kr_lane *lane, int committed);
 /* Gives a reserved block back; untouched: nothing was written to it since kr_heap_reserve. */
 void kr_heap_unreserve(struct kr_heap *h, const struct kr_block *b, int untouched);
 /* A reserved extent that was written but never allocated (a spill segment, tx.c) goes back

@@ -75,6 +75,11 @@
  *      that flushed it", and no adoption is needed. Checkpoints run when a lane is half
  *      full, so a commit costs one round trip and one lane's worth of commits one more.
  *
+ *  10. The commit gate nests. The allocator's internal transactions (a new spill segment
+ *      that first turns empty runs back into chunks) may commit inside a commit; a thread
+ *      leaves the gate only at its outermost kr_log_exit, so the outer commit never runs
+ *      outside it, where a repair could see half of it.
+ *
  *   Spilled undo. An in-place transaction's undo entries go to a spill segment (a heap
  *   block named by a SPILL record in the lane, or in the segment before it) when they
  *   would leave less than a quarter of the lane free (kr_log_undo_fits): the rest is for
@@ -109,6 +114,7 @@ static _Thread_local struct {
 } lane_hint;
 
 static _Thread_local struct kr_lane *cur_lane; /* the lane this thread is inside, if any */
+static _Thread_local int gate_depth;           /* kr_log_enters inside the outermost one */
 static _Thread_local uint64_t fault_pages[8];  /* repaired during this thread's commit */
 static _Thread_local int nfault_pages;
 
@@ -1217,6 +1223,10 @@ void kr_log_spill_detach(struct kr_lane *l)
  * ------------------------------------------------------------------------------------- */
 void kr_log_enter(struct kr_log *log, struct kr_lane *l)
 {
+	if (cur_lane == l) { /* an internal commit inside a commit (invariant 10) */
+		gate_depth++;
+		return;
+	}
 	for (;;) {
 		atomic_store(&l->in_commit, 1);
 		if (!atomic_load(&log->repairing))
@@ -1230,6 +1240,11 @@ void kr_log_enter(struct kr_log *log, struct kr_lane *l)
 
 void kr_log_exit(struct kr_log *log, struct kr_lane *l)
 {
+	KR_INVARIANT("log.c", 10, cur_lane == l && atomic_load(&l->in_commit));
+	if (gate_depth) {
+		gate_depth--;
+		return;
+	}
 	cur_lane = NULL;
 	atomic_store_explicit(&l->in_commit, 0, memory_order_release);
 	for (; nfault_pages > 0; nfault_pages--)

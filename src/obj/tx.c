@@ -1303,7 +1303,6 @@ static int tx_home_undo(struct kr_tx *tx)
  * tx_home_write fills them in (m->crc_at: where, in the image). */
 static int tx_home_crcs(struct kr_tx *tx)
 {
-	kr_pool *pool = tx->pool;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next) {
 		if (!m->home || m->fresh)
 			continue;
@@ -1714,9 +1713,7 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (m->fresh && !committed && !m->freed)
 			kr_heap_unreserve(&pool->heap, &m->block, !tx->direct && !m->in_place);
-	int rc = kr_heap_end_runs(&pool->heap, lane, committed);
-	if (rc)
-		kr_pool_fail(pool, rc);
+	kr_heap_end_runs(&pool->heap, lane, committed);
 	if (__builtin_expect(pool->debug != NULL, 0))
 		kr_debug_release_all(pool, tx);
 	struct kr_tx **pp = &tx_open_list;
