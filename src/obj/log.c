@@ -1272,6 +1272,7 @@ int kr_log_suspend(void)
 {
 	if (!cur_lane)
 		return 0;
+	atomic_store(&cur_lane->stepped_out, 1); /* before it leaves: kr_log_any_stepped_out */
 	atomic_store(&cur_lane->in_commit, 0);
 	return 1;
 }
@@ -1285,11 +1286,20 @@ void kr_log_unsuspend(int token)
 	for (;;) {
 		atomic_store(&cur_lane->in_commit, 1);
 		if (!atomic_load(&cur_lane->log->repairing))
-			return;
+			break;
 		atomic_store(&cur_lane->in_commit, 0);
 		while (atomic_load(&cur_lane->log->repairing))
 			sched_yield();
 	}
+	atomic_store(&cur_lane->stepped_out, 0);
+}
+
+int kr_log_any_stepped_out(struct kr_log *log)
+{
+	for (uint32_t i = 0; i < log->nlanes; i++)
+		if (atomic_load(&log->lanes[i].stepped_out))
+			return 1;
+	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------

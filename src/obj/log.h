@@ -81,6 +81,7 @@ struct kr_lane {
 	struct kr_flush_list deferred;
 
 	_Atomic int in_commit; /* the holder is between kr_log_enter and kr_log_exit */
+	_Atomic int stepped_out; /* ... but out of the gate meanwhile, waiting (kr_log_suspend) */
 	_Atomic int held;      /* bound to a transaction (set and cleared by the holder) */
 	_Atomic uint64_t commits; /* commits through this lane (only the holder adds) */
 
@@ -278,6 +279,10 @@ void kr_log_quiesce(struct kr_log *log);
 void kr_log_resume(struct kr_log *log);
 int kr_log_suspend(void);
 void kr_log_unsuspend(int token);
+/* 1 if a lane's holder stepped out of the gate in the middle of a commit (kr_log_suspend):
+ * with the gate closed, its commit may be half applied (an object's bytes new, its
+ * checksum not yet), which a pass judging checksums would take for damage. */
+int kr_log_any_stepped_out(struct kr_log *log);
 /* Notes a page repaired during this thread's own commit (see hooks.after_fault). */
 void kr_log_note_fault(uint64_t page);
 

@@ -104,6 +104,11 @@ static int lock_set(uint64_t poff, size_t len, uint16_t *idx)
 
 _Thread_local int kr_parity_unlocked;
 
+/* The locks this thread holds through kr_parity_hold: its own calls inside skip them. */
+static _Thread_local uint64_t held[KR_PARITY_LOCKS / 64];
+
+static int is_held(uint16_t i) { return (held[i / 64] >> (i % 64)) & 1; }
+
 /* A thread that must wait for a lock leaves the commit gate while it waits: otherwise an
  * online repair, which waits for every commit to leave, could wait for it while the
  * faulting thread holds the lock it wants. */
@@ -112,6 +117,8 @@ static void lock_range(struct kr_parity *p, const uint16_t *idx, int n, int excl
 	if (kr_parity_unlocked)
 		return;
 	for (int i = 0; i < n; i++) {
+		if (is_held(idx[i]))
+			continue;
 		pthread_rwlock_t *l = &p->locks[idx[i]].rw;
 		if ((exclusive ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l)) == 0)
 			continue;
@@ -127,7 +134,47 @@ static void unlock_range(struct kr_parity *p, const uint16_t *idx, int n)
 	if (kr_parity_unlocked)
 		return;
 	for (int i = n - 1; i >= 0; i--)
-		pthread_rwlock_unlock(&p->locks[idx[i]].rw);
+		if (!is_held(idx[i]))
+			pthread_rwlock_unlock(&p->locks[idx[i]].rw);
+}
+
+/* The lock indices of the parity of data bytes [off, off+len), row by row (parity offsets
+ * are contiguous within a row only), ascending and distinct. */
+static int lock_set_data(const struct kr_parity *p, uint64_t off, size_t len, uint16_t *idx)
+{
+	uint64_t bits[KR_PARITY_LOCKS / 64] = {0};
+	while (len > 0) {
+		size_t piece = p->g.row_size - kr_geom_in_row(&p->g, off);
+		if (piece > len)
+			piece = len;
+		uint16_t part[KR_PARITY_LOCKS];
+		int n = lock_set(kr_geom_parity_of(&p->g, off), piece, part);
+		for (int i = 0; i < n; i++)
+			bits[part[i] / 64] |= 1ull << (part[i] % 64);
+		off += piece;
+		len -= piece;
+	}
+	int n = 0;
+	for (int w = 0; w < KR_PARITY_LOCKS / 64; w++)
+		for (uint64_t b = bits[w]; b; b &= b - 1)
+			idx[n++] = (uint16_t)(w * 64 + __builtin_ctzll(b));
+	return n;
+}
+
+void kr_parity_hold(struct kr_parity *p, uint64_t off, size_t len, int exclusive,
+		    struct kr_parity_hold *h)
+{
+	h->n = kr_parity_unlocked || len == 0 ? 0 : lock_set_data(p, off, len, h->idx);
+	lock_range(p, h->idx, h->n, exclusive); /* all waits before the caller's first store */
+	for (int i = 0; i < h->n; i++)
+		held[h->idx[i] / 64] |= 1ull << (h->idx[i] % 64);
+}
+
+void kr_parity_release(struct kr_parity *p, struct kr_parity_hold *h)
+{
+	for (int i = 0; i < h->n; i++)
+		held[h->idx[i] / 64] &= ~(1ull << (h->idx[i] % 64));
+	unlock_range(p, h->idx, h->n);
 }
 
 /* Atomic word XORs: the delta of each 8-byte parity word, built from old and new. */

@@ -54,6 +54,20 @@ void kr_parity_fini(struct kr_parity *p);
 /* 1 if [off, off+len) lies inside the data rows of one zone. */
 int kr_parity_covers(const struct kr_parity *p, uint64_t off, size_t len);
 
+/* The range locks of the parity of data bytes [off, off+len), held until kr_parity_release:
+ * this thread's parity calls inside take none of them again. For a change of several
+ * pieces (a chunk record's bytes, its bitmap word, its CRC) that must reach home and parity
+ * together: a wait for a lock lets a repair run (wait_begin), and it must not find some
+ * pieces changed and others not, or home changed and parity not. exclusive: held so, as a
+ * patch of crossover bytes or more needs it. */
+struct kr_parity_hold {
+	int n;
+	uint16_t idx[KR_PARITY_LOCKS];
+};
+void kr_parity_hold(struct kr_parity *p, uint64_t off, size_t len, int exclusive,
+		    struct kr_parity_hold *h);
+void kr_parity_release(struct kr_parity *p, struct kr_parity_hold *h);
+
 /* XORs delta into the parity word of the 8-byte aligned data word at off (covered), holding
  * its column's range lock shared, and flushes it. */
 void kr_parity_xor_word(struct kr_parity *p, uint64_t off, uint64_t delta);

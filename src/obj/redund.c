@@ -142,6 +142,26 @@ static void patch_chunk_crcs(struct kr_redund *r, uint64_t off, const uint8_t *o
 	}
 }
 
+/* The column locks of everything one record of the chunk records changes: its bytes and
+ * the CRC words of the records they lie in, taken before the first of them changes. Each of
+ * the patches below may otherwise wait for a lock between two stores, and the wait lets a
+ * repair run (parity.h, wait_begin) that would find home and parity disagreeing there: a
+ * page rebuilt from that column, or a chunk record "repaired" back to its old bitmap. */
+static void hold_record(struct kr_redund *r, uint64_t off, uint64_t len, struct kr_parity_hold *held)
+{
+	uint64_t first, last;
+	held->n = 0;
+	if (!parity_on(r) || !kr_redund_in_meta(r, off, &first))
+		return;
+	uint64_t end = off + len;
+	if (meta_csum_on(r) && kr_redund_in_meta(r, end - 1, &last) && last + REC_SZ > end)
+		end = last + REC_SZ;
+	if (meta_csum_on(r) && first < off)
+		off = first;
+	if (kr_parity_covers(&r->parity, off, end - off))
+		kr_parity_hold(&r->parity, off, end - off, len >= r->parity.crossover, held);
+}
+
 /* The log's apply hook: one record home, with its redundancy. */
 static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *data)
 {
@@ -160,26 +180,31 @@ static void redund_apply(void *ctx, const struct kr_rec_hdr *h, const uint8_t *d
 			break;
 		}
 		/* Parity and CRC patches read the old bytes, so they come before the write. */
+		struct kr_parity_hold held;
+		hold_record(r, h->off, n, &held);
 		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, n))
 			kr_parity_patch(&r->parity, h->off, home, data, n);
 		patch_chunk_crcs(r, h->off, (const uint8_t *)home, data, n);
 		kr_pm_copy(r->pm, home, data, n);
 		kr_pm_flush(r->pm, home, n);
+		kr_parity_release(&r->parity, &held);
 		break;
 	}
 	case KR_REC_SETBITS:
 	case KR_REC_CLRBITS: {
+		struct kr_parity_hold held;
+		hold_record(r, h->off, 8, &held);
 		uint64_t mask = *(const uint64_t *)data;
 		uint64_t old = h->kind == KR_REC_SETBITS ? kr_pm_or64(r->pm, (uint64_t *)home, mask)
 							 : kr_pm_andn64(r->pm, (uint64_t *)home, mask);
 		uint64_t now = h->kind == KR_REC_SETBITS ? old | mask : old & ~mask;
 		kr_pm_flush(r->pm, home, 8);
 		uint64_t delta = old ^ now;
-		if (!delta)
-			break;
-		if (parity_on(r) && kr_parity_covers(&r->parity, h->off, 8))
+		if (delta && parity_on(r) && kr_parity_covers(&r->parity, h->off, 8))
 			kr_parity_xor_word(&r->parity, h->off, delta);
-		patch_chunk_crcs(r, h->off, (const uint8_t *)&old, (const uint8_t *)&now, 8);
+		if (delta)
+			patch_chunk_crcs(r, h->off, (const uint8_t *)&old, (const uint8_t *)&now, 8);
+		kr_parity_release(&r->parity, &held);
 		break;
 	}
 	}
