@@ -755,6 +755,18 @@ static void inflight_unlock(kr_pool *pool)
 	pthread_mutex_unlock(&pool->tx->inflight_lock);
 }
 
+/* Reads one byte of every page of home's [p, p+len) before the caller takes the in-flight
+ * list to read them: a lost page faults here, with the list free for the repair, and not
+ * under it, where a repair another thread started on the same page would wait for the list
+ * while this thread's handler waits for that repair (inflight_try_hold). */
+static void home_touch(const uint8_t *p, size_t len)
+{
+	if (!len)
+		return;
+	for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)(KR_PAGE_SIZE - 1); a < (uintptr_t)p + len; a += KR_PAGE_SIZE)
+		(void)*(const volatile uint8_t *)(a < (uintptr_t)p ? (uintptr_t)p : a);
+}
+
 /* swapped is read by other transactions under inflight_lock (tx_add_stored_crc): set there. */
 static void set_swapped(kr_pool *pool, struct mbuf *m, uint8_t v)
 {
@@ -1027,11 +1039,12 @@ static void range_meets(void *ctx, const struct mbuf *m, uint64_t a, uint64_t b)
 }
 
 /* The in-flight list for a repair, which holds commits still. No thread holds the list
- * while it waits for a parity lock (mbuf_patch_home), but one that holds it may fault
- * reading home (mbuf_fill_gaps, kr_tx_add_stored) on the page being repaired, and then
- * wait in its own handler for this repair to end: a repair that waited for the list would
- * wait forever. So it tries for a while (the list is otherwise held for microseconds) and
- * then gives up. */
+ * while it waits for a parity lock (mbuf_patch_home), and none reads home under it without
+ * touching those pages first (home_touch), so a page lost before it took the list faults
+ * outside it. One lost in the microseconds between the touch and the read would still fault
+ * under the list, the thread then waiting in its own handler for this repair to end: a
+ * repair that waited for the list would wait forever. So it tries for a while (the list is
+ * otherwise held for microseconds) and then gives up. */
 static int inflight_try_hold(kr_pool *pool)
 {
 	struct timespec t0, t;
@@ -1454,6 +1467,7 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 	if (m->fresh && !m->in_place) {
 		/* What the free block holds now is what its parity was computed over; the
 		 * application finds zeros, as kr_tx_alloc promises, once the intent is durable. */
+		home_touch(home, m->size);
 		inflight_lock(pool);
 		memcpy(m->buf, home, m->size);
 		m->in_place = 1;
@@ -1472,6 +1486,7 @@ void *kr_tx_add_in_place(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 				tx_fail(tx, rc);
 				return NULL;
 			}
+			home_touch(home + off, len);
 			inflight_lock(pool);
 			mbuf_fill_gaps(pool, m, off, off + len);
 			inflight_unlock(pool);
@@ -1628,6 +1643,7 @@ int kr_tx_add_stored(kr_tx *tx, kr_oid oid, size_t off, size_t len, const void *
 	}
 	const uint8_t *home = (const uint8_t *)pool->pm.base + oid;
 	uint64_t pos = off, e = off + len;
+	home_touch(home + off, len);
 	inflight_lock(pool);
 	for (uint32_t i = 0; i <= m->nranges && pos < e; i++) {
 		uint64_t gap_end = i < m->nranges ? m->ranges[i].start : e;
