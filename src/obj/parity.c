@@ -164,7 +164,13 @@ static int lock_set_data(const struct kr_parity *p, uint64_t off, size_t len, ui
 void kr_parity_hold(struct kr_parity *p, uint64_t off, size_t len, int exclusive,
 		    struct kr_parity_hold *h)
 {
-	h->n = kr_parity_unlocked || len == 0 ? 0 : lock_set_data(p, off, len, h->idx);
+	if (kr_parity_unlocked || len == 0)
+		h->n = 0;
+	else if (off / P == (off + len - 1) / P) { /* one page (a chunk record's word and CRC) */
+		h->idx[0] = (uint16_t)(kr_geom_parity_of(&p->g, off) / P % KR_PARITY_LOCKS);
+		h->n = 1;
+	} else
+		h->n = lock_set_data(p, off, len, h->idx);
 	lock_range(p, h->idx, h->n, exclusive); /* all waits before the caller's first store */
 	for (int i = 0; i < h->n; i++)
 		held[h->idx[i] / 64] |= 1ull << (h->idx[i] % 64);
