@@ -481,8 +481,8 @@ static uint32_t *lane_runs(struct kr_heap *h, const struct kr_lane *lane)
 	return &h->lane_runs[lane->idx];
 }
 
-/* A new run with no busy block goes back to the free chunks, written nowhere. Caller holds
- * h->lock. */
+/* A run with no busy block goes back to the free chunks in DRAM (a new one was written
+ * nowhere; a reclaimed one's chunk word was cleared by its commit). Caller holds h->lock. */
 static void run_drop(struct kr_heap *h, uint32_t gid)
 {
 	struct kr_chunk_dram *c = &h->chunks[gid];
@@ -647,15 +647,12 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 	kr_img_free(&img);
 	heap_lock(h);
 	for (uint32_t i = 0; i < count; i++) {
-		struct kr_chunk_dram *c = &h->chunks[gids[i]];
-		c->run->owner = 0;
+		h->chunks[gids[i]].run->owner = 0;
 		if (rc != KR_OK) { /* nothing changed on media: the run is as it was */
 			avail_push(h, gids[i]);
 			continue;
 		}
-		h->free_bytes -= (uint64_t)c->run->nblocks * h->classes[c->cls];
-		h->free_bytes += KR_CHUNK_SIZE;
-		atomic_store(&c->type, D_FREE);
+		run_drop(h, gids[i]);
 	}
 	heap_unlock(h);
 	return rc ? rc : (count ? KR_OK : KR_E_NOSPACE_HEAP);
