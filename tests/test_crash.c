@@ -73,9 +73,9 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 int main(void)
 {
 	uint64_t seed = tu_seed("test_crash", 20240601);
-	/* make check runs two parts (KR_TEST_SCALE=0.35, two seeds): 700 transactions each
-	 * in the normal build, 250 under ASan (tu_scaled); make torture 2000 each. */
-	unsigned ntx = tu_scaled(2000, 250);
+	/* make check runs two parts (KR_TEST_SCALE=0.2, two seeds): 400 transactions each
+	 * in the normal build, 100 under ASan (tu_scaled); make torture 2000 each. */
+	unsigned ntx = tu_scaled(2000, 100);
 	const struct wl_params params = {
 		.nslots = NSLOTS,
 		.min_size = 8,

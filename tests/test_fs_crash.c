@@ -100,7 +100,7 @@ static int check_image(void *ctx, const struct crashsim_image *img)
 int main(void)
 {
 	uint64_t seed = tu_seed("test_fs_crash", 777);
-	unsigned nops = tu_scaled(500, 60); /* 500 normal, 125 under ASan; the variants fewer */
+	unsigned nops = tu_scaled(500, 60); /* 500 in make torture; make check scales it down */
 	char path[128];
 	tu_pool_path(path, sizeof(path), "fs-crash");
 	struct kr_fs_mkfs_opts mo = {.struct_size = sizeof(mo), .size = 4 << 20, .ninodes = 64,
