@@ -8,14 +8,20 @@
  * until commit, abort discarding everything); kr_tx_owner() on every kind of offset;
  * kr_update(); iteration over live objects in
  * pool order; objects from 16 B to 16 MiB in a 64 MiB pool; and the used/free accounting
- * of kr_pool_stat() around allocations and frees of small and large objects.
+ * of kr_pool_stat() around allocations and frees of small and large objects; and that a
+ * prefaulted create maps the pool whole once.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "layout.h"
@@ -703,6 +709,65 @@ static void test_new_run(void **state)
 	TU_DEEP_CHECK(f->pool, "after a new run gave its chunk back to another");
 }
 
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+/* The page faults of prefaulting a fresh file of size bytes in dir (mmap, MADV_POPULATE_WRITE). */
+static long populate_faults(const char *dir, size_t size)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/keratin-basic-populate-%d", dir, (int)getpid());
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	TU_ASSERT(fd >= 0 && ftruncate(fd, (off_t)size) == 0, "%s: %s", path, strerror(errno));
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	TU_ASSERT(m != MAP_FAILED, "mmap: %s", strerror(errno));
+	long before = minor_faults();
+	int rc = madvise(m, size, MADV_POPULATE_WRITE);
+	long faults = minor_faults() - before;
+	munmap(m, size);
+	close(fd);
+	unlink(path);
+	return rc == 0 ? faults : -1;
+}
+
+/* kr_pool_create with KR_OPEN_PREFAULT prefaults the pool once, at the mapping it returns:
+ * the mapping that formats the file writes a few pages only. Counted in minor faults against
+ * one prefault of a file of the same size, in /dev/shm (4 KiB pages there, where a test
+ * directory may have huge ones). */
+static void test_create_prefaults_once(void **state)
+{
+	struct fixture *f = *state;
+	const size_t size = 16u << 20;
+	const char *dir = "/dev/shm";
+	long one = populate_faults(dir, size);
+	if (one < (long)(size / 4096 / 2)) {
+		printf("create prefaults once: SKIP (prefaulting %zu MiB in %s took %ld faults: "
+		       "no 4 KiB pages or no MADV_POPULATE_WRITE here)\n", size >> 20, dir, one);
+		return;
+	}
+	char path[160];
+	snprintf(path, sizeof(path), "%s/keratin-basic-create-%d", dir, (int)getpid());
+	struct kr_create_opts o = {.struct_size = sizeof(o), .size = size,
+				   .flags = KR_OPEN_FORCE_PMEM | KR_OPEN_PREFAULT,
+				   .protection = KR_PROTECT_FULL};
+	long before = minor_faults();
+	int rc = kr_pool_create(path, &o, &f->pool);
+	long faults = minor_faults() - before;
+	if (rc == KR_OK) {
+		TU_DEEP_CHECK(f->pool, "after a prefaulted create");
+		kr_pool_close(f->pool);
+		f->pool = NULL;
+	}
+	unlink(path);
+	ASSERT_OK(rc);
+	TU_ASSERT(faults < one + one / 2, "kr_pool_create prefaulted %ld faults' worth, one prefault "
+		  "of the file is %ld: it mapped the pool whole more than once", faults, one);
+}
+
 int main(void)
 {
 	const struct tu_case tests[] = {
@@ -716,6 +781,7 @@ int main(void)
 		TU_CASE(test_sizes, setup, teardown),
 		TU_CASE(test_stat_accounting, setup, teardown),
 		TU_CASE(test_new_run, setup, teardown),
+		TU_CASE(test_create_prefaults_once, setup, teardown),
 	};
 	return TU_RUN_CASES("basic", tests);
 }

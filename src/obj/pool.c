@@ -426,7 +426,9 @@ int kr_pool_create(const char *path, const struct kr_create_opts *o, kr_pool **o
 	}
 	if ((rc = pool_allocate(pool->pm.fd, h.pool_size, o, path)))
 		goto fail;
-	if ((rc = kr_pm_map(&pool->pm, pool->pm.fd, h.pool_size, o->flags, path)))
+	/* This mapping writes a few pages of format and is dropped; pool_start's maps the pool
+	 * for use, prefaulted if asked. */
+	if ((rc = kr_pm_map(&pool->pm, pool->pm.fd, h.pool_size, o->flags & ~KR_OPEN_PREFAULT, path)))
 		goto fail;
 	/* The file is all zero: an empty heap, empty lanes, no root. Then durable_seq 0 and
 	 * "clean", and the header last (invariant 2). */
