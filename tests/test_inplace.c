@@ -646,24 +646,11 @@ static void *second_writer(void *arg)
 	return NULL;
 }
 
-/* A new pool at path with one object of size bytes of 0x11. */
-static kr_pool *pool_with_object(const char *path, size_t size, kr_oid *oid)
-{
-	kr_pool *pool;
-	kr_tx *tx;
-	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
-	TU_OK(kr_tx_begin(pool, &tx));
-	TU_OK(kr_tx_alloc(tx, size, 1, oid));
-	memset(kr_tx_open(tx, *oid), 0x11, size);
-	TU_OK(kr_tx_commit(tx));
-	return pool;
-}
-
 static void two_writers(const char *path, size_t size)
 {
 	kr_tx *tx;
 	struct second_writer w;
-	kr_pool *pool = pool_with_object(path, size, &w.oid);
+	kr_pool *pool = tu_pool_with_object(path, 16 << 20, 0, size, &w.oid);
 	w.pool = pool;
 	TU_OK(kr_tx_begin(pool, &tx));
 	uint8_t *a = kr_tx_add_in_place(tx, w.oid, 0, 64);
@@ -714,7 +701,7 @@ static void two_writers_one_waiting(const char *path)
 	kr_tx *tx;
 	struct home_writer w = {.len = HOME};
 	sem_init(&w.stored, 0, 0);
-	kr_pool *pool = pool_with_object(path, SIZE, &w.oid);
+	kr_pool *pool = tu_pool_with_object(path, 16 << 20, 0, SIZE, &w.oid);
 	w.pool = pool;
 	/* The parity lock of the home range's second page. */
 	uint64_t second = (w.oid + 4096) & ~(uint64_t)4095;
@@ -1120,13 +1107,13 @@ static void poison_two_threads(const char *path)
 {
 	enum { SIZE = 3 * 4096, ROUNDS = 8 };
 	kr_oid oid;
-	kr_pool *pool = pool_with_object(path, SIZE, &oid);
+	kr_pool *pool = tu_pool_with_object(path, 16 << 20, 0, SIZE, &oid);
 	for (int round = 0; round < ROUNDS; round++) {
 		size_t off = 4096 + 128 * (size_t)round; /* a byte of the object's second page */
 		uint64_t page = (oid + off) & ~4095ull;
 		TU_OK(kr_inject_poison(pool, page));
 		struct kr_quiesce q;
-		kr_quiesce_begin(&q, &pool->log, 1); /* the repair lock: both threads wait for it */
+		kr_quiesce_begin(&q, &pool->log); /* the repair lock: both threads wait for it */
 		struct lost_reader r = {.p = home(pool, oid) + off + 64};
 		struct lost_writer w = {.pool = pool, .oid = oid, .off = off};
 		pthread_t tr, tw;

@@ -17,6 +17,12 @@
  *     that is not there (or, in a chunk record, repair it back to its old bytes). The
  *     scrubber waits until no commit is out of the gate (log.h, kr_log_any_stepped_out):
  *     no pass completes while the commit waits, and passes go on after it.
+ *   - stale: the same half-applied commit, its object's new checksum written with its first
+ *     range and its second range waiting, while the stale-map cleaner runs over the
+ *     object's page (the application persisted a store there itself). A checksum
+ *     recomputed over the half-applied bytes was wrong once the commit went on, and the
+ *     object then failed every read. The cleaner, like the scrubber and the online repair
+ *     of one object, waits until no commit is out of the gate (kr_quiesce_hold_settled).
  *
  * The test holds the parity locks itself (pool internals), so each window is held open for
  * as long as the test needs. Full protection only: the windows are parity's.
@@ -33,12 +39,14 @@
 #include "ftutil.h"
 #include "parity.h"
 #include "pool_state.h"
+#include "stale.h"
 #include "testutil.h"
 
 struct committer {
 	kr_pool *pool;
 	kr_oid oid;
 	size_t off, len; /* len 0: free the object */
+	size_t off2, len2; /* a second range, if len2 */
 	int rc;
 };
 
@@ -53,6 +61,11 @@ static void *commit_run(void *arg)
 		uint8_t *p = kr_tx_add(tx, c->oid, c->off, c->len);
 		TU_ASSERT(p, "kr_tx_add: %s", kr_errmsg());
 		memset(p, 0x5a, c->len);
+		if (c->len2) {
+			p = kr_tx_add(tx, c->oid, c->off2, c->len2);
+			TU_ASSERT(p, "kr_tx_add: %s", kr_errmsg());
+			memset(p, 0x6b, c->len2);
+		}
 	}
 	c->rc = kr_tx_commit(tx);
 	return NULL;
@@ -65,6 +78,13 @@ static pthread_rwlock_t *lock_of(kr_pool *pool, uint64_t data_off)
 }
 
 static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000}, NULL); }
+
+static void await_stepped_out(kr_pool *pool)
+{
+	for (int ms = 0; !kr_log_any_stepped_out(&pool->log) && ms < 10000; ms++)
+		sleep_ms(1);
+	TU_ASSERT(kr_log_any_stepped_out(&pool->log), "the commit did not step out of the gate");
+}
 
 /* A free waits for the bitmap word's column lock; a page of row 1 of that column is lost
  * and read (rebuilt) meanwhile. */
@@ -115,14 +135,8 @@ static void bits(const char *path)
 static void scrub(const char *path)
 {
 	enum { SIZE = 8192, OFF = 5000, LEN = 64 };
-	kr_pool *pool;
-	TU_OK(tu_create(path, 8 << 20, 8, 0, 0, &pool));
 	kr_oid x;
-	kr_tx *tx;
-	TU_OK(kr_tx_begin(pool, &tx));
-	TU_OK(kr_tx_alloc(tx, SIZE, 1, &x));
-	memset(kr_tx_open(tx, x), 0x11, SIZE);
-	TU_OK(kr_tx_commit(tx));
+	kr_pool *pool = tu_pool_with_object(path, 8 << 20, 8, SIZE, &x);
 	uint64_t crc_page = (x - 8) & ~4095ull, data_page = (x + OFF) & ~4095ull;
 	TU_ASSERT(crc_page != data_page, "checksum and data in one page");
 	pthread_rwlock_t *lock = lock_of(pool, crc_page);
@@ -140,9 +154,7 @@ static void scrub(const char *path)
 	struct committer c = {.pool = pool, .oid = x, .off = OFF, .len = LEN};
 	pthread_t t;
 	TU_ASSERT(pthread_create(&t, NULL, commit_run, &c) == 0, "pthread_create");
-	for (int ms = 0; !kr_log_any_stepped_out(&pool->log) && ms < 10000; ms++)
-		sleep_ms(1);
-	TU_ASSERT(kr_log_any_stepped_out(&pool->log), "the commit did not step out of the gate");
+	await_stepped_out(pool);
 	const uint8_t *home = (const uint8_t *)kr_pool_base(pool) + x; /* its stores came before */
 	TU_ASSERT(home[OFF] == 0x5a, "the commit's data record was not applied before its wait");
 	sleep_ms(20); /* any pass under way when the commit stepped out ends */
@@ -168,7 +180,60 @@ static void scrub(const char *path)
 	printf("scrub: no pass while a commit was out of the gate half applied; passes after it\n");
 }
 
-/* Usage: test_stepped_out [bits|scrub] (both without an argument). */
+static void *clean_run(void *arg)
+{
+	kr_pool *pool = arg;
+	TU_OK(kr_stale_clean(pool));
+	return NULL;
+}
+
+/* A commit of two ranges of an object: the first, at its start, carries the new checksum
+ * (tx.c, crc_merged); the second waits for its page's column lock. The application has
+ * persisted a store of its own into the object's first page, so the cleaner, run meanwhile
+ * on another thread, recomputes the object's checksum. */
+static void stale(const char *path)
+{
+	enum { SIZE = 8192, OFF2 = 5000, LEN = 64, STORED = 2000 };
+	setenv("KERATIN_STALE_MS", "0", 1); /* no cleaner thread: the test runs each pass */
+	kr_oid x;
+	kr_pool *pool = tu_pool_with_object(path, 8 << 20, 8, SIZE, &x);
+	uint8_t *home = (uint8_t *)kr_pool_base(pool) + x;
+	uint64_t first_page = (x - 8) & ~4095ull, second_page = (x + OFF2) & ~4095ull;
+	TU_ASSERT(first_page == ((x + STORED) & ~4095ull) && first_page != second_page,
+		  "the object's pages are not as the case needs");
+	home[STORED] = 0x22;
+	TU_OK(kr_stored_persist(pool, home + STORED, 1));
+	pthread_rwlock_t *lock = lock_of(pool, second_page);
+	TU_ASSERT(lock != lock_of(pool, first_page), "one lock for both pages");
+	TU_ASSERT(pthread_rwlock_wrlock(lock) == 0, "parity lock");
+	struct committer c = {.pool = pool, .oid = x, .off = 0, .len = LEN, .off2 = OFF2, .len2 = LEN};
+	pthread_t t, cleaner;
+	TU_ASSERT(pthread_create(&t, NULL, commit_run, &c) == 0, "pthread_create");
+	await_stepped_out(pool);
+	TU_ASSERT(home[0] == 0x5a && home[OFF2] == 0x11, "the commit is not half applied");
+	TU_ASSERT(pthread_create(&cleaner, NULL, clean_run, pool) == 0, "pthread_create");
+	sleep_ms(100); /* the cleaner's pass, had it not waited */
+	pthread_rwlock_unlock(lock);
+	pthread_join(t, NULL);
+	TU_OK(c.rc);
+	pthread_join(cleaner, NULL);
+	TU_OK(kr_stale_clean(pool));
+	const uint8_t *p;
+	kr_tx *tx;
+	TU_OK(kr_tx_begin(pool, &tx));
+	p = kr_tx_get(tx, x);
+	TU_ASSERT(p, "stale: the object fails its read after a cleaner pass over its half-applied "
+		  "commit: %s", kr_errmsg());
+	TU_ASSERT(p[0] == 0x5a && p[OFF2] == 0x6b && p[STORED] == 0x22, "stale: the object's bytes "
+		  "are %#x %#x %#x", p[0], p[OFF2], p[STORED]);
+	kr_tx_abort(tx);
+	TU_DEEP_CHECK(pool, "after a cleaner pass around a commit that waited");
+	TU_OK(kr_pool_close(pool));
+	unsetenv("KERATIN_STALE_MS");
+	printf("stale: the cleaner waited for a commit out of the gate half applied\n");
+}
+
+/* Usage: test_stepped_out [bits|scrub|stale] (all without an argument). */
 int main(int argc, char **argv)
 {
 	if (tu_protection() != KR_PROTECT_FULL) {
@@ -183,6 +248,10 @@ int main(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "scrub") == 0) {
 		tu_pool_path(path, sizeof(path), "stepped-scrub");
 		scrub(path);
+	}
+	if (argc < 2 || strcmp(argv[1], "stale") == 0) {
+		tu_pool_path(path, sizeof(path), "stepped-stale");
+		stale(path);
 	}
 	return 0;
 }

@@ -281,6 +281,18 @@ int tu_open(const char *path, kr_pool **pool)
 	return kr_pool_open(path, tu_map_flags(), pool);
 }
 
+kr_pool *tu_pool_with_object(const char *path, uint64_t pool_size, uint32_t rows, size_t size, kr_oid *oid)
+{
+	kr_pool *pool;
+	kr_tx *tx;
+	TU_OK(tu_create(path, pool_size, rows, 0, 0, &pool));
+	TU_OK(kr_tx_begin(pool, &tx));
+	TU_OK(kr_tx_alloc(tx, size, 1, oid));
+	memset(kr_tx_open(tx, *oid), 0x11, size);
+	TU_OK(kr_tx_commit(tx));
+	return pool;
+}
+
 kr_oid tu_alloc_zeros(kr_pool *pool, size_t size)
 {
 	kr_tx *tx;

@@ -126,6 +126,9 @@ int tu_create(const char *path, uint64_t size, uint32_t rows, uint32_t nlanes, u
 	      kr_pool **pool);
 /* kr_pool_open with tu_map_flags(). */
 int tu_open(const char *path, kr_pool **pool);
+/* A new pool (tu_create, rows as there, default lanes) holding one object of size bytes,
+ * all 0x11, committed; *oid names it. */
+kr_pool *tu_pool_with_object(const char *path, uint64_t pool_size, uint32_t rows, size_t size, kr_oid *oid);
 /* One transaction allocating size bytes of type 7; fails the test unless the new object
  * reads as zeros (free space that held data must not show through). */
 kr_oid tu_alloc_zeros(kr_pool *pool, size_t size);

@@ -1294,6 +1294,15 @@ void kr_log_unsuspend(int token)
 	atomic_store(&cur_lane->stepped_out, 0);
 }
 
+void kr_log_abandon(void)
+{
+	if (!cur_lane)
+		return;
+	atomic_store(&cur_lane->stepped_out, 0);
+	cur_lane = NULL;
+	gate_depth = 0;
+}
+
 int kr_log_any_stepped_out(struct kr_log *log)
 {
 	for (uint32_t i = 0; i < log->nlanes; i++)

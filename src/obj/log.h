@@ -279,6 +279,10 @@ void kr_log_quiesce(struct kr_log *log);
 void kr_log_resume(struct kr_log *log);
 int kr_log_suspend(void);
 void kr_log_unsuspend(int token);
+/* Instead of kr_log_unsuspend: the stepped-out commit will not go on (a fault passed on;
+ * the pool fails). The thread is no longer in a commit, and no longer counts as stepped
+ * out, so no repair or pass waits for it. */
+void kr_log_abandon(void);
 /* 1 if a lane's holder stepped out of the gate in the middle of a commit (kr_log_suspend):
  * with the gate closed, its commit may be half applied (an object's bytes new, its
  * checksum not yet), which a pass judging checksums would take for damage. */

@@ -227,7 +227,7 @@ int kr_inject_poison(kr_pool *pool, uint64_t off)
 	/* Under the repair lock, so that a fault between the two steps waits for the loss to be
 	 * complete instead of repairing a page that is about to lose its content. */
 	struct kr_quiesce q;
-	kr_quiesce_begin(&q, &pool->log, 1);
+	kr_quiesce_begin(&q, &pool->log);
 	bool hidden;
 	rc = kr_media_lose_page(pool->pm.fd, pool->pm.base + off, off, &hidden);
 	kr_quiesce_end(&q);
@@ -289,7 +289,7 @@ static bool pool_fault(void *ctx, int sig, const siginfo_t *si, const void *ucon
 	if (!pool->pm.readonly) /* a private view repairs only itself */
 		kr_media_list_add(pool->path, off); /* step 1: a crash from here on repeats the repair */
 	struct kr_quiesce q;
-	kr_quiesce_begin(&q, &pool->log, 1);
+	kr_quiesce_begin(&q, &pool->log);
 	int slot = poisoned_find(pool, off);
 	if (sig == SIGBUS || slot >= 0) { /* not already repaired by another thread */
 		uint64_t t0 = now_ns();
@@ -324,7 +324,7 @@ static void after_fault(void *ctx, uint64_t page)
 	kr_pool *pool = ctx;
 	struct kr_redund *r = &pool->redund;
 	struct kr_quiesce q;
-	kr_quiesce_hold(&q, &pool->log, 0);
+	kr_quiesce_hold(&q, &pool->log);
 	uint64_t rec;
 	if (kr_redund_in_meta(r, page, &rec))
 		for (; rec < page + P && kr_redund_in_meta(r, rec, &rec); rec += sizeof(struct kr_chunk_meta))

@@ -694,6 +694,17 @@ static int inflight_in_pages(kr_pool *pool, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* Whether an in-flight in-place range lies in the object (*holds: kr_tx_inflight_object_holds)
+ * or in one of its page columns. */
+static int inflight_busy(kr_pool *pool, const struct kr_block *b, int *holds)
+{
+	kr_tx_inflight_hold(pool);
+	*holds = kr_tx_inflight_object_holds(pool, b);
+	int busy = *holds >= 0 || inflight_in_pages(pool, b->off, b->bytes);
+	kr_tx_inflight_release(pool);
+	return busy;
+}
+
 /* An object that failed its checksum, repaired online (commits held back): its damaged pages
  * located and rebuilt as in a pass. KR_OK if the object then verifies. */
 int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
@@ -706,16 +717,21 @@ int kr_scrub_object(kr_pool *pool, const struct kr_block *b)
 	struct kr_check_report rep = {0};
 	struct scrub s = {.pool = pool, .rep = &rep, .repair = 1};
 	struct item it = {.off = b->off, .len = b->bytes, .b = *b, .is_object = 1};
-	struct kr_quiesce q;
-	kr_quiesce_hold(&q, &pool->log, 0);
 	/* An open in-place transaction writes this object, or another in one of its page
 	 * columns: home holds stores that the checksum, or parity, does not reflect yet. The
 	 * object is sound if its checksum holds with those ranges' old bytes; a repair now
-	 * would undo the stores, or rebuild from rows that parity does not describe. */
-	kr_tx_inflight_hold(pool);
-	int holds = kr_tx_inflight_object_holds(pool, b);
-	int busy = holds >= 0 || inflight_in_pages(pool, b->off, b->bytes);
-	kr_tx_inflight_release(pool);
+	 * would undo the stores, or rebuild from rows that parity does not describe.
+	 * Otherwise a commit out of the gate may have written this object's bytes and not yet
+	 * its checksum: it goes on first (that transaction may be an in-place one, waiting for
+	 * a lock that this thread holds: so the in-flight test comes first). */
+	struct kr_quiesce q;
+	int holds, busy;
+	kr_quiesce_hold(&q, &pool->log);
+	while (!(busy = inflight_busy(pool, b, &holds)) && kr_log_any_stepped_out(&pool->log)) {
+		kr_quiesce_release(&q);
+		if (!kr_quiesce_hold_settled(&q, &pool->log, 0))
+			return object_ok(pool, b) ? KR_OK : KR_E_CORRUPT_OBJECT;
+	}
 	if (busy) {
 		kr_quiesce_release(&q);
 		return holds == 1 || object_ok(pool, b) ? KR_OK : KR_E_CORRUPT_OBJECT;
@@ -880,22 +896,18 @@ static void *scrubber(void *arg)
 		 * slices is the next step for large pools). */
 		struct kr_check_report rep = {0};
 		struct kr_quiesce q;
-		kr_quiesce_hold(&q, &pool->log, 0);
 		/* A commit that waits for a parity lock steps out of the gate, maybe half applied
 		 * (log.h): its object's bytes new and its checksum old, which the pass would
-		 * report as damage. Such waits are short; the pass waits for them with the gate
-		 * open, for up to a second, and is skipped if one outlasts that. */
+		 * report as damage. Such waits are short; the pass waits for them for up to a
+		 * second, and is skipped if one outlasts that. */
 		int ran = 0;
-		for (int tries = 0; tries < 1000 && kr_log_any_stepped_out(&pool->log); tries++) {
+		if (kr_quiesce_hold_settled(&q, &pool->log, 1000)) {
+			if (kr_log_sync(&pool->log, NULL) == KR_OK) {
+				scrub_run(pool, KR_CHECK_REPAIR, &rep);
+				ran = 1;
+			}
 			kr_quiesce_release(&q);
-			nanosleep(&(struct timespec){0, 1000000}, NULL);
-			kr_quiesce_hold(&q, &pool->log, 0);
 		}
-		if (!kr_log_any_stepped_out(&pool->log) && kr_log_sync(&pool->log, NULL) == KR_OK) {
-			scrub_run(pool, KR_CHECK_REPAIR, &rep);
-			ran = 1;
-		}
-		kr_quiesce_release(&q);
 		pthread_mutex_lock(&sc->lock);
 		pool->scrub_passes += ran;
 		last = c;

@@ -42,9 +42,10 @@
  *      claimed it (a persist meanwhile set it again: the column stays marked). A checksum
  *      the cleaner writes into another column's page marks that column first.
  *   3. A DRAM group bit is set only while its persistent bit is set (both under lock).
- *   4. The cleaner recomputes with commits held still (the commit gate closed, so no apply
- *      is half done) and skips columns where an in-place transaction's range lies (home
- *      holds its uncommitted bytes): they stay marked.
+ *   4. The cleaner recomputes with commits held still and none half applied (the commit
+ *      gate closed with no commit out of it waiting for a parity lock: kr_quiesce_hold_settled)
+ *      and skips columns where an in-place transaction's range lies (home holds its
+ *      uncommitted bytes): they stay marked.
  *   5. No replay overwrites a persisted store: before a range is written back (after its
  *      marks), every transaction that wrote its columns (kr_tx_group_writer, noted at each
  *      transaction's end) is at or below durable_seq, or the range's bytes are logged after them
@@ -433,10 +434,12 @@ int kr_stale_trust_object(kr_pool *pool, const struct kr_block *b)
 	 * with commits held still. */
 	pthread_mutex_lock(&s->clean_lock);
 	struct kr_quiesce q;
-	kr_quiesce_hold(&q, &pool->log, 0);
-	recompute_object(pool, b);
-	int rc = kr_pm_fence(&pool->pm);
-	kr_quiesce_release(&q);
+	int rc = KR_OK;
+	if (kr_quiesce_hold_settled(&q, &pool->log, 0)) { /* invariant 4 */
+		recompute_object(pool, b);
+		rc = kr_pm_fence(&pool->pm);
+		kr_quiesce_release(&q);
+	}
 	pthread_mutex_unlock(&s->clean_lock);
 	return rc;
 }
@@ -546,7 +549,10 @@ int kr_stale_clean(kr_pool *pool)
 	uint64_t done[MAP_WORDS] = {0};
 	pthread_mutex_lock(&s->clean_lock);
 	struct kr_quiesce q;
-	kr_quiesce_hold(&q, &pool->log, 0);
+	if (!kr_quiesce_hold_settled(&q, &pool->log, 0)) { /* invariant 4: the next pass */
+		pthread_mutex_unlock(&s->clean_lock);
+		return KR_OK;
+	}
 	kr_tx_inflight_hold(pool);
 	for (uint64_t w = 0; w < MAP_WORDS; w++) {
 		uint64_t bits = atomic_exchange(&s->dram[w], 0);

@@ -758,7 +758,9 @@ static void inflight_unlock(kr_pool *pool)
 /* Reads one byte of every page of home's [p, p+len) before the caller takes the in-flight
  * list to read them: a lost page faults here, with the list free for the repair, and not
  * under it, where a repair another thread started on the same page would wait for the list
- * while this thread's handler waits for that repair (inflight_try_hold). */
+ * while this thread's handler waits for that repair (inflight_try_hold). A page the kernel
+ * knows is bad, or emulated poison, faults on any byte; a latent bad line of real media
+ * only where it is read (docs/DESIGN.md says what that leaves). */
 static void home_touch(const uint8_t *p, size_t len)
 {
 	if (!len)
@@ -1183,6 +1185,8 @@ static int tx_spill_grow(struct kr_tx *tx, uint32_t need)
 		return kr_err_set(KR_E_NOMEM, "spill segments");
 	struct kr_block b;
 	int rc = kr_heap_reserve(&pool->heap, tx->lane, span - sizeof(struct kr_obj_hdr), &b);
+	if (rc == KR_E_IO_SYNC)
+		kr_pool_fail(pool, rc);
 	if (rc)
 		return kr_err_set(rc, "undo of an in-place transaction: no room in the heap for %llu "
 				  "more lines of it", (unsigned long long)nlines);
@@ -1568,7 +1572,7 @@ int kr_tx_write_in_place(kr_tx *tx, kr_oid oid, size_t off, const void *src, siz
 static void old_from_parity(kr_pool *pool, uint64_t off, size_t len, uint8_t *out)
 {
 	struct kr_quiesce q;
-	kr_quiesce_hold(&q, &pool->log, 1);
+	kr_quiesce_hold(&q, &pool->log);
 	while (len) {
 		size_t piece = KR_PAGE_SIZE - off % KR_PAGE_SIZE;
 		if (piece > len)
@@ -1801,6 +1805,8 @@ int kr_tx_alloc(kr_tx *tx, size_t size, uint32_t type, kr_oid *oid)
 		return tx_fail(tx, kr_err_set(KR_E_MISUSE_ARG, "kr_tx_alloc: oid is NULL"));
 	struct kr_block b;
 	rc = kr_heap_reserve(&tx->pool->heap, tx->lane, size, &b);
+	if (rc == KR_E_IO_SYNC) /* the allocator's own commit: its durability is unknown */
+		kr_pool_fail(tx->pool, rc);
 	if (rc)
 		return tx_fail(tx, rc);
 	struct mbuf *m = mbuf_new(tx, b.off + sizeof(struct kr_obj_hdr));
