@@ -404,7 +404,7 @@ uint64_t kr_heap_fresh_word(struct kr_heap *h)
 /* ---------------------------------------------------------------------------------------
  * Internal transactions (run creation and reclaim), on the caller's lane
  * ------------------------------------------------------------------------------------- */
-static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct kr_img *img)
+static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct kr_img *img, int *applied)
 {
 	uint64_t seq = 0;
 	KR_INVARIANT("heap.c", 7, !holds_lock);
@@ -418,6 +418,7 @@ static int heap_internal_commit(struct kr_heap *h, struct kr_lane *lane, struct 
 		kr_log_applied_inner(h->log, lane, seq);
 	}
 	kr_log_exit(h->log, lane);
+	*applied = seq != 0;
 	return rc;
 }
 
@@ -642,17 +643,19 @@ static int runs_reclaim(struct kr_heap *h, struct kr_lane *lane)
 		h->avail[cl].n = k;
 	}
 	heap_unlock(h);
+	/* A commit that fails at its fence has still applied its records: the chunks are free
+	 * at home, durable or not, and DRAM follows home (the error goes up). */
+	int applied = 0;
 	if (rc == KR_OK && count)
-		rc = heap_internal_commit(h, lane, &img);
+		rc = heap_internal_commit(h, lane, &img, &applied);
 	kr_img_free(&img);
 	heap_lock(h);
 	for (uint32_t i = 0; i < count; i++) {
 		h->chunks[gids[i]].run->owner = 0;
-		if (rc != KR_OK) { /* nothing changed on media: the run is as it was */
+		if (applied)
+			run_drop(h, gids[i]);
+		else /* nothing changed at home: the run is as it was */
 			avail_push(h, gids[i]);
-			continue;
-		}
-		run_drop(h, gids[i]);
 	}
 	heap_unlock(h);
 	return rc ? rc : (count ? KR_OK : KR_E_NOSPACE_HEAP);
@@ -742,8 +745,11 @@ int kr_heap_reserve(struct kr_heap *h, struct kr_lane *lane, size_t size, struct
 		heap_unlock(h);
 		if (rc != KR_E_NOSPACE_HEAP)
 			return rc;
-		if (attempt > 0 && runs_reclaim(h, lane) == KR_OK)
-			continue; /* reclaimed a batch of empty runs: try again */
+		if (attempt > 0 && (rc = runs_reclaim(h, lane)) != KR_E_NOSPACE_HEAP) {
+			if (rc == KR_OK)
+				continue; /* reclaimed a batch of empty runs: try again */
+			return rc; /* its commit failed (the pool fails with the caller's transaction) */
+		}
 		if (attempt == 0 && have_pending) {
 			/* Frees waiting for durable_seq: force it forward and take them back. */
 			rc = kr_log_sync(h->log, lane);
