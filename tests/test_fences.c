@@ -158,8 +158,8 @@ static void home_commit(kr_pool *pool)
 	}
 	TU_OK(kr_tx_commit(tx));
 	for (unsigned i = 0; i < MANY; i++) {
-		const uint64_t *g = kr_get(pool, many[i]);
-		TU_ASSERT(g && *g == i + 1, "object %u of %u changed in place in one transaction", i, MANY);
+		const uint64_t *v = kr_get(pool, many[i]);
+		TU_ASSERT(v && *v == i + 1, "object %u of %u changed in place in one transaction", i, MANY);
 	}
 	TU_DEEP_CHECK(pool, "after one transaction changed 40000 objects in place");
 	for (unsigned i = 0; i < MANY; i++) {

@@ -236,7 +236,7 @@ static void workload(PMEMobjpool *pop, void (*after_op)(PMEMobjpool *))
 
 	g_opname = "direct stores, persist";
 	struct item *s0 = D_RW(r->slots[0]);
-	strcpy(s0->name, "renamed in place");
+	snprintf(s0->name, sizeof(s0->name), "%s", "renamed in place");
 	s0->key = 4;
 	persisted(s0, offsetof(struct item, link));
 	pmemobj_persist(pop, s0, offsetof(struct item, link));
