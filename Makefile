@@ -14,11 +14,12 @@
 #                 tmpfs and ext4 bricks, one machine: docs/bench/gluster.md (not part of make bench)
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; the crash sweeps at full size (2 x 2000
-#                 transactions, the map's two writers, keratin-fs); every libpmemobj example
-#                 as a binary drop-in; a mounted directory of 100,000 entries; 100,000 fsx
-#                 operations; the GlusterFS cluster with 1500 files per kill round, three
-#                 rounds, a directory of 30,000 entries; the benchmark harnesses' smoke runs
-#                 (ctest -L torture)
+#                 transactions, the map's two writers, keratin-fs); the maps' and the write
+#                 tracker's tests whole; 24 fault trials per libpmemobj map, every libpmemobj
+#                 example as a binary drop-in; a mounted directory of 100,000 entries;
+#                 100,000 fsx operations; 30 SIGKILLs of the FUSE daemon; the GlusterFS
+#                 cluster with 1500 files per kill round, three rounds, a directory of
+#                 30,000 entries; the benchmark harnesses' smoke runs (ctest -L torture)
 #   make install  build, then install under PREFIX (default /usr/local; DESTDIR stages):
 #                 libkeratin, libkeratin-map, headers, the keratin command, manual pages,
 #                 pkg-config files and the CMake package (find_package(keratin))
@@ -115,9 +116,12 @@ torture: build
 	@build/tests/test_sweep full
 	@KR_TEST_SEED=20240601 build/tests/test_crash && KR_TEST_SEED=20261128 build/tests/test_crash
 	@build/tests/test_hmap crashthreads && build/tests/test_fs_crash
+	@build/tests/test_maps && build/tests/test_track
+	@bash tests/compat/faults.sh build build/tests/pmemobj-faults 24 || [ $$? -eq 77 ]
 	@bash tests/compat/dropin.sh build build/tests/compat-dropin-all || [ $$? -eq 77 ]
 	@FUSE_BIGDIR=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests posix $(CURDIR)
 	@FSX_OPS=100000 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests fsx $(CURDIR)
+	@KILLS=30 bash tests/fuse/fuse-tests.sh build/tools/keratin build/tests kill $(CURDIR)
 	@bash tests/gluster/cluster.sh build/tools/keratin build/tests $(CURDIR) torture || [ $$? -eq 77 ]
 	$(call ctest_run,build,-L torture)
 

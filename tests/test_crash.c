@@ -73,7 +73,7 @@ static int check_image(void *ctx, kr_pool *pool, const struct crashsim_image *im
 int main(void)
 {
 	uint64_t seed = tu_seed("test_crash", 20240601);
-	/* make check runs two parts (KR_TEST_SCALE=0.2, two seeds): 400 transactions each
+	/* make check runs two parts (KR_TEST_SCALE=0.1, two seeds): 200 transactions each
 	 * in the normal build, 100 under ASan (tu_scaled); make torture 2000 each. */
 	unsigned ntx = tu_scaled(2000, 100);
 	const struct wl_params params = {
