@@ -765,8 +765,10 @@ static void home_touch(const uint8_t *p, size_t len)
 {
 	if (!len)
 		return;
-	for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)(KR_PAGE_SIZE - 1); a < (uintptr_t)p + len; a += KR_PAGE_SIZE)
-		(void)*(const volatile uint8_t *)a; /* any byte of the page faults alike */
+	/* A byte of the range in each page: the page's first byte may be another object's,
+	 * which another thread's commit may be writing (a data race, TSan says). */
+	for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + len; a = (a & ~(uintptr_t)(KR_PAGE_SIZE - 1)) + KR_PAGE_SIZE)
+		(void)*(const volatile uint8_t *)a;
 }
 
 /* swapped is read by other transactions under inflight_lock (tx_add_stored_crc): set there. */
