@@ -97,8 +97,10 @@ static const char *kind_name(enum crashsim_kind k)
 void crashsim_opts_init(struct crashsim_opts *o)
 {
 	const char *keep = getenv("KR_CRASHSIM_KEEP");
+	const char *every = getenv("KR_CRASHSIM_EVERY");
 	*o = (struct crashsim_opts){
 		.random_images = 2,
+		.fence_every = every && *every ? (unsigned)strtoul(every, NULL, 0) : tu_sanitized() ? 3 : 1,
 		.seed = 1,
 		.jobs = 2,
 		.open_flags = tu_map_flags(),
@@ -709,15 +711,26 @@ static void cb_nt(void *ctx, const void *addr, size_t len)
 	pthread_mutex_unlock(&sim.lock);
 }
 
+/* Whether this fence gets images (crashsim_opts.fence_every). */
+static bool fence_picked(void)
+{
+	if (sim.o.fence_every <= 1)
+		return true;
+	uint64_t s = sim.o.seed ^ (sim.st.fences * 0xd1b54a32d192ed03ull);
+	return tu_splitmix64(&s) % sim.o.fence_every == 0;
+}
+
 static void cb_fence(void *ctx)
 {
 	pthread_mutex_lock(&sim.lock);
 	sim.st.fences++;
+	bool imaged = sim.checks_on && (sim.check || sim.o.check_path || sim.o.exec_path) && fence_picked();
+	sim.st.fences_imaged += imaged;
 	for (struct mapping *m = sim.maps; m; m = m->next) {
 		report_suspects(m);
 		if (m->npending > sim.st.max_pending_lines)
 			sim.st.max_pending_lines = m->npending;
-		if (sim.checks_on && (sim.check || sim.o.check_path || sim.o.exec_path))
+		if (imaged)
 			check_images(m);
 		apply_fence(m);
 	}
@@ -828,12 +841,12 @@ void crashsim_stop(struct crashsim_stats *st)
 	sim.choices = NULL;
 	sim.active = false;
 	const struct crashsim_stats *s = &sim.st;
-	printf("crashsim: %llu fences, %llu crash images checked, %llu failed (%llu not openable), "
+	printf("crashsim: %llu fences (images at %llu of them), %llu crash images checked, %llu failed (%llu not openable), "
 	       "%llu identical to one checked at the same fence; "
 	       "%llu stores, %llu flushes, %llu nt copies; max %llu pending lines at a fence, max "
 	       "%llu versions of a line; %llu unrecorded line changes, %llu lines not durable at "
 	       "unmap\n",
-	       (unsigned long long)s->fences, (unsigned long long)s->images,
+	       (unsigned long long)s->fences, (unsigned long long)s->fences_imaged, (unsigned long long)s->images,
 	       (unsigned long long)s->failures, (unsigned long long)s->open_failures,
 	       (unsigned long long)s->duplicates, (unsigned long long)s->stores, (unsigned long long)s->flushes,
 	       (unsigned long long)s->nts, (unsigned long long)s->max_pending_lines,

@@ -16,7 +16,8 @@
  * persist in program order, so every version is a valid state of the line). For each fence
  * the simulator checks the image with nothing pending persisted, the one with everything
  * persisted, and R random choices (one that repeats an image already checked at this fence
- * is counted as a duplicate, not checked again). Each image is checked in a fork()ed child, so the
+ * is counted as a duplicate, not checked again); a sanitizer build does this at a third of
+ * the fences (fence_every). Each image is checked in a fork()ed child, so the
  * library is never re-entered while it is in the middle of a commit: the child removes the
  * recorder, writes the image to a new file, kr_pool_open()s it (recovery runs), calls the
  * user's check callback and exits with its verdict. The parent counts images and failures.
@@ -74,6 +75,11 @@ typedef int (*crashsim_path_check_fn)(void *ctx, const struct crashsim_image *im
 struct crashsim_opts {
 	crashsim_path_check_fn check_path; /* set: images are not pools; check is not called */
 	unsigned random_images; /* R: random images per fence (default 2) */
+	/* Images at one fence in N, which fences picked pseudo-randomly from the seed (so a
+	 * workload's repeating cycle of fences is still met at every position). Default 1; 3
+	 * in a sanitizer build, which is there for memory and thread errors along the recovery
+	 * paths, met as well at a third of the fences; KR_CRASHSIM_EVERY overrides both. */
+	unsigned fence_every;
 	uint64_t seed;          /* seed of the random images */
 	unsigned jobs;          /* checking children alive at once (default 2) */
 	unsigned open_flags;    /* flags for kr_pool_open of images (default tu_map_flags()) */
@@ -93,13 +99,15 @@ struct crashsim_opts {
 	const char *exec_arg;
 	int (*exec_prepare)(void *ctx, const struct crashsim_image *img);
 };
-/* Fills in the defaults; KR_CRASHSIM_KEEP=1 in the environment sets keep_failed. */
+/* Fills in the defaults; KR_CRASHSIM_KEEP=1 in the environment sets keep_failed,
+ * KR_CRASHSIM_EVERY=N fence_every. */
 void crashsim_opts_init(struct crashsim_opts *o);
 
 struct crashsim_stats {
 	uint64_t maps, unmaps;
 	uint64_t stores, flushes, nts, fences;
 	uint64_t images;             /* crash images checked */
+	uint64_t fences_imaged;      /* fences at which images were taken (fence_every) */
 	uint64_t failures;           /* images whose check failed (or whose child died) */
 	uint64_t open_failures;      /* of those, images kr_pool_open refused */
 	uint64_t duplicates;         /* random images identical to one checked at the same

@@ -85,15 +85,10 @@ unsigned tu_scaled(unsigned base, unsigned min)
 		scale = strtod(s, NULL);
 	/* A sanitizer build is there for memory and thread errors along the code paths, which
 	 * a sweep meets in its first part; the normal build runs every sweep whole, for the
-	 * logic. So ASan runs a quarter (its processes start slowly, and the crash tests
-	 * start one per image), TSan half. */
-#if defined(__SANITIZE_THREAD__) || __has_feature(thread_sanitizer)
-	if (tu_sanitized())
-		scale *= 0.5;
-#else
+	 * logic. So ASan and TSan run a quarter (their processes start slowly, and the crash
+	 * and kill tests start one per image or round). */
 	if (tu_sanitized())
 		scale *= 0.25;
-#endif
 	double n = base * scale;
 	if (!(n >= min)) /* also catches NaN from a garbage variable */
 		n = min;
