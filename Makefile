@@ -50,12 +50,9 @@ demo: build
 	@bash examples/fs-demo.sh build/tools/keratin $(CURDIR) || [ $$? -eq 77 ]
 	@bash examples/pmemobj-demo.sh build || [ $$? -eq 77 ]
 
-# ctest in build directory $(1), more arguments $(2): JOBS tests at once that need a CPU,
-# and beside them those that mostly wait (label "waits", see kr_cpu_slots in CMakeLists.txt).
+# ctest in build directory $(1), more arguments $(2), JOBS tests at once.
 define ctest_run
-	@printf '{"version":{"major":1,"minor":0},"local":[{"cpu":[{"id":"0","slots":%d}]}]}\n' \
-		$(JOBS) >$(1)/cpu-slots.json
-	@cd $(1) && ctest --output-on-failure -j $$(($(JOBS) + 1)) --resource-spec-file cpu-slots.json $(2)
+	@cd $(1) && ctest --output-on-failure -j $(JOBS) $(2)
 endef
 
 # Label "torture": the benchmark harnesses' smoke runs, which make torture runs instead.
