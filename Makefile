@@ -14,7 +14,7 @@
 #                 tmpfs and ext4 bricks, one machine: docs/bench/gluster.md (not part of make bench)
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; the crash sweeps at full size (2 x 2000
-#                 transactions, the map's two writers, keratin-fs); the maps' and the write
+#                 transactions, the map's two writers, keratin-fs in three modes); the maps' and the write
 #                 tracker's tests whole; 24 fault trials per libpmemobj map, every libpmemobj
 #                 example as a binary drop-in; a mounted directory of 100,000 entries;
 #                 100,000 fsx operations; 30 SIGKILLs of the FUSE daemon; the GlusterFS
@@ -113,6 +113,8 @@ torture: build
 	@build/tests/test_sweep full
 	@KR_TEST_SEED=20240601 build/tests/test_crash && KR_TEST_SEED=20261128 build/tests/test_crash
 	@build/tests/test_hmap crashthreads && build/tests/test_fs_crash
+	@KR_TEST_FS_PROTECTION=none build/tests/test_fs_crash
+	@KR_TEST_FS_PROTECTION=relaxed build/tests/test_fs_crash
 	@build/tests/test_maps && build/tests/test_track
 	@bash tests/compat/faults.sh build build/tests/pmemobj-faults 24 || [ $$? -eq 77 ]
 	@bash tests/compat/dropin.sh build build/tests/compat-dropin-all || [ $$? -eq 77 ]

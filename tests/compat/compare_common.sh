@@ -189,7 +189,8 @@ cmp_src() {
 
 # cmp_compile PROG CFLAGS_VAR LIBS_VAR ARG...: build one program from the workload's ARGs
 # (cmp_src) with the flags in the arrays named CFLAGS_VAR (before) and LIBS_VAR (after);
-# the compiler's words go to PROG.log.
+# the compiler's words go to PROG.log. At -O0: both sides are built alike and only their
+# outputs are compared, and -O0 compiles mapcli and its maps 2.5 times faster than -O1.
 cmp_compile() {
 	local prog=$1 a
 	local -n pre=$2 post=$3
@@ -197,7 +198,7 @@ cmp_compile() {
 	local srcs=()
 	for a in "$@"; do srcs+=("$(cmp_src "$a")"); done
 	mkdir -p "$(dirname "$prog")"
-	"$cc" -g -O1 -w -pthread "${pre[@]}" "${wl_incs[@]}" "${srcs[@]}" -o "$prog" "${post[@]}" \
+	"$cc" -g -O0 -w -pthread "${pre[@]}" "${wl_incs[@]}" "${srcs[@]}" -o "$prog" "${post[@]}" \
 		-lm 2>"$prog.log"
 }
 

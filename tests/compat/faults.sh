@@ -43,7 +43,7 @@ maps=(map/map.c map/map_ctree.c map/map_btree.c map/map_rbtree.c map/map_rtree.c
 	list_map/skiplist_map.c hashmap/hashmap_tx.c hashmap/hashmap_atomic.c hashmap/hashmap_rp.c)
 srcs=("$ex/map/mapcli.c")
 for m in "${maps[@]}"; do srcs+=("$ex/$m"); done
-if ! cc -w -O1 -pthread -I"$repo/include/keratin-pmemobj" -I"$repo/tests/check" -I"$ex" \
+if ! cc -w -O0 -pthread -I"$repo/include/keratin-pmemobj" -I"$repo/tests/check" -I"$ex" \
 	-I"$ex/map" -I"$ex/tree_map" -I"$ex/hashmap" -I"$ex/list_map" "${srcs[@]}" \
 	-o "$out/mapcli" -L"$build/compat" -lkeratin-pmemobj -Wl,-rpath,"$build/compat" \
 	2>"$out/mapcli.log"; then
