@@ -14,9 +14,10 @@
 #                 tmpfs and ext4 bricks, one machine: docs/bench/gluster.md (not part of make bench)
 #   make fuzz     a longer libFuzzer run of the pool opener
 #   make torture  the full single-page fault sweep; the crash sweeps at full size (2 x 2000
-#                 transactions, the map's two writers, keratin-fs in three modes); the maps' and the write
-#                 tracker's tests whole; 24 fault trials per libpmemobj map, every libpmemobj
-#                 example as a binary drop-in; a mounted directory of 100,000 entries;
+#                 transactions, the map's two writers, keratin-fs in three modes); the
+#                 maps' and the write tracker's tests whole; 24 fault trials per libpmemobj
+#                 map, every libpmemobj example as a binary drop-in; a mounted directory
+#                 of 100,000 entries;
 #                 100,000 fsx operations; 30 SIGKILLs of the FUSE daemon; the GlusterFS
 #                 cluster with 1500 files per kill round, three rounds, a directory of
 #                 30,000 entries; the benchmark harnesses' smoke runs (ctest -L torture)
