@@ -58,6 +58,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "barrier.h"
 #include "csum.h"
 #include "err.h"
 #include "fault.h"
@@ -75,6 +76,7 @@ struct kr_stale {
 	uint64_t *map[2];          /* the map in the two control pages (pool memory) */
 	_Atomic uint64_t dram[MAP_WORDS]; /* the same groups in DRAM (invariant 3) */
 	_Atomic uint64_t *pages;   /* heap pages persisted to since the last pass (DRAM only) */
+	uint64_t *hits;            /* the pages a pass claimed from `pages` (under clean_lock) */
 	uint64_t ncols, k, ngroups, npages;
 	pthread_mutex_t lock;      /* persistent bit transitions (invariants 1-3) */
 	_Atomic uint64_t unmarks;  /* passes that cleared persistent bits (invariant 1's check) */
@@ -110,7 +112,10 @@ int kr_stale_new(kr_pool *pool)
 	s->ngroups = (s->ncols + s->k - 1) / s->k;
 	s->npages = kr_geom_heap_bytes(&pool->g) / P;
 	s->pages = kr_calloc((s->npages + 63) / 64, sizeof(uint64_t));
-	if (!s->pages) {
+	s->hits = kr_calloc((s->npages + 63) / 64, sizeof(uint64_t));
+	if (!s->pages || !s->hits) {
+		free((void *)s->pages);
+		free(s->hits);
 		free(s);
 		return kr_err_set(KR_E_NOMEM, "stale map");
 	}
@@ -136,6 +141,7 @@ int kr_stale_new(kr_pool *pool)
 	s->period_ms = env && *env ? atol(env) : 100;
 	if (s->period_ms < 0)
 		s->period_ms = 100;
+	kr_barrier_init(); /* the persist path's light side (kr_stored_flush_ranges) */
 	pool->stale = s;
 	return KR_OK;
 }
@@ -151,6 +157,7 @@ void kr_stale_free(kr_pool *pool)
 	pthread_mutex_destroy(&s->tlock);
 	pthread_cond_destroy(&s->cond);
 	free((void *)s->pages);
+	free(s->hits);
 	free(s);
 	pool->stale = NULL;
 }
@@ -289,7 +296,7 @@ static int range_marked(kr_pool *pool, uint64_t off, size_t len, uint64_t unmark
 
 /* Makes [off, off + len) stale: each page column it touches is marked, durably, before this
  * returns (invariant 1). Bytes outside the heap's data rows have nothing to mark. The caller
- * has fenced since the application's stores (kr_stored_flush_ranges). */
+ * has passed kr_barrier_light() since the application's stores (kr_stored_flush_ranges). */
 static int mark_range(kr_pool *pool, uint64_t off, size_t len)
 {
 	struct kr_stale *s = pool->stale;
@@ -358,8 +365,9 @@ int kr_stored_flush_ranges(kr_pool *pool, const struct kr_stored_range *r, size_
 		rc = stored_args(pool, r[i].addr, r[i].len, "kr_stored_flush");
 	/* The application's stores before this call are visible to every other thread before
 	 * the marks are looked at: a pass that claims a group after that look must compute
-	 * over them (invariant 1). Once for all the ranges. */
-	atomic_thread_fence(memory_order_seq_cst);
+	 * over them (invariant 1). Once for all the ranges; the pass's kr_barrier_heavy() is
+	 * the other half. */
+	kr_barrier_light();
 	for (size_t i = 0; i < n && rc == KR_OK; i++)
 		rc = mark_range(pool, (uint64_t)((const char *)r[i].addr - pool->pm.base), r[i].len);
 	/* After every mark: a sync may write back lines a range shares with a transaction's
@@ -457,8 +465,24 @@ static void recompute_page_objects(kr_pool *pool, uint64_t pg, uint64_t *last)
 	}
 }
 
+/* Group g's pages persisted to since the last pass, moved from `pages` to `hits`. A pass
+ * claims them with the group's bit, before its heavy barrier: a persist that looks at
+ * either bit after the barrier finds it clear and marks again. */
+static void claim_pages(kr_pool *pool, uint64_t g)
+{
+	struct kr_stale *s = pool->stale;
+	const struct kr_geom *geo = &pool->g;
+	for (uint64_t c = g * s->k; c < g * s->k + group_cols(s, g); c++)
+		for (uint32_t r = 0; r < geo->rows; r++) {
+			uint64_t i = (kr_geom_column_page(geo, c, r) - geo->heap_off) / P;
+			uint64_t bit = 1ull << (i % 64);
+			if (atomic_load_explicit(&s->pages[i / 64], memory_order_relaxed) & bit)
+				s->hits[i / 64] |= atomic_fetch_and(&s->pages[i / 64], ~bit) & bit;
+		}
+}
+
 /* Group g's columns: parity recomputed, and the checksums of the objects on its pages
- * (every page, or those persisted to since the last pass). Flushed, not fenced. */
+ * (every page, or those claimed by claim_pages). Flushed, not fenced. */
 static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 {
 	struct kr_stale *s = pool->stale;
@@ -470,7 +494,8 @@ static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 		for (uint32_t r = 0; r < geo->rows; r++) {
 			uint64_t pg = kr_geom_column_page(geo, c, r), i = (pg - geo->heap_off) / P;
 			uint64_t bit = 1ull << (i % 64);
-			int hit = (atomic_fetch_and(&s->pages[i / 64], ~bit) & bit) != 0;
+			int hit = (s->hits[i / 64] & bit) != 0;
+			s->hits[i / 64] &= ~bit;
 			if (csums && (hit || every_page))
 				recompute_page_objects(pool, pg, &last);
 			/* Persisted to: a persist may still be between its look at the marks
@@ -554,21 +579,37 @@ int kr_stale_clean(kr_pool *pool)
 		return KR_OK;
 	}
 	kr_tx_inflight_hold(pool);
+	/* Every bit is claimed (group, then its pages) before the heavy barrier and every byte
+	 * read after it: a persist whose stores the pass could miss sees a claimed bit clear
+	 * and marks again (invariant 1; barrier.h). */
 	for (uint64_t w = 0; w < MAP_WORDS; w++) {
 		uint64_t bits = atomic_exchange(&s->dram[w], 0);
-		while (bits) {
-			uint64_t bit = bits & -bits, g = w * 64 + (uint64_t)__builtin_ctzll(bits);
-			bits &= bits - 1;
+		for (uint64_t b = bits; b; b &= b - 1) {
+			uint64_t bit = b & -b, g = w * 64 + (uint64_t)__builtin_ctzll(b);
 			if (kr_tx_inflight_in_columns(pool, g * s->k, g * s->k + group_cols(s, g))) { /* invariant 4: next pass */
 				atomic_fetch_or(&s->dram[w], bit);
 				continue;
 			}
-			clean_group(pool, g, 0);
+			claim_pages(pool, g);
 			done[w] |= bit;
 		}
 	}
+	int rc = KR_OK;
+	if (kr_barrier_heavy() != 0) { /* the claims are given back: a failed pool's next open recovers */
+		rc = kr_err_set(KR_E_IO_SYNC, "%s: membarrier failed: the stale map cannot be cleaned", pool->path);
+		for (uint64_t w = 0; w < MAP_WORDS; w++)
+			atomic_fetch_or(&s->dram[w], done[w]);
+		for (uint64_t w = 0; w < (s->npages + 63) / 64; w++) {
+			atomic_fetch_or(&s->pages[w], s->hits[w]);
+			s->hits[w] = 0;
+		}
+	}
+	for (uint64_t w = 0; w < MAP_WORDS && rc == KR_OK; w++)
+		for (uint64_t b = done[w]; b; b &= b - 1)
+			clean_group(pool, w * 64 + (uint64_t)__builtin_ctzll(b), 0);
 	kr_tx_inflight_release(pool);
-	int rc = kr_pm_fence(&pool->pm);
+	if (rc == KR_OK)
+		rc = kr_pm_fence(&pool->pm);
 	kr_quiesce_release(&q);
 	if (rc == KR_OK)
 		rc = unmark_replay_safe(pool, done);
