@@ -88,17 +88,19 @@ cmp_env() {
 	side_env
 }
 
-# cmp_check_pool POOL STEP: keratin check on the pool of a keratin run, read-only.
+# cmp_check_pool POOL STEP: keratin check on the pool of a keratin run, read-only. The
+# pool's CRC (cksum, about 3 GB/s here where md5sum does 0.5: md5sum was a sixth of this
+# script's CPU time) before and after: a changed byte changes it.
 cmp_check_pool() {
 	local before after
 	[[ -e $1 ]] || return 0
-	before=$(md5sum <"$1")
+	before=$(cksum <"$1")
 	if ! "$keratin" check --quiet "$1" >"$tmp/check.out" 2>&1; then
 		# its verdict line, else its last word (an error)
 		echo "keratin check failed after step $2: $({ sed -n 's/^result: *//p' "$tmp/check.out"
 			grep -v '^ *$' "$tmp/check.out" | tail -n 1; } | head -n 1)"
 	fi
-	after=$(md5sum <"$1")
+	after=$(cksum <"$1")
 	[[ $before == "$after" ]] || echo "keratin check changed the pool after step $2"
 }
 
