@@ -124,6 +124,24 @@ struct mbuf {
 	size_t spare_cap;
 };
 
+/* What an ended transaction keeps for the next one on its lane: a few buffer headers, each
+ * with a buffer of up to SPARE_BUF_MAX bytes, and a redo image of up to SPARE_IMG_MAX. Past
+ * these, malloc's cost is small beside the transaction's own work, and a lane should not
+ * hoard the memory of its largest transaction.
+ *
+ * Except for two large buffers, of up to SPARE_BIG_MAX bytes. A transaction that changes a
+ * few words of a large object (a hash table's bucket array, through pmemobj_list_move) has
+ * a buffer of the object's size of which it fills only those words' ranges; malloc gave
+ * it from the top of the heap and free gave it back, a brk, page faults and a TLB
+ * flush each time: 9 % of a run of hashmap_atomic inserts, whose table rebuilds move
+ * entries between two such arrays. Kept, they cost address space, and memory only in the
+ * pages that transactions wrote. */
+#define SPARE_MBUFS 8
+#define SPARE_BUF_MAX (4096 + 8)
+#define SPARE_BIGS 2
+#define SPARE_BIG_MAX (64u << 20)
+#define SPARE_IMG_MAX (64 * 1024)
+
 #define HASH_BITS 6 /* a transaction's first buckets (kr_tx.hash_small); more as it grows */
 
 struct kr_tx {
@@ -148,6 +166,10 @@ struct kr_tx {
 	struct kr_tx *next_open;
 	struct mbuf *spares; /* headers of ended buffers, for the next transaction (tx_recycle) */
 	uint32_t nspares;
+	struct {             /* ended buffers larger than SPARE_BUF_MAX (tx_recycle) */
+		uint8_t *buf;
+		size_t cap;
+	} big[SPARE_BIGS];
 };
 
 /* Two commits of different objects wait for each other when their objects hash to one
@@ -185,14 +207,6 @@ struct kr_tx_shared {
 	_Atomic uint64_t *group_writer;
 	uint64_t group_cols;
 };
-
-/* What an ended transaction keeps for the next one on its lane: a few buffer headers, each
- * with a buffer of up to SPARE_BUF_MAX bytes, and a redo image of up to SPARE_IMG_MAX. Past
- * these, malloc's cost is small beside the transaction's own work, and a lane should not
- * hoard the memory of its largest transaction. */
-#define SPARE_MBUFS 8
-#define SPARE_BUF_MAX (4096 + 8)
-#define SPARE_IMG_MAX (64 * 1024)
 
 static _Thread_local struct kr_tx *tx_open_list;
 
@@ -288,15 +302,34 @@ static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 
 /* Allocates the DRAM mirror of the object with its trailing canary (in debug mode on pages
  * of its own, which outlive the transaction as a trap: debug.c). */
-static int mbuf_alloc_buf(const kr_pool *pool, struct mbuf *m, int zero)
+/* The smallest kept large buffer of at least need bytes, or -1. */
+static int big_spare(const struct kr_tx *tx, size_t need)
 {
-	if (__builtin_expect(pool->debug != NULL, 0)) {
+	int best = -1;
+	for (int i = 0; i < SPARE_BIGS; i++)
+		if (tx->big[i].buf && tx->big[i].cap >= need && (best < 0 || tx->big[i].cap < tx->big[best].cap))
+			best = i;
+	return best;
+}
+
+static int mbuf_alloc_buf(struct kr_tx *tx, struct mbuf *m, int zero)
+{
+	int b;
+	if (__builtin_expect(tx->pool->debug != NULL, 0)) {
 		m->buf = kr_debug_mbuf_alloc(m->size + 8, zero);
 	} else if (m->spare && m->spare_cap >= m->size + 8) {
 		m->buf = m->spare; /* spare_cap now says how large buf is */
 		m->spare = NULL;
 		if (zero)
 			memset(m->buf, 0, m->size);
+	} else if (!zero && m->size + 8 > SPARE_BUF_MAX && (b = big_spare(tx, m->size + 8)) >= 0) {
+		/* (A new object's zeros come cheaper from calloc's fresh pages.) */
+		free(m->spare);
+		m->spare = NULL;
+		m->buf = tx->big[b].buf;
+		m->spare_cap = tx->big[b].cap;
+		tx->big[b].buf = NULL;
+		tx->big[b].cap = 0;
 	} else {
 		free(m->spare);
 		m->spare = NULL;
@@ -381,7 +414,7 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 					       (unsigned long long)oid));
 			return NULL;
 		}
-		if (!m->buf && mbuf_alloc_buf(tx->pool, m, m->fresh) != KR_OK) {
+		if (!m->buf && mbuf_alloc_buf(tx, m, m->fresh) != KR_OK) {
 			tx_fail(tx, KR_E_NOMEM);
 			return NULL;
 		}
@@ -407,7 +440,7 @@ static struct mbuf *mbuf_get_ex(struct kr_tx *tx, kr_oid oid, int verify)
 	m->size = hdr->size;
 	m->type = hdr->type;
 	m->block = b;
-	if (mbuf_alloc_buf(tx->pool, m, 0) != KR_OK) {
+	if (mbuf_alloc_buf(tx, m, 0) != KR_OK) {
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
 	}
@@ -638,6 +671,8 @@ static void tx_free_all(struct kr_tx *tx)
 	}
 	kr_img_free(&tx->img);
 	free(tx->segs);
+	for (int i = 0; i < SPARE_BIGS; i++)
+		free(tx->big[i].buf);
 	if (tx->hash != tx->hash_small)
 		free(tx->hash);
 	free(tx);
@@ -648,6 +683,23 @@ static void tx_free_all(struct kr_tx *tx)
  * headers with their buffers. A small transaction then calls malloc not at all, where it
  * called it four to six times (measured on a 64-byte allocation: malloc and free were 12 %
  * of the time). Debug mode's buffers are never kept: they stay behind as traps (debug.c). */
+/* A large buffer at a transaction's end: kept in a free slot, or in place of a smaller
+ * kept one (the larger serve more objects), or freed. */
+static void keep_big(struct kr_tx *tx, uint8_t *buf, size_t cap)
+{
+	int slot = -1;
+	for (int i = 0; i < SPARE_BIGS && cap <= SPARE_BIG_MAX; i++)
+		if (slot < 0 || tx->big[i].cap < tx->big[slot].cap)
+			slot = i; /* an empty slot's cap is 0: the smallest */
+	if (slot < 0 || tx->big[slot].cap >= cap) {
+		free(buf);
+		return;
+	}
+	free(tx->big[slot].buf);
+	tx->big[slot].buf = buf;
+	tx->big[slot].cap = cap;
+}
+
 static void tx_recycle(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
@@ -661,8 +713,8 @@ static void tx_recycle(struct kr_tx *tx)
 			kr_debug_mbuf_retire(m->buf, m->size + 8, m->oid, m->size);
 		else if (m->buf && m->spare_cap <= SPARE_BUF_MAX)
 			m->spare = m->buf; /* mbuf_alloc_buf left spare NULL when it set buf */
-		else
-			free(m->buf);
+		else if (m->buf)
+			keep_big(tx, m->buf, m->spare_cap);
 		m->buf = NULL;
 		if (tx->nspares < SPARE_MBUFS) {
 			m->next = tx->spares;
@@ -1934,7 +1986,7 @@ const void *kr_tx_get(kr_tx *tx, kr_oid oid)
 			   (unsigned long long)oid);
 		return NULL;
 	}
-	if (!m->buf && mbuf_alloc_buf(tx->pool, m, 1) != KR_OK) { /* fresh: its zeros */
+	if (!m->buf && mbuf_alloc_buf(tx, m, 1) != KR_OK) { /* fresh: its zeros */
 		tx_fail(tx, KR_E_NOMEM);
 		return NULL;
 	}
@@ -2028,7 +2080,7 @@ static int tx_add_fresh(struct kr_tx *tx, struct mbuf *m)
 {
 	kr_pool *pool = tx->pool;
 	const uint8_t *home = (const uint8_t *)pool->pm.base + m->oid;
-	int rc = !m->over_zeros && !m->buf ? mbuf_alloc_buf(pool, m, 1) : KR_OK; /* zeros to write */
+	int rc = !m->over_zeros && !m->buf ? mbuf_alloc_buf(tx, m, 1) : KR_OK; /* zeros to write */
 	if (rc)
 		return rc;
 	struct kr_obj_hdr hdr = fresh_header(pool, m, m->home ? home : m->buf);
