@@ -300,8 +300,6 @@ static struct mbuf *mbuf_new(struct kr_tx *tx, kr_oid oid)
 	return m;
 }
 
-/* Allocates the DRAM mirror of the object with its trailing canary (in debug mode on pages
- * of its own, which outlive the transaction as a trap: debug.c). */
 /* The smallest kept large buffer of at least need bytes, or -1. */
 static int big_spare(const struct kr_tx *tx, size_t need)
 {
@@ -312,6 +310,8 @@ static int big_spare(const struct kr_tx *tx, size_t need)
 	return best;
 }
 
+/* Allocates the DRAM mirror of the object with its trailing canary (in debug mode on pages
+ * of its own, which outlive the transaction as a trap: debug.c). */
 static int mbuf_alloc_buf(struct kr_tx *tx, struct mbuf *m, int zero)
 {
 	int b;
@@ -678,20 +678,15 @@ static void tx_free_all(struct kr_tx *tx)
 	free(tx);
 }
 
-/* An ended transaction, emptied to look like a new one, with the DRAM it allocated kept for
- * the next transaction on its lane: its header, its redo image's buffer and a few buffer
- * headers with their buffers. A small transaction then calls malloc not at all, where it
- * called it four to six times (measured on a 64-byte allocation: malloc and free were 12 %
- * of the time). Debug mode's buffers are never kept: they stay behind as traps (debug.c). */
 /* A large buffer at a transaction's end: kept in a free slot, or in place of a smaller
  * kept one (the larger serve more objects), or freed. */
 static void keep_big(struct kr_tx *tx, uint8_t *buf, size_t cap)
 {
-	int slot = -1;
-	for (int i = 0; i < SPARE_BIGS && cap <= SPARE_BIG_MAX; i++)
-		if (slot < 0 || tx->big[i].cap < tx->big[slot].cap)
-			slot = i; /* an empty slot's cap is 0: the smallest */
-	if (slot < 0 || tx->big[slot].cap >= cap) {
+	int slot = 0; /* the smallest kept one; an empty slot's cap is 0 */
+	for (int i = 1; i < SPARE_BIGS; i++)
+		if (tx->big[i].cap < tx->big[slot].cap)
+			slot = i;
+	if (cap > SPARE_BIG_MAX || tx->big[slot].cap >= cap) {
 		free(buf);
 		return;
 	}
@@ -700,6 +695,11 @@ static void keep_big(struct kr_tx *tx, uint8_t *buf, size_t cap)
 	tx->big[slot].cap = cap;
 }
 
+/* An ended transaction, emptied to look like a new one, with the DRAM it allocated kept for
+ * the next transaction on its lane: its header, its redo image's buffer and a few buffer
+ * headers with their buffers. A small transaction then calls malloc not at all, where it
+ * called it four to six times (measured on a 64-byte allocation: malloc and free were 12 %
+ * of the time). Debug mode's buffers are never kept: they stay behind as traps (debug.c). */
 static void tx_recycle(struct kr_tx *tx)
 {
 	kr_pool *pool = tx->pool;
