@@ -2,7 +2,6 @@
  * barrier.c - asymmetric memory barriers (barrier.h): membarrier when the kernel has it,
  * fences when it does not.
  */
-#include <errno.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -41,10 +40,7 @@ int kr_barrier_heavy(void)
 		return 0; /* the light side fences itself */
 	if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
 		return 0;
-	/* Registered, and refused anyway (no known kernel does this): the global command needs
-	 * no registration and is as strong, only slower. */
-	if (errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
-		return 0;
+	/* Registered, and refused anyway (no known kernel does this; fork keeps the
+	 * registration): the global command needs none and is as strong, only slower. */
 	return membarrier(MEMBARRIER_CMD_GLOBAL) == 0 ? 0 : -1;
 }
