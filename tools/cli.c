@@ -668,6 +668,8 @@ static int verify(const struct command *cmd, int argc, char **argv, enum verify_
 	struct kr_pool_stat st;
 	if (kind == VERIFY_CHECK)
 		flags |= KR_OPEN_READONLY; /* inspection changes nothing */
+	/* Every page is read: mapped in one call, not faulted in one by one. */
+	flags |= KR_OPEN_PREFAULT;
 	if (open_pool(path, flags, &pool, &st))
 		return 1;
 

@@ -197,12 +197,14 @@ static int msync_commits_file(int fd)
 /* Prefaults a shared writable mapping (KR_OPEN_PREFAULT), so that no store pays a
  * first-touch fault later: writable where the pool is memory (DAX, or tmpfs standing in for
  * it), readable in page-cache mode (write faults there dirty pages, which would make the
- * kernel write back the whole pool). MADV_POPULATE_* needs Linux 5.14; before it, every page
- * is read once, which maps it (a later store may still fault to make it writable). */
+ * kernel write back the whole pool). MADV_POPULATE_* needs Linux 5.14; before it (EINVAL),
+ * every page is read once, which maps it (a later store may still fault to make it writable). */
 static void prefault(const struct kr_pm *pm)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	if (madvise(pm->base, pm->size, pm->mode == KR_MODE_PAGECACHE ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) != 0) {
+		if (errno != EINVAL)
+			return; /* a poisoned page (EHWPOISON), say: the loop would take its SIGBUS */
 		for (size_t off = 0; off < pm->size; off += (size_t)page)
 			(void)*(volatile const char *)(pm->base + off);
 		return;
@@ -223,17 +225,17 @@ static void prefault(const struct kr_pm *pm)
 int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path)
 {
 	pthread_once(&flush_once, flush_detect);
-	/* The private and read-only mappings prefault at mmap; the shared writable one after
-	 * (prefault, below), once its mode is known. */
-	int populate = (open_flags & KR_OPEN_PREFAULT) ? MAP_POPULATE : 0;
 	if (open_flags & KR_OPEN_READONLY) {
 		/* Copy-on-write: whatever the layers above write (recovery, repair in the view)
 		 * stays in this process. Flushes and fences still run and count, harmlessly; the
 		 * mode reported is the one a read-write open would get (msync of a private
-		 * mapping writes nothing). */
-		void *v = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | populate, fd, 0);
+		 * mapping writes nothing). Prefaulted for reading: MAP_POPULATE of a writable
+		 * private mapping would copy every page. */
+		void *v = kr_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 		if (v == MAP_FAILED)
 			return kr_err_errno(KR_E_IO_MAP, "%s: private mmap of %zu bytes", path, size);
+		if (open_flags & KR_OPEN_PREFAULT)
+			(void)madvise(v, size, MADV_POPULATE_READ); /* advice: slower without */
 		void *dax = kr_mmap(NULL, size, PROT_READ, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
 		if (dax != MAP_FAILED)
 			munmap(dax, size);
