@@ -36,11 +36,11 @@ all: build
 deps:
 	@scripts/deps.sh
 
-# Builds quietly; on failure the compiler's output is shown.
+# Builds quietly; on failure the compiler's output is shown. $(3): targets (default all).
 define cmake_build
-	@echo "building $(1) ..."
+	@echo "building $(1) $(3)..."
 	@cmake -S . -B $(1) $(2) $(CMAKE_FLAGS) >$(1).log 2>&1 || { cat $(1).log; exit 1; }
-	@cmake --build $(1) -j $(JOBS) >>$(1).log 2>&1 || { cat $(1).log; exit 1; }
+	@cmake --build $(1) -j $(JOBS) $(if $(3),--target $(3)) >>$(1).log 2>&1 || { cat $(1).log; exit 1; }
 endef
 
 build: deps
@@ -65,7 +65,7 @@ check-asan: deps
 	$(call ctest_run,build-asan)
 
 check-tsan: deps
-	$(call cmake_build,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=thread)
+	$(call cmake_build,build-tsan,-DCMAKE_BUILD_TYPE=Debug -DKR_SANITIZE=thread,threads-tests)
 	$(call ctest_run,build-tsan,-L threads)
 
 # A short, bounded libFuzzer run of the pool opener (make fuzz runs a long one).
