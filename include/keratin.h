@@ -444,7 +444,8 @@ KR_API void kr_tx_trust(kr_tx *tx);
  * marked yet); kr_stored_drain waits for this thread's flushes; kr_stored_persist is both:
  * one fence, as libpmemobj's persist. addr points into the pool's mapping (kr_pool_base).
  * The bytes' parity and the checksums of the objects holding them follow within one period
- * of the pool's cleaner thread (KERATIN_STALE_MS, default 100 ms), at kr_pool_check, at
+ * of the pool's cleaner thread (KERATIN_STALE_MS, default 100 ms; longer after a long pass,
+ * so that the thread takes at most a tenth of a CPU), at kr_pool_check, at
  * close, or in recovery after a crash. Until then a media error in those columns cannot be
  * repaired and their objects are not verified (docs/DESIGN.md, "the window"). Any thread;
  * inside a transaction of its own, KR_E_MISUSE_STATE when the range's bytes would have to be

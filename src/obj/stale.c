@@ -14,8 +14,9 @@
  *       costs anything: its bit in both control pages, flushed and fenced, before the
  *       application's bytes are flushed and fenced. One fence otherwise, as libpmemobj's;
  *     - the cleaner (a thread of the pool, started by the first mark, waking every
- *       KERATIN_STALE_MS milliseconds, default 100; 0: no thread) recomputes the parity of
- *       the marked columns and the checksums of the objects on the pages persisted to
+ *       KERATIN_STALE_MS milliseconds, default 100, or nine times its last pass's CPU
+ *       time if that is longer, up to ten periods; 0: no thread) recomputes the parity
+ *       of the marked columns and the checksums of the objects on the pages persisted to
  *       since the last pass, makes them durable, and clears the marks;
  *     - recovery after a crash does the same for every marked column and every object in
  *       it (which pages were persisted to is DRAM knowledge, lost);
@@ -77,6 +78,7 @@ struct kr_stale {
 	_Atomic uint64_t dram[MAP_WORDS]; /* the same groups in DRAM (invariant 3) */
 	_Atomic uint64_t *pages;   /* heap pages persisted to since the last pass (DRAM only) */
 	uint64_t *hits;            /* the pages a pass claimed from `pages` (under clean_lock) */
+	uint64_t *mapped;          /* groups whose pages are mapped in (populate_groups) */
 	uint64_t ncols, k, ngroups, npages;
 	pthread_mutex_t lock;      /* persistent bit transitions (invariants 1-3) */
 	_Atomic uint64_t unmarks;  /* passes that cleared persistent bits (invariant 1's check) */
@@ -113,9 +115,11 @@ int kr_stale_new(kr_pool *pool)
 	s->npages = kr_geom_heap_bytes(&pool->g) / P;
 	s->pages = kr_calloc((s->npages + 63) / 64, sizeof(uint64_t));
 	s->hits = kr_calloc((s->npages + 63) / 64, sizeof(uint64_t));
-	if (!s->pages || !s->hits) {
+	s->mapped = kr_calloc(MAP_WORDS, sizeof(uint64_t));
+	if (!s->pages || !s->hits || !s->mapped) {
 		free((void *)s->pages);
 		free(s->hits);
+		free(s->mapped);
 		free(s);
 		return kr_err_set(KR_E_NOMEM, "stale map");
 	}
@@ -158,6 +162,7 @@ void kr_stale_free(kr_pool *pool)
 	pthread_cond_destroy(&s->cond);
 	free((void *)s->pages);
 	free(s->hits);
+	free(s->mapped);
 	free(s);
 	pool->stale = NULL;
 }
@@ -510,6 +515,50 @@ static void clean_group(kr_pool *pool, uint64_t g, int every_page)
 	atomic_fetch_add(&pool->stale_cleaned, hi - lo);
 }
 
+/* Columns [lo, hi) mapped in, one call per row of each zone they cross. */
+static void populate_columns(kr_pool *pool, uint64_t lo, uint64_t hi)
+{
+	const struct kr_geom *geo = &pool->g;
+	while (lo < hi) {
+		uint64_t zone_end = (lo / geo->row_pages + 1) * geo->row_pages;
+		uint64_t end = hi < zone_end ? hi : zone_end;
+		for (uint32_t r = 0; r <= geo->rows; r++) /* the parity row too */
+			kr_pm_populate(&pool->pm, kr_geom_column_page(geo, lo, r), (end - lo) * P);
+		lo = end;
+	}
+}
+
+/* The pages of the groups in `bits` that no pass has mapped yet, mapped in runs of
+ * consecutive groups before the pass reads every row of them. Faulted in one by one, the
+ * first pass over a fresh working set took 510 ms of CPU for 392 columns (a KVM guest),
+ * the next ones 17 ms. Caller holds clean_lock, or is recovery. */
+static void populate_groups(kr_pool *pool, const uint64_t *bits)
+{
+	struct kr_stale *s = pool->stale;
+	uint64_t run_lo = 0, run_hi = 0; /* groups */
+	for (uint64_t w = 0; w < MAP_WORDS; w++) {
+		uint64_t todo = bits[w] & ~s->mapped[w];
+		s->mapped[w] |= todo;
+		for (; todo; todo &= todo - 1) {
+			uint64_t g = w * 64 + (uint64_t)__builtin_ctzll(todo);
+			if (g != run_hi) {
+				populate_columns(pool, run_lo * s->k, run_hi * s->k);
+				run_lo = g;
+			}
+			run_hi = g + 1;
+		}
+	}
+	populate_columns(pool, run_lo * s->k, run_hi * s->k < s->ncols ? run_hi * s->k : s->ncols);
+}
+
+static void populate_marked(kr_pool *pool)
+{
+	uint64_t bits[MAP_WORDS];
+	for (uint64_t w = 0; w < MAP_WORDS; w++)
+		bits[w] = atomic_load_explicit(&pool->stale->dram[w], memory_order_relaxed);
+	populate_groups(pool, bits);
+}
+
 /* Invariant 2: the persistent bits of `done` whose DRAM bits stayed clear. */
 static int unmark(kr_pool *pool, const uint64_t *done)
 {
@@ -573,6 +622,7 @@ int kr_stale_clean(kr_pool *pool)
 		return KR_OK;
 	uint64_t done[MAP_WORDS] = {0};
 	pthread_mutex_lock(&s->clean_lock);
+	populate_marked(pool); /* before commits are held still: it is slow, and reads nothing */
 	struct kr_quiesce q;
 	if (!kr_quiesce_hold_settled(&q, &pool->log, 0)) { /* invariant 4: the next pass */
 		pthread_mutex_unlock(&s->clean_lock);
@@ -623,6 +673,7 @@ int kr_stale_recover(kr_pool *pool)
 	if (!s)
 		return KR_OK;
 	uint64_t done[MAP_WORDS] = {0}, any = 0, more = 1;
+	populate_marked(pool);
 	while (more) { /* a checksum's column marked on the way is done too */
 		more = 0;
 		for (uint64_t w = 0; w < MAP_WORDS; w++) {
@@ -643,23 +694,44 @@ int kr_stale_recover(kr_pool *pool)
 /* ---------------------------------------------------------------------------------------
  * The cleaner thread
  * ------------------------------------------------------------------------------------- */
+/* The cleaner sleeps at least IDLE_PER_BUSY times the CPU time of its last pass, so that
+ * it takes at most a tenth of a CPU, and at most MAX_PERIODS periods, which bounds the
+ * window. A pass recomputes every row of each marked column: persists spread over a large
+ * working set make it tens of milliseconds of a CPU the program may share, and its reads
+ * evict the program's working set from the caches. CPU time, not the pass's length: on a
+ * shared CPU a pass lasts twice its work. */
+#define IDLE_PER_BUSY 9
+#define MAX_PERIODS 10
+
+static uint64_t now_ns(clockid_t clock)
+{
+	struct timespec t;
+	clock_gettime(clock, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static void *cleaner(void *arg)
 {
 	kr_pool *pool = arg;
 	struct kr_stale *s = pool->stale;
+	uint64_t busy_ns = 0; /* the last pass's CPU time */
 	pthread_mutex_lock(&s->tlock);
 	while (!s->stop) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (s->period_ms % 1000) * 1000000;
-		until.tv_sec += s->period_ms / 1000 + until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
+		uint64_t wait_ns = (uint64_t)s->period_ms * 1000000u;
+		if (wait_ns < IDLE_PER_BUSY * busy_ns)
+			wait_ns = IDLE_PER_BUSY * busy_ns < MAX_PERIODS * wait_ns ? IDLE_PER_BUSY * busy_ns
+										  : MAX_PERIODS * wait_ns;
+		uint64_t until_ns = now_ns(CLOCK_REALTIME) + wait_ns; /* the condition's clock */
+		struct timespec until = {.tv_sec = (time_t)(until_ns / 1000000000u),
+					 .tv_nsec = (long)(until_ns % 1000000000u)};
 		pthread_cond_timedwait(&s->cond, &s->tlock, &until);
 		if (s->stop)
 			break;
 		pthread_mutex_unlock(&s->tlock);
+		uint64_t t0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 		if (kr_stale_clean(pool) != KR_OK)
 			kr_pool_fail(pool, kr_errcode());
+		busy_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
 		pthread_mutex_lock(&s->tlock);
 	}
 	pthread_mutex_unlock(&s->tlock);

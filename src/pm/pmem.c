@@ -222,6 +222,15 @@ static void prefault(const struct kr_pm *pm)
 		__atomic_fetch_add((char *)pm->base + off, 0, __ATOMIC_RELAXED);
 }
 
+void kr_pm_populate(const struct kr_pm *pm, uint64_t off, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t lo = off / (uint64_t)page * (uint64_t)page;
+	/* Writable where prefault() maps writable; a private copy is only read here. */
+	int how = pm->mode == KR_MODE_PAGECACHE || pm->readonly ? MADV_POPULATE_READ : MADV_POPULATE_WRITE;
+	(void)madvise(pm->base + lo, off + len - lo, how);
+}
+
 int kr_pm_map(struct kr_pm *pm, int fd, size_t size, unsigned open_flags, const char *path)
 {
 	pthread_once(&flush_once, flush_detect);
