@@ -26,9 +26,10 @@ const char region_synopsis[] = REGION_VERBS " FILE [--sidecar PATH] [--rate MIB]
 /* Whether verb is one of REGION_VERBS. */
 static bool region_verb(const char *verb)
 {
+	static const char verbs[] = REGION_VERBS;
 	size_t n = strlen(verb);
-	for (const char *p = REGION_VERBS; n && (p = strstr(p, verb)); p += n)
-		if ((p == REGION_VERBS || p[-1] == '|') && (p[n] == '|' || p[n] == '\0'))
+	for (const char *p = verbs; n && (p = strstr(p, verb)); p += n)
+		if ((p == verbs || p[-1] == '|') && (p[n] == '|' || p[n] == '\0'))
 			return true;
 	return false;
 }
