@@ -188,7 +188,7 @@ static void *touched_malloc(size_t n)
 }
 
 struct worker {
-	kr_pool *pool;
+	_Alignas(64) kr_pool *pool; /* each worker on lines of its own */
 	size_t size;
 	uint64_t ops, seed;
 	kr_oid oids[NOBJ];
@@ -211,16 +211,20 @@ static void *overwrite_worker(void *arg)
 {
 	struct worker *w = arg;
 	uint64_t rng = w->seed;
-	for (uint64_t i = 0; i < w->ops / 10 && !w->rc; i++) /* warm-up */
-		w->rc = rewrite_one(w, &rng, i);
+	int rc = 0;
+	for (uint64_t i = 0; i < w->ops / 10 && !rc; i++) /* warm-up */
+		rc = rewrite_one(w, &rng, i);
 	pthread_barrier_wait(w->start);
 	kr_counters_reset();
-	for (uint64_t i = 0; i < w->ops && !w->rc; i++) {
+	/* rc stays local: a store into *w every operation would share a line with the next
+	 * thread's worker, which reads its own fields every operation (false sharing). */
+	for (uint64_t i = 0; i < w->ops && !rc; i++) {
 		uint64_t t0 = util_now_ns();
-		w->rc = rewrite_one(w, &rng, i);
+		rc = rewrite_one(w, &rng, i);
 		w->lat[i] = util_now_ns() - t0;
 	}
 	kr_counters_get(&w->c);
+	w->rc = rc;
 	return NULL;
 }
 
@@ -244,7 +248,7 @@ static int bench_overwrite(struct opts *o, size_t size)
 	unsigned nt = (unsigned)o->threads;
 	uint64_t need = (uint64_t)nt * NOBJ * (size + 64) * 2;
 	kr_pool *pool;
-	struct worker *w = calloc(nt, sizeof(*w));
+	struct worker *w = aligned_alloc(_Alignof(struct worker), nt * sizeof(*w));
 	pthread_t th[MAX_THREADS];
 	pthread_barrier_t start;
 	int rc = 0;
