@@ -15,6 +15,10 @@
  *   threads   two threads persist while two commit transactions on the same objects and the
  *             cleaner runs every millisecond: afterwards every byte is the last one written
  *             and the deep check passes (stale.c invariants 3 and 4)
+ *   first     a transaction commits right after open, then the application persists its own
+ *             bytes over the same range, then the process dies: recovery keeps the
+ *             persisted bytes (the transaction counts as a writer of the range even though
+ *             nothing had asked for writers when it committed: stale.c invariant 5)
  *   oldpool   a pool made before the stale map refuses kr_stored_persist cleanly
  *
  * Usage: test_stale FIXTURE_DIR
@@ -173,6 +177,43 @@ static void persist_and_crash(void *arg)
 	memset(home(pool, l->x) + 8, 0x77, 64);
 	TU_OK(kr_stored_persist(pool, home(pool, l->x) + 8, 64));
 	_exit(0);
+}
+
+/* ---- the first persist after transactions ---------------------------------------------- */
+
+/* In a child: a transaction writes x's first 64 bytes, the application persists others over
+ * them, and the process ends without closing. */
+static void commit_persist_and_crash(void *arg)
+{
+	struct lost *l = arg;
+	kr_pool *pool;
+	TU_OK(tu_open(l->path, &pool));
+	uint8_t v[64];
+	memset(v, 0x11, sizeof(v));
+	TU_OK(kr_update(pool, l->x, 0, v, sizeof(v)));
+	memset(home(pool, l->x), 0x22, 64);
+	TU_OK(kr_stored_persist(pool, home(pool, l->x), 64));
+	_exit(0);
+}
+
+static void first(void **state)
+{
+	(void)state;
+	struct lost l;
+	setenv("KERATIN_STALE_MS", "0", 1); /* no cleaner pass asks before the persist does */
+	kr_pool *pool = make_pool("stale-first", l.path);
+	l.x = tu_alloc_zeros(pool, 64);
+	TU_OK(kr_pool_close(pool));
+	char err[512];
+	TU_OK(tu_run_child(commit_persist_and_crash, &l, err, sizeof(err)));
+	TU_OK(tu_open(l.path, &pool));
+	for (int j = 0; j < 64; j++)
+		TU_ASSERT(home(pool, l.x)[j] == 0x22, "byte %d is 0x%02x: recovery replayed the "
+			  "transaction over the persisted bytes", j, home(pool, l.x)[j]);
+	TU_DEEP_CHECK(pool, "after recovery");
+	TU_OK(kr_pool_close(pool));
+	unlink(l.path);
+	unsetenv("KERATIN_STALE_MS");
 }
 
 static void window(void **state)
@@ -464,7 +505,8 @@ int main(int argc, char **argv)
 	static const struct tu_case cases[] = {
 		TU_CASE(costs, NULL, NULL),   TU_CASE(check, NULL, NULL),
 		TU_CASE(window, NULL, NULL),  TU_CASE(crash, NULL, NULL),
-		TU_CASE(threads, NULL, NULL), TU_CASE(oldpool, NULL, NULL),
+		TU_CASE(threads, NULL, NULL), TU_CASE(first, NULL, NULL),
+		TU_CASE(oldpool, NULL, NULL),
 	};
 	return TU_RUN_CASES("stale", cases);
 }

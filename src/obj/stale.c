@@ -49,8 +49,10 @@
  *      uncommitted bytes): they stay marked.
  *   5. No replay overwrites a persisted store: before a range is written back (after its
  *      marks), every transaction that wrote its columns (kr_tx_group_writer, noted at each
- *      transaction's end) is at or below durable_seq, or the range's bytes are logged after them
- *      (stored_log). Recovery replays only transactions above durable_seq, in order.
+ *      transaction's end once it was first asked; every transaction before that counts as
+ *      a writer of every column) is at or below durable_seq, or the range's bytes are logged
+ *      after them (stored_log). Recovery replays only transactions above durable_seq, in
+ *      order. (test_stale's first case: a transaction, then the first persist.)
  */
 #include <pthread.h>
 #include <stddef.h>

@@ -209,9 +209,15 @@ struct kr_tx_shared {
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing */
 	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
 	/* Pools with the stale map: per group of columns, the newest transaction that wrote
-	 * there (kr_tx_group_writer); NULL otherwise. */
+	 * there (kr_tx_group_writer); NULL otherwise. Noted only once something has asked
+	 * (writers_on): a pool whose program never persists its own stores pays no shared
+	 * store per commit. Every transaction before the first question counts as writing
+	 * everywhere, as writers_floor: the newest sequence number handed out by then
+	 * (UINT64_MAX while the first question is being answered). */
 	_Atomic uint64_t *group_writer;
 	uint64_t group_cols;
+	_Alignas(64) _Atomic int writers_on; /* read by every commit, written once */
+	_Atomic uint64_t writers_floor;
 };
 
 static _Thread_local struct kr_tx *tx_open_list;
@@ -1751,9 +1757,17 @@ static void note_write(kr_pool *pool, uint64_t off, uint64_t len, uint64_t seq)
 	}
 }
 
+/* A transaction that found writers_on clear had taken its sequence number before the
+ * first question set it (all sequentially consistent), so the floor read after is at or
+ * above that number. */
 uint64_t kr_tx_group_writer(kr_pool *pool, uint64_t g)
 {
-	return atomic_load(&pool->tx->group_writer[g]);
+	struct kr_tx_shared *t = pool->tx;
+	int off = 0;
+	if (!atomic_load(&t->writers_on) && atomic_compare_exchange_strong(&t->writers_on, &off, 1))
+		atomic_store(&t->writers_floor, atomic_load(&pool->log.next_seq) - 1);
+	uint64_t newest = atomic_load(&t->group_writer[g]), floor = atomic_load(&t->writers_floor);
+	return newest > floor ? newest : floor;
 }
 
 /* What a replay could write again (stale.c, invariant 5): a new object's whole block, an
@@ -1787,7 +1801,7 @@ static void tx_end(struct kr_tx *tx, int committed, uint64_t seq)
 		tx_undo_in_place(tx);
 	if (tx->nsegs)
 		tx_spill_end(tx, committed, seq);
-	if (pool->tx->group_writer)
+	if (pool->tx->group_writer && atomic_load(&pool->tx->writers_on))
 		tx_note_writes(tx, committed, seq);
 	inflight_leave_all(tx);
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
@@ -1818,6 +1832,7 @@ int kr_tx_shared_new(kr_pool *pool)
 	if (pool->hdr.incompat & KR_FEAT_INCOMPAT_STALE_MAP) {
 		uint64_t cols = kr_geom_columns(&pool->g);
 		t->group_cols = KR_STALE_COLUMNS_PER_BIT(cols);
+		t->writers_floor = UINT64_MAX;
 		t->group_writer = kr_calloc((cols + t->group_cols - 1) / t->group_cols, sizeof(uint64_t));
 		if (!t->group_writer) {
 			free(t->spare);

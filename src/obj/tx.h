@@ -42,7 +42,9 @@ void kr_tx_forget(kr_pool *pool, kr_oid oid, uint64_t size);
 int kr_tx_blocks_cached(kr_pool *pool, kr_oid oid, uint64_t size);
 /* Pools with the stale map: the newest sequence number of a transaction that wrote into the
  * stale-map group g (KR_STALE_COLUMNS_PER_BIT columns, layout.h), noted at each
- * transaction's end: what a replay after a crash would write again (stale.c invariant 5). */
+ * transaction's end: what a replay after a crash would write again (stale.c invariant 5).
+ * Noting starts at the first call; transactions before it count as writers everywhere, so
+ * the answer is never below the newest sequence number handed out before that call. */
 uint64_t kr_tx_group_writer(kr_pool *pool, uint64_t g);
 
 #endif
