@@ -172,14 +172,8 @@ struct kr_tx {
 	} big[SPARE_BIGS];
 };
 
-/* An object's stripe is the page its block starts in, modulo CRC_LOCKS: objects next to
- * each other share one. Two commits of different objects wait for each other when their
- * objects start in one page (or pages CRC_LOCKS apart), for as long as a commit takes.
- * Threads mostly write objects they allocated, from runs of their own (heap.c), so their
- * stripes differ, and each stripe's line stays in one thread's cache: with the object's
- * address hashed instead, two threads overwriting 1000 objects each took every stripe
- * alternately, and each lock and unlock moved its line between the CPUs (2-thread
- * overwrites of 64 bytes: a sixth of the time lost to the second thread). */
+/* Two commits of different objects wait for each other when their objects hash to one
+ * stripe, for as long as a commit takes: 1 in CRC_LOCKS of them with two threads. */
 #define CRC_LOCK_BITS 8
 #define CRC_LOCKS (1 << CRC_LOCK_BITS)
 _Static_assert(CRC_LOCKS <= 256, "stripe numbers are kept in bytes");
@@ -1178,7 +1172,7 @@ static int crc_stripes(struct kr_tx *tx, uint8_t *stripes)
 	uint64_t seen[CRC_LOCKS / 64] = {0};
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (!m->fresh && !m->freed && m->nranges) {
-			unsigned s = (unsigned)((m->oid - sizeof(struct kr_obj_hdr)) / KR_PAGE_SIZE % CRC_LOCKS);
+			unsigned s = (unsigned)((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> (64 - CRC_LOCK_BITS));
 			seen[s / 64] |= 1ull << (s % 64);
 		}
 	int n = 0;
