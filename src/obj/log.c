@@ -711,8 +711,9 @@ int kr_log_sync(struct kr_log *log, struct kr_lane *lane)
  * with two threads committing, the other thread's last commit took the line, and the locked
  * add would otherwise stall the commit for the whole transfer. Called when a transaction
  * takes its lane and again when its commit enters the gate, where the transfer overlaps
- * building the redo image. (2-thread overwrites of 64 bytes, AMD EPYC guest: median
- * 801 -> 682 ns, rate 2.14M -> 2.38M/s; one thread unchanged.) */
+ * building the redo image. (2-thread overwrites of 64 bytes, AMD EPYC guest, 4
+ * interleaved pairs: 1.57-1.64M -> 1.63-1.69M/s; the stripe lines, taken just before,
+ * still cost more. One thread unchanged.) */
 static void seq_line_prefetch(struct kr_log *log) { __builtin_prefetch(&log->next_seq, 1, 3); }
 
 int kr_log_lane_acquire(struct kr_log *log, struct kr_lane **out)
