@@ -61,6 +61,7 @@
 #include "fault.h"
 #include "grow.h"
 #include "invariant.h"
+#include "lock.h"
 #include "query.h"
 #include "quiesce.h"
 #include "redund.h"
@@ -172,17 +173,24 @@ struct kr_tx {
 	} big[SPARE_BIGS];
 };
 
-/* Two commits of different objects wait for each other when their objects hash to one
- * stripe, for as long as a commit takes: 1 in CRC_LOCKS of them with two threads. */
-#define CRC_LOCK_BITS 8
-#define CRC_LOCKS (1 << CRC_LOCK_BITS)
-_Static_assert(CRC_LOCKS <= 256, "stripe numbers are kept in bytes");
+/* The checksum stripes (crc_stripes): CRC_LINES lines of CRC_PER_LINE four-byte locks.
+ * An object's line is chosen by its page, its lock in the line by its own offset. Objects
+ * of one page thus share a line (a thread that works in its own pages keeps its lines in
+ * its cache) but rarely a lock: two commits of different objects wait for each other
+ * (for as long as a commit takes) 1 in CRC_PER_LINE times when the objects share a page,
+ * 1 in CRC_LOCKS times otherwise. */
+#define CRC_LINES 256
+#define CRC_PER_LINE (64 / (int)sizeof(kr_lock))
+#define CRC_LOCKS (CRC_LINES * CRC_PER_LINE)
+_Static_assert(CRC_LINES == 256 && CRC_PER_LINE == 16, "crc_stripe takes 8 and 4 hash bits");
 
-/* Each on a line of its own: two threads committing different objects, or on different
- * lanes, must not move one line between their caches. */
-struct crc_lock {
-	_Alignas(64) pthread_mutex_t m;
+/* A set of stripes, as bits: `any` has bit w set when words[w] may be nonzero (words
+ * without it are garbage), so an empty set costs nothing to make. */
+struct crc_set {
+	uint64_t any;
+	uint64_t words[CRC_LOCKS / 64];
 };
+_Static_assert(CRC_LOCKS / 64 == 64, "one summary bit per word");
 struct spare_slot {
 	_Alignas(64) struct kr_tx *tx;
 };
@@ -199,7 +207,7 @@ struct kr_tx_shared {
 	 * updates of one object by several transactions. */
 	pthread_mutex_t inflight_lock;
 	struct mbuf *inflight;
-	struct crc_lock crc_locks[CRC_LOCKS];
+	_Alignas(64) kr_lock crc_locks[CRC_LOCKS];
 	struct kr_vcache vcache; /* block checksums of large objects opened for writing */
 	struct kr_shadow shadow; /* consistent copies of objects declared by kr_tx_add_stored */
 	/* Pools with the stale map: per group of columns, the newest transaction that wrote
@@ -1157,29 +1165,50 @@ static int tx_lost(const struct kr_tx *tx)
 	return KR_OK;
 }
 
-static void crc_unlock(kr_pool *pool, const uint8_t *stripes, int n)
+/* The stripe of an object: its page's line, and in it a lock by a hash of its offset
+ * (a plain offset would give every object of a size class that divides 256 one lock). */
+static unsigned crc_stripe(kr_oid oid)
 {
-	for (int i = n - 1; i >= 0; i--)
-		pthread_mutex_unlock(&pool->tx->crc_locks[stripes[i]].m);
+	unsigned line = (unsigned)((oid / KR_PAGE_SIZE) * 0x9e3779b97f4a7c15ull >> 56);
+	unsigned slot = (unsigned)((oid >> 4) * 0xbf58476d1ce4e5b9ull >> 60);
+	return line * CRC_PER_LINE + slot;
 }
 
-/* The stripes of the checksum locks of a transaction's changed objects, ascending, each
- * once; their count. Two transactions that change one object (disjoint ranges, which
- * libpmemobj allows) each patch its checksum from the value they read: the second must
- * read the first's (build to apply, under the object's stripe). */
-static int crc_stripes(struct kr_tx *tx, uint8_t *stripes)
+/* The stripes of the checksum locks of a transaction's changed objects. Two transactions
+ * that change one object (disjoint ranges, which libpmemobj allows) each patch its checksum
+ * from the value they read: the second must read the first's (build to apply, under the
+ * object's stripe). */
+static void crc_stripes(struct kr_tx *tx, struct crc_set *set)
 {
-	uint64_t seen[CRC_LOCKS / 64] = {0};
+	set->any = 0;
 	for (struct mbuf *m = tx->mbufs; m; m = m->next)
 		if (!m->fresh && !m->freed && m->nranges) {
-			unsigned s = (unsigned)((m->oid >> 4) * 0x9e3779b97f4a7c15ull >> (64 - CRC_LOCK_BITS));
-			seen[s / 64] |= 1ull << (s % 64);
+			unsigned s = crc_stripe(m->oid), w = s / 64;
+			if (!(set->any & 1ull << w)) {
+				set->any |= 1ull << w;
+				set->words[w] = 0;
+			}
+			set->words[w] |= 1ull << (s % 64);
 		}
-	int n = 0;
-	for (int w = 0; w < CRC_LOCKS / 64; w++)
-		for (uint64_t bits = seen[w]; bits; bits &= bits - 1)
-			stripes[n++] = (uint8_t)(w * 64 + __builtin_ctzll(bits));
-	return n;
+}
+
+/* Takes the set's locks in ascending order (every committer does: no deadlock). */
+static void crc_lock(kr_pool *pool, const struct crc_set *set)
+{
+	for (uint64_t any = set->any; any; any &= any - 1) {
+		unsigned w = (unsigned)__builtin_ctzll(any);
+		for (uint64_t bits = set->words[w]; bits; bits &= bits - 1)
+			kr_lock_take(&pool->tx->crc_locks[w * 64 + __builtin_ctzll(bits)]);
+	}
+}
+
+static void crc_unlock(kr_pool *pool, const struct crc_set *set)
+{
+	for (uint64_t any = set->any; any; any &= any - 1) {
+		unsigned w = (unsigned)__builtin_ctzll(any);
+		for (uint64_t bits = set->words[w]; bits; bits &= bits - 1)
+			kr_lock_drop(&pool->tx->crc_locks[w * 64 + __builtin_ctzll(bits)]);
+	}
 }
 
 static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
@@ -1836,8 +1865,6 @@ int kr_tx_shared_new(kr_pool *pool)
 	}
 	pthread_mutex_init(&t->root_lock, NULL);
 	pthread_mutex_init(&t->inflight_lock, NULL);
-	for (int i = 0; i < CRC_LOCKS; i++)
-		pthread_mutex_init(&t->crc_locks[i].m, NULL);
 	kr_vcache_init(&t->vcache);
 	kr_shadow_init(&t->shadow);
 	pool->tx = t;
@@ -1859,8 +1886,6 @@ void kr_tx_shared_free(kr_pool *pool)
 	kr_shadow_fini(&t->shadow);
 	pthread_mutex_destroy(&t->root_lock);
 	pthread_mutex_destroy(&t->inflight_lock);
-	for (int i = 0; i < CRC_LOCKS; i++)
-		pthread_mutex_destroy(&t->crc_locks[i].m);
 	free(t);
 	pool->tx = NULL;
 }
@@ -2354,10 +2379,9 @@ int kr_tx_commit(kr_tx *tx)
 
 	/* 2-3. Intents for large new objects (parity only), new objects home, redo image. From
 	 * here to the end of the apply, home bytes and parity change: inside the commit gate. */
-	uint8_t stripes[CRC_LOCKS];
-	int nstripes = crc_stripes(tx, stripes);
-	for (int i = 0; i < nstripes; i++)
-		pthread_mutex_lock(&pool->tx->crc_locks[stripes[i]].m);
+	struct crc_set stripes;
+	crc_stripes(tx, &stripes);
+	crc_lock(pool, &stripes);
 	kr_log_enter(&pool->log, tx->lane);
 	int home = tx_home_mark(tx);
 	int crcs_in_commit = home && feat(pool, KR_FEAT_RO_OBJ_CSUM) && home_crcs_in_commit(tx);
@@ -2389,7 +2413,7 @@ int kr_tx_commit(kr_tx *tx)
 
 	if (rc == KR_OK && tx->img.nrecords == 0) {
 		kr_log_exit(&pool->log, tx->lane);
-		crc_unlock(pool, stripes, nstripes);
+		crc_unlock(pool, &stripes);
 		tx_end(tx, 1, 0); /* read-only: nothing to make durable */
 		return KR_OK;
 	}
@@ -2410,7 +2434,7 @@ int kr_tx_commit(kr_tx *tx)
 				kr_pool_fail(pool, frc);
 		}
 		kr_log_exit(&pool->log, tx->lane);
-		crc_unlock(pool, stripes, nstripes);
+		crc_unlock(pool, &stripes);
 		tx_end(tx, 0, 0);
 		return rc;
 	}
@@ -2441,7 +2465,7 @@ int kr_tx_commit(kr_tx *tx)
 				shadow_follow(pool, m);
 		}
 	}
-	crc_unlock(pool, stripes, nstripes);
+	crc_unlock(pool, &stripes);
 	kr_heap_release(&pool->heap);
 	tx_end(tx, 1, seq);
 	return rc;
