@@ -64,17 +64,20 @@ uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off)
 
 void kr_parity_prefetch(const struct kr_parity *p, uint64_t off, size_t len)
 {
-	/* The first row's share, at most PREFETCH_LINES lines: past them the hardware's own
-	 * stream prefetch keeps up with a patch. */
-	enum { PREFETCH_LINES = 8 };
+	/* The first row's share, at most PREFETCH_LINES lines (past them the hardware's own
+	 * stream prefetch keeps up with a patch, at least for lines no other CPU holds). */
+	enum { PREFETCH_LINES = 128 };
 	size_t row_left = p->g.row_size - kr_geom_in_row(&p->g, off);
 	if (len > row_left)
 		len = row_left;
 	if (len > PREFETCH_LINES * KR_LINE_SIZE)
 		len = PREFETCH_LINES * KR_LINE_SIZE;
-	const char *first = p->pm->base + kr_parity_offset(p, off);
+	uint64_t poff = kr_parity_offset(p, off);
+	const char *first = p->pm->base + poff;
 	for (uint64_t a = (uint64_t)first & ~(uint64_t)(KR_LINE_SIZE - 1); a < (uint64_t)first + len; a += KR_LINE_SIZE)
 		__builtin_prefetch((const void *)a, 1);
+	for (uint64_t pg = poff / P; pg <= (poff + len - 1) / P; pg++)
+		__builtin_prefetch(&p->locks[pg % KR_PARITY_LOCKS].rw, 1);
 }
 
 /* The distinct lock indices of the page columns of parity bytes [poff, poff+len), in

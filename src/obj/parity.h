@@ -105,8 +105,11 @@ int kr_parity_column_ok(struct kr_parity *p, uint64_t off);
 /* Pool offset of the parity byte for data byte off (off must be covered). */
 uint64_t kr_parity_offset(const struct kr_parity *p, uint64_t off);
 
-/* Starts fetching the parity lines of the first bytes of [off, off+len) for writing: a
- * caller about to patch them later lets the cache miss run beside its own work. */
+/* Starts fetching the parity lines of the first bytes of [off, off+len), and their range
+ * locks' lines, for writing: a caller about to patch them later lets the cache misses run
+ * beside its own work. With several threads in one pool these are often lines another CPU
+ * wrote last (objects of different threads in one page column share parity), and a fetch
+ * for writing then takes one transfer instead of two. */
 void kr_parity_prefetch(const struct kr_parity *p, uint64_t off, size_t len);
 
 #endif

@@ -1969,10 +1969,19 @@ int kr_tx_free(kr_tx *tx, kr_oid oid)
 	return KR_OK;
 }
 
+#define PARITY_PREFETCH_MIN 512
+
 void *kr_tx_add(kr_tx *tx, kr_oid oid, size_t off, size_t len)
 {
 	if (tx_usable(tx))
 		return NULL;
+	/* The commit patches this range's parity: lines another thread may hold, fetched
+	 * while this transaction builds its buffer, its image and its log entry (two threads
+	 * overwriting their own objects: 512 B 1.46-1.51M -> 1.82-1.86M/s, 1 KiB 1.22M ->
+	 * 1.51-1.59M/s, one thread unchanged). Not for a few lines: at 256 B it cost a few
+	 * percent with one thread and two (finding the lines takes two divisions). */
+	if (len >= PARITY_PREFETCH_MIN)
+		kr_redund_prefetch(&tx->pool->redund, oid + off, len);
 	struct mbuf *m = mbuf_get_range(tx, oid, off, len, 1);
 	if (!m)
 		return NULL;
