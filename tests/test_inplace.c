@@ -1194,6 +1194,37 @@ static void spill_from_empty_runs(const char *path)
 	printf("in-place undo spilled into chunks of empty runs: ok\n");
 }
 
+/* The scrubber's passes beside a stream of commits that allocate and free: a pass reads the
+ * allocator's counters for its progress total, which every commit changes. Under TSan
+ * (this test runs in the TSan build) an unlocked read is a reported race: the read once
+ * went unlocked, and scrub_while_open above caught it only now and then. */
+static void scrub_during_commits(const char *path)
+{
+	enum { ROUNDS = 3000, SIZE = 200, PASSES = 5 };
+	kr_pool *pool;
+	TU_OK(tu_create(path, 16 << 20, 0, 0, 0, &pool));
+	struct kr_pool_stat st;
+	TU_OK(kr_pool_stat(pool, &st));
+	uint64_t until = st.scrub_passes + PASSES;
+	TU_OK(kr_pool_set_read_policy(pool, KR_READ_SCRUB, 0, 0.001));
+	kr_oid keep[8] = {0};
+	for (int i = 0; i < ROUNDS || st.scrub_passes < until; i++) {
+		TU_ASSERT(i < 100 * ROUNDS, "the scrubber ran %llu passes in %d commits",
+			  (unsigned long long)(st.scrub_passes + PASSES - until), i);
+		kr_tx *tx;
+		TU_OK(kr_tx_begin(pool, &tx));
+		if (keep[i % 8])
+			TU_OK(kr_tx_free(tx, keep[i % 8]));
+		TU_OK(kr_tx_alloc(tx, SIZE, 1, &keep[i % 8]));
+		TU_OK(kr_tx_commit(tx));
+		TU_OK(kr_pool_stat(pool, &st));
+	}
+	TU_OK(kr_pool_set_read_policy(pool, KR_READ_DEFAULT, 0, 0));
+	TU_DEEP_CHECK(pool, "after scrub passes beside allocating commits");
+	TU_OK(kr_pool_close(pool));
+	printf("scrub passes beside allocating commits: ok\n");
+}
+
 int main(void)
 {
 	char path[128];
@@ -1217,6 +1248,9 @@ int main(void)
 	char path4[128];
 	tu_pool_path(path4, sizeof(path4), "inplace-scrub");
 	scrub_while_open(path4);
+	char path12[128];
+	tu_pool_path(path12, sizeof(path12), "inplace-scrub-commits");
+	scrub_during_commits(path12);
 	char path5[128], path6[128];
 	tu_pool_path(path5, sizeof(path5), "inplace-writers");
 	two_writers(path5, 2048); /* verified whole */
