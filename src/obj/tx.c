@@ -1192,24 +1192,20 @@ static void crc_stripes(struct kr_tx *tx, struct crc_set *set)
 		}
 }
 
-/* Takes the set's locks in ascending order (every committer does: no deadlock). */
-static void crc_lock(kr_pool *pool, const struct crc_set *set)
+/* Applies op to each lock of the set, in ascending order: taken so by every committer,
+ * they cannot deadlock. */
+static inline void crc_each(kr_pool *pool, const struct crc_set *set, void (*op)(kr_lock *))
 {
 	for (uint64_t any = set->any; any; any &= any - 1) {
 		unsigned w = (unsigned)__builtin_ctzll(any);
 		for (uint64_t bits = set->words[w]; bits; bits &= bits - 1)
-			kr_lock_take(&pool->tx->crc_locks[w * 64 + __builtin_ctzll(bits)]);
+			op(&pool->tx->crc_locks[w * 64 + __builtin_ctzll(bits)]);
 	}
 }
 
-static void crc_unlock(kr_pool *pool, const struct crc_set *set)
-{
-	for (uint64_t any = set->any; any; any &= any - 1) {
-		unsigned w = (unsigned)__builtin_ctzll(any);
-		for (uint64_t bits = set->words[w]; bits; bits &= bits - 1)
-			kr_lock_drop(&pool->tx->crc_locks[w * 64 + __builtin_ctzll(bits)]);
-	}
-}
+static void crc_lock(kr_pool *pool, const struct crc_set *set) { crc_each(pool, set, kr_lock_take); }
+
+static void crc_unlock(kr_pool *pool, const struct crc_set *set) { crc_each(pool, set, kr_lock_drop); }
 
 static int range_covered(const struct mbuf *m, uint64_t s, uint64_t e)
 {
