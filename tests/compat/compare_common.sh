@@ -124,12 +124,12 @@ cmp_side() {
 			wl_step "$pool" "$s" </dev/null
 		fi >"$tmp/step.out" 2>&1
 		rc=$?
-		if [[ $side == libpmemobj && $rc == 77 ]] && grep -q '^SKIP: ' "$tmp/step.out"; then
+		if [[ $side == libpmemobj && $rc == 77 ]] && grep -aq '^SKIP: ' "$tmp/step.out"; then
 			sed -n 's/^SKIP: //p' "$tmp/step.out" | head -n 1 >"$tmp/skip"
 			return 77
 		fi
 		{
-			grep -Ev "^$wl_here/pmdk_workloads.sh: line [0-9]+: +[0-9]+ " "$tmp/step.out" |
+			grep -aEv "^$wl_here/pmdk_workloads.sh: line [0-9]+: +[0-9]+ " "$tmp/step.out" |
 				sed "s|$bindir/|BIN/|g"
 			echo "[step $i exit $rc]"
 		} >>"$tmp/$side.out"
@@ -141,10 +141,18 @@ cmp_side() {
 
 # CMP_ONLY (a bash regex): only the programs and cases whose names match run; the others
 # say SKIP, with where the whole set runs. Empty: everything.
+# CMP_SHOW (non-empty): a known difference's diff is printed too.
 cmp_selected() {
 	[[ -z ${CMP_ONLY:-} || $1 =~ $CMP_ONLY ]] && return 0
 	wl_skip "$1" "not in this run's set (CMP_ONLY); make torture runs them all"
 	return 1
+}
+
+# cmp_diff: the two sides' outputs, as a unified diff; an output may hold binary bytes
+# (a file read back through a mount), shown as cat -v does.
+cmp_diff() {
+	diff -a -u --label libpmemobj --label keratin-pmemobj "$tmp/libpmemobj.out" \
+		"$tmp/keratin.out" | cat -v
 }
 
 # wl_case LABEL INPUT STEP...: both sides, then the verdict.
@@ -159,10 +167,10 @@ wl_case() {
 			return
 		fi
 	done
-	if ! cmp -s <(grep '^\[step' "$tmp/libpmemobj.out") <(grep '^\[step' "$tmp/keratin.out"); then
+	if ! cmp -s <(grep -a '^\[step' "$tmp/libpmemobj.out") <(grep -a '^\[step' "$tmp/keratin.out"); then
 		what="exit status differs"
 	fi
-	if ! cmp -s <(grep -v '^\[step' "$tmp/libpmemobj.out") <(grep -v '^\[step' "$tmp/keratin.out"); then
+	if ! cmp -s <(grep -av '^\[step' "$tmp/libpmemobj.out") <(grep -av '^\[step' "$tmp/keratin.out"); then
 		what="${what:+$what, }output differs"
 	fi
 	[[ -s $tmp/problems ]] && what="${what:+$what, }$(wc -l <"$tmp/problems") check(s) failed"
@@ -173,14 +181,14 @@ wl_case() {
 			cmp_fail "$label" "listed as a known difference but no longer differs: remove it"
 		else
 			echo "KNOWN $label: $what, as documented: ${KNOWN_DIFF[$label]}"
+			[[ -n ${CMP_SHOW:-} ]] && cmp_diff | head -n 60
 			known=$((known + 1))
 		fi
 	elif [[ -z $what ]]; then
 		cmp_ok "$label"
 	else
 		cmp_fail "$label" "$what" "$(cat "$tmp/problems"
-			diff -u --label libpmemobj --label keratin-pmemobj "$tmp/libpmemobj.out" \
-				"$tmp/keratin.out" | sed -n '3,16p')"
+			cmp_diff | sed -n '3,16p')"
 	fi
 }
 
