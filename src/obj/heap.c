@@ -934,6 +934,15 @@ void kr_heap_release(struct kr_heap *h)
 }
 void kr_heap_release_all(struct kr_heap *h) { heap_release(h, 0); }
 
+void kr_heap_counters(struct kr_heap *h, uint64_t *used, uint64_t *free, uint64_t *nobjects)
+{
+	heap_lock(h);
+	*used = h->used_bytes;
+	*free = h->free_bytes;
+	*nobjects = h->nobjects;
+	heap_unlock(h);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Lookup and iteration
  * ------------------------------------------------------------------------------------- */

@@ -130,6 +130,10 @@ int kr_heap_owner(struct kr_heap *h, uint64_t off, struct kr_block *b);
  * end: 1 and *b, or 0. Lock-free, like kr_heap_owner. */
 int kr_heap_next_owner(struct kr_heap *h, uint64_t off, uint64_t end, struct kr_block *b);
 
+/* The allocator's byte and object counters, read together under its lock (commits change
+ * them, also while a scrub pass or a stat call reads them). */
+void kr_heap_counters(struct kr_heap *h, uint64_t *used, uint64_t *free, uint64_t *nobjects);
+
 /* Live objects in pool order: the first oid after `after` (0 = from the start), or 0. */
 uint64_t kr_heap_next(struct kr_heap *h, uint64_t after);
 

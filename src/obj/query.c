@@ -51,11 +51,7 @@ int kr_pool_stat(kr_pool *pool, struct kr_pool_stat *st)
 	st->parity_bytes = kr_geom_parity_bytes(&pool->g);
 	uint64_t chunk_bytes = (uint64_t)h->nzones * h->chunks_per_zone * KR_CHUNK_SIZE;
 	st->meta_bytes = h->pool_size - st->parity_bytes - chunk_bytes;
-	pthread_mutex_lock(&pool->heap.lock);
-	st->used_bytes = pool->heap.used_bytes;
-	st->free_bytes = pool->heap.free_bytes;
-	st->nobjects = pool->heap.nobjects;
-	pthread_mutex_unlock(&pool->heap.lock);
+	kr_heap_counters(&pool->heap, &st->used_bytes, &st->free_bytes, &st->nobjects);
 	st->max_alloc = pool->heap.max_alloc;
 	memcpy(st->uuid, h->uuid, sizeof(st->uuid));
 	st->recovered = pool->recovered;

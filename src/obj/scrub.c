@@ -613,10 +613,8 @@ static int scrub_run(kr_pool *pool, unsigned flags, struct kr_check_report *rep)
 	s.ncols = kr_geom_columns(&pool->g);
 	s.bad_col = kr_calloc(s.ncols, 1);
 	s.busy_col = kr_calloc(s.ncols, 1);
-	/* Commits change the allocator's counters under its lock, also while a pass runs. */
-	pthread_mutex_lock(&pool->heap.lock);
-	uint64_t used = pool->heap.used_bytes;
-	pthread_mutex_unlock(&pool->heap.lock);
+	uint64_t used, free_bytes, nobjects;
+	kr_heap_counters(&pool->heap, &used, &free_bytes, &nobjects);
 	s.total = ((h->ro_compat & KR_FEAT_RO_PARITY) ? kr_geom_heap_bytes(&pool->g) : 0) + used;
 	int rc = s.bad_col && s.busy_col ? KR_OK : kr_err_set(KR_E_NOMEM, "check tables");
 	int held = rc == KR_OK;
